@@ -1,0 +1,81 @@
+"""`python -m lazystandby.cli node ...` runs one node; `... launch ...` runs a local topology."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from . import config
+from .core.seq import StreamRegistry
+from .node.downstream import DownstreamNode
+from .node.operator_node import OperatorNode
+from .node.upstream import UpstreamNode
+from .operators.base import Operator
+from .sinks.base import FileSink, MemorySink
+from .sources.base import GeneratorSource
+from .transport.grpc_transport import GrpcPeer, serve
+
+
+def make_operator(cfg: config.NodeConfig) -> Operator:
+    if cfg.operator == "python":
+        from .operators.selection import Selection
+
+        return Selection(cfg.predicate)
+    if cfg.operator == "spark":
+        from .operators.spark import SparkSelection  # imported lazily: Spark is heavy
+
+        return SparkSelection(cfg.predicate, cfg)
+    raise ValueError(f"unknown operator {cfg.operator!r}; expected python or spark")
+
+
+def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
+    if cfg.role == "upstream":
+        source = GeneratorSource(cfg.stream_names, seed=cfg.seed, total=cfg.total, rate=cfg.rate)
+        return UpstreamNode(cfg, source, peers)
+    if cfg.role == "downstream":
+        sink = FileSink(cfg.sink, StreamRegistry(cfg.stream_names)) if cfg.sink else MemorySink()
+        return DownstreamNode(cfg, sink)
+    return OperatorNode(cfg, make_operator(cfg), peers)
+
+
+def run_node(argv: list[str]) -> int:
+    cfg = config.load(argv)
+    logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
+    node = build_node(cfg)
+    server = serve(node, cfg.listen, max_message=cfg.max_message_bytes)
+    if cfg.metrics_port:
+        from .metrics import serve_metrics
+
+        serve_metrics(node, cfg.metrics_port)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    # Start after the server listens: a standby registers with Nu, which then calls back.
+    threading.Thread(target=node.start, daemon=True).start()
+    logging.getLogger("lazystandby").info("%s (%s) listening on %s", cfg.name, cfg.role, cfg.listen)
+    done.wait()
+    server.stop(grace=0.5)
+    node.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m lazystandby.cli {node|launch|failover-check|check} [options]")
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "node":
+        return run_node(rest)
+    if cmd in ("launch", "failover-check"):
+        from .launcher import main as launch_main
+
+        return launch_main([cmd, *rest])
+    print(f"unknown command {cmd!r}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

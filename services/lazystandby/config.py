@@ -1,0 +1,105 @@
+"""All configuration in one typed place. Each field maps to an env var LS_<FIELD> and a CLI flag
+--<field-with-dashes>; the CLI wins over the environment, the environment over the defaults, which run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, get_type_hints
+
+from .core.batching import parse_bsize
+from .core.codec import CodecName
+
+
+@dataclass
+class NodeConfig:
+    """One node's settings. `role` is upstream | primary | standby | downstream."""
+
+    role: str = "primary"
+    name: str = ""
+    listen: str = "127.0.0.1:50051"
+    advertise: str = ""  # the address peers use to reach this node (default: listen)
+    upstream: str = ""  # N, N': Nu's address
+    downstream: str = ""  # N, N': Nd's address
+    primary: str = ""  # Nu: N's address; N': the primary it watches
+    standby: str = ""  # Nu: N''s address
+    # Lazy Standby knobs
+    bsize: str = "10"  # 1 = Active Standby ... inf = Upstream Backup
+    codec: str = "zstd-stream-dict"
+    dict_samples: int = 2000
+    dict_size: int = 4096
+    max_batches_per_rpc: int = 512
+    # failure detection
+    heartbeat_interval: float = 0.1
+    heartbeat_misses: int = 3
+    rpc_timeout: float = 2.0
+    # framing and queues
+    frame_max: int = 4096
+    linger_ms: float = 2.0
+    ack_poll_ms: float = 50.0
+    oq_capacity: int = 2_000_000
+    iq_capacity: int = 200_000
+    max_tuple_bytes: int = 65536
+    max_message_bytes: int = 64 << 20
+    # operator
+    operator: str = "python"  # python | spark
+    predicate: str = "price > 100"
+    # source (Nu): the deterministic generator
+    streams: str = "I1,I2"
+    seed: int = 7
+    total: int = 0  # tuples to generate; 0 = forever
+    rate: float = 0.0  # tuples/s; 0 = as fast as the pipeline takes them
+    # sink (Nd)
+    sink: str = ""  # a file of delivered outputs; empty = keep nothing but counts
+    # observability
+    metrics_port: int = 0
+    log_level: str = "INFO"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.role not in ("upstream", "primary", "standby", "downstream"):
+            raise ValueError(f"role must be upstream, primary, standby or downstream; got {self.role!r}")
+        CodecName(self.codec)
+        parse_bsize(self.bsize)
+        if not self.name:
+            self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
+        if not self.advertise:
+            self.advertise = self.listen
+
+    @property
+    def bsize_value(self) -> int | None:
+        return parse_bsize(self.bsize)
+
+    @property
+    def stream_names(self) -> list[str]:
+        return [s for s in self.streams.split(",") if s]
+
+
+def _convert(typ: Any, text: str) -> Any:
+    if typ is bool:
+        return text.lower() in ("1", "true", "yes", "on")
+    return typ(text)
+
+
+def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> NodeConfig:
+    """Defaults, then LS_* environment variables, then command-line flags."""
+    env = os.environ if env is None else env
+    hints = get_type_hints(NodeConfig)
+    parser = argparse.ArgumentParser(prog="lazystandby node", description=NodeConfig.__doc__)
+    values: dict[str, Any] = {}
+    for f in fields(NodeConfig):
+        if f.name == "extra":
+            continue
+        typ = hints[f.name]
+        envname = f"LS_{f.name.upper()}"
+        if envname in env:
+            values[f.name] = _convert(typ, env[envname])
+        default = f.default if f.default is not MISSING else None
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
+                            help=f"(env {envname}, default {default!r})")
+    args = parser.parse_args(argv)
+    for f in fields(NodeConfig):
+        if f.name != "extra" and getattr(args, f.name, None) is not None:
+            values[f.name] = _convert(hints[f.name], getattr(args, f.name))
+    return NodeConfig(**values)

@@ -1,0 +1,170 @@
+"""Stream ids, sequence numbers, and the errors raised when a peer breaks their rules.
+
+Every error names the node, the stream and the sequence number involved and says what was expected and
+what was got. Each carries a status name that the gRPC adapter maps onto a gRPC status code, so that a peer
+sees a precise reason and the node's state is left as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+class LazyStandbyError(Exception):
+    """Base of every protocol error. `status` names the gRPC status code the transport should use."""
+
+    status = "INTERNAL"
+    counter = "errors"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownStream(LazyStandbyError):
+    status = "INVALID_ARGUMENT"
+    counter = "unknown_stream"
+
+
+class SequenceGap(LazyStandbyError):
+    """A position or sequence number skipped ahead of the expected one."""
+
+    status = "OUT_OF_RANGE"
+    counter = "sequence_gap"
+
+
+class DuplicateSequence(LazyStandbyError):
+    """A position or sequence number at or below one already accepted."""
+
+    status = "ALREADY_EXISTS"
+    counter = "duplicate_sequence"
+
+
+class NonMonotonicSequence(LazyStandbyError):
+    status = "INVALID_ARGUMENT"
+    counter = "non_monotonic_sequence"
+
+
+class StaleEpoch(LazyStandbyError):
+    """A peer speaks for an epoch older than the one this node has seen: it was demoted.
+
+    ABORTED rather than FAILED_PRECONDITION so that a sender can tell "you were fenced" from "wrong role".
+    """
+
+    status = "ABORTED"
+    counter = "stale_epoch"
+
+
+class WrongRole(LazyStandbyError):
+    status = "FAILED_PRECONDITION"
+    counter = "wrong_role"
+
+
+class CorruptBatch(LazyStandbyError):
+    """Bytes that do not decode: bad compression, bad framing, a codec session out of order."""
+
+    status = "DATA_LOSS"
+    counter = "corrupt_batch"
+
+
+class OversizedMessage(LazyStandbyError):
+    status = "RESOURCE_EXHAUSTED"
+    counter = "oversized"
+
+
+class QueueFull(LazyStandbyError):
+    """Backpressure: the receiver has no room now; the sender keeps the data and retries later."""
+
+    status = "RESOURCE_EXHAUSTED"
+    counter = "queue_full"
+
+
+class MalformedRecord(LazyStandbyError):
+    status = "INVALID_ARGUMENT"
+    counter = "malformed_record"
+
+
+class StreamRegistry:
+    """The source streams a deployment knows, by name and by small integer id.
+
+    Id 0 is reserved for in-band control records (operator parameter changes, seed 003), which travel in
+    the link order like tuples so that N and N' apply them at the same position.
+    """
+
+    CONTROL = 0
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._ids: dict[str, int] = {}
+        self._names: dict[int, str] = {self.CONTROL: "_control"}
+        for name in names:
+            if name in self._ids or name == "_control":
+                raise ValueError(f"stream {name!r} named twice")
+            sid = len(self._ids) + 1
+            self._ids[name] = sid
+            self._names[sid] = name
+
+    def id_of(self, name: str, *, node: str = "?") -> int:
+        try:
+            return self._ids[name]
+        except KeyError:
+            raise UnknownStream(
+                f"{node}: unknown stream {name!r}; expected one of {sorted(self._ids)}"
+            ) from None
+
+    def name_of(self, sid: int) -> str:
+        try:
+            return self._names[sid]
+        except KeyError:
+            raise UnknownStream(f"unknown stream id {sid}; expected one of {sorted(self._names)}") from None
+
+    def check_ids(self, streams: Sequence[int], seqs: Sequence[int], *, node: str) -> None:
+        """Raise UnknownStream for the first tuple on a stream id this deployment does not know."""
+        unknown = set(streams) - self._names.keys()
+        if unknown:
+            i = next(i for i, s in enumerate(streams) if s in unknown)
+            raise UnknownStream(
+                f"{node}: unknown stream id {streams[i]} at seq {seqs[i]}; expected one of {sorted(self._names)}"
+            )
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._ids)
+
+
+class PerStreamSequence:
+    """Tracks the last sequence number accepted on each stream and rejects any that does not increase.
+
+    Gaps are allowed (a Kafka topic may skip offsets); repeats and regressions are not. `check` validates
+    a whole batch before `commit` changes anything, so a bad batch leaves the state untouched.
+    """
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.last: dict[int, int] = {}
+
+    def check(
+        self, streams: Sequence[int], seqs: Sequence[int], *, fresh: bool = False, skip: int | None = None
+    ) -> dict[int, int]:
+        """Validate a run of tuples; `fresh` checks against no history (after a jump to a checkpoint);
+        tuples on stream `skip` (control records) are not checked."""
+        last = {} if fresh else self.last
+        pending: dict[int, int] = {}
+        for sid, seq in zip(streams, seqs, strict=True):
+            if sid == skip:
+                continue
+            prev = pending.get(sid, last.get(sid, 0))
+            if seq == prev:
+                raise DuplicateSequence(
+                    f"{self.node}: stream {sid} repeated seq {seq}; expected a seq above {prev}"
+                )
+            if seq < prev:
+                raise NonMonotonicSequence(
+                    f"{self.node}: stream {sid} seq went back to {seq}; expected a seq above {prev}"
+                )
+            pending[sid] = seq
+        return pending
+
+    def commit(self, pending: dict[int, int], *, fresh: bool = False) -> None:
+        if fresh:
+            self.last = {}
+        self.last.update(pending)

@@ -1,0 +1,394 @@
+"""N and N': one runtime, the role decides what it does.
+
+  primary   Push frames from Nu -> IQ -> operator -> OQ -> Deliver to Nd; Nd's Level-0 ack trims OQ, and
+            the Level-1 ack derived from it goes back to Nu in every Push reply (Algorithm 4).
+  standby   Backup batches from Nu -> decompress -> IQ' -> operator -> OQ', kept, not sent (Algorithm 2);
+            the Level-0 ack, forwarded by the primary in each heartbeat reply, trims OQ' (Algorithm 3).
+            Missed heartbeats start the takeover (seed 000 section 3.6; steps in core/recovery.py).
+
+Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat` watches the primary
+(standby only). Handlers validate a whole frame before changing anything, so bad input leaves state as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import NodeConfig
+from ..core import tuples
+from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
+from ..core.codec import BatchDecoder, EncodedBatch
+from ..core.detector import FailureDetector
+from ..core.queues import InputQueue, KeyedQueue
+from ..core.recovery import must_jump, plan_takeover
+from ..core.roles import Role
+from ..core.seq import (
+    CorruptBatch,
+    DuplicateSequence,
+    OversizedMessage,
+    PerStreamSequence,
+    QueueFull,
+    SequenceGap,
+    StaleEpoch,
+    StreamRegistry,
+)
+from ..core.tuples import TupleBatch
+from ..operators.base import Operator
+from ..transport.peer import Peer, PeerError
+from ..v1 import lazystandby_pb2 as pb
+from .common import ROLE_PB, Backoff, NodeBase
+from .upstream import CODEC_FROM_PB, checkpoint_pb
+
+
+@dataclass(frozen=True, slots=True)
+class Jump:
+    """An IQ marker: resume from a checkpoint (the positions before it are covered by Nd's output)."""
+
+    checkpoint: Checkpoint
+
+    def __len__(self) -> int:
+        return 0
+
+
+class OperatorNode(NodeBase):
+    """N (role primary) or N' (role standby)."""
+
+    def __init__(self, cfg: NodeConfig, operator: Operator, peers: Callable[[str], Peer], **kw) -> None:
+        super().__init__(cfg, **kw)
+        self.operator = operator
+        self.peers = peers
+        self.registry = StreamRegistry(cfg.stream_names)
+        self.seqcheck = PerStreamSequence(cfg.name)
+        self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.iq_capacity)
+        self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
+        self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
+        self.received_through = 0
+        self.processed = Checkpoint()
+        self.level1 = Level1Tracker()
+        self.level0 = 0
+        self.sent_next = 1
+        self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
+        self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
+        self.primary: Peer | None = None
+        self.detector: FailureDetector | None = None
+        self.recovery: dict = {}
+        self._resync_output = False
+        self._output_backoff = Backoff()
+        if cfg.role == "primary":
+            self.state.become(Role.PRIMARY, epoch=1)
+        else:
+            self.state.become(Role.STANDBY, epoch=0)
+            self.primary = peers(cfg.primary) if cfg.primary else None
+
+    def start(self) -> None:
+        self.spawn("operator", self._operator_loop)
+        self.spawn("output", self._output_loop)
+        if self.state.role is Role.STANDBY:
+            self._register_with_upstream()
+            self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
+            self.spawn("heartbeat", self._heartbeat_loop)
+
+    def _register_with_upstream(self) -> None:
+        """A standby starts empty: Nu re-cuts its backup from the trim point for it."""
+        if self.upstream is None:
+            return
+        backoff = Backoff(0.05, 1.0)
+        while not self.stopped:
+            try:
+                reply = self.upstream.register_standby(
+                    pb.RegisterStandbyRequest(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
+            except PeerError as e:
+                self.log.info("%s: registering with Nu failed (%s); retrying", self.name, e)
+                self.sleep(backoff.next())
+                continue
+            with self.lock:
+                self.state.epoch = reply.epoch
+                if self.primary is None and reply.primary_address:
+                    self.primary = self.peers(reply.primary_address)
+            return
+
+    # --- input: frames and batches -> IQ ---------------------------------------------------------------
+    def _decode_frame(self, data: bytes, first: int, count: int, what: str) -> TupleBatch:
+        batch = tuples.decode(data, what=f"{self.name}: {what}")
+        if batch.first != first or len(batch) != count:
+            raise CorruptBatch(f"{self.name}: {what} says {count} tuples from {first}; "
+                               f"its bytes hold {len(batch)} from {batch.first}")
+        self.registry.check_ids(batch.streams, batch.seqs, node=self.name)
+        biggest = max(map(len, batch.payloads), default=0)
+        if biggest > self.cfg.max_tuple_bytes:
+            raise OversizedMessage(f"{self.name}: {what} holds a {biggest}-byte tuple; "
+                                   f"the limit is {self.cfg.max_tuple_bytes}")
+        return batch
+
+    def _admit(self, batches: list[TupleBatch], checkpoint: pb.Level1Ack) -> None:
+        """Queue `batches` in IQ if they follow on from what this node holds. Everything is checked
+        before anything changes: a refused frame leaves the node as it was."""
+        expected = self.received_through + 1
+        ckpt = Checkpoint(checkpoint.input_pos, checkpoint.output_count)
+        jump = batches[0].first > expected and must_jump(expected, batches[0].first, ckpt)
+        for b in batches:
+            if b.first < expected:
+                raise DuplicateSequence(
+                    f"{self.name}: positions {b.first}..{b.last} repeat what is held; expected {expected}")
+            if b.first > expected and not (jump and b is batches[0]):
+                raise SequenceGap(f"{self.name}: position {b.first} skips ahead; expected {expected} "
+                                  f"(checkpoint covers through {ckpt.input_pos})")
+            expected = b.end
+        joined = TupleBatch.concat(batches)
+        pending = self.seqcheck.check(joined.streams, joined.seqs, fresh=jump, skip=StreamRegistry.CONTROL)
+        if len(self.iq) and len(self.iq) + len(joined) > self.iq.capacity:
+            raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
+        # Checked; now change state.
+        self.seqcheck.commit(pending, fresh=jump)
+        if jump:
+            self.iq.offer(Jump(ckpt))  # type: ignore[arg-type]
+            self.counters["jumps"] += 1
+        self.iq.offer(joined)
+        self.received_through = joined.last
+        self.lock.notify_all()
+
+    def handle_push(self, msg: pb.Frame) -> pb.FrameAck:
+        with self.lock:
+            role = self.state.role
+            if role not in (Role.PRIMARY, Role.PROMOTING):
+                raise self._wrong("Push")
+            if msg.epoch > self.state.epoch:
+                # Nu has seen a newer primary: this node was replaced while it was away.
+                self._fence(f"Nu sent epoch {msg.epoch}")
+                raise StaleEpoch(f"{self.name}: fenced; Nu is in epoch {msg.epoch}, this node in {self.state.epoch}")
+            if msg.epoch < self.state.epoch:
+                raise StaleEpoch(f"{self.name}: frame from {msg.sender} in epoch {msg.epoch}; "
+                                 f"this primary is in epoch {self.state.epoch}")
+        if msg.count:
+            batch = self._decode_frame(msg.tuples, msg.first_pos, msg.count, f"frame {msg.first_pos}")
+            with self.lock:
+                self._admit([batch], msg.checkpoint)
+                self.counters["input_tuples"] += len(batch)
+        with self.lock:
+            return pb.FrameAck(level1=checkpoint_pb(self._level1(), self.state.epoch),
+                               received_through=self.received_through)
+
+    def handle_backup(self, msg: pb.BackupFrame) -> pb.BackupAck:
+        """Algorithm 2: decompress each batch, then queue its tuples in IQ' in order."""
+        with self.lock:
+            if self.state.role is not Role.STANDBY:
+                raise self._wrong("Backup")
+            decoded = []
+            for bb in msg.batches:
+                raw = self.decoder.decode(EncodedBatch(
+                    codec=CODEC_FROM_PB[bb.codec], session=bb.session, index=bb.index, payload=bb.payload,
+                    raw_bytes=bb.raw_bytes, dictionary=bb.dictionary))
+                decoded.append(self._decode_frame(raw, bb.first_pos, bb.count, f"backup batch {bb.first_pos}"))
+            if decoded:
+                self._admit(decoded, msg.checkpoint)
+                self.counters["backup_tuples"] += sum(map(len, decoded))
+                self.counters["backup_batches"] += len(decoded)
+            return pb.BackupAck(applied_through=self.received_through)
+
+    # --- operator: IQ -> OQ ----------------------------------------------------------------------------
+    def _operator_loop(self) -> None:
+        with self.lock:
+            while not self.stopped and self.iq.empty():
+                self.lock.wait(0.1)
+            items = self.iq.take_all(self.cfg.frame_max * 8)
+        for it in items:
+            if isinstance(it, Jump):
+                self.operator.restore(it.checkpoint.input_pos)
+                with self.lock:
+                    self.processed = it.checkpoint
+                    self.oq.trim(it.checkpoint.output_count)
+                continue
+            selected = self.operator.process(it)
+            with self.lock:
+                base = self.processed.output_count
+                out = it.select(selected, first=base + 1)
+                # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
+                fresh = out.slice(self.oq.trimmed_through + 1, out.end)
+                while len(fresh) and len(fresh) > self.oq.room() and not self.stopped:
+                    self.counters["oq_full_waits"] += 1
+                    self.lock.wait(0.05)  # backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED
+                if len(fresh):
+                    self.oq.append(fresh)
+                self.counters["processed_tuples"] += len(it)
+                self.counters["output_tuples"] += len(out)
+                self.processed = Checkpoint(it.last, base + len(out))
+                self.lock.notify_all()
+
+    def _level1(self) -> Checkpoint:
+        return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq))
+
+    # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
+    def _output_loop(self) -> None:
+        with self.lock:
+            while not self.stopped and (self.state.role is not Role.PRIMARY or
+                                        (not self._resync_output and self.oq.last < self.sent_next)):
+                self.lock.wait(0.1)
+            if self.stopped or self.downstream is None:
+                return
+            batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
+            epoch, peer = self.state.epoch, self.downstream
+        frame = pb.OutputFrame(epoch=epoch, sender=self.name)
+        if batch is not None:
+            frame.first_oseq, frame.count, frame.tuples = batch.first, len(batch), tuples.encode(batch)
+        try:
+            ack = peer.deliver(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            with self.lock:
+                self.counters[f"deliver_error_{e.status.lower()}"] += 1
+                if e.status == "ABORTED":
+                    self._fence(f"Nd refused epoch {epoch}: {e.message}")
+                    return
+                self._resync_output = True
+            self.sleep(self._output_backoff.next())
+            return
+        with self.lock:
+            self._output_backoff.reset()
+            self._resync_output = False
+            self.counters["output_bytes"] += frame.ByteSize()
+            if batch is not None:
+                self.counters["delivered_tuples"] += len(batch)
+            self._on_level0(ack.received_through)
+            self.sent_next = ack.received_through + 1
+
+    def _on_level0(self, k: int) -> None:
+        """Algorithm 3 (and the primary's own OQ): drop outputs Nd holds; refresh the Level-1 ack."""
+        if k > self.level0:
+            self.level0 = k
+        self.oq.trim(self.level0)
+        self._level1()
+        self.lock.notify_all()
+
+    def _fence(self, why: str) -> None:
+        if self.state.role in (Role.PRIMARY, Role.PROMOTING):
+            self.log.warning("%s: fenced (%s); stops sending", self.name, why)
+            self.state.become(Role.FENCED)
+            self.counters["fenced"] += 1
+
+    # --- heartbeats (standby) and failover -------------------------------------------------------------
+    def handle_heartbeat(self, msg: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        with self.lock:
+            self.counters["heartbeats_answered"] += 1
+            return pb.HeartbeatReply(node=self.name, role=ROLE_PB.get(self.state.role, 0), epoch=self.state.epoch,
+                                     level0=pb.Level0Ack(epoch=self.state.epoch, received_through=self.level0),
+                                     received_through=self.received_through)
+
+    def _heartbeat_loop(self) -> None:
+        det = self.detector
+        assert det is not None
+        if self.state.role is not Role.STANDBY:
+            self.sleep(0.2)
+            return
+        t0 = self.clock()
+        peer = self.primary
+        try:
+            if peer is None:
+                raise PeerError("UNAVAILABLE", "no primary known")
+            reply = peer.heartbeat(pb.HeartbeatRequest(sender=self.name, epoch=self.state.epoch),
+                                   self.cfg.heartbeat_interval)
+        except PeerError:
+            det.missed(self.clock())
+            self.counters["heartbeat_misses"] += 1
+        else:
+            now = self.clock()
+            det.ok(now, now - t0)
+            with self.lock:
+                self.counters["heartbeats"] += 1
+                self.last_heartbeat_rtt = now - t0
+                if reply.role == pb.ROLE_PRIMARY:
+                    self.state.epoch = max(self.state.epoch, reply.epoch)
+                    self._on_level0(reply.level0.received_through)
+        if det.suspects(self.clock()):
+            self.take_over()
+            return
+        self.sleep(max(0.0, self.cfg.heartbeat_interval - (self.clock() - t0)))
+
+    def take_over(self) -> None:
+        """Seed 000 section 3.6, made Precise; the steps are those of core/recovery.py."""
+        det = self.detector
+        t_detect = self.clock()
+        detection = t_detect - det.last_ok if det else 0.0
+        # 2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen.
+        with self.lock:
+            epoch = self.state.epoch + 1
+            self.state.become(Role.PROMOTING, epoch=epoch)
+        self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d",
+                         self.name, detection * 1000, epoch)
+        req = pb.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise)
+        # 3. connect Nd: it refuses the old epoch from now on and tells what it holds.
+        nd = self._retry(lambda: self.downstream.takeover(req, self.cfg.rpc_timeout), "Nd")  # type: ignore[union-attr]
+        if nd is None:
+            return
+        # 4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received.
+        with self.lock:
+            self._on_level0(nd.delivered_through)
+            plan = plan_takeover(epoch=epoch, delivered_through=nd.delivered_through,
+                                 received_through=self.received_through, oq_first=self.oq.first,
+                                 oq_last=self.oq.last)
+        # 5. connect Nu: it fences the old primary, stops the backup and resends what we lack.
+        req.resend_from = plan.resend_from
+        nu = self._retry(lambda: self.upstream.takeover(req, self.cfg.rpc_timeout), "Nu")  # type: ignore[union-attr]
+        if nu is None:
+            return
+        t_connected = self.clock()
+        # 6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds).
+        with self.lock:
+            self.sent_next = plan.delivered_through + 1
+            self.state.become(Role.PRIMARY)
+            self.recovery = {
+                "epoch": epoch,
+                "detection_ms": detection * 1000,
+                "reconnection_ms": (t_connected - t_detect) * 1000,
+                "replayed_from_oq": plan.replay_count,
+                "resend_from": nu.resend_from,
+                "resent_by_nu": max(0, nu.head_pos - nu.resend_from + 1),
+                "head_at_takeover": nu.head_pos,
+                "delivered_at_takeover": plan.delivered_through,
+                "received_at_takeover": plan.resend_from - 1,
+            }
+            self.counters["takeovers"] += 1
+            self.counters["replayed_from_oq"] += plan.replay_count
+            self.lock.notify_all()
+            # 7. resume: live once everything Nu held at takeover is processed and delivered.
+            while not self.stopped and self.state.role is Role.PRIMARY and not (
+                    self.processed.input_pos >= nu.head_pos and self.level0 >= self.processed.output_count
+                    and self.iq.empty()):
+                self.lock.wait(0.005)
+            t_live = self.clock()
+            self.recovery["data_recovery_ms"] = (t_live - t_connected) * 1000
+            self.recovery["recovery_ms"] = (t_live - t_detect) * 1000
+            self.recovery["total_ms"] = (t_live - t_detect + detection) * 1000
+        self.log.warning("%s: live as primary in epoch %d: %s", self.name, epoch, self.recovery)
+
+    def _retry(self, call: Callable, who: str):
+        backoff = Backoff(0.02, 0.5)
+        while not self.stopped:
+            try:
+                return call()
+            except PeerError as e:
+                if e.status == "ABORTED":
+                    with self.lock:
+                        self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
+                        self._fence(f"{who} refused the takeover")
+                    return None
+                self.counters[f"takeover_retry_{who}"] += 1
+                self.sleep(backoff.next())
+        return None
+
+    def snapshot(self) -> dict:
+        s = super().snapshot()
+        s.update({
+            "received_through": self.received_through,
+            "processed": [self.processed.input_pos, self.processed.output_count],
+            "level0": self.level0,
+            "level1": [self.level1.current.input_pos, self.level1.current.output_count],
+            "iq_depth": len(self.iq),
+            "oq_depth": len(self.oq),
+            "oq_first": self.oq.first,
+            "oq_last": self.oq.last,
+            "operator": self.operator.name,
+            "recovery": self.recovery,
+            "heartbeat_rtt_ms": getattr(self, "last_heartbeat_rtt", 0.0) * 1000,
+            "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
+        })
+        return s

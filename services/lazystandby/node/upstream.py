@@ -1,0 +1,322 @@
+"""Nu: numbers the source tuples into one link order, sends every tuple to the primary at once, ships the
+backup to the standby in Bsize batches (Algorithm 1), and trims OQu by Level-1 acks (Algorithm 4).
+
+Three loops, one lock:
+  source   source -> OQu; blocks when OQu is full (backpressure to the source, never an unbounded queue)
+  primary  OQu[cursor..] -> primary in frames of up to frame_max tuples, flushed after linger_ms;
+           each reply carries the primary's Level-1 ack
+  backup   OQu[batched_through+1..] -> standby, Bsize tuples per batch, each compressed by the codec
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import NodeConfig
+from ..core import tuples
+from ..core.acks import Checkpoint
+from ..core.batching import BackupBatcher
+from ..core.codec import BatchEncoder, CodecName, train_dictionary
+from ..core.queues import KeyedQueue
+from ..core.recovery import resend_start
+from ..core.roles import EpochFence, Role
+from ..core.seq import MalformedRecord, StaleEpoch, StreamRegistry, UnknownStream
+from ..core.tuples import TupleBatch
+from ..records import validate
+from ..sources.base import DeadLetters, Record, Source
+from ..transport.peer import Peer, PeerError
+from ..v1 import lazystandby_pb2 as pb
+from .common import Backoff, NodeBase
+
+_CODEC_PB = {
+    CodecName.NONE: pb.CODEC_NONE,
+    CodecName.ZLIB: pb.CODEC_ZLIB,
+    CodecName.ZSTD: pb.CODEC_ZSTD,
+    CodecName.ZSTD_DICT: pb.CODEC_ZSTD_DICT,
+    CodecName.ZSTD_STREAM: pb.CODEC_ZSTD_STREAM,
+    CodecName.ZSTD_STREAM_DICT: pb.CODEC_ZSTD_STREAM_DICT,
+}
+CODEC_FROM_PB = {v: k for k, v in _CODEC_PB.items()}
+
+
+def checkpoint_pb(c: Checkpoint, epoch: int) -> pb.Level1Ack:
+    return pb.Level1Ack(epoch=epoch, input_pos=c.input_pos, output_count=c.output_count)
+
+
+class UpstreamNode(NodeBase):
+    """Nu. The first primary runs in epoch 1; each takeover raises it."""
+
+    def __init__(self, cfg: NodeConfig, source: Source, peers: Callable[[str], Peer],
+                 dead_letters: DeadLetters | None = None, **kw) -> None:
+        super().__init__(cfg, **kw)
+        self.source = source
+        self.peers = peers
+        self.dead_letters = dead_letters or DeadLetters()
+        self.registry = StreamRegistry(cfg.stream_names)
+        self.last_seq: dict[int, int] = {}
+        self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
+        self.batcher = BackupBatcher(cfg.bsize_value)
+        self.encoder = BatchEncoder(CodecName(cfg.codec))
+        self.fence = EpochFence(cfg.name)
+        self.fence.epoch = 1
+        self.state.become(Role.UPSTREAM, epoch=1)
+        self.primary_addr = cfg.primary
+        self.primary: Peer = peers(cfg.primary)
+        self.standby: Peer | None = peers(cfg.standby) if cfg.standby else None
+        self.standby_retry_at = 0.0
+        self.checkpoint = Checkpoint()
+        self.cursor = 1
+        self.generation = 0
+        self.received_by_primary = 0
+        self._resync_primary = False
+        self._resync_backup = False
+        self._last_send = self.clock()
+        self._primary_backoff = Backoff()
+        self._samples: list[bytes] = []
+        self.takeovers: list[dict] = []
+        self.control: list[bytes] = []
+
+    def start(self) -> None:
+        self.spawn("source", self._source_loop)
+        self.spawn("primary", self._primary_loop)
+        self.spawn("backup", self._backup_loop)
+
+    # --- source -> OQu ---------------------------------------------------------------------------------
+    def inject_control(self, payload: bytes) -> None:
+        """Queue an in-band control tuple (operator parameter change) to enter at the next position."""
+        with self.lock:
+            self.control.append(payload)
+
+    def _source_loop(self) -> None:
+        with self.lock:
+            room = self.oqu.room()
+            if room == 0:
+                self.counters["source_blocked"] += 1
+                self.lock.wait(0.05)
+                return
+        records = self.source.poll(min(room, 1024))
+        with self.lock:
+            batch = self._admit(records)
+            if len(batch):
+                self.oqu.append(batch)
+                self.counters["source_tuples"] += len(batch)
+                self.lock.notify_all()
+        if not records:
+            self.sleep(0.0005 if not self.source.exhausted else 0.01)
+
+    def _admit(self, records: list[Record]) -> TupleBatch:
+        """Validate records from outside; refused ones go to the dead letters with the reason."""
+        batch = TupleBatch(first=self.oqu.last + 1)
+        while self.control:
+            batch.streams.append(StreamRegistry.CONTROL)
+            batch.seqs.append(batch.end)
+            batch.payloads.append(self.control.pop(0))
+        limit = self.cfg.max_tuple_bytes
+        for r in records:
+            try:
+                sid = self.registry.id_of(r.stream, node=self.name)
+                last = self.last_seq.get(sid, 0)
+                if r.seq <= last:
+                    raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}")
+                validate(r.payload, max_bytes=limit)
+            except (UnknownStream, MalformedRecord) as e:
+                self.dead_letters.put(e.message, r)
+                self.counters["dead_letters"] += 1
+                self.counters[f"dead_letters_{e.counter}"] += 1
+                continue
+            self.last_seq[sid] = r.seq
+            batch.streams.append(sid)
+            batch.seqs.append(r.seq)
+            batch.payloads.append(r.payload)
+        return batch
+
+    # --- OQu -> primary --------------------------------------------------------------------------------
+    def _primary_loop(self) -> None:
+        cfg = self.cfg
+        linger, poll = cfg.linger_ms / 1000, cfg.ack_poll_ms / 1000
+        with self.lock:
+            while not self.stopped:
+                avail = self.oqu.last - max(self.cursor, self.oqu.first) + 1
+                idle = self.clock() - self._last_send
+                if self._resync_primary or avail >= cfg.frame_max or (avail > 0 and idle >= linger):
+                    break
+                if idle >= poll:
+                    avail = 0
+                    break
+                self.lock.wait(linger if avail > 0 else poll - idle)
+            if self.stopped:
+                return
+            batch = None if self._resync_primary else self.oqu.read(self.cursor, cfg.frame_max)
+            gen, peer, epoch, ckpt = self.generation, self.primary, self.fence.epoch, self.checkpoint
+            self._last_send = self.clock()
+        frame = pb.Frame(epoch=epoch, sender=self.name, checkpoint=checkpoint_pb(ckpt, epoch))
+        if batch is not None:
+            frame.first_pos, frame.count, frame.tuples = batch.first, len(batch), tuples.encode(batch)
+        try:
+            ack = peer.push(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            self._primary_failed(e, gen)
+            return
+        with self.lock:
+            self.counters["primary_bytes"] += frame.ByteSize()
+            if gen != self.generation:
+                return  # a takeover happened meanwhile: this reply speaks for a fenced primary
+            self._resync_primary = False
+            self._primary_backoff.reset()
+            if batch is not None:
+                self.counters["primary_tuples"] += len(batch)
+                self.counters["primary_frames"] += 1
+            self.received_by_primary = ack.received_through
+            self.cursor = ack.received_through + 1
+            self._apply_level1(ack.level1)
+            self.lock.notify_all()
+
+    def _primary_failed(self, e: PeerError, gen: int) -> None:
+        with self.lock:
+            if gen != self.generation:
+                return
+            self.counters[f"primary_error_{e.status.lower()}"] += 1
+            # The receiver's received_through is the truth; an empty frame fetches it before resending.
+            self._resync_primary = e.status != "RESOURCE_EXHAUSTED"
+        if e.status not in ("RESOURCE_EXHAUSTED",):
+            self.log.debug("%s: push failed: %s", self.name, e)
+        self.sleep(self._primary_backoff.next())
+
+    def _apply_level1(self, ack: pb.Level1Ack) -> None:
+        """Algorithm 4: drop from OQu every tuple at or below the Level-1 ack."""
+        if ack.epoch != self.fence.epoch or ack.input_pos <= self.checkpoint.input_pos:
+            return
+        if ack.input_pos > self.oqu.last:
+            self.counters["level1_beyond_head"] += 1
+            return
+        self.checkpoint = Checkpoint(ack.input_pos, ack.output_count)
+        self.counters["trimmed_tuples"] += self.oqu.trim(ack.input_pos)
+        self.source.covered(ack.input_pos)
+
+    # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
+    def _backup_loop(self) -> None:
+        with self.lock:
+            now = self.clock()
+            if self.standby is None or now < self.standby_retry_at:
+                self.lock.wait(0.05)
+                return
+            peer, epoch, ckpt = self.standby, self.fence.epoch, self.checkpoint
+            resync = self._resync_backup
+            batches = [] if resync else self.batcher.due(self.oqu, self.cfg.max_batches_per_rpc)
+            if not resync and not batches:
+                self.lock.wait(self.cfg.linger_ms / 1000)
+                return
+            msgs = [self._encode_backup(b) for b in batches]
+            last = batches[-1].last if batches else 0
+        frame = pb.BackupFrame(epoch=epoch, sender=self.name, checkpoint=checkpoint_pb(ckpt, epoch), batches=msgs)
+        try:
+            ack = peer.backup(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            with self.lock:
+                self.counters[f"backup_error_{e.status.lower()}"] += 1
+                self.batcher.rewind()
+                self.encoder.reset()
+                self._resync_backup = e.status not in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
+                delay = 0.01 if e.status == "RESOURCE_EXHAUSTED" else 0.2
+                self.standby_retry_at = self.clock() + delay
+            return
+        with self.lock:
+            if peer is not self.standby:
+                return
+            self.counters["backup_bytes"] += frame.ByteSize()
+            if resync:
+                # The standby's applied position is the truth after an error; re-cut from there.
+                self.batcher.restart(max(ack.applied_through, self.oqu.trimmed_through))
+                self._resync_backup = False
+                return
+            self.batcher.confirm(min(ack.applied_through, last))
+            self.counters["backup_batches"] += len(msgs)
+            self.counters["backup_tuples"] += sum(m.count for m in msgs)
+            self.counters["backup_raw_bytes"] += sum(m.raw_bytes for m in msgs)
+            self.counters["backup_payload_bytes"] += sum(len(m.payload) for m in msgs)
+            self.counters["backup_rpcs"] += 1
+
+    def _encode_backup(self, batch: TupleBatch) -> pb.BackupBatch:
+        if self.encoder.needs_dictionary:
+            # Train on single tuples, the unit a dictionary helps most (Bsize 1).
+            for i in range(len(batch)):
+                self._samples.append(tuples.encode(batch.slice(batch.first + i, batch.first + i + 1)))
+            if len(self._samples) >= self.cfg.dict_samples:
+                self.encoder.set_dictionary(train_dictionary(self._samples, self.cfg.dict_size))
+                self._samples = []
+        raw = tuples.encode(batch)
+        enc = self.encoder.encode(raw)
+        return pb.BackupBatch(first_pos=batch.first, count=len(batch), codec=_CODEC_PB[enc.codec],
+                              session=enc.session, index=enc.index, payload=enc.payload,
+                              dictionary=enc.dictionary, raw_bytes=enc.raw_bytes)
+
+    # --- failover and membership -----------------------------------------------------------------------
+    def handle_takeover(self, msg: pb.TakeoverRequest) -> pb.TakeoverReply:
+        """Step 5 of recovery, Nu's side: fence the old primary, stop the backup, rewind the cursor."""
+        with self.lock:
+            if msg.epoch <= self.fence.epoch:
+                last = self.takeovers[-1] if self.takeovers else None
+                if last and last["epoch"] == msg.epoch and last["node"] == msg.node:
+                    return last["reply"]  # a retried takeover gets the same answer
+                raise StaleEpoch(f"{self.name}: takeover by {msg.node} with epoch {msg.epoch}; "
+                                 f"current epoch is {self.fence.epoch}")
+            self.fence.admit(msg.epoch, sender=msg.node, what="takeover")
+            self.state.epoch = msg.epoch
+            old = self.primary
+            self.primary = self.peers(msg.address)
+            self.primary_addr = msg.address
+            self.standby = None
+            self.generation += 1
+            start = resend_start(msg.resend_from, self.checkpoint)
+            self.cursor = start
+            self._resync_primary = False
+            resent = max(0, self.oqu.last - start + 1)
+            self.counters["resent_tuples"] += resent
+            self.counters["takeovers"] += 1
+            reply = pb.TakeoverReply(epoch=msg.epoch, checkpoint=checkpoint_pb(self.checkpoint, msg.epoch),
+                                     head_pos=self.oqu.last, resend_from=start)
+            self.takeovers.append({"epoch": msg.epoch, "node": msg.node, "at": self.clock(),
+                                   "resent": resent, "reply": reply})
+            self.log.warning("%s: %s took over as primary in epoch %d; resending %d tuples from %d",
+                             self.name, msg.node, msg.epoch, resent, start)
+            self.lock.notify_all()
+        old.close()
+        return reply
+
+    def handle_register_standby(self, msg: pb.RegisterStandbyRequest) -> pb.RegisterStandbyReply:
+        """A new (empty) standby: everything after the trim point is to be batched for it again."""
+        with self.lock:
+            if self.standby is not None:
+                self.standby.close()
+            self.standby = self.peers(msg.address)
+            self.standby_retry_at = 0.0
+            self.batcher.restart(self.oqu.trimmed_through)
+            self.encoder.reset()
+            self._resync_backup = False
+            self.counters["standby_registrations"] += 1
+            self.lock.notify_all()
+            return pb.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
+
+    def snapshot(self) -> dict:
+        s = super().snapshot()
+        c = self.counters
+        s.update({
+            "head": self.oqu.last,
+            "trimmed_through": self.oqu.trimmed_through,
+            "oqu_depth": len(self.oqu),
+            "oqu_unbatched": self.batcher.unbatched(self.oqu),
+            "oqu_batched": len(self.oqu) - self.batcher.unbatched(self.oqu),
+            "batched_through": self.batcher.batched_through,
+            "cursor": self.cursor,
+            "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
+            "primary": self.primary_addr,
+            "standby": self.standby.address if self.standby else "",
+            "bsize": self.cfg.bsize,
+            "codec": self.cfg.codec,
+            "source_exhausted": self.source.exhausted,
+            "overhead": c["backup_bytes"] / c["primary_bytes"] if c["primary_bytes"] else 0.0,
+            "compression_ratio": (c["backup_payload_bytes"] / c["backup_raw_bytes"]
+                                  if c["backup_raw_bytes"] else 1.0),
+            "takeovers": [{k: v for k, v in t.items() if k != "reply"} for t in self.takeovers],
+        })
+        return s

@@ -1,0 +1,109 @@
+"""The gRPC adapter: a servicer that hands each call to the node's handler, and a client Peer.
+
+Standard shape (grpc route_guide): pure handlers live in node/, this file only converts errors and bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from ..core.seq import LazyStandbyError
+from ..v1 import lazystandby_pb2 as pb
+from ..v1 import lazystandby_pb2_grpc as pb_grpc
+from .peer import RPCS, Handler, PeerError
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 64 << 20  # frames of many tuples; gRPC's 4 MB default is too small for a backlog resend
+SERVICE = "lazystandby.v1.LazyStandby"
+
+
+def channel_options(max_message: int = MAX_MESSAGE) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", max_message),
+        ("grpc.max_receive_message_length", max_message),
+        ("grpc.enable_retries", 0),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.initial_reconnect_backoff_ms", 50),
+        ("grpc.max_reconnect_backoff_ms", 500),
+    ]
+
+
+def _method(handler: Handler, attr: str):
+    fn = getattr(handler, attr)
+
+    def call(request, context: grpc.ServicerContext):
+        try:
+            return fn(request)
+        except LazyStandbyError as e:
+            handler.count_error(e.counter)
+            context.abort(getattr(grpc.StatusCode, e.status), e.message)
+
+    return call
+
+
+class Servicer(pb_grpc.LazyStandbyServicer):
+    """Delegates every RPC to the node; protocol errors become gRPC statuses, the node's state untouched."""
+
+    def __init__(self, handler: Handler) -> None:
+        for rpc, (attr, _) in RPCS.items():
+            setattr(self, rpc, _method(handler, attr))
+
+
+def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, workers: int = 8) -> grpc.Server:
+    """Start a gRPC server for `handler` on `address` with grpc.health.v1 registered; returns it started."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=channel_options(max_message))
+    pb_grpc.add_LazyStandbyServicer_to_server(Servicer(handler), server)
+    hs = health.HealthServicer()
+    hs.set("", health_pb2.HealthCheckResponse.SERVING)
+    hs.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(hs, server)
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot listen on {address}")
+    server.start()
+    return server
+
+
+class GrpcPeer:
+    """A Peer over a gRPC channel. Channels reconnect by themselves; a dead peer raises UNAVAILABLE."""
+
+    def __init__(self, address: str, *, max_message: int = MAX_MESSAGE) -> None:
+        self.address = address
+        self._channel = grpc.insecure_channel(address, options=channel_options(max_message))
+        self._stub = pb_grpc.LazyStandbyStub(self._channel)
+
+    def _call(self, rpc: str, msg, timeout: float):
+        try:
+            return getattr(self._stub, rpc)(msg, timeout=timeout)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+            details = e.details() if hasattr(e, "details") else str(e)
+            raise PeerError(code.name, f"{self.address} {rpc}: {details}") from None
+
+    def push(self, msg: pb.Frame, timeout: float) -> pb.FrameAck:
+        return self._call("Push", msg, timeout)
+
+    def backup(self, msg: pb.BackupFrame, timeout: float) -> pb.BackupAck:
+        return self._call("Backup", msg, timeout)
+
+    def deliver(self, msg: pb.OutputFrame, timeout: float) -> pb.Level0Ack:
+        return self._call("Deliver", msg, timeout)
+
+    def heartbeat(self, msg: pb.HeartbeatRequest, timeout: float) -> pb.HeartbeatReply:
+        return self._call("Heartbeat", msg, timeout)
+
+    def takeover(self, msg: pb.TakeoverRequest, timeout: float) -> pb.TakeoverReply:
+        return self._call("Takeover", msg, timeout)
+
+    def register_standby(self, msg: pb.RegisterStandbyRequest, timeout: float) -> pb.RegisterStandbyReply:
+        return self._call("RegisterStandby", msg, timeout)
+
+    def status(self, timeout: float) -> pb.StatusReply:
+        return self._call("Status", pb.StatusRequest(), timeout)
+
+    def close(self) -> None:
+        self._channel.close()
