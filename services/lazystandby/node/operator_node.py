@@ -12,6 +12,7 @@ Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat`
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -220,10 +221,17 @@ class OperatorNode(NodeBase):
 
     # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
     def _output_loop(self) -> None:
+        poll = self.cfg.ack_poll_ms / 1000
         with self.lock:
+            deadline = self.clock() + poll
+            # An idle primary still sends an empty frame now and then: a primary that was paused and
+            # replaced learns at once that it is fenced, and a restarted Nd is found again.
             while not self.stopped and (self.state.role is not Role.PRIMARY or
-                                        (not self._resync_output and self.oq.last < self.sent_next)):
-                self.lock.wait(0.1)
+                                        (not self._resync_output and self.oq.last < self.sent_next
+                                         and self.clock() < deadline)):
+                self.lock.wait(poll)
+                if self.state.role is not Role.PRIMARY:
+                    deadline = self.clock() + poll
             if self.stopped or self.downstream is None:
                 return
             batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
@@ -307,6 +315,7 @@ class OperatorNode(NodeBase):
         """Seed 000 section 3.6, made Precise; the steps are those of core/recovery.py."""
         det = self.detector
         t_detect = self.clock()
+        wall_detect = time.time()
         detection = t_detect - det.last_ok if det else 0.0
         # 2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen.
         with self.lock:
@@ -358,6 +367,8 @@ class OperatorNode(NodeBase):
             self.recovery["data_recovery_ms"] = (t_live - t_connected) * 1000
             self.recovery["recovery_ms"] = (t_live - t_detect) * 1000
             self.recovery["total_ms"] = (t_live - t_detect + detection) * 1000
+            self.recovery["detected_at"] = wall_detect
+            self.recovery["live_at"] = wall_detect + (t_live - t_detect)
         self.log.warning("%s: live as primary in epoch %d: %s", self.name, epoch, self.recovery)
 
     def _retry(self, call: Callable, who: str):

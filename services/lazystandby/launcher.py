@@ -1,0 +1,298 @@
+"""A local topology of real node processes on loopback, faults as data, and the trials built on them.
+
+    python -m lazystandby.cli launch          the main job: pipeline under load, N killed mid-run
+    python -m lazystandby.cli failover-check  K trials, SIGKILL of N at a random moment, JSON summary
+
+Each trial starts Nu, N, N', Nd as separate OS processes, drives a deterministic load through them, injects
+one fault, waits until Nd holds every expected output (or a deadline), and checks Nd's output against the
+truth table rebuilt from the generator. Processes are always stopped, logs kept under run/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .check import compare, expected_outputs
+from .sinks.base import read_output_file
+from .transport.grpc_transport import GrpcPeer
+from .transport.peer import PeerError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Fault:
+    """One fault and what the system is expected to do about it."""
+
+    name: str
+    target: str
+    expect: str
+    action: Callable[[Topology, str], None]
+
+
+def _kill(topo: Topology, target: str) -> None:
+    topo.signal(target, signal.SIGKILL)
+
+
+def _pause(topo: Topology, target: str) -> None:
+    # Past the detector's timeout, then back: the old primary must find itself fenced.
+    topo.signal(target, signal.SIGSTOP)
+    time.sleep(topo.heartbeat_timeout * 4)
+    topo.signal(target, signal.SIGCONT)
+
+
+FAULTS: dict[str, Fault] = {
+    "kill-primary": Fault("kill-primary", "n", "N' detects the loss, takes over in epoch 2; Nd's output is "
+                          "exact (0 lost, 0 duplicated)", _kill),
+    "pause-primary": Fault("pause-primary", "n", "N is stopped past the heartbeat timeout; N' takes over; when N "
+                           "resumes it is fenced by epoch and nothing it sends reaches Nd", _pause),
+    "kill-standby": Fault("kill-standby", "n2", "no failover; Nu's backup to N' fails and piles up nowhere "
+                          "(OQu is trimmed by the primary's acks); Nd's output is exact", _kill),
+}
+
+
+@dataclass
+class Topology:
+    """Nu, N, N', Nd as processes on 127.0.0.1 with the given node settings."""
+
+    settings: dict[str, str]
+    workdir: Path
+    heartbeat_timeout: float = 0.3
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    addrs: dict[str, str] = field(default_factory=dict)
+
+    ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
+    NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
+
+    def __post_init__(self) -> None:
+        self.addrs = {k: f"127.0.0.1:{free_port()}" for k in self.ROLES}
+        self.sink = str(self.workdir / "nd-output.tsv")
+
+    def args(self, key: str) -> list[str]:
+        a = self.addrs
+        role = self.ROLES[key]
+        peers = {
+            "upstream": {"primary": a["n"], "standby": a["n2"]},
+            "primary": {"upstream": a["nu"], "downstream": a["nd"]},
+            "standby": {"upstream": a["nu"], "downstream": a["nd"], "primary": a["n"]},
+            "downstream": {"sink": self.sink},
+        }[role]
+        opts = {"role": role, "name": self.NAMES[key], "listen": a[key], **peers, **self.settings}
+        out = [sys.executable, "-m", "lazystandby.cli", "node"]
+        for k, v in opts.items():
+            out += [f"--{k.replace('_', '-')}", str(v)]
+        return out
+
+    def start(self, key: str) -> None:
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'services'}:{ROOT}"}
+        log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.procs[key] = subprocess.Popen(self.args(key), stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def start_all(self) -> None:
+        # Downstream first, upstream last: the source starts only when the path to Nd exists.
+        for key in ("nd", "n", "n2"):
+            self.start(key)
+        for key in ("nd", "n", "n2"):
+            self.wait_ready(key)
+        self.start("nu")
+        self.wait_ready("nu")
+
+    def status(self, key: str, timeout: float = 2.0) -> dict:
+        peer = GrpcPeer(self.addrs[key])
+        try:
+            return json.loads(peer.status(timeout).json)
+        finally:
+            peer.close()
+
+    def wait_ready(self, key: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[key].poll() is not None:
+                raise RuntimeError(f"{key} exited with {self.procs[key].returncode}; see {self.workdir}/{key}.log")
+            try:
+                self.status(key, 0.5)
+                return
+            except PeerError:
+                time.sleep(0.05)
+        raise TimeoutError(f"{key} not ready after {timeout}s; see {self.workdir}/{key}.log")
+
+    def signal(self, key: str, sig: int) -> None:
+        self.procs[key].send_signal(sig)
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGCONT)
+                    p.terminate()
+                except ProcessLookupError:
+                    pass
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _wait(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if cond():
+                return True
+        except PeerError:
+            pass
+        time.sleep(step)
+    return False
+
+
+def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "zstd-stream-dict",
+              total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
+              seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
+              extra: dict[str, str] | None = None) -> dict:
+    """One trial; returns the check result, recovery figures and node counters."""
+    f = FAULTS[fault]
+    workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=ROOT / "run" if (ROOT / "run").is_dir() else None))
+    settings = {"bsize": bsize, "codec": codec, "total": str(total), "rate": str(rate), "predicate": predicate,
+                "seed": str(seed), "heartbeat_interval": "0.1", "heartbeat_misses": "3", **(extra or {})}
+    expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
+    result: dict = {"fault": fault, "bsize": bsize, "codec": codec, "workdir": str(workdir)}
+    ok = False
+    with Topology(settings, workdir, heartbeat_timeout=0.3) as topo:
+        try:
+            topo.start_all()
+            t_start = time.monotonic()
+            if quiesce:
+                # Let the source finish and the backup drain: the figures then count the mechanism alone.
+                _wait(lambda: topo.status("nu")["source_exhausted"] and
+                      topo.status("nu")["oqu_unbatched"] < (int(bsize) if bsize != "inf" else 10**12), timeout)
+                time.sleep(0.3)
+            else:
+                time.sleep(max(0.0, kill_after - (time.monotonic() - t_start)))
+            before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
+            t_fault = time.time()
+            f.action(topo, f.target)
+            result["fault_at"] = t_fault
+            done = _wait(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+            time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
+            after = {k: topo.status(k) for k in topo.procs if topo.procs[k].poll() is None}
+            rows = read_output_file(topo.sink)
+            check = compare(expected, [(o, s, q) for o, s, q, _ in rows])
+            result.update(check.as_dict())
+            result["completed"] = done
+            result["before"] = {k: _brief(v) for k, v in before.items()}
+            result["after"] = {k: _brief(v) for k, v in after.items()}
+            rec = after.get("n2", {}).get("recovery") or {}
+            result["recovery"] = rec
+            if rec.get("live_at"):
+                result["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
+            nd_tk = after.get("nd", {}).get("takeovers") or []
+            result["failovers"] = len(nd_tk)
+            ok = done and check.ok
+        finally:
+            result["ok"] = ok
+    if ok and not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def _brief(s: dict) -> dict:
+    keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
+            "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
+            "counters", "errors")
+    return {k: s[k] for k in keys if k in s}
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0]
+    ap = argparse.ArgumentParser(prog=f"lazystandby {cmd}")
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--bsize", default="10")
+    ap.add_argument("--codec", default="zstd-stream-dict")
+    ap.add_argument("--fault", default="kill-primary", choices=sorted(FAULTS))
+    ap.add_argument("--total", type=int, default=40_000)
+    ap.add_argument("--rate", type=float, default=20_000)
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args(argv[1:])
+    (ROOT / "run").mkdir(exist_ok=True)
+    if cmd == "launch":
+        r = run_trial(fault=args.fault, bsize=args.bsize, codec=args.codec, total=args.total, rate=args.rate,
+                      kill_after=args.total / args.rate / 2)
+        nu = r.get("after", {}).get("nu", {})
+        summary = {
+            "source_tuples": args.total, "expected_output": r["expected"], "output_tuples": r["got"],
+            "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r["out_of_order"],
+            "failovers": r["failovers"], "failover_ms": round(r.get("recovery_ms", 0.0), 1),
+            "detection_ms": round(r["recovery"].get("detection_ms", 0.0), 1),
+            "reconnection_ms": round(r["recovery"].get("reconnection_ms", 0.0), 1),
+            "data_recovery_ms": round(r["recovery"].get("data_recovery_ms", 0.0), 1),
+            "replayed_from_oq": r["recovery"].get("replayed_from_oq", 0),
+            "resent_by_nu": r["recovery"].get("resent_by_nu", 0),
+            "bsize": args.bsize, "codec": args.codec, "overhead": round(nu.get("overhead", 0.0), 4),
+            "operator": "python", "ok": r["ok"],
+        }
+        if not r["ok"]:
+            print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
+        print(json.dumps(summary))
+        return 0 if r["ok"] else 1
+    rng = random.Random(args.seed)
+    trials, rec, lost, dup, failed = [], [], 0, 0, []
+    duration = args.total / args.rate
+    for i in range(args.kills):
+        kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
+        r = run_trial(fault=args.fault, bsize=args.bsize, codec=args.codec, total=args.total, rate=args.rate,
+                      kill_after=kill_after, seed=7 + i)
+        lost += r["lost"]
+        dup += r["duplicated"]
+        if "recovery_ms" in r:
+            rec.append(r["recovery_ms"])
+        if not r["ok"]:
+            failed.append(r["workdir"])
+        trials.append(r)
+        print(f"trial {i + 1}/{args.kills}: kill at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
+              f"recovery_ms={r.get('recovery_ms', float('nan')):.0f} ok={r['ok']}", file=sys.stderr, flush=True)
+    summary = {
+        "trials": args.kills, "fault": args.fault, "bsize": args.bsize, "codec": args.codec,
+        "lost": lost, "duplicated": dup, "failed_trials": len(failed),
+        "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
+        "recovery_ms_max": round(max(rec), 1) if rec else 0.0,
+        "detection_ms_p50": round(_pct([t["recovery"].get("detection_ms", 0) for t in trials], 50), 1),
+        "failed_workdirs": failed,
+    }
+    print(json.dumps(summary))
+    return 0 if not failed and lost == 0 and dup == 0 else 1
