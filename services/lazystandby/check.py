@@ -33,11 +33,14 @@ class CheckResult:
     duplicated: int
     out_of_order: int
     oseq_gaps: int
+    unexpected: int = 0
+    same_order: bool = True  # the whole output in the no-failure order, across streams too
     diff: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.out_of_order or self.oseq_gaps)
+        return self.same_order and not (
+            self.lost or self.duplicated or self.unexpected or self.out_of_order or self.oseq_gaps)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -49,8 +52,8 @@ def compare(expected: list[tuple[str, int]], got: list[tuple[int, str, int]]) ->
     got_keys = [(s, q) for _, s, q in got]
     got_c = Counter(got_keys)
     lost = sum((exp_c - got_c).values())
-    duplicated = sum(n - 1 for n in got_c.values() if n > 1) + sum((got_c - exp_c - Counter(
-        {k: v - 1 for k, v in got_c.items() if v > 1})).values())
+    duplicated = sum(n - exp_c[k] for k, n in got_c.items() if k in exp_c and n > exp_c[k])
+    unexpected = sum(n for k, n in got_c.items() if k not in exp_c)
     last: dict[str, int] = {}
     out_of_order = 0
     for s, q in got_keys:
@@ -68,8 +71,9 @@ def compare(expected: list[tuple[str, int]], got: list[tuple[int, str, int]]) ->
     for s in sorted(set(per_stream_exp) | set(per_stream_got)):
         e, g = per_stream_exp.get(s, []), per_stream_got.get(s, [])
         if e != g:
-            i = next((i for i, (a, b) in enumerate(zip(e, g)) if a != b), min(len(e), len(g)))
+            i = next((i for i, (a, b) in enumerate(zip(e, g, strict=False)) if a != b), min(len(e), len(g)))
             diff.append(f"stream {s}: first difference at output #{i}: expected seqs {e[max(0, i-2):i+3]} "
                         f"got {g[max(0, i-2):i+3]} (expected {len(e)}, got {len(g)})")
     return CheckResult(expected=len(expected), got=len(got), lost=lost, duplicated=duplicated,
-                       out_of_order=out_of_order, oseq_gaps=gaps, diff=diff[:10])
+                       unexpected=unexpected, out_of_order=out_of_order, oseq_gaps=gaps,
+                       same_order=got_keys == list(expected), diff=diff[:10])

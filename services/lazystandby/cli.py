@@ -52,8 +52,7 @@ def run_node(argv: list[str]) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    # Start after the server listens: a standby registers with Nu, which then calls back.
-    threading.Thread(target=node.start, daemon=True).start()
+    node.start()  # after the server listens: a standby registers with Nu, which then calls back
     logging.getLogger("lazystandby").info("%s (%s) listening on %s", cfg.name, cfg.role, cfg.listen)
     done.wait()
     server.stop(grace=0.5)

@@ -201,6 +201,9 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
             f.action(topo, f.target)
             result["fault_at"] = t_fault
             done = _wait(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+            if f.target == "n":
+                # A takeover is over when the new primary says it is live.
+                done = done and _wait(lambda: bool(topo.status("n2")["recovery"].get("live_at")), timeout)
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.procs[k].poll() is None}
             rows = read_output_file(topo.sink)

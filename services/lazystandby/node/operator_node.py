@@ -12,6 +12,7 @@ Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat`
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,7 +87,10 @@ class OperatorNode(NodeBase):
         self.spawn("operator", self._operator_loop)
         self.spawn("output", self._output_loop)
         if self.state.role is Role.STANDBY:
-            self._register_with_upstream()
+            # In the background: Nu may start after us, and registration waits for it.
+            t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
+            t.start()
+            self._threads.append(t)
             self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
             self.spawn("heartbeat", self._heartbeat_loop)
 
@@ -141,12 +145,19 @@ class OperatorNode(NodeBase):
         if len(self.iq) and len(self.iq) + len(joined) > self.iq.capacity:
             raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
         # Checked; now change state.
-        self.seqcheck.commit(pending, fresh=jump)
         if jump:
-            self.iq.offer(Jump(ckpt))  # type: ignore[arg-type]
-            self.counters["jumps"] += 1
+            self._jump(ckpt)
+        self.seqcheck.commit(pending)
         self.iq.offer(joined)
         self.received_through = joined.last
+        self.lock.notify_all()
+
+    def _jump(self, ckpt: Checkpoint) -> None:
+        """Skip to a checkpoint: every input through it produced only outputs Nd already holds."""
+        self.iq.offer(Jump(ckpt))  # type: ignore[arg-type]
+        self.received_through = ckpt.input_pos
+        self.seqcheck.last = {}  # the per-stream history restarts after the skipped positions
+        self.counters["jumps"] += 1
         self.lock.notify_all()
 
     def handle_push(self, msg: pb.Frame) -> pb.FrameAck:
@@ -185,6 +196,9 @@ class OperatorNode(NodeBase):
                 self._admit(decoded, msg.checkpoint)
                 self.counters["backup_tuples"] += sum(map(len, decoded))
                 self.counters["backup_batches"] += len(decoded)
+            elif msg.checkpoint.input_pos > self.received_through:
+                # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more.
+                self._jump(Checkpoint(msg.checkpoint.input_pos, msg.checkpoint.output_count))
             return pb.BackupAck(applied_through=self.received_through)
 
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
@@ -340,6 +354,10 @@ class OperatorNode(NodeBase):
         if nu is None:
             return
         t_connected = self.clock()
+        with self.lock:
+            ck = Checkpoint(nu.checkpoint.input_pos, nu.checkpoint.output_count)
+            if ck.input_pos > self.received_through:
+                self._jump(ck)  # Nu resends from after its trim point; what came before is in Nd
         # 6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds).
         with self.lock:
             self.sent_next = plan.delivered_through + 1

@@ -64,6 +64,8 @@ class UpstreamNode(NodeBase):
         self.primary: Peer = peers(cfg.primary)
         self.standby: Peer | None = peers(cfg.standby) if cfg.standby else None
         self.standby_retry_at = 0.0
+        self._standby_checkpoint = 0
+        self._next_checkpoint_at = 0.0
         self.checkpoint = Checkpoint()
         self.cursor = 1
         self.generation = 0
@@ -203,9 +205,14 @@ class UpstreamNode(NodeBase):
             peer, epoch, ckpt = self.standby, self.fence.epoch, self.checkpoint
             resync = self._resync_backup
             batches = [] if resync else self.batcher.due(self.oqu, self.cfg.max_batches_per_rpc)
-            if not resync and not batches:
+            # With nothing to batch, still tell the standby when the trim point passed what it holds:
+            # it skips ahead and never needs those positions (this is all an Upstream Backup standby gets).
+            advance = ckpt.input_pos > self._standby_checkpoint and self.clock() >= self._next_checkpoint_at
+            if not resync and not batches and not advance:
                 self.lock.wait(self.cfg.linger_ms / 1000)
                 return
+            if not batches:
+                self._next_checkpoint_at = self.clock() + self.cfg.ack_poll_ms / 1000
             msgs = [self._encode_backup(b) for b in batches]
             last = batches[-1].last if batches else 0
         frame = pb.BackupFrame(epoch=epoch, sender=self.name, checkpoint=checkpoint_pb(ckpt, epoch), batches=msgs)
@@ -224,6 +231,7 @@ class UpstreamNode(NodeBase):
             if peer is not self.standby:
                 return
             self.counters["backup_bytes"] += frame.ByteSize()
+            self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if resync:
                 # The standby's applied position is the truth after an error; re-cut from there.
                 self.batcher.restart(max(ack.applied_through, self.oqu.trimmed_through))
@@ -290,6 +298,7 @@ class UpstreamNode(NodeBase):
                 self.standby.close()
             self.standby = self.peers(msg.address)
             self.standby_retry_at = 0.0
+            self._standby_checkpoint = 0
             self.batcher.restart(self.oqu.trimmed_through)
             self.encoder.reset()
             self._resync_backup = False

@@ -1,0 +1,86 @@
+"""Four nodes in one process, over the in-memory twin or real gRPC on loopback: the same test body runs
+against both transports (and benchmarks use it to measure the protocol without process start-up)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .config import NodeConfig
+from .node.downstream import DownstreamNode
+from .node.operator_node import OperatorNode
+from .node.upstream import UpstreamNode
+from .operators.selection import Selection
+from .sinks.base import MemorySink
+from .sources.base import GeneratorSource, Source
+from .transport.grpc_transport import GrpcPeer, serve
+from .transport.memory import MemoryNetwork
+
+
+class InProcessTopology:
+    """Nu, N, N', Nd. `kill(key)` makes a node vanish (unreachable and stopped), as SIGKILL would."""
+
+    def __init__(self, transport: str = "memory", *, source: Source | None = None, **settings) -> None:
+        self.transport = transport
+        self.settings = {"total": 20_000, "rate": 20_000.0, **settings}
+        self.net = MemoryNetwork()
+        self.servers: dict = {}
+        if transport == "memory":
+            self.addr = {k: k for k in ("nu", "n", "n2", "nd")}
+            peers: Callable = self.net.peer
+        else:
+            from .launcher import free_port
+
+            self.addr = {k: f"127.0.0.1:{free_port()}" for k in ("nu", "n", "n2", "nd")}
+            peers = GrpcPeer
+        a = self.addr
+        s = self.settings
+        predicate = s.get("predicate", "price > 100")
+        self.sink = MemorySink()
+        self.source = source or GeneratorSource(["I1", "I2"], total=s["total"], rate=s["rate"])
+        cfg = {k: str(v) if k == "bsize" else v for k, v in s.items()}
+        self.nodes = {
+            "nd": DownstreamNode(NodeConfig(role="downstream", listen=a["nd"], **cfg), self.sink),
+            "n": OperatorNode(NodeConfig(role="primary", listen=a["n"], upstream=a["nu"], downstream=a["nd"], **cfg),
+                              Selection(predicate), peers),
+            "n2": OperatorNode(NodeConfig(role="standby", listen=a["n2"], upstream=a["nu"], downstream=a["nd"],
+                                          primary=a["n"], **cfg), Selection(predicate), peers),
+            "nu": UpstreamNode(NodeConfig(role="upstream", listen=a["nu"], primary=a["n"], standby=a["n2"], **cfg),
+                               self.source, peers),
+        }
+
+    def start(self) -> InProcessTopology:
+        for key in ("nd", "n", "n2", "nu"):
+            node = self.nodes[key]
+            if self.transport == "memory":
+                self.net.register(self.addr[key], node)
+            else:
+                self.servers[key] = serve(node, self.addr[key])
+            node.start()
+        return self
+
+    def kill(self, key: str) -> None:
+        self.net.down(self.addr[key])
+        if key in self.servers:
+            self.servers.pop(key).stop(grace=0)
+        self.nodes[key].stop()
+
+    def wait(self, cond: Callable[[], bool], timeout: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            time.sleep(0.01)
+        return False
+
+    def stop(self) -> None:
+        for key, node in self.nodes.items():
+            if key in self.servers:
+                self.servers.pop(key).stop(grace=0)
+            node.stop()
+
+    def __enter__(self) -> InProcessTopology:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

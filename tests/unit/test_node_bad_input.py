@@ -1,0 +1,183 @@
+"""Bad input on every RPC: a clear error naming node/stream/position, a counter, and no change of state."""
+
+import pytest
+
+from lazystandby.config import NodeConfig
+from lazystandby.core import tuples
+from lazystandby.core.codec import BatchEncoder, CodecName
+from lazystandby.core.seq import LazyStandbyError
+from lazystandby.core.tuples import TupleBatch
+from lazystandby.node.downstream import DownstreamNode
+from lazystandby.node.operator_node import OperatorNode
+from lazystandby.node.upstream import _CODEC_PB
+from lazystandby.operators.selection import Selection
+from lazystandby.records import Tick
+from lazystandby.sinks.base import MemorySink
+from lazystandby.transport.memory import MemoryNetwork
+from lazystandby.transport.peer import PeerError
+from lazystandby.v1 import lazystandby_pb2 as pb
+
+
+def run(first, n, stream=1, seq0=None, payload=None):
+    seq0 = first if seq0 is None else seq0
+    p = payload or Tick("ACME", 150.0, 100, 1, "XTKS").encode()
+    return TupleBatch(first=first, streams=[stream] * n, seqs=list(range(seq0, seq0 + n)), payloads=[p] * n)
+
+
+def frame(batch, epoch=1, checkpoint=(0, 0)):
+    return pb.Frame(epoch=epoch, sender="Nu", first_pos=batch.first, count=len(batch), tuples=tuples.encode(batch),
+                    checkpoint=pb.Level1Ack(epoch=epoch, input_pos=checkpoint[0], output_count=checkpoint[1]))
+
+
+@pytest.fixture
+def net():
+    return MemoryNetwork()
+
+
+@pytest.fixture
+def primary(net):
+    cfg = NodeConfig(role="primary", listen="n", max_tuple_bytes=200, iq_capacity=100)
+    n = OperatorNode(cfg, Selection("price > 100"), net.peer)
+    net.register("n", n)
+    yield n
+    n.stop()
+
+
+def state(n):
+    return (n.received_through, len(n.iq), dict(n.seqcheck.last), n.state.role, n.state.epoch)
+
+
+def push(net, msg):
+    return net.peer("n").push(msg, 1.0)
+
+
+def test_good_frames_are_queued_and_acked(net, primary):
+    ack = push(net, frame(run(1, 5)))
+    assert ack.received_through == 5 and len(primary.iq) == 5
+
+
+CASES = {
+    "gap": (lambda: frame(run(8, 2)), "OUT_OF_RANGE", "sequence_gap", "position 8 skips ahead; expected 6"),
+    "repeat": (lambda: frame(run(3, 2)), "ALREADY_EXISTS", "duplicate_sequence", "expected 6"),
+    "seq repeated in stream": (lambda: frame(run(6, 2, seq0=5)), "ALREADY_EXISTS", "duplicate_sequence",
+                               "stream 1 repeated seq 5"),
+    "seq going back": (lambda: frame(run(6, 2, seq0=2)), "INVALID_ARGUMENT", "non_monotonic_sequence",
+                       "seq went back to 2"),
+    "unknown stream": (lambda: frame(run(6, 2, stream=9, seq0=1)), "INVALID_ARGUMENT", "unknown_stream",
+                       "unknown stream id 9 at seq 1"),
+    "oversized tuple": (lambda: frame(run(6, 1, payload=b"x" * 500)), "RESOURCE_EXHAUSTED", "oversized",
+                        "500-byte tuple"),
+    "corrupt bytes": (lambda: pb.Frame(epoch=1, first_pos=6, count=2, tuples=b"LSB1garbage"), "DATA_LOSS",
+                      "corrupt_batch", "frame 6"),
+    "count mismatch": (lambda: pb.Frame(epoch=1, first_pos=6, count=3, tuples=tuples.encode(run(6, 2))),
+                       "DATA_LOSS", "corrupt_batch", "says 3 tuples from 6"),
+    "stale epoch": (lambda: frame(run(6, 2), epoch=0), "ABORTED", "stale_epoch", "epoch 0"),
+    "IQ full": (lambda: frame(run(6, 150)), "RESOURCE_EXHAUSTED", "queue_full", "IQ full"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_frames_are_refused_precisely_and_change_nothing(net, primary, case):
+    make, status, counter, text = CASES[case]
+    push(net, frame(run(1, 5)))
+    before = state(primary)
+    with pytest.raises(PeerError) as e:
+        push(net, make())
+    assert e.value.status == status
+    assert text in e.value.message and "N" in e.value.message
+    assert primary.errors[counter] == 1
+    assert state(primary) == before
+    assert push(net, frame(run(6, 2))).received_through == 7  # and the node carries on
+
+
+def test_a_newer_epoch_from_nu_fences_the_primary(net, primary):
+    with pytest.raises(PeerError) as e:
+        push(net, frame(run(1, 2), epoch=2))
+    assert e.value.status == "ABORTED" and primary.state.role == "fenced"
+
+
+def test_a_frame_may_skip_only_what_its_checkpoint_covers(net, primary):
+    push(net, frame(run(1, 5)))
+    with pytest.raises(PeerError):
+        push(net, frame(run(21, 2), checkpoint=(19, 3)))
+    ack = push(net, frame(run(21, 2), checkpoint=(20, 4)))
+    assert ack.received_through == 22 and primary.counters["jumps"] == 1
+
+
+def test_rpcs_of_other_roles_are_refused(net, primary):
+    with pytest.raises(PeerError) as e:
+        net.peer("n").backup(pb.BackupFrame(epoch=1), 1.0)
+    assert e.value.status == "FAILED_PRECONDITION" and "role primary" in e.value.message
+
+
+@pytest.fixture
+def standby(net):
+    n = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 100"), net.peer)
+    net.register("s", n)
+    yield n
+    n.stop()
+
+
+def backup_frame(enc, batches):
+    msgs = []
+    for b in batches:
+        e = enc.encode(tuples.encode(b))
+        msgs.append(pb.BackupBatch(first_pos=b.first, count=len(b), codec=_CODEC_PB[e.codec], session=e.session,
+                                   index=e.index, payload=e.payload, raw_bytes=e.raw_bytes))
+    return pb.BackupFrame(epoch=1, sender="Nu", batches=msgs)
+
+
+def test_standby_applies_batches_and_refuses_a_corrupt_one_without_change(net, standby):
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    assert net.peer("s").backup(backup_frame(enc, [run(1, 5), run(6, 5)]), 1.0).applied_through == 10
+    before = state(standby)
+    bad = backup_frame(enc, [run(11, 5)])
+    bad.batches[0].payload = b"\x00" * len(bad.batches[0].payload)
+    with pytest.raises(PeerError) as e:
+        net.peer("s").backup(bad, 1.0)
+    assert e.value.status == "DATA_LOSS" and "session" in e.value.message
+    assert state(standby) == before and standby.errors["corrupt_batch"] == 1
+    enc.reset()  # what Nu does after any refused batch
+    assert net.peer("s").backup(backup_frame(enc, [run(11, 5)]), 1.0).applied_through == 15
+
+
+def test_standby_refuses_push_until_promoted(net, standby):
+    with pytest.raises(PeerError) as e:
+        net.peer("s").push(frame(run(1, 1)), 1.0)
+    assert e.value.status == "FAILED_PRECONDITION"
+
+
+@pytest.fixture
+def nd(net):
+    sink = MemorySink()
+    d = DownstreamNode(NodeConfig(role="downstream", listen="nd"), sink)
+    net.register("nd", d)
+    return d
+
+
+def out_frame(first, n, epoch=1):
+    b = run(first, n)
+    b.sources = list(range(first, first + n))
+    return pb.OutputFrame(epoch=epoch, sender="N", first_oseq=first, count=n, tuples=tuples.encode(b))
+
+
+def test_nd_drops_repeats_refuses_gaps_and_fences_old_epochs(net, nd):
+    p = net.peer("nd")
+    assert p.deliver(out_frame(1, 5), 1.0).received_through == 5
+    assert p.deliver(out_frame(3, 5), 1.0).received_through == 7
+    assert nd.counters["duplicates_dropped"] == 3 and len(nd.sink.rows) == 7
+    with pytest.raises(PeerError) as e:
+        p.deliver(out_frame(9, 1), 1.0)
+    assert e.value.status == "OUT_OF_RANGE" and "expected 8" in e.value.message
+    assert p.takeover(pb.TakeoverRequest(node="N'", epoch=2), 1.0).delivered_through == 7
+    with pytest.raises(PeerError) as e:
+        p.deliver(out_frame(8, 1, epoch=1), 1.0)
+    assert e.value.status == "ABORTED" and len(nd.sink.rows) == 7
+    assert p.deliver(out_frame(8, 1, epoch=2), 1.0).received_through == 8
+
+
+def test_every_protocol_error_has_a_status_the_transport_knows():
+    import grpc
+
+    for cls in LazyStandbyError.__subclasses__():
+        assert hasattr(grpc.StatusCode, cls.status), cls

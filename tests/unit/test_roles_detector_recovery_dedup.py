@@ -1,0 +1,121 @@
+import pytest
+
+from lazystandby.core.acks import Checkpoint
+from lazystandby.core.dedup import DeliveryDedup
+from lazystandby.core.detector import FailureDetector
+from lazystandby.core.recovery import must_jump, plan_takeover, resend_start
+from lazystandby.core.roles import EpochFence, IllegalTransition, Role, RoleState
+from lazystandby.core.seq import (
+    DuplicateSequence,
+    NonMonotonicSequence,
+    PerStreamSequence,
+    SequenceGap,
+    StaleEpoch,
+    StreamRegistry,
+    UnknownStream,
+)
+
+
+def test_failover_path_through_the_role_machine():
+    s = RoleState("N'")
+    s.become(Role.STANDBY)
+    s.become(Role.PROMOTING, epoch=2)
+    s.become(Role.PRIMARY)
+    s.become(Role.FENCED)
+    assert [r for r, _ in s.history] == ["starting", "standby", "promoting", "primary", "fenced"]
+    assert s.epoch == 2
+
+
+@pytest.mark.parametrize("path", [
+    [Role.STANDBY, Role.PRIMARY],           # a standby must promote through PROMOTING
+    [Role.PRIMARY, Role.STANDBY],           # a primary never goes back to standby
+    [Role.PRIMARY, Role.FENCED, Role.PRIMARY],  # fenced is final
+])
+def test_illegal_transitions_are_refused(path):
+    s = RoleState("N")
+    with pytest.raises(IllegalTransition):
+        for r in path:
+            s.become(r)
+
+
+def test_epoch_fence_refuses_older_epochs_and_names_them():
+    f = EpochFence("Nd")
+    assert f.admit(1, sender="N", what="delivery")
+    assert f.admit(2, sender="N'", what="takeover")
+    assert not f.admit(2, sender="N'", what="delivery")
+    with pytest.raises(StaleEpoch, match="epoch 1; current epoch is 2"):
+        f.check(1, sender="N", what="delivery")
+
+
+def test_detector_suspects_after_the_allowed_misses():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.missed(0.1)
+    d.missed(0.2)
+    assert not d.suspects(0.25)
+    d.missed(0.3)
+    assert d.suspects(0.3) and d.suspected_at == 0.3
+
+
+def test_detector_success_resets_the_count():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.missed(0.1)
+    d.missed(0.2)
+    d.ok(0.25, rtt=0.001)
+    d.missed(0.35)
+    assert not d.suspects(0.36)
+
+
+def test_detector_suspects_a_silent_peer_even_without_counted_misses():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    assert not d.suspects(0.35)
+    assert d.suspects(0.41)
+
+
+def test_plan_replays_only_what_nd_lacks_and_asks_for_what_we_never_received():
+    p = plan_takeover(epoch=2, delivered_through=100, received_through=500, oq_first=90, oq_last=130)
+    assert (p.replay_from, p.replay_count, p.resend_from) == (101, 30, 501)
+
+
+def test_plan_with_empty_standby_is_upstream_backup():
+    p = plan_takeover(epoch=2, delivered_through=100, received_through=0, oq_first=1, oq_last=0)
+    assert (p.replay_count, p.resend_from) == (0, 1)
+
+
+def test_nu_resends_from_its_trim_point_at_the_earliest():
+    assert resend_start(1, Checkpoint(400, 120)) == 401
+    assert resend_start(500, Checkpoint(400, 120)) == 500
+
+
+def test_jump_only_when_the_checkpoint_covers_the_gap_exactly():
+    assert must_jump(expected=1, first=401, checkpoint=Checkpoint(400, 120))
+    assert not must_jump(expected=1, first=402, checkpoint=Checkpoint(400, 120))
+    assert not must_jump(expected=401, first=401, checkpoint=Checkpoint(400, 120))
+
+
+def test_dedup_skips_repeats_and_refuses_gaps():
+    d = DeliveryDedup("Nd", 10)
+    a = d.admit(8, 5)
+    assert (a.skip, a.take) == (3, 2)
+    assert d.admit(1, 5).take == 0
+    with pytest.raises(SequenceGap, match="expected 11"):
+        d.admit(12, 1)
+
+
+def test_per_stream_sequence_refuses_repeats_and_regressions_without_changing_state():
+    p = PerStreamSequence("Nu")
+    p.commit(p.check([1, 2, 1], [1, 1, 3]))
+    with pytest.raises(DuplicateSequence):
+        p.check([1], [3])
+    with pytest.raises(NonMonotonicSequence):
+        p.check([2, 2], [5, 4])
+    assert p.last == {1: 3, 2: 1}
+    assert p.check([1], [10]) == {1: 10}  # gaps in a stream are allowed (Kafka offsets)
+
+
+def test_registry_names_unknown_streams():
+    r = StreamRegistry(["I1", "I2"])
+    assert r.id_of("I2") == 2 and r.name_of(0) == "_control"
+    with pytest.raises(UnknownStream, match="'I9'"):
+        r.id_of("I9", node="Nu")
+    with pytest.raises(UnknownStream, match="id 7 at seq 3"):
+        r.check_ids([1, 7], [1, 3], node="N")
