@@ -31,12 +31,26 @@ def make_operator(cfg: config.NodeConfig) -> Operator:
 
 
 def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
+    kafka = cfg.kafka_bootstrap
+    if kafka:
+        from .sources.kafka_source import Topics
+
+        topics = Topics(cfg.topic_prefix)
     if cfg.role == "upstream":
+        if kafka:
+            from .sources.kafka_source import KafkaDeadLetters, KafkaSource
+
+            return UpstreamNode(cfg, KafkaSource(kafka, cfg.stream_names, topics=topics), peers,
+                                dead_letters=KafkaDeadLetters(kafka, topics))
         source = GeneratorSource(cfg.stream_names, seed=cfg.seed, total=cfg.total, rate=cfg.rate)
         return UpstreamNode(cfg, source, peers)
     if cfg.role == "downstream":
-        sink = FileSink(cfg.sink, StreamRegistry(cfg.stream_names)) if cfg.sink else MemorySink()
-        return DownstreamNode(cfg, sink)
+        registry = StreamRegistry(cfg.stream_names)
+        if kafka:
+            from .sinks.kafka_sink import KafkaSink
+
+            return DownstreamNode(cfg, KafkaSink(kafka, registry, topics))
+        return DownstreamNode(cfg, FileSink(cfg.sink, registry) if cfg.sink else MemorySink())
     return OperatorNode(cfg, make_operator(cfg), peers)
 
 

@@ -50,6 +50,9 @@ class NodeConfig:
     seed: int = 7
     total: int = 0  # tuples to generate; 0 = forever
     rate: float = 0.0  # tuples/s; 0 = as fast as the pipeline takes them
+    # Kafka: when set, Nu consumes the source topics and Nd writes the results topic (else generator/file)
+    kafka_bootstrap: str = ""
+    topic_prefix: str = "ls."
     # sink (Nd)
     sink: str = ""  # a file of delivered outputs; empty = keep nothing but counts
     # observability
@@ -66,6 +69,8 @@ class NodeConfig:
             self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
         if not self.advertise:
             self.advertise = self.listen
+        if not self.kafka_bootstrap:
+            self.kafka_bootstrap = os.environ.get("KAFKA_BOOTSTRAP", "")
 
     @property
     def bsize_value(self) -> int | None:

@@ -21,13 +21,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .check import compare, expected_outputs
+from .check import compare, expected_outputs, kafka_expected
 from .sinks.base import read_output_file
+from .sinks.kafka_sink import read_results
 from .transport.grpc_transport import GrpcPeer
 from .transport.peer import PeerError
 
@@ -61,7 +63,18 @@ def _pause(topo: Topology, target: str) -> None:
     topo.signal(target, signal.SIGCONT)
 
 
+def _restart(topo: Topology, target: str) -> None:
+    topo.signal(target, signal.SIGKILL)
+    topo.procs[target].wait()
+    time.sleep(0.5)
+    topo.start(target)
+
+
 FAULTS: dict[str, Fault] = {
+    "kill-upstream-restart": Fault("kill-upstream-restart", "nu", "Nu is killed and restarted: it rebuilds OQu "
+                                   "from the link log at the same positions; Nd's output is exact", _restart),
+    "kill-downstream-restart": Fault("kill-downstream-restart", "nd", "Nd is killed and restarted: it reads its "
+                                     "last output from the results topic and loses or repeats nothing", _restart),
     "kill-primary": Fault("kill-primary", "n", "N' detects the loss, takes over in epoch 2; Nd's output is "
                           "exact (0 lost, 0 duplicated)", _kill),
     "pause-primary": Fault("pause-primary", "n", "N is stopped past the heartbeat timeout; N' takes over; when N "
@@ -161,6 +174,29 @@ class Topology:
         self.stop()
 
 
+class _KafkaLoad(threading.Thread):
+    """The generator writing the source topics during a trial, with an optional parameter change."""
+
+    def __init__(self, bootstrap: str, prefix: str, total: int, rate: float, seed: int, malformed_every: int,
+                 param_change_at: tuple[int, str] | None) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, prefix, total, rate, seed, malformed_every, param_change_at)
+
+    def run(self) -> None:
+        from .sources.kafka_generator import generate, set_predicate
+        from .sources.kafka_source import Topics
+
+        bootstrap, prefix, total, rate, seed, bad, change = self.args
+        topics = Topics(prefix)
+        if change is None:
+            generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad)
+            return
+        at, predicate = change
+        generate(bootstrap, ["I1", "I2"], at, rate=rate, seed=seed, topics=topics, malformed_every=bad)
+        set_predicate(bootstrap, predicate, topics)
+        generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad, start=at)
+
+
 def _wait(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -176,19 +212,29 @@ def _wait(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
 def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "zstd-stream-dict",
               total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
               seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
-              extra: dict[str, str] | None = None) -> dict:
+              extra: dict[str, str] | None = None, kafka: str = "", malformed_every: int = 0,
+              param_change_at: tuple[int, str] | None = None) -> dict:
     """One trial; returns the check result, recovery figures and node counters."""
     f = FAULTS[fault]
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=ROOT / "run" if (ROOT / "run").is_dir() else None))
     settings = {"bsize": bsize, "codec": codec, "total": str(total), "rate": str(rate), "predicate": predicate,
                 "seed": str(seed), "heartbeat_interval": "0.1", "heartbeat_misses": "3", **(extra or {})}
-    expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
+    gen = None
+    if kafka:
+        settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
+        expected = []
+    else:
+        expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
     result: dict = {"fault": fault, "bsize": bsize, "codec": codec, "workdir": str(workdir)}
     ok = False
     with Topology(settings, workdir, heartbeat_timeout=0.3) as topo:
         try:
             topo.start_all()
             t_start = time.monotonic()
+            if kafka:
+                gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
+                                 param_change_at)
+                gen.start()
             if quiesce:
                 # Let the source finish and the backup drain: the figures then count the mechanism alone.
                 _wait(lambda: topo.status("nu")["source_exhausted"] and
@@ -200,14 +246,24 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
             t_fault = time.time()
             f.action(topo, f.target)
             result["fault_at"] = t_fault
+            if kafka:
+                assert gen is not None
+                gen.join()
+                expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"])
+                result["malformed"] = malformed
+            if f.target in ("nu", "nd"):
+                topo.wait_ready(f.target)
             done = _wait(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
             if f.target == "n":
                 # A takeover is over when the new primary says it is live.
                 done = done and _wait(lambda: bool(topo.status("n2")["recovery"].get("live_at")), timeout)
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.procs[k].poll() is None}
-            rows = read_output_file(topo.sink)
-            check = compare(expected, [(o, s, q) for o, s, q, _ in rows])
+            if kafka:
+                rows = read_results(kafka, f"{settings['topic_prefix']}results")
+            else:
+                rows = read_output_file(topo.sink)
+            check = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=bool(kafka))
             result.update(check.as_dict())
             result["completed"] = done
             result["before"] = {k: _brief(v) for k, v in before.items()}

@@ -104,6 +104,8 @@ class StreamRegistry:
             self._names[sid] = name
 
     def id_of(self, name: str, *, node: str = "?") -> int:
+        if name == "_control":
+            return self.CONTROL
         try:
             return self._ids[name]
         except KeyError:
@@ -129,6 +131,10 @@ class StreamRegistry:
     @property
     def names(self) -> list[str]:
         return list(self._ids)
+
+    @property
+    def names_by_id(self) -> dict[int, str]:
+        return dict(self._names)
 
 
 class PerStreamSequence:

@@ -77,6 +77,27 @@ class UpstreamNode(NodeBase):
         self._samples: list[bytes] = []
         self.takeovers: list[dict] = []
         self.control: list[bytes] = []
+        restored = source.restore()
+        if restored is not None:
+            self._restore(restored)
+
+    def _restore(self, r) -> None:
+        """A restarted Nu: the same positions for the same tuples, the epoch and primary it had."""
+        self.oqu = KeyedQueue(f"{self.cfg.name} OQu", capacity=self.cfg.oq_capacity, start=r.checkpoint.input_pos)
+        self.oqu.append(r.held)
+        self.checkpoint = r.checkpoint
+        self.fence.epoch = max(1, r.epoch)
+        self.state.epoch = self.fence.epoch
+        if r.primary and r.primary != self.primary_addr:
+            self.primary = self.peers(r.primary)
+            self.primary_addr = r.primary
+        self.last_seq = {self.registry.id_of(k): v for k, v in r.last_seqs.items()}
+        self.batcher.restart(r.checkpoint.input_pos)
+        # Ask the receivers where they are before sending: they may hold more than the checkpoint.
+        self._resync_primary = self._resync_backup = True
+        self.counters["restored_tuples"] = len(r.held)
+        self.log.warning("%s: restored at checkpoint %s with %d tuples held, epoch %d, primary %s",
+                         self.name, r.checkpoint, len(r.held), self.fence.epoch, self.primary_addr)
 
     def start(self) -> None:
         self.spawn("source", self._source_loop)
@@ -99,6 +120,11 @@ class UpstreamNode(NodeBase):
         records = self.source.poll(min(room, 1024))
         with self.lock:
             batch = self._admit(records)
+        if len(batch):
+            # Durable link order before the tuples exist anywhere else (a restarted Nu replays it).
+            self.source.record_order(batch, self.registry.names_by_id)
+            self.dead_letters.flush()
+        with self.lock:
             if len(batch):
                 self.oqu.append(batch)
                 self.counters["source_tuples"] += len(batch)
@@ -193,7 +219,7 @@ class UpstreamNode(NodeBase):
             return
         self.checkpoint = Checkpoint(ack.input_pos, ack.output_count)
         self.counters["trimmed_tuples"] += self.oqu.trim(ack.input_pos)
-        self.source.covered(ack.input_pos)
+        self.source.covered(self.checkpoint, epoch=self.fence.epoch, primary=self.primary_addr)
 
     # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
     def _backup_loop(self) -> None:

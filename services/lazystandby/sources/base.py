@@ -6,6 +6,8 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from ..core.acks import Checkpoint
+from ..core.tuples import TupleBatch
 from .generator import ticks
 
 
@@ -16,10 +18,26 @@ class Record:
     payload: bytes
 
 
+@dataclass
+class Restored:
+    """What a restarted Nu needs to continue exactly where it was: the last Level-1 checkpoint, the epoch
+    and primary it had, and the tuples it held after the checkpoint, at the same positions as before."""
+
+    checkpoint: Checkpoint
+    epoch: int
+    primary: str
+    held: TupleBatch
+    last_seqs: dict[str, int]
+
+
 class Source(ABC):
-    """Nu's input. `poll` returns records in the order Nu must number them; `exhausted` is True once a
-    finite source has handed out everything. `covered(records)` tells the source how many of the records
-    it handed out are now safe (Level-1 acked), so a Kafka source can commit their offsets."""
+    """Nu's input.
+
+    Lifecycle: `restore()` once at start; then `poll` hands out records in arrival order; Nu validates
+    them, numbers the admitted ones, calls `record_order(batch)` (durable when it returns) and only then
+    puts them in OQu; `covered(...)` reports Level-1 progress so the source may commit. `exhausted` is True
+    once a finite source has handed out everything.
+    """
 
     @abstractmethod
     def poll(self, max_records: int) -> list[Record]: ...
@@ -28,8 +46,15 @@ class Source(ABC):
     def exhausted(self) -> bool:
         return False
 
-    def covered(self, count: int) -> None:  # noqa: B027 - a generator has nothing to commit
-        """`count` records handed out so far are covered by Level-1 acks."""
+    def restore(self) -> Restored | None:
+        """State of a previous run of this Nu, or None for a fresh start."""
+        return None
+
+    def record_order(self, batch: TupleBatch, names: dict[int, str]) -> None:  # noqa: B027
+        """Make the link order of `batch` durable: a generator is deterministic and needs nothing."""
+
+    def covered(self, checkpoint: Checkpoint, *, epoch: int, primary: str) -> None:  # noqa: B027
+        """Every position <= checkpoint.input_pos is covered by a Level-1 ack."""
 
     def close(self) -> None:  # noqa: B027
         pass
@@ -73,10 +98,13 @@ class GeneratorSource(Source):
 
 
 class DeadLetters:
-    """Records refused at the edge, with the reason. The Kafka adapter writes them to a topic."""
+    """Records refused at the edge, with the reason, kept in memory. The Kafka adapter writes a topic."""
 
     def __init__(self) -> None:
         self.items: list[tuple[str, Record]] = []
 
     def put(self, reason: str, record: Record) -> None:
         self.items.append((reason, record))
+
+    def flush(self) -> None:
+        pass

@@ -1,0 +1,282 @@
+"""Nu's Kafka adapters: the source streams, the link log, offset commits, and the dead-letter topic.
+
+Each source stream is one single-partition topic (`<prefix>I1`, ...), so a record's sequence number is its
+offset + 1 and a restarted Nu finds the same numbers. The order in which Nu interleaves the streams
+depends on arrival timing, so Nu writes it down before any tuple leaves: the link log topic holds, per
+admitted poll, the runs `(stream, first_seq, count)` at positions `first_pos..`. Offsets are committed only
+for what Level-1 acks cover, with metadata naming the checkpoint (P, C), the epoch, the primary, and the
+link-log offset from which a restart replays. A restarted Nu rebuilds OQu from there, position for
+position, so N, N' and Nd see nothing change (seed 001: senders keep and resend from their buffer).
+
+Operator parameter changes come through the `<prefix>control` topic as control records (stream id 0);
+their payload is kept in the link log itself, so the truth-table checker knows where each took effect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from ..core.acks import Checkpoint
+from ..core.seq import StreamRegistry
+from ..core.tuples import TupleBatch
+from .base import Record, Restored, Source
+
+log = logging.getLogger(__name__)
+
+CONTROL = "_control"
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Topic names for one deployment."""
+
+    prefix: str = "ls."
+
+    def source(self, stream: str) -> str:
+        return f"{self.prefix}{stream}"
+
+    @property
+    def control(self) -> str:
+        return f"{self.prefix}control"
+
+    @property
+    def linklog(self) -> str:
+        return f"{self.prefix}linklog"
+
+    @property
+    def results(self) -> str:
+        return f"{self.prefix}results"
+
+    @property
+    def deadletters(self) -> str:
+        return f"{self.prefix}deadletters"
+
+
+def ensure_topics(bootstrap: str, names: list[str]) -> None:
+    """Create single-partition topics that do not exist yet (ordering per stream needs one partition)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        existing = set(admin.list_topics())
+        new = [NewTopic(n, num_partitions=1, replication_factor=1) for n in names if n not in existing]
+        if new:
+            try:
+                admin.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+
+
+def all_topics(topics: Topics, streams: list[str]) -> list[str]:
+    return [*(topics.source(s) for s in streams), topics.control, topics.linklog, topics.results,
+            topics.deadletters]
+
+
+def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
+    """Maximal runs of consecutive positions on one stream with consecutive seqs: [stream, first_seq, count],
+    and for control records [_control, seq, 1, payload]."""
+    runs: list[list] = []
+    for sid, seq, payload in zip(batch.streams, batch.seqs, batch.payloads, strict=True):
+        name = names[sid]
+        if sid == StreamRegistry.CONTROL:
+            runs.append([CONTROL, seq, 1, payload.decode()])
+        elif runs and runs[-1][0] == name and len(runs[-1]) == 3 and runs[-1][1] + runs[-1][2] == seq:
+            runs[-1][2] += 1
+        else:
+            runs.append([name, seq, 1])
+    return runs
+
+
+def read_linklog(bootstrap: str, topics: Topics, start: int = 0) -> list[tuple[int, dict]]:
+    """(log offset, entry) for every link-log entry from `start` to the current end."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=1000)
+    tp = TopicPartition(topics.linklog, 0)
+    c.assign([tp])
+    end = c.end_offsets([tp])[tp]
+    out: list[tuple[int, dict]] = []
+    if end > start:
+        c.seek(tp, start)
+        while not out or out[-1][0] < end - 1:
+            batch = c.poll(timeout_ms=2000)
+            if not batch:
+                break
+            for r in batch.get(tp, []):
+                out.append((r.offset, json.loads(r.value)))
+    c.close()
+    return out
+
+
+def fetch_range(consumer: KafkaConsumer, topic: str, first_seq: int, count: int) -> list[bytes]:
+    """Payloads of records with seq first_seq .. first_seq+count-1 (offset = seq - 1)."""
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, first_seq - 1)
+    out: list[bytes] = []
+    while len(out) < count:
+        got = consumer.poll(timeout_ms=5000, max_records=count - len(out))
+        recs = got.get(tp, [])
+        if not recs:
+            raise RuntimeError(f"{topic}: records {first_seq}..{first_seq + count - 1} cannot be read back")
+        out.extend(r.value for r in recs)
+    return out[:count]
+
+
+class KafkaSource(Source):
+    """Consumes the source topics (and the control topic), keeps the link log, commits covered offsets."""
+
+    def __init__(self, bootstrap: str, streams: list[str], *, topics: Topics | None = None,
+                 group: str = "lazystandby-nu", poll_ms: int = 50, commit_interval: float = 0.2) -> None:
+        self.bootstrap = bootstrap
+        self.streams = streams
+        self.topics = topics or Topics()
+        self.group = group
+        self.poll_ms = poll_ms
+        self._by_topic = {self.topics.source(s): s for s in streams}
+        self._by_topic[self.topics.control] = CONTROL
+        self._tps = [TopicPartition(t, 0) for t in self._by_topic]
+        ensure_topics(bootstrap, all_topics(self.topics, streams))
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                      auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20)
+        self.consumer.assign(self._tps)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0,
+                                      max_in_flight_requests_per_connection=1, retries=10)
+        # (first_pos, last_pos, log offset, per-stream last seq after the entry)
+        self._entries: deque[tuple[int, int, int, dict[str, int]]] = deque()
+        self._last_seqs: dict[str, int] = {}
+        self._pending: tuple[Checkpoint, int, str] | None = None
+        self._committed = Checkpoint()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._commit_interval = commit_interval
+        self._committer = threading.Thread(target=self._commit_loop, name="kafka-commit", daemon=True)
+        self._committer.start()
+
+    # --- restart ---------------------------------------------------------------------------------------
+    def restore(self) -> Restored | None:
+        committed = {tp: self.consumer.committed(tp, metadata=True) for tp in self._tps}
+        meta = next((json.loads(m.metadata) for m in committed.values() if m and m.metadata), None)
+        start_log = meta["log"] if meta else 0
+        entries = read_linklog(self.bootstrap, self.topics, start_log)
+        if not entries and not meta:
+            return None
+        ckpt = Checkpoint(meta["pos"], meta["count"]) if meta else Checkpoint()
+        held = TupleBatch(first=ckpt.input_pos + 1)
+        reader = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        last_seqs: dict[str, int] = dict(meta.get("seqs", {})) if meta else {}
+        reg = StreamRegistry(self.streams)
+        for off, e in entries:
+            pos = e["first_pos"]
+            for run in e["runs"]:
+                stream, first_seq, count = run[0], run[1], run[2]
+                payloads = ([run[3].encode()] if stream == CONTROL
+                            else fetch_range(reader, self.topics.source(stream), first_seq, count))
+                for i, p in enumerate(payloads):
+                    if pos + i > ckpt.input_pos:
+                        held.streams.append(reg.id_of(stream))
+                        held.seqs.append(first_seq + i)
+                        held.payloads.append(p)
+                pos += count
+                last_seqs[stream] = first_seq + count - 1
+            self._entries.append((e["first_pos"], pos - 1, off, dict(last_seqs)))
+        reader.close()
+        self._last_seqs = last_seqs
+        # Consume each topic after the last record the link log holds (dead letters after it come again).
+        for tp in self._tps:
+            name = self._by_topic[tp.topic]
+            if name in last_seqs:
+                self.consumer.seek(tp, last_seqs[name])
+            elif committed.get(tp) is not None:
+                self.consumer.seek(tp, committed[tp].offset)
+        data_seqs = {k: v for k, v in last_seqs.items() if k != CONTROL}
+        return Restored(checkpoint=ckpt, epoch=meta["epoch"] if meta else 1,
+                        primary=meta["primary"] if meta else "", held=held, last_seqs=data_seqs)
+
+    # --- normal operation ------------------------------------------------------------------------------
+    def poll(self, max_records: int) -> list[Record]:
+        got = self.consumer.poll(timeout_ms=self.poll_ms, max_records=max_records)
+        out: list[Record] = []
+        for tp in self._tps:  # a fixed topic order within one poll; the link log records what it was
+            for r in got.get(tp, []):
+                out.append(Record(self._by_topic[tp.topic], r.offset + 1, r.value if r.value is not None else b""))
+        return out
+
+    def record_order(self, batch: TupleBatch, names: dict[int, str]) -> None:
+        runs = runs_of(batch, names)
+        entry = json.dumps({"first_pos": batch.first, "runs": runs}).encode()
+        md = self.producer.send(self.topics.linklog, entry, partition=0).get(timeout=30)
+        with self._lock:
+            for r in runs:
+                self._last_seqs[r[0]] = r[1] + r[2] - 1
+            self._entries.append((batch.first, batch.last, md.offset, dict(self._last_seqs)))
+
+    def covered(self, checkpoint: Checkpoint, *, epoch: int, primary: str) -> None:
+        with self._lock:
+            self._pending = (checkpoint, epoch, primary)
+
+    def _commit_loop(self) -> None:
+        while not self._stop.wait(self._commit_interval):
+            self.commit_now()
+
+    def commit_now(self) -> None:
+        with self._lock:
+            if self._pending is None or self._pending[0] == self._committed:
+                return
+            ckpt, epoch, primary = self._pending
+            seqs: dict[str, int] = {}
+            while self._entries and self._entries[0][1] <= ckpt.input_pos:
+                seqs = self._entries.popleft()[3]
+            log_from = self._entries[0][2] if self._entries else None
+            if log_from is None:
+                return  # nothing after the checkpoint yet: keep the entries until the next record arrives
+            meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "epoch": epoch,
+                               "primary": primary, "log": log_from, "seqs": seqs or {}})
+        offsets = {}
+        for tp in self._tps:
+            name = self._by_topic[tp.topic]
+            if name in seqs:
+                offsets[tp] = OffsetAndMetadata(seqs[name], meta, -1)
+        if not offsets:
+            # Nothing fully covered yet on any topic: still record the checkpoint on the first one.
+            committed = self.consumer.committed(self._tps[0]) or 0
+            offsets[self._tps[0]] = OffsetAndMetadata(committed, meta, -1)
+        try:
+            self.consumer.commit(offsets)
+            self._committed = ckpt
+        except Exception as e:  # a failed commit is retried next round; it never blocks the pipeline
+            log.warning("offset commit failed: %s", e)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._committer.join(timeout=2)
+        self.consumer.close()
+        self.producer.close()
+
+
+class KafkaDeadLetters:
+    """Refused records go to `<prefix>deadletters` with the reason in a header, keyed by stream:seq."""
+
+    def __init__(self, bootstrap: str, topics: Topics | None = None) -> None:
+        self.topics = topics or Topics()
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        self.count = 0
+
+    def put(self, reason: str, record: Record) -> None:
+        key = f"{record.stream}:{record.seq}".encode()
+        self.producer.send(self.topics.deadletters, record.payload[:1 << 20], key=key,
+                           headers=[("reason", reason.encode()), ("stream", record.stream.encode()),
+                                    ("seq", str(record.seq).encode())])
+        self.count += 1
+
+    def flush(self) -> None:
+        self.producer.flush()
