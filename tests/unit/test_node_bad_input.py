@@ -181,3 +181,24 @@ def test_every_protocol_error_has_a_status_the_transport_knows():
 
     for cls in LazyStandbyError.__subclasses__():
         assert hasattr(grpc.StatusCode, cls.status), cls
+
+
+def test_nd_refuses_a_takeover_that_does_not_bring_a_newer_epoch(net, nd):
+    p = net.peer("nd")
+    p.deliver(out_frame(1, 2, epoch=1), 1.0)
+    with pytest.raises(PeerError) as e:
+        p.takeover(pb.TakeoverRequest(node="N'", epoch=1), 1.0)
+    assert e.value.status == "ABORTED"
+    assert p.takeover(pb.TakeoverRequest(node="N'", epoch=2), 1.0).delivered_through == 2
+    assert p.takeover(pb.TakeoverRequest(node="N'", epoch=2), 1.0).delivered_through == 2  # a retry is fine
+
+
+def test_a_standby_with_a_stale_epoch_steps_back_instead_of_fencing_itself(net, nd):
+    net.peer("nd").takeover(pb.TakeoverRequest(node="X", epoch=3), 1.0)
+    s = OperatorNode(NodeConfig(role="standby", listen="s", downstream="nd", upstream="nu"), Selection("price > 1"),
+                     net.peer)
+    s.state.epoch = 1
+    s.take_over()
+    assert s.state.role == "standby" and s.state.epoch == 3
+    assert s.counters["takeovers_refused"] == 1
+    s.stop()

@@ -7,7 +7,7 @@ from ..config import NodeConfig
 from ..core import tuples
 from ..core.dedup import DeliveryDedup
 from ..core.roles import EpochFence, Role
-from ..core.seq import CorruptBatch, StreamRegistry
+from ..core.seq import CorruptBatch, StaleEpoch, StreamRegistry
 from ..sinks.base import Sink
 from ..v1 import lazystandby_pb2 as pb
 from .common import NodeBase
@@ -54,6 +54,12 @@ class DownstreamNode(NodeBase):
     def handle_takeover(self, msg: pb.TakeoverRequest) -> pb.TakeoverReply:
         """Step 3 of recovery, Nd's side: from now on refuse the old epoch; say what is held."""
         with self.lock:
+            retry = bool(self.takeovers) and self.takeovers[-1]["epoch"] == msg.epoch \
+                and self.takeovers[-1]["node"] == msg.node
+            if msg.epoch <= self.fence.epoch and not retry:
+                # A takeover must bring a newer epoch, or it would not fence the primary it replaces.
+                raise StaleEpoch(f"{self.name}: takeover by {msg.node} with epoch {msg.epoch}; "
+                                 f"current epoch is {self.fence.epoch}")
             self.fence.admit(msg.epoch, sender=msg.node, what="takeover")
             self.state.epoch = self.fence.epoch
             if not self.takeovers or self.takeovers[-1]["epoch"] != msg.epoch:

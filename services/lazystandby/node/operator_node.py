@@ -12,6 +12,7 @@ Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat`
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +78,7 @@ class OperatorNode(NodeBase):
         self.recovery: dict = {}
         self._resync_output = False
         self._output_backoff = Backoff()
+        self.registered = threading.Event()
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
         else:
@@ -108,9 +110,10 @@ class OperatorNode(NodeBase):
                 self.sleep(backoff.next())
                 continue
             with self.lock:
-                self.state.epoch = reply.epoch
+                self.state.epoch = max(self.state.epoch, reply.epoch)
                 if self.primary is None and reply.primary_address:
                     self.primary = self.peers(reply.primary_address)
+                self.registered.set()
             return
 
     # --- input: frames and batches -> IQ ---------------------------------------------------------------
@@ -298,8 +301,10 @@ class OperatorNode(NodeBase):
     def _heartbeat_loop(self) -> None:
         det = self.detector
         assert det is not None
-        if self.state.role is not Role.STANDBY:
-            self.sleep(0.2)
+        if self.state.role is not Role.STANDBY or not self.registered.is_set():
+            # Until Nu has answered, this standby knows neither the epoch nor that the system runs.
+            self.sleep(0.05)
+            det.ok(self.clock(), 0.0)
             return
         t0 = self.clock()
         peer = self.primary
@@ -339,7 +344,8 @@ class OperatorNode(NodeBase):
                          self.name, detection * 1000, epoch)
         req = pb.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise)
         # 3. connect Nd: it refuses the old epoch from now on and tells what it holds.
-        nd = self._retry(lambda: self.downstream.takeover(req, self.cfg.rpc_timeout), "Nd")  # type: ignore[union-attr]
+        nd = self._retry(lambda: self.downstream.takeover(req, self.cfg.rpc_timeout), "Nd",  # type: ignore[union-attr]
+                         on_refusal=self._back_to_standby)
         if nd is None:
             return
         # 4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received.
@@ -389,15 +395,30 @@ class OperatorNode(NodeBase):
             self.recovery["live_at"] = wall_detect + (t_live - t_detect)
         self.log.warning("%s: live as primary in epoch %d: %s", self.name, epoch, self.recovery)
 
-    def _retry(self, call: Callable, who: str):
+    def _back_to_standby(self) -> None:
+        """Nd refused our epoch: nothing changed anywhere. Learn the epoch in force and watch again."""
+        try:
+            epoch = json.loads(self.downstream.status(self.cfg.rpc_timeout).json)["epoch"]  # type: ignore[union-attr]
+        except (PeerError, KeyError, ValueError):
+            epoch = self.state.epoch + 1
+        with self.lock:
+            self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
+            if self.detector:
+                self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
+        self.counters["takeovers_refused"] += 1
+
+    def _retry(self, call: Callable, who: str, on_refusal: Callable[[], None] | None = None):
         backoff = Backoff(0.02, 0.5)
         while not self.stopped:
             try:
                 return call()
             except PeerError as e:
                 if e.status == "ABORTED":
+                    self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
+                    if on_refusal is not None:
+                        on_refusal()
+                        return None
                     with self.lock:
-                        self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
                         self._fence(f"{who} refused the takeover")
                     return None
                 self.counters[f"takeover_retry_{who}"] += 1
