@@ -45,6 +45,11 @@ class NodeConfig:
     # operator
     operator: str = "python"  # python | spark
     predicate: str = "price > 100"
+    spark_master: str = "local[2]"
+    spark_driver_memory: str = "1g"
+    spark_trigger: str = "0 seconds"
+    spark_max_rows: int = 200_000
+    spark_partitions: int = 2
     # source (Nu): the deterministic generator
     streams: str = "I1,I2"
     seed: int = 7

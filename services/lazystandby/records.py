@@ -53,3 +53,16 @@ def validate(payload: bytes, *, max_bytes: int) -> None:
             typ(value)
         except ValueError:
             raise MalformedRecord(f"field {name}={value!r} is not a {typ.__name__}") from None
+
+
+def validate_control(payload: bytes) -> None:
+    """A control record: JSON {"predicate": "<expression the operators accept>"}."""
+    import json
+
+    from .operators.predicate import PredicateError, compile_predicate
+
+    try:
+        text = json.loads(payload)["predicate"]
+        compile_predicate(text)
+    except (ValueError, KeyError, TypeError, PredicateError) as e:
+        raise MalformedRecord(f"control record refused: {e}") from None

@@ -1,4 +1,9 @@
+import os
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_collection_modifyitems(items):
@@ -6,6 +11,18 @@ def pytest_collection_modifyitems(items):
         item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(autouse=True)
-def _show_workdir_on_failure(request):
-    yield
+@pytest.fixture(scope="session")
+def kafka():
+    """A real Kafka broker for the session: KAFKA_BOOTSTRAP if set, else a local KRaft broker started from
+    the Maven Central jars (deploy/kafka/resolve.sh) and always stopped afterwards."""
+    if os.environ.get("KAFKA_BOOTSTRAP"):
+        yield os.environ["KAFKA_BOOTSTRAP"]
+        return
+    from lazystandby.devtools.kafka_broker import LocalKafka
+
+    broker = LocalKafka(ROOT / "run" / "test-kafka")
+    try:
+        broker.start()
+        yield broker.bootstrap
+    finally:
+        broker.stop()

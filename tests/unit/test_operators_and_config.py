@@ -76,3 +76,13 @@ def test_truth_table_check_reports_loss_duplication_and_order():
     assert across.out_of_order == 0 and not across.same_order and not across.ok
     extra = compare(exp, good + [(len(good) + 1, "I1", 10**9)])
     assert extra.unexpected == 1 and extra.duplicated == 0 and not extra.ok
+
+
+def test_control_records_are_validated_as_control_not_as_ticks():
+    from lazystandby.core.seq import MalformedRecord
+    from lazystandby.records import validate_control
+
+    validate_control(control_payload("price > 5"))
+    for bad in [b"price > 5", b'{"predicate": "colour = 1"}', b'{"x": 1}', b"\xff"]:
+        with pytest.raises(MalformedRecord):
+            validate_control(bad)

@@ -437,6 +437,7 @@ class OperatorNode(NodeBase):
             "oq_first": self.oq.first,
             "oq_last": self.oq.last,
             "operator": self.operator.name,
+            "operator_switches": getattr(self.operator, "switches", []),
             "recovery": self.recovery,
             "heartbeat_rtt_ms": getattr(self, "last_heartbeat_rtt", 0.0) * 1000,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,

@@ -22,7 +22,7 @@ from ..core.recovery import resend_start
 from ..core.roles import EpochFence, Role
 from ..core.seq import MalformedRecord, StaleEpoch, StreamRegistry, UnknownStream
 from ..core.tuples import TupleBatch
-from ..records import validate
+from ..records import validate, validate_control
 from ..sources.base import DeadLetters, Record, Source
 from ..transport.peer import Peer, PeerError
 from ..v1 import lazystandby_pb2 as pb
@@ -146,7 +146,11 @@ class UpstreamNode(NodeBase):
                 last = self.last_seq.get(sid, 0)
                 if r.seq <= last:
                     raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}")
-                validate(r.payload, max_bytes=limit)
+                if sid == StreamRegistry.CONTROL:
+                    validate_control(r.payload)
+                    self.counters["control_tuples"] += 1
+                else:
+                    validate(r.payload, max_bytes=limit)
             except (UnknownStream, MalformedRecord) as e:
                 self.dead_letters.put(e.message, r)
                 self.counters["dead_letters"] += 1

@@ -1,0 +1,59 @@
+"""The pipeline on a real Kafka broker: source topics, link log, results topic, dead letters, and the
+faults that only Kafka makes survivable (Nu and Nd restarts). Each trial is checked by the truth table
+rebuilt from the source topics."""
+
+import pytest
+
+from lazystandby.launcher import run_trial
+
+TOTAL, RATE = 12_000, 6_000.0
+
+
+def trial(kafka, **kw):
+    kw.setdefault("kill_after", 1.0)
+    r = run_trial(kafka=kafka, total=TOTAL, rate=RATE, timeout=90.0, **kw)
+    assert r["completed"], f"Nd did not receive everything; logs in {r['workdir']}"
+    assert r["expected"] > 0
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["unexpected"] == 0, r["diff"]
+    assert r["out_of_order"] == 0 and r["oseq_gaps"] == 0 and r["ok"], r["diff"]
+    return r
+
+
+def test_kill_primary_on_kafka(kafka):
+    r = trial(kafka, fault="kill-primary")
+    assert r["failovers"] == 1
+
+
+def test_kill_upstream_then_restart_rebuilds_the_same_link_order(kafka):
+    r = trial(kafka, fault="kill-upstream-restart", kill_after=0.8)
+    assert "restored_tuples" in r["after"]["nu"]["counters"]  # the restarted Nu went through restore
+    assert r["after"]["n"]["errors"].get("sequence_gap", 0) == 0
+
+
+def test_kill_downstream_then_restart_reads_its_state_from_the_results_topic(kafka):
+    r = trial(kafka, fault="kill-downstream-restart")
+    assert r["failovers"] == 0
+
+
+def test_malformed_records_go_to_dead_letters_and_never_stop_the_pipeline(kafka):
+    r = trial(kafka, fault="kill-primary", malformed_every=101)
+    assert r["malformed"] > 50
+    assert r["after"]["nu"]["counters"]["dead_letters"] == r["malformed"]
+
+
+def test_parameter_change_just_before_a_kill(kafka):
+    """The predicate switches at one link position, on N and N' alike; then N dies."""
+    r = trial(kafka, fault="kill-primary", param_change_at=(5_000, "price > 60 AND volume >= 1000"),
+              kill_after=1.0)
+    assert r["failovers"] == 1
+    assert r["after"]["nu"]["counters"].get("control_tuples") == 1
+    switches = r["after"]["n2"]["operator_switches"]
+    assert [p for _, p in switches] == ["price > 60 AND volume >= 1000"], switches
+
+
+@pytest.mark.slow
+def test_kill_primary_with_the_spark_operator(kafka):
+    r = trial(kafka, fault="kill-primary", extra={"operator": "spark", "heartbeat_interval": "0.2",
+                                                  "heartbeat_misses": "5", "spark_partitions": "1"},
+              kill_after=1.0)
+    assert r["failovers"] == 1
