@@ -13,7 +13,10 @@ KILLS ?= 20
 BSIZE ?= 10
 CODEC ?= zstd-stream-dict
 
-.PHONY: setup proto lint test test-unit test-integration demo failover-check clean
+DEMO_TOTAL ?= 40000
+DEMO_RATE ?= 5000
+
+.PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down clean
 
 $(STAMP): requirements.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -34,20 +37,37 @@ lint: setup
 test-unit: setup
 	$(VPY) -m pytest -q tests/unit
 
-test-integration: setup
+test-integration: setup kafka-jars
 	$(VPY) -m pytest -q tests/integration
 
 # The whole suite (what .ci/run calls).
-test: setup
+test: setup kafka-jars
 	$(VPY) -m ruff check services tests
 	$(VPY) -m pytest -q -ra tests
 
-# The main job: the four-node pipeline on loopback with a kill of N in the middle.
-demo: setup
+kafka-jars:
+	bash deploy/kafka/resolve.sh
+
+# A local Kafka broker (KRaft) on 127.0.0.1:19092 for manual runs; tests start their own.
+kafka-up: setup kafka-jars
+	$(VPY) -m lazystandby.devtools.kafka_broker start --port 19092
+
+kafka-down:
+	$(VPY) -m lazystandby.devtools.kafka_broker stop
+
+# The main job: Kafka source topics, the generator, Nu, N and N' with the Spark operator, Nd writing the
+# results topic; N is killed mid-run, N' takes over; the truth table is checked. JSON summary last.
+# KAFKA_BOOTSTRAP=host:port uses an existing cluster instead of starting a local broker.
+demo: setup kafka-jars
+	$(VPY) -m lazystandby.cli launch --kafka --operator spark --bsize $(BSIZE) --codec $(CODEC) \
+	  --total $(DEMO_TOTAL) --rate $(DEMO_RATE)
+
+# The same with the Python operator and the built-in generator: no Kafka, no Spark, a few seconds.
+demo-local: setup
 	$(VPY) -m lazystandby.cli launch --bsize $(BSIZE) --codec $(CODEC)
 
 failover-check: setup
 	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC)
 
 clean:
-	rm -rf $(VENV) run .pytest_cache .ruff_cache services/lazystandby/v1/*_pb2*
+	rm -rf $(VENV) run .cache .pytest_cache .ruff_cache services/lazystandby/v1/*_pb2*

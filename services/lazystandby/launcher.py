@@ -99,6 +99,7 @@ class Topology:
 
     def __post_init__(self) -> None:
         self.addrs = {k: f"127.0.0.1:{free_port()}" for k in self.ROLES}
+        self.metrics_ports = {k: free_port() for k in self.ROLES}
         self.sink = str(self.workdir / "nd-output.tsv")
 
     def args(self, key: str) -> list[str]:
@@ -110,7 +111,8 @@ class Topology:
             "standby": {"upstream": a["nu"], "downstream": a["nd"], "primary": a["n"]},
             "downstream": {"sink": self.sink},
         }[role]
-        opts = {"role": role, "name": self.NAMES[key], "listen": a[key], **peers, **self.settings}
+        opts = {"role": role, "name": self.NAMES[key], "listen": a[key], "metrics_port": self.metrics_ports[key],
+                **peers, **self.settings}
         out = [sys.executable, "-m", "lazystandby.cli", "node"]
         for k, v in opts.items():
             out += [f"--{k.replace('_', '-')}", str(v)]

@@ -1,0 +1,30 @@
+from prometheus_client import generate_latest
+
+from lazystandby.inprocess import InProcessTopology
+from lazystandby.metrics import registry_for
+
+
+def scrape(node) -> dict[str, float]:
+    out = {}
+    for line in generate_latest(registry_for(node)).decode().splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def test_metrics_follow_a_failover():
+    with InProcessTopology("memory", total=20_000, rate=20_000.0, bsize="10") as t:
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 2000)
+        t.kill("n")
+        assert t.wait(lambda: bool(t.nodes["n2"].recovery.get("data_recovery_ms") is not None), 20)
+        nu, n2, nd = scrape(t.nodes["nu"]), scrape(t.nodes["n2"]), scrape(t.nodes["nd"])
+    assert nu['lazystandby_tuples_total{node="Nu",stage="source"}'] > 0
+    assert nu['lazystandby_link_bytes_total{link="backup",node="Nu"}'] > 0
+    assert 0 < nu['lazystandby_bandwidth_overhead{node="Nu"}'] < 1
+    assert n2['lazystandby_role{node="N\'",role="primary"}'] == 1.0
+    assert n2['lazystandby_epoch{node="N\'"}'] == 2
+    assert n2['lazystandby_failovers_total{node="N\'"}'] == 1
+    assert n2['lazystandby_last_recovery_seconds{node="N\'",phase="detection"}'] > 0.1
+    assert nd['lazystandby_duplicates_dropped_total{node="Nd"}'] == 0
+    assert nd['lazystandby_gaps_total{node="Nd"}'] == 0
