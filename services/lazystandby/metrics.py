@@ -69,7 +69,8 @@ class NodeCollector(Collector):
                        c.get("heartbeat_misses", 0))
         yield _counter("lazystandby_failovers", "Takeovers this node took part in", name, c.get("takeovers", 0))
         rec = s.get("recovery") or {}
-        ph = GaugeMetricFamily("lazystandby_last_recovery_seconds", "Phases of the last failover", labels=[*lbl, "phase"])
+        ph = GaugeMetricFamily("lazystandby_last_recovery_seconds", "Phases of the last failover",
+                               labels=[*lbl, "phase"])
         for phase in ("detection", "reconnection", "data_recovery"):
             ph.add_metric([name, phase], rec.get(f"{phase}_ms", 0.0) / 1000)
         yield ph
