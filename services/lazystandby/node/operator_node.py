@@ -382,10 +382,13 @@ class OperatorNode(NodeBase):
             self.counters["takeovers"] += 1
             self.counters["replayed_from_oq"] += plan.replay_count
             self.lock.notify_all()
-            # 7. resume: live once everything Nu held at takeover is processed and delivered.
-            while not self.stopped and self.state.role is Role.PRIMARY and not (
-                    self.processed.input_pos >= nu.head_pos and self.level0 >= self.processed.output_count
-                    and self.iq.empty()):
+            # 7. resume: live once every input Nu held at takeover is processed and its outputs are in Nd.
+            # (Not "IQ empty": under continuous load that target keeps moving and measures the load, not
+            # the recovery.)
+            while not self.stopped and self.state.role is Role.PRIMARY and self.processed.input_pos < nu.head_pos:
+                self.lock.wait(0.005)
+            target = self.processed.output_count
+            while not self.stopped and self.state.role is Role.PRIMARY and self.level0 < target:
                 self.lock.wait(0.005)
             t_live = self.clock()
             self.recovery["data_recovery_ms"] = (t_live - t_connected) * 1000
