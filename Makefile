@@ -16,7 +16,8 @@ CODEC ?= zstd-stream-dict
 DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
-.PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down clean
+.PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
+	prometheus dashboards-check clean
 
 $(STAMP): requirements.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -37,16 +38,24 @@ lint: setup
 test-unit: setup
 	$(VPY) -m pytest -q tests/unit
 
-test-integration: setup kafka-jars
+test-integration: setup kafka-jars prometheus
 	$(VPY) -m pytest -q tests/integration
 
 # The whole suite (what .ci/run calls).
-test: setup kafka-jars
+test: setup kafka-jars prometheus
 	$(VPY) -m ruff check services tests
 	$(VPY) -m pytest -q -ra tests
 
 kafka-jars:
 	bash deploy/kafka/resolve.sh
+
+# Prometheus and promtool from Debian's packages (local runs and tests; compose uses prom/prometheus).
+prometheus:
+	bash deploy/prometheus/install.sh
+
+# A small pipeline, a real Prometheus, one failover; every dashboard panel query run; JSON summary last.
+dashboards-check: setup prometheus
+	$(VPY) -m lazystandby.cli dashboards-check --render docs/dashboards
 
 # A local Kafka broker (KRaft) on 127.0.0.1:19092 for manual runs; tests start their own.
 kafka-up: setup kafka-jars

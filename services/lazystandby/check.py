@@ -88,12 +88,10 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
     (each says after which seq of every stream it took effect). Returns (expected, malformed records)."""
     import json
 
-    from kafka import KafkaConsumer, TopicPartition
-
     from .core.seq import MalformedRecord
     from .operators.predicate import compile_predicate
     from .records import validate
-    from .sources.kafka_source import CONTROL, Topics, read_linklog
+    from .sources.kafka_source import CONTROL, Topics, read_linklog, read_partition
 
     topics = Topics(prefix)
     history: list[tuple[dict[str, int], str]] = []
@@ -105,32 +103,20 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
             else:
                 last[run[0]] = run[1] + run[2] - 1
     fns = {p: compile_predicate(p) for p in {predicate, *(h[1] for h in history)}}
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     expected: list[tuple[str, int]] = []
     malformed = 0
     for stream in streams:
-        tp = TopicPartition(topics.source(stream), 0)
-        c.assign([tp])
-        end = c.end_offsets([tp])[tp]
-        c.seek(tp, 0)
-        seen = 0
-        while seen < end:
-            recs = c.poll(timeout_ms=2000).get(tp, [])
-            if not recs:
-                break
-            for r in recs:
-                seen += 1
-                seq = r.offset + 1
-                try:
-                    validate(r.value or b"", max_bytes=max_tuple_bytes)
-                except MalformedRecord:
-                    malformed += 1
-                    continue
-                in_force = predicate
-                for thresholds, p in history:
-                    if seq > thresholds.get(stream, 0):
-                        in_force = p
-                if fns[in_force](r.value.decode().split(",")):
-                    expected.append((stream, seq))
-    c.close()
+        for r in read_partition(bootstrap, topics.source(stream)):
+            seq = r.offset + 1
+            try:
+                validate(r.value or b"", max_bytes=max_tuple_bytes)
+            except MalformedRecord:
+                malformed += 1
+                continue
+            in_force = predicate
+            for thresholds, p in history:
+                if seq > thresholds.get(stream, 0):
+                    in_force = p
+            if fns[in_force](r.value.decode().split(",")):
+                expected.append((stream, seq))
     return expected, malformed

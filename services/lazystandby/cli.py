@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "node":
         return run_node(rest)
+    if cmd == "dashboards-check":
+        from .dashboards_check import main as dash_main
+
+        return dash_main(rest)
     if cmd in ("launch", "failover-check"):
         from .launcher import main as launch_main
 

@@ -62,6 +62,7 @@ class NodeConfig:
     sink: str = ""  # a file of delivered outputs; empty = keep nothing but counts
     # observability
     metrics_port: int = 0
+    overhead_budget: float = 0.5  # backup/primary bytes above which the BandwidthOverheadAboveBudget alert fires
     log_level: str = "INFO"
     extra: dict[str, str] = field(default_factory=dict)
 

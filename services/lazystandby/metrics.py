@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -54,6 +54,11 @@ class NodeCollector(Collector):
         for key, queue in QUEUES.items():
             q.add_metric([name, queue], s.get(key, 0))
         yield q
+        lag = GaugeMetricFamily("lazystandby_source_lag", "Source records not yet consumed (Nu)",
+                                labels=[*lbl, "stream"])
+        for stream in getattr(self.node.cfg, "stream_names", []):
+            lag.add_metric([name, stream], s.get("source_lag", {}).get(stream, 0))
+        yield lag
         r = GaugeMetricFamily("lazystandby_role", "1 for the node's current role", labels=[*lbl, "role"])
         for role in ROLES:
             r.add_metric([name, role], 1.0 if s.get("role") == role else 0.0)
@@ -61,6 +66,8 @@ class NodeCollector(Collector):
         yield _gauge("lazystandby_epoch", "Epoch the node is in", name, s["epoch"])
         yield _gauge("lazystandby_bandwidth_overhead", "Backup bytes / primary bytes (seed 000 2.3.1)", name,
                      s.get("overhead", 0.0))
+        yield _gauge("lazystandby_overhead_budget", "The configured bandwidth-overhead budget", name,
+                     self.node.cfg.overhead_budget)
         yield _gauge("lazystandby_compression_ratio", "Compressed / raw backup bytes", name,
                      s.get("compression_ratio", 1.0))
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
@@ -106,6 +113,7 @@ def _counter(metric: str, doc: str, node: str, value: float) -> CounterMetricFam
 def registry_for(node) -> CollectorRegistry:
     reg = CollectorRegistry()
     reg.register(NodeCollector(node))
+    ProcessCollector(registry=reg)  # process_resident_memory_bytes, process_cpu_seconds_total
     return reg
 
 

@@ -353,6 +353,7 @@ class UpstreamNode(NodeBase):
             "bsize": self.cfg.bsize,
             "codec": self.cfg.codec,
             "source_exhausted": self.source.exhausted,
+            "source_lag": self.source.lag(),
             "overhead": c["backup_bytes"] / c["primary_bytes"] if c["primary_bytes"] else 0.0,
             "compression_ratio": (c["backup_payload_bytes"] / c["backup_raw_bytes"]
                                   if c["backup_raw_bytes"] else 1.0),

@@ -8,7 +8,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
-from ..sources.kafka_source import Topics, ensure_topics
+from ..sources.kafka_source import Topics, ensure_topics, read_partition
 from .base import Sink
 
 
@@ -33,20 +33,10 @@ def last_oseq(bootstrap: str, topic: str) -> int:
 
 def read_results(bootstrap: str, topic: str) -> list[tuple[int, str, int, bytes]]:
     """(oseq, stream, seq, payload) of every record in the results topic."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    tp = TopicPartition(topic, 0)
-    c.assign([tp])
-    end = c.end_offsets([tp])[tp]
-    c.seek(tp, 0)
     out = []
-    while len(out) < end:
-        recs = c.poll(timeout_ms=2000).get(tp, [])
-        if not recs:
-            break
-        for r in recs:
-            h = dict(r.headers)
-            out.append((int(h["oseq"]), h["stream"].decode(), int(h["seq"]), r.value))
-    c.close()
+    for r in read_partition(bootstrap, topic):
+        h = dict(r.headers)
+        out.append((int(h["oseq"]), h["stream"].decode(), int(h["seq"]), r.value))
     return out
 
 

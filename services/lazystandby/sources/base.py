@@ -56,6 +56,10 @@ class Source(ABC):
     def covered(self, checkpoint: Checkpoint, *, epoch: int, primary: str) -> None:  # noqa: B027
         """Every position <= checkpoint.input_pos is covered by a Level-1 ack."""
 
+    def lag(self) -> dict[str, int]:
+        """Records per stream that exist at the source but were not consumed yet."""
+        return {}
+
     def close(self) -> None:  # noqa: B027
         pass
 
@@ -75,6 +79,10 @@ class GeneratorSource(Source):
     @property
     def exhausted(self) -> bool:
         return bool(self.total) and self._n >= self.total
+
+    def lag(self) -> dict[str, int]:
+        left = max(0, self.total - self._n) if self.total else 0
+        return {s: left // len(self.streams) for s in self.streams}
 
     def poll(self, max_records: int) -> list[Record]:
         if self.paused:

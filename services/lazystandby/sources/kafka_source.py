@@ -98,37 +98,49 @@ def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
     return runs
 
 
+def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0) -> list:
+    """Every record of partition 0 of `topic` from offset `start` to the end it has now. An empty poll is
+    not the end (a busy broker can take seconds to answer): only the end offset is, or the deadline."""
+    import time
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20)
+    tp = TopicPartition(topic, 0)
+    try:
+        c.assign([tp])
+        end = c.end_offsets([tp])[tp]
+        out: list = []
+        if end <= start:
+            return out
+        c.seek(tp, start)
+        deadline = time.monotonic() + timeout
+        while (not out or out[-1].offset < end - 1) and time.monotonic() < deadline:
+            out.extend(c.poll(timeout_ms=1000).get(tp, []))
+        if not out or out[-1].offset < end - 1:
+            raise TimeoutError(f"{topic}: read {len(out)} of {end - start} records in {timeout}s")
+        return out
+    finally:
+        c.close()
+
+
 def read_linklog(bootstrap: str, topics: Topics, start: int = 0) -> list[tuple[int, dict]]:
     """(log offset, entry) for every link-log entry from `start` to the current end."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=1000)
-    tp = TopicPartition(topics.linklog, 0)
-    c.assign([tp])
-    end = c.end_offsets([tp])[tp]
-    out: list[tuple[int, dict]] = []
-    if end > start:
-        c.seek(tp, start)
-        while not out or out[-1][0] < end - 1:
-            batch = c.poll(timeout_ms=2000)
-            if not batch:
-                break
-            for r in batch.get(tp, []):
-                out.append((r.offset, json.loads(r.value)))
-    c.close()
-    return out
+    return [(r.offset, json.loads(r.value)) for r in read_partition(bootstrap, topics.linklog, start)]
 
 
 def fetch_range(consumer: KafkaConsumer, topic: str, first_seq: int, count: int) -> list[bytes]:
     """Payloads of records with seq first_seq .. first_seq+count-1 (offset = seq - 1)."""
+    import time
+
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])
     consumer.seek(tp, first_seq - 1)
     out: list[bytes] = []
+    deadline = time.monotonic() + 60
     while len(out) < count:
-        got = consumer.poll(timeout_ms=5000, max_records=count - len(out))
-        recs = got.get(tp, [])
-        if not recs:
+        if time.monotonic() > deadline:
             raise RuntimeError(f"{topic}: records {first_seq}..{first_seq + count - 1} cannot be read back")
-        out.extend(r.value for r in recs)
+        got = consumer.poll(timeout_ms=1000, max_records=count - len(out))
+        out.extend(r.value for r in got.get(tp, []))
     return out[:count]
 
 
@@ -156,6 +168,7 @@ class KafkaSource(Source):
         self._last_seqs: dict[str, int] = {}
         self._pending: tuple[Checkpoint, int, str] | None = None
         self._committed = Checkpoint()
+        self._lag: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._commit_interval = commit_interval
@@ -225,8 +238,12 @@ class KafkaSource(Source):
             self._pending = (checkpoint, epoch, primary)
 
     def _commit_loop(self) -> None:
+        n = 0
         while not self._stop.wait(self._commit_interval):
             self.commit_now()
+            n += 1
+            if n % 5 == 0:
+                self._measure_lag()
 
     def commit_now(self) -> None:
         with self._lock:
@@ -255,6 +272,17 @@ class KafkaSource(Source):
             self._committed = ckpt
         except Exception as e:  # a failed commit is retried next round; it never blocks the pipeline
             log.warning("offset commit failed: %s", e)
+
+    def lag(self) -> dict[str, int]:
+        return dict(self._lag)
+
+    def _measure_lag(self) -> None:
+        try:
+            ends = self.consumer.end_offsets(self._tps)
+            self._lag = {self._by_topic[tp.topic]: max(0, ends[tp] - self.consumer.position(tp))
+                         for tp in self._tps if self._by_topic[tp.topic] != CONTROL}
+        except Exception as e:  # monitoring only: never disturbs the pipeline
+            log.debug("lag measurement failed: %s", e)
 
     def close(self) -> None:
         self._stop.set()

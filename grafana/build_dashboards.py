@@ -1,0 +1,86 @@
+"""Writes grafana/dashboards/*.json from the panel definitions below (run: python grafana/build_dashboards.py).
+
+Every expression here is also run against a real Prometheus by `make dashboards-check`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+R = "[$__rate_interval]"
+
+DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] = {
+    "pipeline-overview": ("Lazy Standby: pipeline overview", [
+        ("Tuples/s by node and stage", "ops", [
+            (f"sum by (node, stage) (rate(lazystandby_tuples_total{R}))", "{{node}} {{stage}}")]),
+        ("Delivered to Nd, tuples/s", "ops", [
+            (f'sum(rate(lazystandby_tuples_total{{node="Nd",stage="delivered"}}{R}))', "delivered")]),
+        ("Source lag at Nu (records not yet consumed)", "short", [
+            ("sum by (stream) (lazystandby_source_lag)", "{{stream}}")]),
+        ("Dead-lettered records/s", "ops", [(f"sum(rate(lazystandby_dead_letters_total{R}))", "dead letters")]),
+        ("Refused requests/s by reason", "ops", [
+            (f"sum by (node, reason) (rate(lazystandby_rpc_errors_total{R}))", "{{node}} {{reason}}")]),
+    ]),
+    "high-availability": ("Lazy Standby: high availability", [
+        ("Role of each node", "short", [('max by (node, role) (lazystandby_role) == 1', "{{node}} {{role}}")]),
+        ("Epoch", "short", [("max by (node) (lazystandby_epoch)", "{{node}}")]),
+        ("Heartbeat round trip", "s", [("max by (node) (lazystandby_heartbeat_rtt_seconds)", "{{node}}")]),
+        ("Heartbeat misses/s", "ops", [(f"sum by (node) (rate(lazystandby_heartbeat_misses_total{R}))", "{{node}}")]),
+        ("Failovers", "short", [("sum by (node) (lazystandby_failovers_total)", "{{node}}")]),
+        ("Last recovery, by phase", "s", [
+            ("max by (phase) (lazystandby_last_recovery_seconds)", "{{phase}}")]),
+        ("Replayed from OQ' / resent by Nu", "short", [
+            ("sum(lazystandby_replayed_from_oq_total)", "replayed from OQ'"),
+            ("sum(lazystandby_resent_by_upstream_total)", "resent by Nu")]),
+        ("Duplicates dropped and gaps at Nd (must stay 0)", "short", [
+            ('sum(lazystandby_duplicates_dropped_total{node="Nd"})', "duplicates dropped"),
+            ('sum(lazystandby_gaps_total{node="Nd"})', "gaps")]),
+    ]),
+    "backup-bandwidth": ("Lazy Standby: backup bandwidth", [
+        ("Bytes/s per link", "Bps", [(f"sum by (link) (rate(lazystandby_link_bytes_total{R}))", "{{link}}")]),
+        ("Bandwidth overhead (backup / primary bytes) and budget", "percentunit", [
+            ('max(lazystandby_bandwidth_overhead{node="Nu"})', "overhead"),
+            ('max(lazystandby_overhead_budget{node="Nu"})', "budget")]),
+        ("Compression ratio (compressed / raw backup)", "percentunit", [
+            ('max(lazystandby_compression_ratio{node="Nu"})', "ratio")]),
+        ("Backup tuples/s into the standby", "ops", [
+            (f'sum(rate(lazystandby_tuples_total{{stage="backup"}}{R}))', "{{node}}")]),
+    ]),
+    "queues-memory": ("Lazy Standby: queues and memory", [
+        ("Queue depth", "short", [("max by (node, queue) (lazystandby_queue_depth)", "{{node}} {{queue}}")]),
+        ("Nu's backup: unbatched vs batched", "short", [
+            ('max by (queue) (lazystandby_queue_depth{node="Nu",queue=~"oqu_unbatched|oqu_batched"})', "{{queue}}")]),
+        ("Resident memory", "bytes", [("max by (job) (process_resident_memory_bytes)", "{{job}}")]),
+        ("CPU", "percentunit", [(f"sum by (job) (rate(process_cpu_seconds_total{R}))", "{{job}}")]),
+    ]),
+}
+
+
+def panel(i: int, title: str, unit: str, targets: list[tuple[str, str]]) -> dict:
+    return {
+        "id": i + 1, "type": "timeseries", "title": title,
+        "datasource": {"type": "prometheus", "uid": "prometheus"},
+        "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [{"refId": chr(65 + j), "expr": e, "legendFormat": leg,
+                     "datasource": {"type": "prometheus", "uid": "prometheus"}} for j, (e, leg) in enumerate(targets)],
+    }
+
+
+def build(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for uid, (title, panels) in DASHBOARDS.items():
+        d = {"uid": f"lazystandby-{uid}", "title": title, "schemaVersion": 39, "version": 1, "editable": True,
+             "refresh": "5s", "time": {"from": "now-15m", "to": "now"}, "tags": ["lazystandby"],
+             "panels": [panel(i, *p) for i, p in enumerate(panels)]}
+        p = out / f"{uid}.json"
+        p.write_text(json.dumps(d, indent=2) + "\n")
+        paths.append(p)
+    return paths
+
+
+if __name__ == "__main__":
+    for p in build(Path(__file__).resolve().parent / "dashboards"):
+        print(p)
