@@ -17,7 +17,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check clean
+	prometheus dashboards-check bench bench-quick clean
 
 $(STAMP): requirements.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -33,7 +33,7 @@ $(PROTO_OUT): proto/lazystandby/v1/lazystandby.proto $(STAMP)
 	$(VPY) -m grpc_tools.protoc -Iproto --python_out=services --grpc_python_out=services --pyi_out=services $<
 
 lint: setup
-	$(VPY) -m ruff check services tests
+	$(VPY) -m ruff check services tests bench grafana
 
 test-unit: setup
 	$(VPY) -m pytest -q tests/unit
@@ -43,7 +43,7 @@ test-integration: setup kafka-jars prometheus
 
 # The whole suite (what .ci/run calls).
 test: setup kafka-jars prometheus
-	$(VPY) -m ruff check services tests
+	$(VPY) -m ruff check services tests bench grafana
 	$(VPY) -m pytest -q -ra tests
 
 kafka-jars:
@@ -77,6 +77,13 @@ demo-local: setup
 
 failover-check: setup
 	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC)
+
+# Benchmarks (results, plots and a JSON summary under bench/results/; JSON summary as the last line).
+bench-quick: setup
+	$(VPY) -m bench.harness --quick
+
+bench: setup
+	$(VPY) -m bench.harness
 
 clean:
 	rm -rf $(VENV) run .cache .pytest_cache .ruff_cache services/lazystandby/v1/*_pb2*

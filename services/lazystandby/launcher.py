@@ -91,6 +91,7 @@ class Topology:
     settings: dict[str, str]
     workdir: Path
     heartbeat_timeout: float = 0.3
+    with_standby: bool = True  # False: no N' at all (the no-HA baseline of the benchmarks)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addrs: dict[str, str] = field(default_factory=dict)
 
@@ -106,7 +107,7 @@ class Topology:
         a = self.addrs
         role = self.ROLES[key]
         peers = {
-            "upstream": {"primary": a["n"], "standby": a["n2"]},
+            "upstream": {"primary": a["n"], "standby": a["n2"] if self.with_standby else ""},
             "primary": {"upstream": a["nu"], "downstream": a["nd"]},
             "standby": {"upstream": a["nu"], "downstream": a["nd"], "primary": a["n"]},
             "downstream": {"sink": self.sink},
@@ -125,9 +126,10 @@ class Topology:
 
     def start_all(self) -> None:
         # Downstream first, upstream last: the source starts only when the path to Nd exists.
-        for key in ("nd", "n", "n2"):
+        keys = ("nd", "n", "n2") if self.with_standby else ("nd", "n")
+        for key in keys:
             self.start(key)
-        for key in ("nd", "n", "n2"):
+        for key in keys:
             self.wait_ready(key)
         self.start("nu")
         self.wait_ready("nu")

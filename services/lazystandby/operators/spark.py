@@ -120,6 +120,9 @@ class SparkSelection(Operator):
         self.cfg = cfg
         self.predicate = predicate
         self.feed = Feed()
+        self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-")
+        # The JVM first: forking it while gRPC threads run is what gRPC warns about, and once lost the gateway.
+        self.spark = self._session()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
                                   options=[("grpc.max_send_message_length", 256 << 20),
                                            ("grpc.max_receive_message_length", 256 << 20)])
@@ -127,8 +130,6 @@ class SparkSelection(Operator):
         port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
         self.address = f"127.0.0.1:{port}"
-        self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-")
-        self.spark = self._session()
         self.query = None
         self.generation = 0
         self.batches = 0
@@ -152,7 +153,7 @@ class SparkSelection(Operator):
         if pkg_root not in paths:
             os.environ["PYTHONPATH"] = os.pathsep.join([pkg_root, *paths])
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        spark = (SparkSession.builder.master(cfg.spark_master).appName(f"lazystandby-{cfg.name}")
+        builder = (SparkSession.builder.master(cfg.spark_master).appName(f"lazystandby-{cfg.name}")
                  .config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.shuffle.partitions", "1")
@@ -160,8 +161,13 @@ class SparkSelection(Operator):
                  .config("spark.sql.streaming.pollingDelay", "5ms")
                  .config("spark.python.worker.reuse", "true")
                  .config("spark.sql.ansi.enabled", "true")
-                 .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-                 .getOrCreate())
+                 .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+        try:
+            spark = builder.getOrCreate()
+        except Exception as e:  # a gateway that died at birth (seen once under load): one more try
+            log.warning("%s: Spark did not start (%s); trying once more", cfg.name, e)
+            time.sleep(2)
+            spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         spark.dataSource.register(FeedDataSource)
         return spark

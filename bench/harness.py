@@ -1,0 +1,228 @@
+"""Benchmarks: seed 000's Bsize trade-off (Figs 6-8) and throughput with and without HA.
+
+    make bench-quick   Bsize {1, 10, inf} x every codec, 2 trials each, throughput runs (a few minutes)
+    make bench         Bsize {1, 2, 10, 15, ..., 50, inf} x every codec, 30 trials each (hours)
+
+Each trade-off trial runs Nu, N, N', Nd as processes on loopback at a fixed input rate, kills N at a fixed
+time, and records the bandwidth overhead (backup bytes / primary bytes on Nu's links, seed 000 2.3.1, at
+the moment of the kill) and the recovery time split as seed 000 does: reconnection (N' connecting to Nd
+and Nu) and data recovery (replay and reprocessing until N' is live). `failover_ms` adds detection: from
+the kill to N' live. Every trial is also checked against the truth table; a failed check fails the run.
+Results: bench/results/<name>.json and .csv, PNG plots, and a JSON summary as the last line printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lazystandby.core.codec import CodecName
+from lazystandby.launcher import Topology, _wait, run_trial
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CODECS = [c.value for c in CodecName]
+
+
+def progress(i: int, n: int, what: str) -> None:
+    width = 30
+    done = int(width * i / n)
+    print(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {what:<50}", end="" if i < n else "\n",
+          file=sys.stderr, flush=True)
+
+
+def tradeoff(bsizes: list[str], codecs: list[str], trials: int, *, total: int, rate: float,
+             kill_after: float) -> list[dict]:
+    rows = []
+    n = len(bsizes) * len(codecs) * trials
+    i = 0
+    for bsize in bsizes:
+        for codec in codecs:
+            for t in range(trials):
+                progress(i, n, f"Bsize {bsize} codec {codec} trial {t + 1}")
+                r = run_trial(fault="kill-primary", bsize=bsize, codec=codec, total=total, rate=rate,
+                              kill_after=kill_after, seed=7 + t)
+                i += 1
+                if not r["ok"]:
+                    raise RuntimeError(f"trial failed the truth-table check: {r['workdir']} {r.get('diff')}")
+                rec, nu = r["recovery"], r["before"]["nu"]
+                c = nu["counters"]
+                rows.append({
+                    "bsize": bsize, "codec": codec, "trial": t,
+                    "overhead": nu["overhead"],
+                    "overhead_raw": c.get("backup_raw_bytes", 0) / c["primary_bytes"] if c.get("primary_bytes") else 0,
+                    "compression_ratio": nu["compression_ratio"],
+                    "reconnection_ms": rec["reconnection_ms"], "data_recovery_ms": rec["data_recovery_ms"],
+                    "recovery_ms": rec["reconnection_ms"] + rec["data_recovery_ms"],
+                    "detection_ms": rec["detection_ms"], "failover_ms": r.get("recovery_ms", 0.0),
+                    "replayed_from_oq": rec["replayed_from_oq"], "resent_by_nu": rec["resent_by_nu"],
+                })
+    progress(n, n, "done")
+    return rows
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / 100.0
+    except (OSError, IndexError):
+        return 0.0
+
+
+def throughput(*, bsize: str, codec: str, standby: bool, total: int) -> dict:
+    """The pipeline as fast as it goes (generator rate 0): tuples/s through N to Nd, per-second samples."""
+    settings = {"bsize": bsize, "codec": codec, "total": str(total), "rate": "0"}
+    with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
+        topo.start_all()
+        cpu0 = {k: _cpu_seconds(p.pid) for k, p in topo.procs.items()}
+        t0 = time.monotonic()
+        samples = []
+        last = 0
+        while True:
+            time.sleep(1.0)
+            done = topo.status("n")["processed"][0]
+            samples.append(done - last)
+            last = done
+            if done >= total or time.monotonic() - t0 > 300:
+                break
+        _wait(lambda: topo.status("nd")["delivered_through"] >= topo.status("n")["processed"][1], 30)
+        elapsed = time.monotonic() - t0
+        cpu = {k: round((_cpu_seconds(p.pid) - cpu0[k]) / elapsed, 3) for k, p in topo.procs.items()}
+    full = samples[:-1] or samples  # the last second is partial
+    mean = statistics.mean(full)
+    return {"bsize": bsize, "codec": codec, "standby": standby, "tuples": total,
+            "tuples_per_s": round(total / elapsed), "mean_per_s": round(mean), "worst_second_ratio":
+            round(min(full) / mean, 3) if mean else 0.0, "cpu_cores_per_node": cpu}
+
+
+def summarize(rows: list[dict]) -> dict:
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r["bsize"], {}).setdefault(r["codec"], []).append(r)
+    summary: dict = {}
+    for b, per in out.items():
+        summary[b] = {}
+        for c, rs in per.items():
+            def m(k, rs=rs):
+                return round(statistics.mean(x[k] for x in rs), 4)
+
+            def sd(k, rs=rs):
+                return round(statistics.stdev(x[k] for x in rs), 4) if len(rs) > 1 else 0.0
+
+            fo = sorted(x["failover_ms"] for x in rs)
+            summary[b][c] = {"overhead": m("overhead"), "overhead_sd": sd("overhead"),
+                             "recovery_ms": m("recovery_ms"), "recovery_ms_sd": sd("recovery_ms"),
+                             "reconnection_ms": m("reconnection_ms"), "data_recovery_ms": m("data_recovery_ms"),
+                             "failover_ms": m("failover_ms"),
+                             "failover_ms_p95": fo[min(len(fo) - 1, int(0.95 * len(fo)))],
+                             "resent_by_nu": m("resent_by_nu"), "replayed_from_oq": m("replayed_from_oq"),
+                             "trials": len(rs)}
+    return summary
+
+
+def plot(rows: list[dict], thr: list[dict], name: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = summarize(rows)
+    bs = list(s)
+    x = list(range(len(bs)))
+    paths = []
+    for fig_name, codec, title in (("fig6", "none", "Fig 6: no compression"),
+                                   ("fig7", "zstd", "Fig 7: compressed (per-batch zstd)")):
+        if not all(codec in s[b] for b in bs):
+            continue
+        fig, ax1 = plt.subplots(figsize=(7, 4))
+        ax1.plot(x, [s[b][codec]["overhead"] for b in bs], "o-", label="bandwidth overhead")
+        ax1.set_ylabel("overhead (backup/primary bytes)")
+        ax2 = ax1.twinx()
+        ax2.plot(x, [s[b][codec]["recovery_ms"] for b in bs], "s--", color="C1", label="recovery time")
+        ax2.set_ylabel("recovery ms (reconnection + data)")
+        ax1.set_xticks(x, bs)
+        ax1.set_xlabel("Bsize")
+        ax1.set_title(f"{title} — this machine")
+        fig.legend(loc="upper center", fontsize=8)
+        fig.tight_layout()
+        p = RESULTS / f"{name}-{fig_name}.png"
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        paths.append(p)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for codec in CODECS:
+        if all(codec in s[b] for b in bs):
+            ax.plot(x, [s[b][codec]["overhead"] for b in bs], "o-", label=codec)
+    ax.set_xticks(x, bs)
+    ax.set_xlabel("Bsize")
+    ax.set_ylabel("overhead")
+    ax.set_title("Fig 8: overhead by codec against Bsize")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    p = RESULTS / f"{name}-fig8.png"
+    fig.savefig(p, dpi=90)
+    plt.close(fig)
+    paths.append(p)
+    if thr:
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        labels = [f"{t['bsize'] if t['standby'] else 'no HA'}" for t in thr]
+        ax.bar(labels, [t["tuples_per_s"] for t in thr])
+        ax.set_ylabel("tuples/s end to end")
+        ax.set_title("Throughput (Python operator), Bsize with HA vs no standby")
+        fig.tight_layout()
+        p = RESULTS / f"{name}-throughput.png"
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--trials", type=int, default=None)
+    a = ap.parse_args(argv)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "quick" if a.quick else "full"
+    bsizes = ["1", "10", "inf"] if a.quick else ["1", "2", "10", "15", "20", "25", "30", "35", "40", "45", "50", "inf"]
+    trials = a.trials or (2 if a.quick else 30)
+    t0 = time.time()
+    rows = tradeoff(bsizes, CODECS, trials, total=20_000, rate=10_000.0, kill_after=1.0)
+    thr = []
+    for bsize, codec, standby in (("10", "zstd", True), ("10", "zstd", False), ("1", "zstd-stream-dict", True),
+                                  ("inf", "zstd-stream-dict", True)):
+        print(f"throughput: Bsize {bsize} {codec} standby={standby}", file=sys.stderr, flush=True)
+        thr.append(throughput(bsize=bsize, codec=codec, standby=standby, total=300_000))
+    summary = summarize(rows)
+    with open(RESULTS / f"{name}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    pngs = plot(rows, thr, name)
+    ha = next(t for t in thr if t["standby"] and t["bsize"] == "10")
+    no_ha = next(t for t in thr if not t["standby"])
+    result = {
+        "name": name, "machine": f"{platform.machine()} {platform.node()} cores=2", "seconds": round(time.time() - t0),
+        "tradeoff": summary, "throughput": thr,
+        "throughput_tuples_per_s": ha["tuples_per_s"], "throughput_no_ha_tuples_per_s": no_ha["tuples_per_s"],
+        "ha_cost_ratio": round(ha["tuples_per_s"] / no_ha["tuples_per_s"], 3),
+        "spark_restart_recovery_ms": None, "spark_direct_tuples_per_s": None,
+        "plots": [str(p.relative_to(RESULTS.parent.parent)) for p in pngs],
+    }
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
+    flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"]} for c, v in per.items()}
+                         for b, per in summary.items()},
+            **{k: result[k] for k in ("throughput_tuples_per_s", "throughput_no_ha_tuples_per_s", "ha_cost_ratio",
+                                      "spark_restart_recovery_ms", "spark_direct_tuples_per_s", "seconds")}}
+    print(json.dumps(flat))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
