@@ -18,6 +18,11 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
             (f'sum(rate(lazystandby_tuples_total{{node="Nd",stage="delivered"}}{R}))', "delivered")]),
         ("Source lag at Nu (records not yet consumed)", "short", [
             ("sum by (stream) (lazystandby_source_lag)", "{{stream}}")]),
+        ("Operator batch duration p50 / p99 (Spark micro-batches)", "s", [
+            (f"histogram_quantile(0.5, sum by (le, node) (rate(lazystandby_operator_batch_seconds_bucket{R})))",
+             "{{node}} p50"),
+            (f"histogram_quantile(0.99, sum by (le, node) (rate(lazystandby_operator_batch_seconds_bucket{R})))",
+             "{{node}} p99")]),
         ("Dead-lettered records/s", "ops", [(f"sum(rate(lazystandby_dead_letters_total{R}))", "dead letters")]),
         ("Refused requests/s by reason", "ops", [
             (f"sum by (node, reason) (rate(lazystandby_rpc_errors_total{R}))", "{{node}} {{reason}}")]),
@@ -30,6 +35,9 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Failovers", "short", [("sum by (node) (lazystandby_failovers_total)", "{{node}}")]),
         ("Last recovery, by phase", "s", [
             ("max by (phase) (lazystandby_last_recovery_seconds)", "{{phase}}")]),
+        ("Recovery phases, all failovers (mean)", "s", [
+            ("sum by (phase) (lazystandby_recovery_seconds_sum) / clamp_min(sum by (phase) "
+             "(lazystandby_recovery_seconds_count), 1)", "{{phase}}")]),
         ("Replayed from OQ' / resent by Nu", "short", [
             ("sum(lazystandby_replayed_from_oq_total)", "replayed from OQ'"),
             ("sum(lazystandby_resent_by_upstream_total)", "resent by Nu")]),

@@ -50,6 +50,7 @@ class NodeConfig:
     spark_trigger: str = "0 seconds"
     spark_max_rows: int = 200_000
     spark_partitions: int = 2
+    spark_checkpoint_dir: str = ""  # where the query's checkpoints go (default: a fresh temp dir per start)
     # source (Nu): the deterministic generator
     streams: str = "I1,I2"
     seed: int = 7

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 ROLES = ("upstream", "primary", "standby", "promoting", "fenced", "downstream")
@@ -91,6 +91,19 @@ class NodeCollector(Collector):
                        e.get("sequence_gap", 0))
         yield _counter("lazystandby_dead_letters", "Source records refused to the dead letters", name,
                        c.get("dead_letters", 0))
+        batches = getattr(self.node, "batch_seconds", None)
+        if batches is not None:
+            op = s.get("operator", "")
+            h = HistogramMetricFamily("lazystandby_operator_batch_seconds",
+                                      "Time the operator took per batch (a Spark micro-batch for the Spark operator)",
+                                      labels=[*lbl, "operator"])
+            h.add_metric([name, op], batches.cumulative(), batches.sum)
+            yield h
+            rh = HistogramMetricFamily("lazystandby_recovery_seconds", "Failover phases, one observation per takeover",
+                                       labels=[*lbl, "phase"])
+            for phase, b in self.node.recovery_seconds.items():
+                rh.add_metric([name, phase], b.cumulative(), b.sum)
+            yield rh
         err = CounterMetricFamily("lazystandby_rpc_errors", "Requests refused, by reason", labels=[*lbl, "reason"])
         for reason in ("unknown_stream", "sequence_gap", "duplicate_sequence", "non_monotonic_sequence",
                        "stale_epoch", "wrong_role", "corrupt_batch", "oversized", "queue_full"):

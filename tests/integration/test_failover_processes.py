@@ -29,17 +29,19 @@ def test_kill_primary(bsize, codec):
     assert r["after"]["nd"]["counters"].get("duplicates_dropped", 0) == 0  # Precise, not Rollback + dedup
 
 
+@pytest.mark.parametrize("codec", [c.value for c in CodecName])
 @pytest.mark.parametrize("bsize", ["1", "10", "inf"])
-def test_pause_primary_past_timeout_then_resume_is_fenced(bsize):
-    r = trial(fault="pause-primary", bsize=bsize, kill_after=0.6)
+def test_pause_primary_past_timeout_then_resume_is_fenced(bsize, codec):
+    r = trial(fault="pause-primary", bsize=bsize, codec=codec, kill_after=0.6)
     assert r["failovers"] == 1
     assert r["after"]["n"]["role"] == "fenced", r["after"]["n"]
     assert r["after"]["nd"]["errors"].get("stale_epoch", 0) >= 1  # it tried, and was refused
 
 
+@pytest.mark.parametrize("codec", [c.value for c in CodecName])
 @pytest.mark.parametrize("bsize", ["1", "10", "inf"])
-def test_kill_standby_changes_nothing_downstream(bsize):
-    r = trial(fault="kill-standby", bsize=bsize, kill_after=0.6)
+def test_kill_standby_changes_nothing_downstream(bsize, codec):
+    r = trial(fault="kill-standby", bsize=bsize, codec=codec, kill_after=0.6)
     assert r["failovers"] == 0
     assert r["after"]["nu"]["trimmed_through"] == TOTAL  # OQu still trimmed by the primary's acks
 

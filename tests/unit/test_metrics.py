@@ -28,3 +28,14 @@ def test_metrics_follow_a_failover():
     assert n2['lazystandby_last_recovery_seconds{node="N\'",phase="detection"}'] > 0.1
     assert nd['lazystandby_duplicates_dropped_total{node="Nd"}'] == 0
     assert nd['lazystandby_gaps_total{node="Nd"}'] == 0
+
+
+def test_histograms_count_batches_and_each_takeover():
+    with InProcessTopology("memory", total=8_000, rate=8_000.0, bsize="10") as t:
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 500)
+        t.kill("n")
+        assert t.wait(lambda: bool(t.nodes["n2"].recovery.get("data_recovery_ms") is not None), 20)
+        m = scrape(t.nodes["n2"])
+    assert m['lazystandby_recovery_seconds_count{node="N\'",phase="detection"}'] == 1
+    assert m['lazystandby_recovery_seconds_bucket{le="+Inf",node="N\'",phase="reconnection"}'] == 1
+    assert m['lazystandby_operator_batch_seconds_count{node="N\'",operator="python"}'] > 0

@@ -38,6 +38,7 @@ from ..core.seq import (
 )
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator
+from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
 from ..v1 import lazystandby_pb2 as pb
 from .common import ROLE_PB, Backoff, NodeBase
@@ -79,6 +80,8 @@ class OperatorNode(NodeBase):
         self._resync_output = False
         self._output_backoff = Backoff()
         self.registered = threading.Event()
+        self.batch_seconds = Buckets(BATCH_BOUNDS)
+        self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
         else:
@@ -217,8 +220,12 @@ class OperatorNode(NodeBase):
                     self.processed = it.checkpoint
                     self.oq.trim(it.checkpoint.output_count)
                 continue
+            t0 = self.clock()
             selected = self.operator.process(it)
+            took = self.clock() - t0
             with self.lock:
+                self.batch_seconds.observe(took)
+                self.counters["operator_batches"] += 1
                 base = self.processed.output_count
                 out = it.select(selected, first=base + 1)
                 # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
@@ -394,6 +401,8 @@ class OperatorNode(NodeBase):
             self.recovery["data_recovery_ms"] = (t_live - t_connected) * 1000
             self.recovery["recovery_ms"] = (t_live - t_detect) * 1000
             self.recovery["total_ms"] = (t_live - t_detect + detection) * 1000
+            for phase, buckets in self.recovery_seconds.items():
+                buckets.observe(self.recovery[f"{phase}_ms"] / 1000)
             self.recovery["detected_at"] = wall_detect
             self.recovery["live_at"] = wall_detect + (t_live - t_detect)
         self.log.warning("%s: live as primary in epoch %d: %s", self.name, epoch, self.recovery)

@@ -120,7 +120,12 @@ class SparkSelection(Operator):
         self.cfg = cfg
         self.predicate = predicate
         self.feed = Feed()
-        self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-")
+        # Each start is a new query over a new feed (the node's state comes from the protocol, not Spark's
+        # checkpoint), so checkpoints live under a fresh directory, inside spark_checkpoint_dir if given.
+        base = cfg.spark_checkpoint_dir or None
+        if base:
+            Path(base).mkdir(parents=True, exist_ok=True)
+        self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-", dir=base)
         # The JVM first: forking it while gRPC threads run is what gRPC warns about, and once lost the gateway.
         self.spark = self._session()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
