@@ -12,9 +12,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..core.seq import LazyStandbyError
-from ..v1 import lazystandby_pb2 as pb
 from ..v1 import lazystandby_pb2_grpc as pb_grpc
-from .peer import RPCS, Handler, PeerError
+from .peer import RPCS, Handler, PeerBase, PeerError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, wor
     return server
 
 
-class GrpcPeer:
+class GrpcPeer(PeerBase):
     """A Peer over a gRPC channel. Channels reconnect by themselves; a dead peer raises UNAVAILABLE."""
 
     def __init__(self, address: str, *, max_message: int = MAX_MESSAGE) -> None:
@@ -83,27 +82,6 @@ class GrpcPeer:
             code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
             details = e.details() if hasattr(e, "details") else str(e)
             raise PeerError(code.name, f"{self.address} {rpc}: {details}") from None
-
-    def push(self, msg: pb.Frame, timeout: float) -> pb.FrameAck:
-        return self._call("Push", msg, timeout)
-
-    def backup(self, msg: pb.BackupFrame, timeout: float) -> pb.BackupAck:
-        return self._call("Backup", msg, timeout)
-
-    def deliver(self, msg: pb.OutputFrame, timeout: float) -> pb.Level0Ack:
-        return self._call("Deliver", msg, timeout)
-
-    def heartbeat(self, msg: pb.HeartbeatRequest, timeout: float) -> pb.HeartbeatReply:
-        return self._call("Heartbeat", msg, timeout)
-
-    def takeover(self, msg: pb.TakeoverRequest, timeout: float) -> pb.TakeoverReply:
-        return self._call("Takeover", msg, timeout)
-
-    def register_standby(self, msg: pb.RegisterStandbyRequest, timeout: float) -> pb.RegisterStandbyReply:
-        return self._call("RegisterStandby", msg, timeout)
-
-    def status(self, timeout: float) -> pb.StatusReply:
-        return self._call("Status", pb.StatusRequest(), timeout)
 
     def close(self) -> None:
         self._channel.close()

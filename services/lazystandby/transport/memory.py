@@ -6,8 +6,7 @@ from __future__ import annotations
 import threading
 
 from ..core.seq import LazyStandbyError
-from ..v1 import lazystandby_pb2 as pb
-from .peer import RPCS, Handler, PeerError
+from .peer import RPCS, Handler, PeerBase, PeerError
 
 
 class MemoryNetwork:
@@ -52,33 +51,12 @@ class MemoryNetwork:
         return MemoryPeer(self, address)
 
 
-class MemoryPeer:
+class MemoryPeer(PeerBase):
     """A Peer whose calls go straight to a handler in this process."""
 
     def __init__(self, net: MemoryNetwork, address: str) -> None:
         self.net = net
         self.address = address
 
-    def push(self, msg: pb.Frame, timeout: float) -> pb.FrameAck:
-        return self.net.call(self.address, "Push", msg)
-
-    def backup(self, msg: pb.BackupFrame, timeout: float) -> pb.BackupAck:
-        return self.net.call(self.address, "Backup", msg)
-
-    def deliver(self, msg: pb.OutputFrame, timeout: float) -> pb.Level0Ack:
-        return self.net.call(self.address, "Deliver", msg)
-
-    def heartbeat(self, msg: pb.HeartbeatRequest, timeout: float) -> pb.HeartbeatReply:
-        return self.net.call(self.address, "Heartbeat", msg)
-
-    def takeover(self, msg: pb.TakeoverRequest, timeout: float) -> pb.TakeoverReply:
-        return self.net.call(self.address, "Takeover", msg)
-
-    def register_standby(self, msg: pb.RegisterStandbyRequest, timeout: float) -> pb.RegisterStandbyReply:
-        return self.net.call(self.address, "RegisterStandby", msg)
-
-    def status(self, timeout: float) -> pb.StatusReply:
-        return self.net.call(self.address, "Status", pb.StatusRequest())
-
-    def close(self) -> None:
-        pass
+    def _call(self, rpc: str, msg, timeout: float):
+        return self.net.call(self.address, rpc, msg)

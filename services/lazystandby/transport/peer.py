@@ -35,6 +35,39 @@ class Peer(Protocol):
     def close(self) -> None: ...
 
 
+class PeerBase:
+    """The named calls of a Peer, each one `_call(rpc, msg, timeout)`; a transport implements `_call`."""
+
+    address: str
+
+    def _call(self, rpc: str, msg, timeout: float):
+        raise NotImplementedError
+
+    def push(self, msg: pb.Frame, timeout: float) -> pb.FrameAck:
+        return self._call("Push", msg, timeout)
+
+    def backup(self, msg: pb.BackupFrame, timeout: float) -> pb.BackupAck:
+        return self._call("Backup", msg, timeout)
+
+    def deliver(self, msg: pb.OutputFrame, timeout: float) -> pb.Level0Ack:
+        return self._call("Deliver", msg, timeout)
+
+    def heartbeat(self, msg: pb.HeartbeatRequest, timeout: float) -> pb.HeartbeatReply:
+        return self._call("Heartbeat", msg, timeout)
+
+    def takeover(self, msg: pb.TakeoverRequest, timeout: float) -> pb.TakeoverReply:
+        return self._call("Takeover", msg, timeout)
+
+    def register_standby(self, msg: pb.RegisterStandbyRequest, timeout: float) -> pb.RegisterStandbyReply:
+        return self._call("RegisterStandby", msg, timeout)
+
+    def status(self, timeout: float) -> pb.StatusReply:
+        return self._call("Status", pb.StatusRequest(), timeout)
+
+    def close(self) -> None:
+        pass
+
+
 class Handler(Protocol):
     """The server side of a node: one method per RPC, raising LazyStandbyError on bad input."""
 
