@@ -1,0 +1,21 @@
+# One image for every node role (Nu, N, N', Nd) and the generator, Spark runtime included.
+# BASE defaults to the official Python image; here, a locally imported Debian base (deploy/docker/local-base.sh).
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
+ARG PIP_INDEX_URL
+ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PYTHONPATH=/app/services \
+    PYSPARK_PYTHON=/opt/venv/bin/python PATH=/opt/venv/bin:$PATH
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps ca-certificates \
+      python3 python3-venv && rm -rf /var/lib/apt/lists/*
+COPY requirements.txt /app/requirements.txt
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -r /app/requirements.txt
+COPY proto /app/proto
+COPY services /app/services
+RUN /opt/venv/bin/python -m grpc_tools.protoc -I/app/proto --python_out=/app/services \
+      --grpc_python_out=/app/services /app/proto/lazystandby/v1/lazystandby.proto
+WORKDIR /app
+HEALTHCHECK --interval=2s --timeout=2s --retries=30 CMD python -c "import grpc,os; from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g; \
+  s=g.HealthStub(grpc.insecure_channel(os.environ.get('LS_LISTEN','127.0.0.1:50051').replace('0.0.0.0','127.0.0.1'))); \
+  assert s.Check(h.HealthCheckRequest(), timeout=1).status == 1"
+ENTRYPOINT ["python", "-m", "lazystandby.cli"]
+CMD ["node"]
