@@ -17,7 +17,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick clean
+	prometheus dashboards-check bench bench-quick up down chaos clean
 
 $(STAMP): requirements.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -33,7 +33,7 @@ $(PROTO_OUT): proto/lazystandby/v1/lazystandby.proto $(STAMP)
 	$(VPY) -m grpc_tools.protoc -Iproto --python_out=services --grpc_python_out=services --pyi_out=services $<
 
 lint: setup
-	$(VPY) -m ruff check services tests bench grafana
+	$(VPY) -m ruff check services tests bench grafana deploy
 
 test-unit: setup
 	$(VPY) -m pytest -q tests/unit
@@ -43,7 +43,7 @@ test-integration: setup kafka-jars prometheus
 
 # The whole suite (what .ci/run calls).
 test: setup kafka-jars prometheus
-	$(VPY) -m ruff check services tests bench grafana
+	$(VPY) -m ruff check services tests bench grafana deploy
 	$(VPY) -m pytest -q -ra tests
 
 kafka-jars:
@@ -77,6 +77,21 @@ demo-local: setup
 
 failover-check: setup
 	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC)
+
+# The compose stack. Here (no registry): dockerd and Compose v2 installed if missing, local base images
+# built (debootstrap + docker import; Kafka from the Maven jars; Prometheus from Debian), no Grafana.
+# LS_LOCAL_IMAGES=0 make up uses the official images (a laptop with internet), Grafana included.
+COMPOSE_LOCAL := docker compose -p lazystandby -f docker-compose.yml -f deploy/docker/compose.local.yml
+FAULT ?= kill-primary
+
+up: setup
+	bash deploy/docker/up.sh
+
+down:
+	-$(COMPOSE_LOCAL) down -v --remove-orphans
+
+chaos: setup
+	$(VPY) deploy/chaos/chaos.py $(FAULT)
 
 # Benchmarks (results, plots and a JSON summary under bench/results/; JSON summary as the last line).
 bench-quick: setup

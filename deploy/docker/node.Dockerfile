@@ -3,7 +3,7 @@
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE}
 ARG PIP_INDEX_URL
-ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PYTHONPATH=/app/services \
+ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PYTHONPATH=/app/services PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     PYSPARK_PYTHON=/opt/venv/bin/python PATH=/opt/venv/bin:$PATH
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps ca-certificates \
       python3 python3-venv && rm -rf /var/lib/apt/lists/*

@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "node":
         return run_node(rest)
+    if cmd == "stack-check":
+        from .stack_check import main as stack_main
+
+        return stack_main(rest)
     if cmd == "dashboards-check":
         from .dashboards_check import main as dash_main
 
