@@ -21,5 +21,7 @@ if [[ "${LS_LOCAL_IMAGES:-1}" == "1" ]]; then
   echo "local images: Grafana is not available on this machine and is left out (on a laptop it starts provisioned)"
 fi
 docker compose -p lazystandby "${files[@]}" build
-docker compose -p lazystandby "${files[@]}" up -d --wait --wait-timeout 600
+# Everything healthy first; then the generator (it exits when its load is written, so it is not waited on).
+docker compose -p lazystandby "${files[@]}" up -d --wait --wait-timeout 600 kafka nd n n-standby nu prometheus
+docker compose -p lazystandby "${files[@]}" up -d generator
 docker compose -p lazystandby "${files[@]}" ps
