@@ -93,12 +93,14 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int) -> dict:
                 break
         _wait(lambda: topo.status("nd")["delivered_through"] >= topo.status("n")["processed"][1], 30)
         elapsed = time.monotonic() - t0
+        nu = topo.status("nu")
         cpu = {k: round((_cpu_seconds(p.pid) - cpu0[k]) / elapsed, 3) for k, p in topo.procs.items()}
     full = samples[:-1] or samples  # the last second is partial
     mean = statistics.mean(full)
     return {"bsize": bsize, "codec": codec, "standby": standby, "tuples": total,
             "tuples_per_s": round(total / elapsed), "mean_per_s": round(mean), "worst_second_ratio":
-            round(min(full) / mean, 3) if mean else 0.0, "cpu_cores_per_node": cpu}
+            round(min(full) / mean, 3) if mean else 0.0, "cpu_cores_per_node": cpu,
+            "e2e_commit_p50_ms": nu["e2e_commit_p50_ms"], "e2e_commit_p99_ms": nu["e2e_commit_p99_ms"]}
 
 
 def summarize(rows: list[dict]) -> dict:

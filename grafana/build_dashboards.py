@@ -16,6 +16,9 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
             (f"sum by (node, stage) (rate(lazystandby_tuples_total{R}))", "{{node}} {{stage}}")]),
         ("Delivered to Nd, tuples/s", "ops", [
             (f'sum(rate(lazystandby_tuples_total{{node="Nd",stage="delivered"}}{R}))', "delivered")]),
+        ("End-to-end commit latency p50 / p99 (into Nu -> outputs in Nd)", "s", [
+            (f"histogram_quantile(0.5, sum by (le) (rate(lazystandby_e2e_commit_seconds_bucket{R})))", "p50"),
+            (f"histogram_quantile(0.99, sum by (le) (rate(lazystandby_e2e_commit_seconds_bucket{R})))", "p99")]),
         ("Source lag at Nu (records not yet consumed)", "short", [
             ("sum by (stream) (lazystandby_source_lag)", "{{stream}}")]),
         ("Operator batch duration p50 / p99 (Spark micro-batches)", "s", [

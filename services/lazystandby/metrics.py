@@ -91,6 +91,13 @@ class NodeCollector(Collector):
                        e.get("sequence_gap", 0))
         yield _counter("lazystandby_dead_letters", "Source records refused to the dead letters", name,
                        c.get("dead_letters", 0))
+        e2e = getattr(self.node, "e2e_seconds", None)
+        if e2e is not None:
+            h = HistogramMetricFamily("lazystandby_e2e_commit_seconds",
+                                      "From entering Nu's OQu to the Level-1 ack that covers it (outputs in Nd)",
+                                      labels=lbl)
+            h.add_metric([name], e2e.cumulative(), e2e.sum)
+            yield h
         batches = getattr(self.node, "batch_seconds", None)
         if batches is not None:
             op = s.get("operator", "")

@@ -21,6 +21,15 @@ class Buckets:
     def count(self) -> int:
         return sum(self.counts)
 
+    def quantile(self, q: float) -> float:
+        """Upper bound of the bucket holding quantile q (coarse, as Prometheus' histogram_quantile is)."""
+        target, seen = q * self.count, 0
+        for bound, n in zip([*self.bounds, float("inf")], self.counts, strict=True):
+            seen += n
+            if seen >= target and n:
+                return bound
+        return 0.0
+
     def cumulative(self) -> list[tuple[str, int]]:
         out, total = [], 0
         for bound, n in zip([*map(str, self.bounds), "+Inf"], self.counts, strict=True):
@@ -31,3 +40,4 @@ class Buckets:
 
 BATCH_BOUNDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 RECOVERY_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LATENCY_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

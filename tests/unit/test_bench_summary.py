@@ -14,3 +14,13 @@ def test_summary_means_deviations_and_p95():
     assert s["1"]["none"]["failover_ms_p95"] == 319
     assert s["1"]["none"]["trials"] == 20
     assert s["inf"]["none"]["recovery_ms"] == 50 and s["inf"]["none"]["recovery_ms_sd"] == 0.0
+
+
+def test_bucket_quantiles_are_bucket_upper_bounds():
+    from lazystandby.stats import Buckets
+
+    b = Buckets((0.01, 0.1, 1.0))
+    for v in [0.005] * 50 + [0.05] * 49 + [0.5]:
+        b.observe(v)
+    assert b.quantile(0.5) == 0.01 and b.quantile(0.99) == 0.1 and b.quantile(1.0) == 1.0
+    assert b.cumulative()[-1] == ("+Inf", 100)

@@ -20,6 +20,9 @@ def test_metrics_follow_a_failover():
         assert t.wait(lambda: bool(t.nodes["n2"].recovery.get("data_recovery_ms") is not None), 20)
         nu, n2, nd = scrape(t.nodes["nu"]), scrape(t.nodes["n2"]), scrape(t.nodes["nd"])
     assert nu['lazystandby_tuples_total{node="Nu",stage="source"}'] > 0
+    assert nu['lazystandby_e2e_commit_seconds_count{node="Nu"}'] > 0
+    mean = nu['lazystandby_e2e_commit_seconds_sum{node="Nu"}'] / nu['lazystandby_e2e_commit_seconds_count{node="Nu"}']
+    assert 0 < mean < 5
     assert nu['lazystandby_link_bytes_total{link="backup",node="Nu"}'] > 0
     assert 0 < nu['lazystandby_bandwidth_overhead{node="Nu"}'] < 1
     assert n2['lazystandby_role{node="N\'",role="primary"}'] == 1.0

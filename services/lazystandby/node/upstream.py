@@ -10,6 +10,7 @@ Three loops, one lock:
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 from ..config import NodeConfig
@@ -24,6 +25,7 @@ from ..core.seq import MalformedRecord, StaleEpoch, StreamRegistry, UnknownStrea
 from ..core.tuples import TupleBatch
 from ..records import validate, validate_control
 from ..sources.base import DeadLetters, Record, Source
+from ..stats import LATENCY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
 from ..v1 import lazystandby_pb2 as pb
 from .common import Backoff, NodeBase
@@ -77,6 +79,8 @@ class UpstreamNode(NodeBase):
         self._samples: list[bytes] = []
         self.takeovers: list[dict] = []
         self.control: list[bytes] = []
+        self._admitted: deque[tuple[int, float]] = deque()
+        self.e2e_seconds = Buckets(LATENCY_BOUNDS)
         restored = source.restore()
         if restored is not None:
             self._restore(restored)
@@ -127,6 +131,7 @@ class UpstreamNode(NodeBase):
         with self.lock:
             if len(batch):
                 self.oqu.append(batch)
+                self._admitted.append((batch.last, self.clock()))
                 self.counters["source_tuples"] += len(batch)
                 self.lock.notify_all()
         if not records:
@@ -223,6 +228,10 @@ class UpstreamNode(NodeBase):
             return
         self.checkpoint = Checkpoint(ack.input_pos, ack.output_count)
         self.counters["trimmed_tuples"] += self.oqu.trim(ack.input_pos)
+        # End-to-end commit latency: admitted into OQu -> covered by a Level-1 ack (its outputs are in Nd).
+        now = self.clock()
+        while self._admitted and self._admitted[0][0] <= ack.input_pos:
+            self.e2e_seconds.observe(now - self._admitted.popleft()[1])
         self.source.covered(self.checkpoint, epoch=self.fence.epoch, primary=self.primary_addr)
 
     # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
@@ -354,6 +363,8 @@ class UpstreamNode(NodeBase):
             "codec": self.cfg.codec,
             "source_exhausted": self.source.exhausted,
             "source_lag": self.source.lag(),
+            "e2e_commit_p50_ms": self.e2e_seconds.quantile(0.5) * 1000,
+            "e2e_commit_p99_ms": self.e2e_seconds.quantile(0.99) * 1000,
             "overhead": c["backup_bytes"] / c["primary_bytes"] if c["primary_bytes"] else 0.0,
             "compression_ratio": (c["backup_payload_bytes"] / c["backup_raw_bytes"]
                                   if c["backup_raw_bytes"] else 1.0),
