@@ -57,3 +57,11 @@ def test_kill_primary_with_the_spark_operator(kafka):
                                                   "heartbeat_misses": "5", "spark_partitions": "1"},
               kill_after=1.0)
     assert r["failovers"] == 1
+
+
+def test_restart_of_an_idle_upstream_restores_nothing_and_repeats_nothing(kafka):
+    """Nu restarted after everything was acknowledged: its last commit covers all of the link log, so it
+    holds nothing to replay, and Nd's output stays exact."""
+    r = trial(kafka, fault="kill-upstream-restart", kill_after=TOTAL / RATE + 1.5)
+    assert r["after"]["nu"]["counters"]["restored_tuples"] == 0
+    assert r["after"]["n"]["received_through"] == r["after"]["nu"]["head"]

@@ -168,6 +168,8 @@ class KafkaSource(Source):
         self._last_seqs: dict[str, int] = {}
         self._pending: tuple[Checkpoint, int, str] | None = None
         self._committed = Checkpoint()
+        self._covered_seqs: dict[str, int] = {}
+        self._log_next = 0  # the link-log offset after the last entry a commit has covered
         self._lag: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -250,12 +252,15 @@ class KafkaSource(Source):
             if self._pending is None or self._pending[0] == self._committed:
                 return
             ckpt, epoch, primary = self._pending
-            seqs: dict[str, int] = {}
+            # The per-stream seqs and the restart offset move together, as entries are dropped, whether or
+            # not the commit below succeeds: a restart must never pair a new offset with older seqs.
             while self._entries and self._entries[0][1] <= ckpt.input_pos:
-                seqs = self._entries.popleft()[3]
-            log_from = self._entries[0][2] if self._entries else None
-            if log_from is None:
-                return  # nothing after the checkpoint yet: keep the entries until the next record arrives
+                _, _, off, self._covered_seqs = self._entries.popleft()
+                self._log_next = off + 1
+            seqs = dict(self._covered_seqs)
+            # A restart replays the link log from the first entry not fully covered; when every entry is
+            # covered, from just past the last one.
+            log_from = self._entries[0][2] if self._entries else self._log_next
             meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "epoch": epoch,
                                "primary": primary, "log": log_from, "seqs": seqs or {}})
         offsets = {}
