@@ -253,7 +253,8 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
             if kafka:
                 assert gen is not None
                 gen.join()
-                expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"])
+                expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
+                                                     max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)))
                 result["malformed"] = malformed
             if f.target in ("nu", "nd"):
                 topo.wait_ready(f.target)

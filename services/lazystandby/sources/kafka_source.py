@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import uuid
 from collections import deque
 from dataclasses import dataclass
 
@@ -99,27 +100,45 @@ def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
 
 
 def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0) -> list:
-    """Every record of partition 0 of `topic` from offset `start` to the end it has now. An empty poll is
-    not the end (a busy broker can take seconds to answer): only the end offset is, or the deadline."""
+    """Every record of partition 0 of `topic` from offset `start` to the end it has now.
+
+    An empty poll is not the end (a busy broker can take seconds to answer): only the end offset is. A
+    kafka-python consumer has been seen to stay silent for a whole minute right after `assign` + `seek`
+    (intermittently, under load), so one that makes no progress for a few seconds is replaced by a fresh
+    one that continues from the last offset read.
+    """
     import time
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20)
     tp = TopicPartition(topic, 0)
+    probe = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
-        c.assign([tp])
-        end = c.end_offsets([tp])[tp]
-        out: list = []
-        if end <= start:
-            return out
-        c.seek(tp, start)
-        deadline = time.monotonic() + timeout
-        while (not out or out[-1].offset < end - 1) and time.monotonic() < deadline:
-            out.extend(c.poll(timeout_ms=1000).get(tp, []))
-        if not out or out[-1].offset < end - 1:
-            raise TimeoutError(f"{topic}: read {len(out)} of {end - start} records in {timeout}s")
-        return out
+        end = probe.end_offsets([tp])[tp]
     finally:
-        c.close()
+        probe.close()
+    out: list = []
+    if end <= start:
+        return out
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
+        # A throwaway group: group-less consumers were the ones seen to stay silent; Nu's grouped one never did.
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20,
+                          group_id=f"lazystandby-reader-{uuid.uuid4().hex[:12]}")
+        try:
+            c.assign([tp])
+            c.seek(tp, out[-1].offset + 1 if out else start)
+            quiet_since = time.monotonic()
+            while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
+                got = c.poll(timeout_ms=500).get(tp, [])
+                if got:
+                    out.extend(got)
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since > 5.0:
+                    break  # a silent consumer: start a fresh one
+        finally:
+            c.close()
+    if not out or out[-1].offset < end - 1:
+        raise TimeoutError(f"{topic}: read {len(out)} of {end - start} records in {timeout}s")
+    return out
 
 
 def read_linklog(bootstrap: str, topics: Topics, start: int = 0) -> list[tuple[int, dict]]:
@@ -148,11 +167,12 @@ class KafkaSource(Source):
     """Consumes the source topics (and the control topic), keeps the link log, commits covered offsets."""
 
     def __init__(self, bootstrap: str, streams: list[str], *, topics: Topics | None = None,
-                 group: str = "lazystandby-nu", poll_ms: int = 50, commit_interval: float = 0.2) -> None:
+                 group: str = "", poll_ms: int = 50, commit_interval: float = 0.2) -> None:
         self.bootstrap = bootstrap
         self.streams = streams
         self.topics = topics or Topics()
-        self.group = group
+        # One consumer group per deployment (topic prefix): its commits hold this pipeline's checkpoint.
+        self.group = group or f"lazystandby-nu-{self.topics.prefix.rstrip('.')}"
         self.poll_ms = poll_ms
         self._by_topic = {self.topics.source(s): s for s in streams}
         self._by_topic[self.topics.control] = CONTROL
