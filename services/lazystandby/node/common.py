@@ -38,7 +38,6 @@ class NodeBase:
         self.errors: Counter[str] = Counter()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.metrics_hook: Callable[[str, dict], None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def spawn(self, name: str, loop: Callable[[], None]) -> None:

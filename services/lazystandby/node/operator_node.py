@@ -328,7 +328,6 @@ class OperatorNode(NodeBase):
             det.ok(now, now - t0)
             with self.lock:
                 self.counters["heartbeats"] += 1
-                self.last_heartbeat_rtt = now - t0
                 if reply.role == pb.ROLE_PRIMARY:
                     self.state.epoch = max(self.state.epoch, reply.epoch)
                     self._on_level0(reply.level0.received_through)
@@ -451,7 +450,7 @@ class OperatorNode(NodeBase):
             "operator": self.operator.name,
             "operator_switches": getattr(self.operator, "switches", []),
             "recovery": self.recovery,
-            "heartbeat_rtt_ms": getattr(self, "last_heartbeat_rtt", 0.0) * 1000,
+            "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
         })
         return s

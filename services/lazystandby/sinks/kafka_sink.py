@@ -4,7 +4,7 @@ output it holds: that is its dedup state, so it loses nothing and writes nothing
 
 from __future__ import annotations
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
@@ -13,22 +13,9 @@ from .base import Sink
 
 
 def last_oseq(bootstrap: str, topic: str) -> int:
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    tp = TopicPartition(topic, 0)
-    c.assign([tp])
-    end = c.end_offsets([tp])[tp]
-    last = 0
-    if end > 0:
-        c.seek(tp, end - 1)
-        for _ in range(20):
-            recs = c.poll(timeout_ms=1000).get(tp, [])
-            if recs:
-                last = int(dict(recs[-1].headers)["oseq"])
-                break
-        else:
-            raise RuntimeError(f"{topic}: cannot read the last record back")
-    c.close()
-    return last
+    """The output sequence number of the topic's last record (0 when empty)."""
+    recs = read_partition(bootstrap, topic, tail=1)
+    return int(dict(recs[-1].headers)["oseq"]) if recs else 0
 
 
 def read_results(bootstrap: str, topic: str) -> list[tuple[int, str, int, bytes]]:

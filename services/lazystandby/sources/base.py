@@ -74,7 +74,6 @@ class GeneratorSource(Source):
         self._gens = [(s, ticks(s, seed)) for s in streams]
         self._n = 0
         self._t0: float | None = None
-        self.paused = False
 
     @property
     def exhausted(self) -> bool:
@@ -85,8 +84,6 @@ class GeneratorSource(Source):
         return {s: left // len(self.streams) for s in self.streams}
 
     def poll(self, max_records: int) -> list[Record]:
-        if self.paused:
-            return []
         if self._t0 is None:
             self._t0 = time.monotonic()
         want = max_records

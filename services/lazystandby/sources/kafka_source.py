@@ -99,8 +99,9 @@ def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
     return runs
 
 
-def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0) -> list:
-    """Every record of partition 0 of `topic` from offset `start` to the end it has now.
+def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0, *, tail: int = 0) -> list:
+    """Every record of partition 0 of `topic` from offset `start` (or, with `tail`, the last `tail`
+    records) to the end it has now.
 
     An empty poll is not the end (a busy broker can take seconds to answer): only the end offset is. A
     kafka-python consumer has been seen to stay silent for a whole minute right after `assign` + `seek`
@@ -115,6 +116,8 @@ def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 
         end = probe.end_offsets([tp])[tp]
     finally:
         probe.close()
+    if tail:
+        start = max(0, end - tail)
     out: list = []
     if end <= start:
         return out
