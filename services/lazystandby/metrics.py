@@ -91,6 +91,8 @@ class NodeCollector(Collector):
                        e.get("sequence_gap", 0))
         yield _counter("lazystandby_dead_letters", "Source records refused to the dead letters", name,
                        c.get("dead_letters", 0))
+        yield _counter("lazystandby_source_gaps", "Source records deleted before Nu read them (admission stops)",
+                       name, c.get("source_gaps", 0))
         e2e = getattr(self.node, "e2e_seconds", None)
         if e2e is not None:
             h = HistogramMetricFamily("lazystandby_e2e_commit_seconds",

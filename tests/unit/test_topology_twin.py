@@ -1,10 +1,13 @@
 """One test body, two transports: the in-memory twin here and real gRPC on loopback (integration tier
 runs the same functions with transport="grpc")."""
 
+import time
+
 import pytest
 
 from lazystandby.check import compare, expected_outputs
 from lazystandby.inprocess import InProcessTopology
+from lazystandby.sources.base import GeneratorSource, SourceGap
 
 NAMES = {1: "I1", 2: "I2"}
 
@@ -71,3 +74,28 @@ def test_backpressure_bounds_upstream_when_acks_stall():
         assert t.wait(lambda: t.nodes["nu"].counters["source_blocked"] > 0, 10)
         nu = t.nodes["nu"]
         assert len(nu.oqu) <= 5000 and nu.oqu.last <= 5000 + nu.oqu.trimmed_through
+
+
+class _GapAfter(GeneratorSource):
+    """The generator, until the broker has deleted what comes after `n` tuples."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(["I1", "I2"], total=0, rate=0.0)
+        self.n = n
+
+    def poll(self, max_records):
+        if self._n >= self.n:
+            raise SourceGap(f"I1 from seq {self.n // 2 + 1} deleted")
+        return super().poll(min(max_records, self.n - self._n))
+
+
+def test_a_source_gap_stops_admission_and_everything_before_it_is_delivered():
+    with InProcessTopology("memory", source=_GapAfter(3000), bsize="10") as t:
+        nu = t.nodes["nu"]
+        assert t.wait(lambda: nu.counters["source_gaps"] == 1, 10)
+        assert t.wait(lambda: nu.oqu.trimmed_through == 3000, 20)  # all of it processed and acknowledged
+        time.sleep(0.3)
+        assert nu.oqu.last == 3000 and nu.counters["source_gaps"] == 1  # nothing admitted after, asked once
+        assert "I1 from seq 1501" in nu.snapshot()["source_gap"]
+        exp = expected_outputs(["I1", "I2"], seed=7, total=3000, predicate="price > 100")
+        assert compare(exp, output(t)).ok

@@ -24,7 +24,7 @@ from ..core.roles import EpochFence, Role
 from ..core.seq import MalformedRecord, StaleEpoch, StreamRegistry, UnknownStream
 from ..core.tuples import TupleBatch
 from ..records import validate, validate_control
-from ..sources.base import DeadLetters, Record, Source
+from ..sources.base import DeadLetters, Record, Source, SourceGap
 from ..stats import LATENCY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
 from ..v1 import lazystandby_pb2 as pb
@@ -81,6 +81,7 @@ class UpstreamNode(NodeBase):
         self.control: list[bytes] = []
         self._admitted: deque[tuple[int, float]] = deque()
         self.e2e_seconds = Buckets(LATENCY_BOUNDS)
+        self.source_gap = ""
         restored = source.restore()
         if restored is not None:
             self._restore(restored)
@@ -115,13 +116,22 @@ class UpstreamNode(NodeBase):
             self.control.append(payload)
 
     def _source_loop(self) -> None:
+        if self.source_gap:
+            self.sleep(0.5)  # everything before the gap still flows, is backed up and acknowledged
+            return
         with self.lock:
             room = self.oqu.room()
             if room == 0:
                 self.counters["source_blocked"] += 1
                 self.lock.wait(0.05)
                 return
-        records = self.source.poll(min(room, 1024))
+        try:
+            records = self.source.poll(min(room, 1024))
+        except SourceGap as e:
+            self.source_gap = str(e)
+            self.counters["source_gaps"] += 1
+            self.log.error("%s: source gap, admission stopped: %s", self.name, e)
+            return
         with self.lock:
             batch = self._admit(records)
         if len(batch):
@@ -363,6 +373,7 @@ class UpstreamNode(NodeBase):
             "codec": self.cfg.codec,
             "source_exhausted": self.source.exhausted,
             "source_lag": self.source.lag(),
+            "source_gap": self.source_gap,
             "e2e_commit_p50_ms": self.e2e_seconds.quantile(0.5) * 1000,
             "e2e_commit_p99_ms": self.e2e_seconds.quantile(0.99) * 1000,
             "overhead": c["backup_bytes"] / c["primary_bytes"] if c["primary_bytes"] else 0.0,

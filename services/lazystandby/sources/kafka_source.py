@@ -17,17 +17,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import uuid
 from collections import deque
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
 
 from ..core.acks import Checkpoint
 from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
-from .base import Record, Restored, Source
+from .base import Record, Restored, Source, SourceGap
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,12 @@ class Topics:
         return f"{self.prefix}deadletters"
 
 
+# The broker stamps arrival time on what the pipeline creates: time-based retention then counts from when a
+# record arrived, never from a producer's event time (ticks stamped a year ago were deleted within the
+# five-minute retention check, before anyone had read them).
+TOPIC_CONFIGS = {"message.timestamp.type": "LogAppendTime"}
+
+
 def ensure_topics(bootstrap: str, names: list[str]) -> None:
     """Create single-partition topics that do not exist yet (ordering per stream needs one partition)."""
     from kafka import KafkaAdminClient
@@ -69,7 +75,8 @@ def ensure_topics(bootstrap: str, names: list[str]) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         existing = set(admin.list_topics())
-        new = [NewTopic(n, num_partitions=1, replication_factor=1) for n in names if n not in existing]
+        new = [NewTopic(n, num_partitions=1, replication_factor=1, topic_configs=dict(TOPIC_CONFIGS))
+               for n in names if n not in existing]
         if new:
             try:
                 admin.create_topics(new)
@@ -77,6 +84,14 @@ def ensure_topics(bootstrap: str, names: list[str]) -> None:
                 pass
     finally:
         admin.close()
+
+
+def check_retained(consumer: KafkaConsumer, tp: TopicPartition, offset: int) -> None:
+    """Raise SourceGap when `offset` of `tp` is no longer held by the broker."""
+    begin = consumer.beginning_offsets([tp])[tp]
+    if offset < begin:
+        raise SourceGap(f"{tp.topic}: records at offsets {offset}..{begin - 1} (seq {offset + 1}..{begin}) were "
+                        f"deleted by the broker (retention or truncation) and cannot be read")
 
 
 def all_topics(topics: Topics, streams: list[str]) -> list[str]:
@@ -101,44 +116,34 @@ def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
 
 def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0, *, tail: int = 0) -> list:
     """Every record of partition 0 of `topic` from offset `start` (or, with `tail`, the last `tail`
-    records) to the end it has now.
+    records) to the end it has now. Raises SourceGap if the broker no longer holds `start`.
 
-    An empty poll is not the end (a busy broker can take seconds to answer): only the end offset is. A
-    kafka-python consumer has been seen to stay silent for a whole minute right after `assign` + `seek`
-    (intermittently, under load), so one that makes no progress for a few seconds is replaced by a fresh
-    one that continues from the last offset read.
+    An empty poll is not the end (a busy broker can take seconds to answer): only the end offset is.
     """
     import time
 
     tp = TopicPartition(topic, 0)
-    probe = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    # No reset policy: a position the broker dropped must be an error here, never a silent jump.
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="none",
+                      max_partition_fetch_bytes=8 << 20)
     try:
-        end = probe.end_offsets([tp])[tp]
+        end = c.end_offsets([tp])[tp]
+        if tail:
+            start = max(c.beginning_offsets([tp])[tp], end - tail)
+        out: list = []
+        if end <= start:
+            return out
+        check_retained(c, tp, start)
+        c.assign([tp])
+        c.seek(tp, start)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
+            try:
+                out.extend(c.poll(timeout_ms=500).get(tp, []))
+            except OffsetOutOfRangeError as e:
+                raise SourceGap(f"{topic}: offset {start} was deleted while being read ({e})") from e
     finally:
-        probe.close()
-    if tail:
-        start = max(0, end - tail)
-    out: list = []
-    if end <= start:
-        return out
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
-        # A throwaway group: group-less consumers were the ones seen to stay silent; Nu's grouped one never did.
-        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20,
-                          group_id=f"lazystandby-reader-{uuid.uuid4().hex[:12]}")
-        try:
-            c.assign([tp])
-            c.seek(tp, out[-1].offset + 1 if out else start)
-            quiet_since = time.monotonic()
-            while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
-                got = c.poll(timeout_ms=500).get(tp, [])
-                if got:
-                    out.extend(got)
-                    quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since > 5.0:
-                    break  # a silent consumer: start a fresh one
-        finally:
-            c.close()
+        c.close()
     if not out or out[-1].offset < end - 1:
         raise TimeoutError(f"{topic}: read {len(out)} of {end - start} records in {timeout}s")
     return out
@@ -155,6 +160,7 @@ def fetch_range(consumer: KafkaConsumer, topic: str, first_seq: int, count: int)
 
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])
+    check_retained(consumer, tp, first_seq - 1)
     consumer.seek(tp, first_seq - 1)
     out: list[bytes] = []
     deadline = time.monotonic() + 60
@@ -181,9 +187,14 @@ class KafkaSource(Source):
         self._by_topic[self.topics.control] = CONTROL
         self._tps = [TopicPartition(t, 0) for t in self._by_topic]
         ensure_topics(bootstrap, all_topics(self.topics, streams))
+        # No reset policy: if the broker drops records Nu has not read yet, poll raises and Nu stops there
+        # (SourceGap) instead of jumping to whatever is left. A fresh deployment starts at the beginning.
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                                      auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20)
+                                      auto_offset_reset="none", max_partition_fetch_bytes=8 << 20)
         self.consumer.assign(self._tps)
+        for tp in self._tps:
+            if self.consumer.committed(tp) is None:
+                self.consumer.seek_to_beginning(tp)
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0,
                                       max_in_flight_requests_per_connection=1, retries=10)
         # (first_pos, last_pos, log offset, per-stream last seq after the entry)
@@ -210,7 +221,7 @@ class KafkaSource(Source):
             return None
         ckpt = Checkpoint(meta["pos"], meta["count"]) if meta else Checkpoint()
         held = TupleBatch(first=ckpt.input_pos + 1)
-        reader = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        reader = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none")
         last_seqs: dict[str, int] = dict(meta.get("seqs", {})) if meta else {}
         reg = StreamRegistry(self.streams)
         for off, e in entries:
@@ -242,7 +253,12 @@ class KafkaSource(Source):
 
     # --- normal operation ------------------------------------------------------------------------------
     def poll(self, max_records: int) -> list[Record]:
-        got = self.consumer.poll(timeout_ms=self.poll_ms, max_records=max_records)
+        try:
+            got = self.consumer.poll(timeout_ms=self.poll_ms, max_records=max_records)
+        except OffsetOutOfRangeError as e:
+            gaps = ", ".join(f"{tp.topic} from seq {off + 1}" for tp, off in e.args[0].items())
+            raise SourceGap(f"records not yet read were deleted by the broker (retention or truncation): {gaps}; "
+                            f"Nu stops admitting here rather than skip them") from e
         out: list[Record] = []
         for tp in self._tps:  # a fixed topic order within one poll; the link log records what it was
             for r in got.get(tp, []):
