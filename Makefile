@@ -86,7 +86,7 @@ failover-check: setup
 # The compose stack. Here (no registry): dockerd and Compose v2 installed if missing, local base images
 # built (debootstrap + docker import; Kafka from the Maven jars; Prometheus from Debian), no Grafana.
 # LS_LOCAL_IMAGES=0 make up uses the official images (a laptop with internet), Grafana included.
-COMPOSE_LOCAL := docker compose -p lazystandby -f docker-compose.yml -f deploy/docker/compose.local.yml
+COMPOSE_LOCAL := docker compose -p lazystandby -f docker-compose.yml -f deploy/docker/compose.local.yml --profile spares
 FAULT ?= kill-primary
 
 up: setup

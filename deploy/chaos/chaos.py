@@ -1,7 +1,8 @@
 """Chaos against the compose stack, with the docker SDK. Faults are data: each names its target, what is
 done to it, and the behaviour expected. After each fault the generator is let finish, the pipeline drains,
 and the truth-table check runs inside the stack's network. One JSON line per fault:
-{"fault", "lost", "duplicated", "recovery_ms", ...}.
+{"fault", "lost", "duplicated", "recovery_ms", ...}. When a fault's run fails, the logs of every container
+are kept in run/chaos-logs/<fault>/<service>.log.
 
     python deploy/chaos/chaos.py kill-primary        (make chaos FAULT=kill-primary; FAULT=all for every one)
 """
@@ -21,15 +22,21 @@ import docker
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "lazystandby"
 FILES = ["-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "deploy" / "docker" / "compose.local.yml")]
+LOGS = ROOT / "run" / "chaos-logs"
 
 
 @dataclass(frozen=True)
 class Fault:
     name: str
     service: str
-    action: str  # kill | pause | restart
+    action: str  # kill | pause | restart | kill-repeatedly
     expect: str
+    total: int = 40_000  # tuples the generator writes (at RATE/s): the fault must land while they flow
 
+
+# Who takes over from whom, and the spare started after each takeover (kill-primary-repeatedly).
+CHAIN = [("n", "n-standby", "n-standby-2"), ("n-standby", "n-standby-2", "n-standby-3"),
+         ("n-standby-2", "n-standby-3", None)]
 
 FAULTS = {f.name: f for f in [
     Fault("kill-primary", "n", "kill", "N' takes over in a new epoch; 0 lost, 0 duplicated"),
@@ -38,16 +45,20 @@ FAULTS = {f.name: f for f in [
     Fault("kill-downstream", "nd", "restart", "Nd restarts from the results topic's tail; exact output"),
     Fault("pause-primary", "n", "pause", "N is frozen past the heartbeat timeout; N' takes over; N is fenced "
           "when unfrozen; exact output"),
+    Fault("kill-primary-repeatedly", "n", "kill-repeatedly",
+          "the primary is killed 3 times; after each takeover a new empty standby registers with Nu, is "
+          "re-seeded from the trim point, and takes over at the next kill (epochs 2, 3, 4); exact output",
+          total=200_000),
 ]}
 
-
 SERVICES = ["kafka", "nd", "n", "n-standby", "nu", "prometheus"]
-# A finite load for each fault (the compose default is a long one); override from the environment.
-LOAD = {"LS_GEN_TOTAL": "40000", "LS_GEN_RATE": "4000", "LS_OPERATOR": "python"}
+RATE = "4000"
 
 
-def compose(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**LOAD, **os.environ}
+def compose(*args: str, check: bool = True, total: int = 40_000) -> subprocess.CompletedProcess:
+    # A finite load for each fault (the compose default is a long one); the environment may override it.
+    env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": RATE, "LS_OPERATOR": "python",
+           "COMPOSE_PROFILES": "spares", **os.environ}
     return subprocess.run(["docker", "compose", "-p", PROJECT, *FILES, *args], check=check, capture_output=True,
                           text=True, env=env)
 
@@ -62,25 +73,90 @@ def container(client: docker.DockerClient, service: str):
 
 def stack_check() -> dict:
     out = compose("run", "--rm", "--no-deps", "--entrypoint", "python", "generator", "-m", "lazystandby.cli",
-                  "stack-check", "--status", "N'=n-standby:50051,Nd=nd:50051", check=False)
+                  "stack-check", "--status", "N'=n-standby:50051,N2=n-standby-2:50051,N3=n-standby-3:50051,"
+                  "Nd=nd:50051", check=False)
     if out.returncode != 0:
         # A check can fail while the stack is still settling (a broker busy, a node restarting): try again.
         return {"got": 0, "expected": 0, "check_error": out.stderr.strip().splitlines()[-3:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def node_status(service: str) -> dict:
+    """Status of one node, read from inside the network (through Nd, which no fault here kills)."""
+    out = compose("exec", "-T", "nd", "python", "-m", "lazystandby.cli", "stack-check", "--status-only",
+                  "--status", f"x={service}:50051", check=False)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip()[-300:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])["nodes"]["x"]
+
+
+def wait_for(what: str, cond, timeout: float = 90.0, every: float = 0.5) -> dict:
+    deadline = time.monotonic() + timeout
+    last: dict = {}
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(every)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def took_over(service: str) -> dict:
+    s = node_status(service)
+    return s if s.get("role") == "primary" and (s.get("recovery") or {}).get("live_at") else {}
+
+
+def seeded(spare: str) -> dict:
+    if node_status("nu").get("standby") != f"{spare}:50051":
+        return {}
+    s = node_status(spare)
+    return s if s.get("role") == "standby" and s.get("received_through", 0) > 0 else {}
+
+
+def kill_repeatedly(client: docker.DockerClient, t_first: float) -> list[dict]:
+    """Kill the primary, let the standby take over, start a spare standby, wait until Nu backs up to it;
+    again, down the chain. Returns per round: the epoch reached and kill -> new primary live."""
+    rounds = []
+    for victim, successor, spare in CHAIN:
+        t0 = time.time() if rounds else t_first
+        container(client, victim).kill()
+        s = wait_for(f"{successor} to take over from {victim}", lambda succ=successor: took_over(succ))
+        rounds.append({"killed": victim, "primary": successor, "epoch": s.get("epoch"),
+                       "recovery_ms": round((s["recovery"]["live_at"] - t0) * 1000, 1)})
+        if spare:
+            compose("up", "-d", "--wait", "--wait-timeout", "120", "--no-deps", spare)
+            # Seeded: Nu backs up to it and it holds tuples past the trim point (it started empty).
+            wait_for(f"Nu to back up to {spare}", lambda sp=spare: seeded(sp))
+    return rounds
+
+
+def collect_logs(client: docker.DockerClient, fault: str) -> Path:
+    where = LOGS / fault
+    where.mkdir(parents=True, exist_ok=True)
+    for c in client.containers.list(all=True, filters={"label": f"com.docker.compose.project={PROJECT}"}):
+        service = c.labels.get("com.docker.compose.service", c.name)
+        try:
+            (where / f"{service}.log").write_bytes(c.logs(timestamps=True))
+        except docker.errors.APIError as e:
+            (where / f"{service}.log").write_text(f"logs unavailable: {e}\n")
+    return where
+
+
 def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> dict:
-    compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES)
-    compose("up", "-d", "generator")
+    compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES, total=fault.total)
+    compose("up", "-d", "generator", total=fault.total)
     time.sleep(4)  # load on
     c = container(client, fault.service)
     t0 = time.time()
+    rounds: list[dict] = []
     if fault.action == "kill":
         c.kill()
     elif fault.action == "pause":
         c.pause()
         time.sleep(5)
         c.unpause()
+    elif fault.action == "kill-repeatedly":
+        rounds = kill_repeatedly(client, t0)
     else:
         c.kill()
         time.sleep(1)
@@ -98,29 +174,46 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
         if result["got"] >= result["expected"] > 0:
             break
         time.sleep(3)
-    rec = (result.get("nodes", {}).get("N'", {}) or {}).get("recovery") or {}
-    return {"fault": fault.name, "expect": fault.expect, "lost": result.get("lost"),
-            "duplicated": result.get("duplicated"), "expected": result.get("expected"), "got": result.get("got"),
-            "recovery_ms": round((rec["live_at"] - t0) * 1000, 1) if rec.get("live_at") else None,
-            "check_error": result.get("check_error"),
-            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
+    if rounds:
+        recovery_ms = max(r["recovery_ms"] for r in rounds)
+    else:
+        rec = (result.get("nodes", {}).get("N'", {}) or {}).get("recovery") or {}
+        recovery_ms = round((rec["live_at"] - t0) * 1000, 1) if rec.get("live_at") else None
+    out = {"fault": fault.name, "expect": fault.expect, "lost": result.get("lost"),
+           "duplicated": result.get("duplicated"), "expected": result.get("expected"), "got": result.get("got"),
+           "recovery_ms": recovery_ms, "check_error": result.get("check_error"),
+           "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
+    if rounds:
+        out["rounds"] = rounds
+        out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]
+    return out
+
+
+def run_clean(name: str, client: docker.DockerClient) -> dict:
+    """One fault on a fresh stack; always taken down, with every container's logs kept if it failed."""
+    compose("down", "-v", "--remove-orphans", check=False)
+    try:
+        r = run(FAULTS[name], client)
+    except Exception as e:
+        r = {"fault": name, "error": str(e)[:500], "ok": False}
+    try:
+        if not r["ok"]:
+            r["logs"] = str(collect_logs(client, name))
+    finally:
+        compose("down", "-v", "--remove-orphans", check=False)
+    return r
 
 
 def main(argv: list[str]) -> int:
-    names = sorted(FAULTS) if not argv or argv[0] == "all" else argv
+    names = list(FAULTS) if not argv or argv[0] == "all" else argv
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        print(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)} or all", file=sys.stderr)
+        return 2
     client = docker.from_env()
     ok = True
     for name in names:
-        compose("down", "-v", "--remove-orphans", check=False)
-        try:
-            r = run(FAULTS[name], client)
-        except Exception as e:
-            r = {"fault": name, "error": str(e)[:500], "ok": False}
-            logs = compose("logs", "--no-color", "--tail", "200", check=False).stdout
-            (ROOT / "run").mkdir(exist_ok=True)
-            (ROOT / "run" / f"chaos-{name}.log").write_text(logs)
-        finally:
-            compose("down", "-v", "--remove-orphans", check=False)
+        r = run_clean(name, client)
         ok = ok and r["ok"]
         print(json.dumps(r), flush=True)
     return 0 if ok else 1
