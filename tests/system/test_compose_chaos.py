@@ -1,6 +1,6 @@
-"""The compose stack for real: kill the N container with the docker SDK under load, then the truth-table
-check inside the stack's network. Containers, networks and volumes are removed afterwards, also on failure
-(logs of every container are kept in run/chaos-<fault>.log when a fault's run breaks)."""
+"""The compose stack for real: kill containers with the docker SDK under load, then the truth-table check
+inside the stack's network. Containers, networks and volumes are removed afterwards, also on failure (the
+logs of every container are kept in run/chaos-logs/<fault>/ when a fault's run breaks)."""
 
 import sys
 from pathlib import Path
@@ -14,19 +14,24 @@ import chaos  # noqa: E402
 
 
 def test_kill_the_primary_container_under_load(stack_images):
-    client = docker.from_env()
-    chaos.compose("down", "-v", "--remove-orphans", check=False)
-    try:
-        r = chaos.run(chaos.FAULTS["kill-primary"], client)
-    finally:
-        chaos.compose("down", "-v", "--remove-orphans", check=False)
-    assert r["expected"] > 1000
+    r = chaos.run_clean("kill-primary", docker.from_env())
+    assert r["ok"], r
+    assert r["expected"] > 1000 and r["got"] == r["expected"]
     assert r["lost"] == 0 and r["duplicated"] == 0, r
     assert r["recovery_ms"] is not None and r["recovery_ms"] < 30_000
 
 
+def test_kill_the_primary_three_times_with_a_new_standby_each_time(stack_images):
+    r = chaos.run_clean("kill-primary-repeatedly", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0, r
+    assert [x["epoch"] for x in r["rounds"]] == [2, 3, 4]
+    assert [x["primary"] for x in r["rounds"]] == ["n-standby", "n-standby-2", "n-standby-3"]
+
+
 def test_down_leaves_nothing_behind(stack_images):
     client = docker.from_env()
+    chaos.compose("up", "-d", "--wait", "--wait-timeout", "300", "kafka", "nd")
     chaos.compose("down", "-v", "--remove-orphans", check=False)
     label = "com.docker.compose.project=lazystandby"
     assert not client.containers.list(all=True, filters={"label": label})

@@ -1,0 +1,148 @@
+"""Spark's own recovery and throughput on the same workload: spark/direct_query.py (Kafka in, the same
+selection, Kafka out, a checkpoint) killed with SIGKILL on its whole process group (driver and JVM, as a
+container kill would) and started again from its checkpoint.
+
+Recovery is timed as the Lazy Standby failover is: from the kill until output is live again, that is, until
+the first result of a source record that arrived after the kill is in the results topic (every topic
+stamps its arrival time). Duplicates are counted too: Spark's Kafka sink is at-least-once, so the batch in
+flight at the kill is written again.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from lazystandby.check import kafka_expected
+from lazystandby.sources.kafka_generator import generate
+from lazystandby.sources.kafka_source import Topics, all_topics, ensure_topics, read_partition
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERY = ROOT / "spark" / "direct_query.py"
+
+
+def _start(bootstrap: str, prefix: str, checkpoint: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return subprocess.Popen([sys.executable, str(QUERY), "--bootstrap", bootstrap, "--prefix", prefix,
+                             "--checkpoint", str(checkpoint), *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+
+
+def _kill(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait(timeout=30)
+
+
+def _results(bootstrap: str, topic: str) -> list[tuple[str, int, int, int]]:
+    """(source topic, seq, source arrival ms, result arrival ms) of every result so far."""
+    try:
+        recs = read_partition(bootstrap, topic, timeout=120)
+    except TimeoutError:
+        return []
+    out = []
+    for r in recs:
+        t, seq, ts = r.value.decode().split(",")
+        out.append((t, int(seq), int(ts), r.timestamp))
+    return out
+
+
+def _wait(cond, timeout: float, step: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+def restart_recovery(bootstrap: str, *, total: int = 60_000, rate: float = 10_000.0, kill_after: float = 2.0,
+                     predicate: str = "price > 100") -> dict:
+    prefix = f"sd{random.getrandbits(32):x}."
+    topics = Topics(prefix)
+    out_topic = f"{prefix}results-spark-direct"
+    ensure_topics(bootstrap, [*all_topics(topics, ["I1", "I2"]), out_topic])
+    ckpt = Path(tempfile.mkdtemp(prefix="spark-direct-", dir=ROOT / "run" if (ROOT / "run").is_dir() else None))
+    q = _start(bootstrap, prefix, ckpt / "ckpt", "--out-topic", out_topic, "--predicate", predicate)
+    gen: threading.Thread | None = None
+    try:
+        assert q.stdout is not None and q.stdout.readline().startswith("started"), "the query did not start"
+        gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], total),
+                               kwargs={"rate": rate, "topics": topics}, daemon=True)
+        gen.start()
+        if not _wait(lambda: len(_results(bootstrap, out_topic)) > 0, 120):
+            raise RuntimeError("the Spark query produced no output")
+        time.sleep(kill_after)
+        t_kill = time.time()
+        _kill(q)
+        q = _start(bootstrap, prefix, ckpt / "ckpt", "--out-topic", out_topic, "--predicate", predicate)
+        live: list = []
+
+        def back_live() -> bool:
+            live[:] = [r for r in _results(bootstrap, out_topic) if r[2] > t_kill * 1000]
+            return bool(live)
+
+        if not _wait(back_live, 300):
+            raise RuntimeError("the restarted Spark query produced no output for input after the kill")
+        recovery_ms = min(r[3] for r in live) - t_kill * 1000
+        gen.join()
+        expected, _ = kafka_expected(bootstrap, ["I1", "I2"], predicate, prefix=prefix)
+        want = Counter((f"{prefix}{s}", q_) for s, q_ in expected)
+        got: Counter = Counter()
+
+        def caught_up() -> bool:
+            got.clear()
+            got.update((t, s) for t, s, _, _ in _results(bootstrap, out_topic))
+            return all(got[k] for k in want)
+
+        _wait(caught_up, 300, step=2.0)
+        return {"restart_recovery_ms": round(recovery_ms, 1), "expected": len(want),
+                "lost": sum(1 for k in want if not got[k]), "duplicated": sum(v - 1 for v in got.values() if v > 1)}
+    finally:
+        _kill(q)
+
+
+def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = "price > 100") -> dict:
+    """The same query over `total` records already in the topics, as fast as it goes (availableNow)."""
+    prefix = f"sdt{random.getrandbits(32):x}."
+    topics = Topics(prefix)
+    generate(bootstrap, ["I1", "I2"], total, topics=topics)
+    ckpt = Path(tempfile.mkdtemp(prefix="spark-direct-thr-"))
+    q = _start(bootstrap, prefix, ckpt / "ckpt", "--available-now", "--predicate", predicate)
+    try:
+        assert q.stdout is not None
+        line = q.stdout.readline()
+        if not line.startswith("started"):
+            raise RuntimeError(f"the Spark query did not start: {line!r}")
+        t0 = float(line.split()[1])
+        done = q.stdout.readline()
+        elapsed = time.time() - t0
+        q.wait(timeout=60)
+    finally:
+        _kill(q)
+    return {"tuples": total, "tuples_per_s": round(total / elapsed), "seconds": round(elapsed, 2),
+            "reported": done.strip()}
+
+
+if __name__ == "__main__":
+    import json
+
+    from lazystandby.devtools.kafka_broker import LocalKafka
+
+    broker = LocalKafka(ROOT / "run" / "bench-kafka")
+    broker.start()
+    try:
+        print(json.dumps({"restart": restart_recovery(broker.bootstrap),
+                          "throughput": direct_throughput(broker.bootstrap, total=100_000)}))
+    finally:
+        broker.stop()
