@@ -99,10 +99,10 @@ chaos: setup
 	$(VPY) deploy/chaos/chaos.py $(FAULT)
 
 # Benchmarks (results, plots and a JSON summary under bench/results/; JSON summary as the last line).
-bench-quick: setup
+bench-quick: setup kafka-jars
 	$(VPY) -m bench.harness --quick
 
-bench: setup
+bench: setup kafka-jars
 	$(VPY) -m bench.harness
 
 clean:

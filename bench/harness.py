@@ -128,7 +128,7 @@ def summarize(rows: list[dict]) -> dict:
     return summary
 
 
-def plot(rows: list[dict], thr: list[dict], name: str) -> list[Path]:
+def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,10 +171,27 @@ def plot(rows: list[dict], thr: list[dict], name: str) -> list[Path]:
     fig.savefig(p, dpi=90)
     plt.close(fig)
     paths.append(p)
+    if spark:
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fo = [max(v["failover_ms_p95"] for v in s[b].values()) for b in bs]
+        labels = [f"Bsize {b}" for b in bs] + ["Spark restart"]
+        ax.bar(labels, [*fo, spark["restart"]["restart_recovery_ms"]], color=["C0"] * len(bs) + ["C3"])
+        ax.set_yscale("log")
+        ax.set_ylabel("kill -> live output, ms (log)")
+        ax.set_title("Failover p95 (Lazy Standby) vs Spark's checkpoint restart")
+        fig.tight_layout()
+        p = RESULTS / f"{name}-vs-spark.png"
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        paths.append(p)
     if thr:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         labels = [f"{t['bsize'] if t['standby'] else 'no HA'}" for t in thr]
-        ax.bar(labels, [t["tuples_per_s"] for t in thr])
+        vals = [t["tuples_per_s"] for t in thr]
+        if spark:
+            labels.append("Spark direct")
+            vals.append(spark["throughput"]["tuples_per_s"])
+        ax.bar(labels, vals)
         ax.set_ylabel("tuples/s end to end")
         ax.set_title("Throughput (Python operator), Bsize with HA vs no standby")
         fig.tight_layout()
@@ -183,6 +200,24 @@ def plot(rows: list[dict], thr: list[dict], name: str) -> list[Path]:
         plt.close(fig)
         paths.append(p)
     return paths
+
+
+def spark_peer() -> dict:
+    """Spark's restart recovery and direct throughput on a broker of their own (or KAFKA_BOOTSTRAP)."""
+    import os
+
+    from bench.spark_peer import direct_throughput, restart_recovery
+    from lazystandby.devtools.kafka_broker import LocalKafka
+
+    if os.environ.get("KAFKA_BOOTSTRAP"):
+        b = os.environ["KAFKA_BOOTSTRAP"]
+        return {"restart": restart_recovery(b), "throughput": direct_throughput(b)}
+    broker = LocalKafka(RESULTS.parent.parent / "run" / "bench-kafka")
+    broker.start()
+    try:
+        return {"restart": restart_recovery(broker.bootstrap), "throughput": direct_throughput(broker.bootstrap)}
+    finally:
+        broker.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,12 +236,14 @@ def main(argv: list[str] | None = None) -> int:
                                   ("inf", "zstd-stream-dict", True)):
         print(f"throughput: Bsize {bsize} {codec} standby={standby}", file=sys.stderr, flush=True)
         thr.append(throughput(bsize=bsize, codec=codec, standby=standby, total=300_000))
+    print("Spark's own recovery and throughput (spark/direct_query.py on Kafka)", file=sys.stderr, flush=True)
+    spark = spark_peer()
     summary = summarize(rows)
     with open(RESULTS / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    pngs = plot(rows, thr, name)
+    pngs = plot(rows, thr, name, spark)
     ha = next(t for t in thr if t["standby"] and t["bsize"] == "10")
     no_ha = next(t for t in thr if not t["standby"])
     result = {
@@ -214,14 +251,20 @@ def main(argv: list[str] | None = None) -> int:
         "tradeoff": summary, "throughput": thr,
         "throughput_tuples_per_s": ha["tuples_per_s"], "throughput_no_ha_tuples_per_s": no_ha["tuples_per_s"],
         "ha_cost_ratio": round(ha["tuples_per_s"] / no_ha["tuples_per_s"], 3),
-        "spark_restart_recovery_ms": None, "spark_direct_tuples_per_s": None,
+        "spark": spark,
+        "spark_restart_recovery_ms": spark["restart"]["restart_recovery_ms"],
+        "spark_restart_duplicated": spark["restart"]["duplicated"],
+        "spark_direct_tuples_per_s": spark["throughput"]["tuples_per_s"],
+        "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / max(
+            v["failover_ms_p95"] for per in summary.values() for v in per.values()), 1),
         "plots": [str(p.relative_to(RESULTS.parent.parent)) for p in pngs],
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
     flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"]} for c, v in per.items()}
                          for b, per in summary.items()},
             **{k: result[k] for k in ("throughput_tuples_per_s", "throughput_no_ha_tuples_per_s", "ha_cost_ratio",
-                                      "spark_restart_recovery_ms", "spark_direct_tuples_per_s", "seconds")}}
+                                      "spark_restart_recovery_ms", "spark_restart_duplicated",
+                                      "spark_direct_tuples_per_s", "failover_speedup_vs_spark", "seconds")}}
     print(json.dumps(flat))
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 
 from kafka import KafkaProducer
@@ -19,8 +20,10 @@ MALFORMED = [b"\xff\xfe not utf-8", b"ACME,not-a-price,100,1,XTKS", b"only,three
 
 
 def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.0, seed: int = 7,
-             topics: Topics | None = None, malformed_every: int = 0, start: int = 0) -> int:
-    """Write tuples start .. total-1 of the deterministic interleaving; returns how many were written."""
+             topics: Topics | None = None, malformed_every: int = 0, start: int = 0,
+             stop: threading.Event | None = None) -> int:
+    """Write tuples start .. total-1 of the deterministic interleaving (fewer if `stop` is set first);
+    returns how many were written."""
     topics = topics or Topics()
     ensure_topics(bootstrap, all_topics(topics, streams))
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=256 << 10,
@@ -36,6 +39,8 @@ def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.
         # retention at once on a topic the pipeline did not create (LogAppendTime guards the ones it did).
         p.send(topics.source(stream), payload, key=payload.partition(b",")[0], partition=0)
         n += 1
+        if stop is not None and n % 100 == 0 and stop.is_set():
+            break
         if rate > 0 and n % 100 == 0:
             ahead = n / rate - (time.monotonic() - t0)
             if ahead > 0:
