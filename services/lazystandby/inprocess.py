@@ -29,9 +29,9 @@ class InProcessTopology:
             self.addr = {k: k for k in ("nu", "n", "n2", "nd")}
             peers: Callable = self.net.peer
         else:
-            from .launcher import free_port
+            from .launcher import free_ports
 
-            self.addr = {k: f"127.0.0.1:{free_port()}" for k in ("nu", "n", "n2", "nd")}
+            self.addr = {k: f"127.0.0.1:{p}" for k, p in zip(("nu", "n", "n2", "nd"), free_ports(4), strict=True)}
             peers = GrpcPeer
         a = self.addr
         s = self.settings

@@ -37,9 +37,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free loopback ports: the sockets stay bound until all are picked, so the kernel cannot
+    hand the same port out twice (two nodes on one port would split its connections between them)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 @dataclass
@@ -99,8 +112,9 @@ class Topology:
     NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
 
     def __post_init__(self) -> None:
-        self.addrs = {k: f"127.0.0.1:{free_port()}" for k in self.ROLES}
-        self.metrics_ports = {k: free_port() for k in self.ROLES}
+        ports = free_ports(2 * len(self.ROLES))
+        self.addrs = {k: f"127.0.0.1:{ports[i]}" for i, k in enumerate(self.ROLES)}
+        self.metrics_ports = {k: ports[len(self.ROLES) + i] for i, k in enumerate(self.ROLES)}
         self.sink = str(self.workdir / "nd-output.tsv")
 
     def args(self, key: str) -> list[str]:

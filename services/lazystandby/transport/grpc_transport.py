@@ -55,13 +55,19 @@ class Servicer(pb_grpc.LazyStandbyServicer):
 
 def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, workers: int = 8) -> grpc.Server:
     """Start a gRPC server for `handler` on `address` with grpc.health.v1 registered; returns it started."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=channel_options(max_message))
+    # No SO_REUSEPORT (gRPC's default on Linux): a second server on a taken port must fail, not share it.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         options=[*channel_options(max_message), ("grpc.so_reuseport", 0)])
     pb_grpc.add_LazyStandbyServicer_to_server(Servicer(handler), server)
     hs = health.HealthServicer()
     hs.set("", health_pb2.HealthCheckResponse.SERVING)
     hs.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(hs, server)
-    if server.add_insecure_port(address) == 0:
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as e:  # grpcio raises this for an address in use
+        raise OSError(f"cannot listen on {address}: {e}") from e
+    if bound == 0:
         raise OSError(f"cannot listen on {address}")
     server.start()
     return server
