@@ -52,6 +52,18 @@ def test_every_codec_round_trips_a_sequence_of_batches(codec):
         assert dec.decode(enc.encode(raw)) == raw
 
 
+@pytest.mark.parametrize("codec", list(CodecName))
+def test_encoding_many_at_once_is_the_same_stream_as_one_by_one(codec):
+    enc = BatchEncoder(codec)
+    if codec.uses_dictionary:
+        enc.set_dictionary(train_dictionary([tuples.encode(sample(i, 1)) for i in range(1, 600)], 2048))
+    dec = BatchDecoder("N'")
+    raws = [tuples.encode(sample(1 + 10 * i, 10)) for i in range(30)]
+    got = enc.encode_many(raws[:25]) + [enc.encode(r) for r in raws[25:]]
+    assert [e.index for e in got] == list(range(30))
+    assert [dec.decode(e) for e in got] == raws
+
+
 def size_per_tuple(codec: CodecName, bsize: int, n: int = 2000) -> float:
     enc = BatchEncoder(codec)
     if codec.uses_dictionary:

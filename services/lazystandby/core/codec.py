@@ -98,25 +98,37 @@ class BatchEncoder:
         self._stream = self._compressor.compressobj() if self.codec.streaming else None
 
     def encode(self, raw: bytes) -> EncodedBatch:
+        return self.encode_many([raw])[0]
+
+    def encode_many(self, raws: list[bytes]) -> list[EncodedBatch]:
+        """Batches in order, each decodable after the ones before it. Frame codecs compress all of them in
+        one call: one release of the GIL per call instead of one per batch (Bsize 10 at 50k tuples/s is
+        5,000 batches/s, and each re-acquisition can wait for a busy thread's switch interval)."""
         c = self.codec
         if c is CodecName.NONE:
-            payload = raw
+            payloads = list(raws)
         elif c is CodecName.ZLIB:
-            payload = zlib.compress(raw)
+            payloads = [zlib.compress(r) for r in raws]
         elif self._stream is not None:
-            payload = self._stream.compress(raw) + self._stream.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
+            s = self._stream
+            payloads = [s.compress(r) + s.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK) for r in raws]
+        elif len(raws) > 1:
+            assert self._compressor is not None
+            payloads = [seg.tobytes() for seg in self._compressor.multi_compress_to_buffer(raws)]
         else:
             assert self._compressor is not None
-            payload = self._compressor.compress(raw)
-        out = EncodedBatch(
-            codec=c,
-            session=self.session,
-            index=self._index,
-            payload=payload,
-            raw_bytes=len(raw),
-            dictionary=self.dictionary if (self._index == 0 and c.uses_dictionary) else b"",
-        )
-        self._index += 1
+            payloads = [self._compressor.compress(r) for r in raws]
+        out = []
+        for raw, payload in zip(raws, payloads, strict=True):
+            out.append(EncodedBatch(
+                codec=c,
+                session=self.session,
+                index=self._index,
+                payload=payload,
+                raw_bytes=len(raw),
+                dictionary=self.dictionary if (self._index == 0 and c.uses_dictionary) else b"",
+            ))
+            self._index += 1
         return out
 
 

@@ -262,7 +262,7 @@ class UpstreamNode(NodeBase):
                 return
             if not batches:
                 self._next_checkpoint_at = self.clock() + self.cfg.ack_poll_ms / 1000
-            msgs = [self._encode_backup(b) for b in batches]
+            msgs = self._encode_backup(batches)
             last = batches[-1].last if batches else 0
         frame = pb.BackupFrame(epoch=epoch, sender=self.name, checkpoint=checkpoint_pb(ckpt, epoch), batches=msgs)
         try:
@@ -293,19 +293,20 @@ class UpstreamNode(NodeBase):
             self.counters["backup_payload_bytes"] += sum(len(m.payload) for m in msgs)
             self.counters["backup_rpcs"] += 1
 
-    def _encode_backup(self, batch: TupleBatch) -> pb.BackupBatch:
+    def _encode_backup(self, batches: list[TupleBatch]) -> list[pb.BackupBatch]:
         if self.encoder.needs_dictionary:
             # Train on single tuples, the unit a dictionary helps most (Bsize 1).
-            for i in range(len(batch)):
-                self._samples.append(tuples.encode(batch.slice(batch.first + i, batch.first + i + 1)))
+            for batch in batches:
+                for i in range(len(batch)):
+                    self._samples.append(tuples.encode(batch.slice(batch.first + i, batch.first + i + 1)))
             if len(self._samples) >= self.cfg.dict_samples:
                 self.encoder.set_dictionary(train_dictionary(self._samples, self.cfg.dict_size))
                 self._samples = []
-        raw = tuples.encode(batch)
-        enc = self.encoder.encode(raw)
-        return pb.BackupBatch(first_pos=batch.first, count=len(batch), codec=_CODEC_PB[enc.codec],
-                              session=enc.session, index=enc.index, payload=enc.payload,
-                              dictionary=enc.dictionary, raw_bytes=enc.raw_bytes)
+        encoded = self.encoder.encode_many([tuples.encode(b) for b in batches])
+        return [pb.BackupBatch(first_pos=b.first, count=len(b), codec=_CODEC_PB[enc.codec], session=enc.session,
+                               index=enc.index, payload=enc.payload, dictionary=enc.dictionary,
+                               raw_bytes=enc.raw_bytes)
+                for b, enc in zip(batches, encoded, strict=True)]
 
     # --- failover and membership -----------------------------------------------------------------------
     def handle_takeover(self, msg: pb.TakeoverRequest) -> pb.TakeoverReply:
