@@ -125,3 +125,17 @@ def test_level1_tracker_never_moves_back():
     t.update(Checkpoint(5, 1))
     t.update(None)
     assert t.current == Checkpoint(10, 3)
+
+
+def test_the_operator_gets_consecutive_frames_as_one_run_and_jumps_in_place():
+    from lazystandby.node.operator_node import Jump, _join_runs
+
+    def b(first, n):
+        return TupleBatch(first=first, streams=[1] * n, seqs=list(range(first, first + n)), payloads=[b"x"] * n)
+
+    jump = Jump(Checkpoint(20, 3))
+    out = _join_runs([b(1, 4), b(5, 3), jump, b(21, 2), b(23, 2), b(40, 1)])
+    assert [(x.first, len(x)) if isinstance(x, TupleBatch) else "jump" for x in out] == [
+        (1, 7), "jump", (21, 4), (40, 1)]
+    assert out[0].seqs == list(range(1, 8))
+    assert _join_runs([]) == []
