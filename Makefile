@@ -103,7 +103,7 @@ bench-quick: setup kafka-jars
 	$(VPY) -m bench.harness --quick
 
 bench: setup kafka-jars
-	$(VPY) -m bench.harness
+	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS))
 
 clean:
 	rm -rf $(VENV) run .cache .pytest_cache .ruff_cache services/lazystandby/v1/*_pb2*

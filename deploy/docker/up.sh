@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # `make up`: make sure a Docker engine and Compose v2 exist, build what cannot be pulled, start the stack
 # and wait until it is healthy. LS_LOCAL_IMAGES=0 uses the official images instead (a laptop with internet).
+# If the stack does not come up healthy, every container's log is kept in run/up-logs/ and the stack is
+# taken down (containers, network, volumes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-read -ra files < <(bash deploy/docker/build.sh)
+flags=$(bash deploy/docker/build.sh)  # a failed build stops here (set -e)
+read -ra files <<< "$flags"
+compose=(docker compose -p lazystandby "${files[@]}")
 if [[ "${LS_LOCAL_IMAGES:-1}" == "1" ]]; then
   echo "local images: Grafana is not available on this machine and is left out (on a laptop it starts provisioned)"
 fi
+fail() {
+  mkdir -p run/up-logs
+  for svc in $("${compose[@]}" ps -a --services 2>/dev/null); do
+    "${compose[@]}" logs --no-color --timestamps "$svc" > "run/up-logs/$svc.log" 2>&1 || true
+  done
+  "${compose[@]}" ps -a || true
+  "${compose[@]}" --profile spares down -v --remove-orphans >/dev/null 2>&1 || true
+  echo "make up: the stack did not come up healthy; logs of every container are in run/up-logs/" >&2
+  exit 1
+}
 # Everything healthy first; then the generator (it exits when its load is written, so it is not waited on).
-docker compose -p lazystandby "${files[@]}" up -d --wait --wait-timeout 600 kafka nd n n-standby nu prometheus
-docker compose -p lazystandby "${files[@]}" up -d generator
-docker compose -p lazystandby "${files[@]}" ps
+"${compose[@]}" up -d --wait --wait-timeout 600 kafka nd n n-standby nu prometheus || fail
+"${compose[@]}" up -d generator || fail
+"${compose[@]}" ps
