@@ -27,6 +27,9 @@ class NodeConfig:
     # Lazy Standby knobs
     bsize: str = "10"  # 1 = Active Standby ... inf = Upstream Backup
     codec: str = "zstd-stream-dict"
+    # zstd level; 0 = by codec: 9 for the streaming codecs (one context across batches makes the effort pay:
+    # Bsize 10 goes from 0.34x to 0.28x of uncompressed), 3 for per-batch frames (little gain there).
+    codec_level: int = 0
     dict_samples: int = 2000
     dict_size: int = 4096
     max_batches_per_rpc: int = 512

@@ -66,9 +66,9 @@ class BatchEncoder:
     """The sending end of one link's codec. Dictionary codecs start without a dictionary (plain zstd)
     until `set_dictionary` is called, which opens a new session carrying it."""
 
-    def __init__(self, codec: CodecName, *, level: int = 3) -> None:
+    def __init__(self, codec: CodecName, *, level: int = 0) -> None:
         self.codec = CodecName(codec)
-        self.level = level
+        self.level = level or (9 if self.codec.streaming else 3)
         self.dictionary = b""
         self.session = random.getrandbits(62) | 1
         self._index = 0

@@ -58,7 +58,7 @@ class UpstreamNode(NodeBase):
         self.last_seq: dict[int, int] = {}
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
         self.batcher = BackupBatcher(cfg.bsize_value)
-        self.encoder = BatchEncoder(CodecName(cfg.codec))
+        self.encoder = BatchEncoder(CodecName(cfg.codec), level=cfg.codec_level)
         self.fence = EpochFence(cfg.name)
         self.fence.epoch = 1
         self.state.become(Role.UPSTREAM, epoch=1)
