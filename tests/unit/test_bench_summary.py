@@ -24,3 +24,12 @@ def test_bucket_quantiles_are_bucket_upper_bounds():
         b.observe(v)
     assert b.quantile(0.5) == 0.01 and b.quantile(0.99) == 0.1 and b.quantile(1.0) == 1.0
     assert b.cumulative()[-1] == ("+Inf", 100)
+
+
+def test_throughput_reports_the_median_run_with_all_rates():
+    from bench.harness import median_run
+
+    rs = [{"tuples_per_s": v, "cpu": i} for i, v in enumerate([59_000, 42_000, 49_000])]
+    m = median_run(rs)
+    assert m["tuples_per_s"] == 49_000 and m["cpu"] == 2
+    assert m["runs_tuples_per_s"] == [59_000, 42_000, 49_000]
