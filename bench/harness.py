@@ -179,11 +179,14 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
         ax1.set_ylabel("overhead (backup/primary bytes)")
         ax2 = ax1.twinx()
         ax2.plot(x, [s[b][codec]["recovery_ms"] for b in bs], "s--", color="C1", label="recovery time")
-        ax2.set_ylabel("recovery ms (reconnection + data)")
+        ax2.errorbar(x, [s[b][codec]["recovery_ms"] for b in bs], yerr=[s[b][codec]["recovery_ms_sd"] for b in bs],
+                     fmt="none", ecolor="C1", alpha=0.5, capsize=3)
+        ax2.set_ylabel("recovery ms (reconnection + data), mean ± sd")
+        ax2.set_ylim(bottom=0)
         ax1.set_xticks(x, bs)
         ax1.set_xlabel("Bsize")
         ax1.set_title(f"{title} — this machine")
-        fig.legend(loc="upper center", fontsize=8)
+        fig.legend(loc="upper right", bbox_to_anchor=(0.85, 0.85), fontsize=8)
         fig.tight_layout()
         p = RESULTS / f"{name}-{fig_name}.png"
         fig.savefig(p, dpi=90)
@@ -203,11 +206,27 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
     fig.savefig(p, dpi=90)
     plt.close(fig)
     paths.append(p)
+    # Where the recovered tuples come from, against Bsize: the data side of seed 000's trade-off.
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ref = next(c for c in ("zstd-stream-dict", "zstd", "none", *CODECS) if all(c in s[b] for b in bs))
+    ax.plot(x, [s[b][ref]["resent_by_nu"] for b in bs], "o-", label="resent by Nu (not in N''s backup)")
+    ax.plot(x, [s[b][ref]["replayed_from_oq"] for b in bs], "s--", label="replayed from OQ' (N''s own outputs)")
+    ax.set_xticks(x, bs)
+    ax.set_xlabel("Bsize")
+    ax.set_ylabel("tuples at failover (mean)")
+    ax.set_title(f"Recovery sources against Bsize ({ref})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    p = RESULTS / f"{name}-sources.png"
+    fig.savefig(p, dpi=90)
+    plt.close(fig)
+    paths.append(p)
     if spark:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         fo = [max(v["failover_ms_p95"] for v in s[b].values()) for b in bs]
-        labels = [f"Bsize {b}" for b in bs] + ["Spark restart"]
+        labels = [*bs, "Spark\nrestart"]
         ax.bar(labels, [*fo, spark["restart"]["restart_recovery_ms"]], color=["C0"] * len(bs) + ["C3"])
+        ax.set_xlabel("Bsize (worst codec's p95)")
         ax.set_yscale("log")
         ax.set_ylabel("kill -> live output, ms (log)")
         ax.set_title("Failover p95 (Lazy Standby) vs Spark's checkpoint restart")
@@ -254,12 +273,24 @@ def spark_peer() -> dict:
         broker.stop()
 
 
+def replot(name: str) -> list[Path]:
+    """Draw the plots again from a finished run's files (bench/results/<name>.csv and .json)."""
+    with open(RESULTS / f"{name}.csv", newline="") as f:
+        rows = [{k: (v if k in ("bsize", "codec") else float(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+    d = json.loads((RESULTS / f"{name}.json").read_text())
+    return plot(rows, d["throughput"], name, d.get("spark"))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--trials", type=int, default=None, help="per Bsize and codec (quick 2, full 30)")
     ap.add_argument("--codecs", default="", help="comma-separated (default: every codec)")
+    ap.add_argument("--replot", default="", help="only draw the plots of a finished run (quick or full)")
     a = ap.parse_args(argv)
+    if a.replot:
+        print("\n".join(str(p) for p in replot(a.replot)))
+        return 0
     codecs = a.codecs.split(",") if a.codecs else CODECS
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "quick" if a.quick else "full"
