@@ -166,6 +166,13 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def save(fig, filename: str) -> Path:
+        fig.tight_layout()
+        path = RESULTS / filename
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        return path
+
     s = summarize(rows)
     bs = list(s)
     x = list(range(len(bs)))
@@ -187,11 +194,7 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
         ax1.set_xlabel("Bsize")
         ax1.set_title(f"{title} — this machine")
         fig.legend(loc="upper right", bbox_to_anchor=(0.85, 0.85), fontsize=8)
-        fig.tight_layout()
-        p = RESULTS / f"{name}-{fig_name}.png"
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(save(fig, f"{name}-{fig_name}.png"))
     fig, ax = plt.subplots(figsize=(7, 4))
     for codec in CODECS:
         if all(codec in s[b] for b in bs):
@@ -201,11 +204,7 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
     ax.set_ylabel("overhead")
     ax.set_title("Fig 8: overhead by codec against Bsize")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = RESULTS / f"{name}-fig8.png"
-    fig.savefig(p, dpi=90)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(save(fig, f"{name}-fig8.png"))
     # Where the recovered tuples come from, against Bsize: the data side of seed 000's trade-off.
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ref = next(c for c in ("zstd-stream-dict", "zstd", "none", *CODECS) if all(c in s[b] for b in bs))
@@ -216,11 +215,7 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
     ax.set_ylabel("tuples at failover (mean)")
     ax.set_title(f"Recovery sources against Bsize ({ref})")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = RESULTS / f"{name}-sources.png"
-    fig.savefig(p, dpi=90)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(save(fig, f"{name}-sources.png"))
     if spark:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         fo = [max(v["failover_ms_p95"] for v in s[b].values()) for b in bs]
@@ -230,11 +225,7 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
         ax.set_yscale("log")
         ax.set_ylabel("kill -> live output, ms (log)")
         ax.set_title("Failover p95 (Lazy Standby) vs Spark's checkpoint restart")
-        fig.tight_layout()
-        p = RESULTS / f"{name}-vs-spark.png"
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(save(fig, f"{name}-vs-spark.png"))
     if thr:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         labels = [("Bsize " + t["bsize"] if t["standby"] else "no HA")
@@ -247,11 +238,7 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
         ax.set_ylabel("tuples/s end to end")
         ax.set_title("Throughput end to end: with HA (Bsize), no standby, Spark alone")
         ax.tick_params(axis="x", labelsize=7)
-        fig.tight_layout()
-        p = RESULTS / f"{name}-throughput.png"
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(save(fig, f"{name}-throughput.png"))
     return paths
 
 

@@ -41,11 +41,16 @@ def test_slice_and_concat():
         TupleBatch.concat([parts[0], parts[2]])
 
 
-@pytest.mark.parametrize("codec", list(CodecName))
-def test_every_codec_round_trips_a_sequence_of_batches(codec):
+def encoder(codec: CodecName) -> BatchEncoder:
     enc = BatchEncoder(codec)
     if codec.uses_dictionary:
         enc.set_dictionary(train_dictionary([tuples.encode(sample(i, 1)) for i in range(1, 600)], 2048))
+    return enc
+
+
+@pytest.mark.parametrize("codec", list(CodecName))
+def test_every_codec_round_trips_a_sequence_of_batches(codec):
+    enc = encoder(codec)
     dec = BatchDecoder("N'")
     for i in range(20):
         raw = tuples.encode(sample(1 + 10 * i, 10))
@@ -54,9 +59,7 @@ def test_every_codec_round_trips_a_sequence_of_batches(codec):
 
 @pytest.mark.parametrize("codec", list(CodecName))
 def test_encoding_many_at_once_is_the_same_stream_as_one_by_one(codec):
-    enc = BatchEncoder(codec)
-    if codec.uses_dictionary:
-        enc.set_dictionary(train_dictionary([tuples.encode(sample(i, 1)) for i in range(1, 600)], 2048))
+    enc = encoder(codec)
     dec = BatchDecoder("N'")
     raws = [tuples.encode(sample(1 + 10 * i, 10)) for i in range(30)]
     got = enc.encode_many(raws[:25]) + [enc.encode(r) for r in raws[25:]]
