@@ -6,11 +6,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        item.add_marker(pytest.mark.integration)
-
-
 @pytest.fixture(scope="session")
 def kafka():
     """A real Kafka broker for the session: KAFKA_BOOTSTRAP if set, else a local KRaft broker started from

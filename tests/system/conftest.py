@@ -6,11 +6,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        item.add_marker(pytest.mark.system)
-
-
 @pytest.fixture(scope="session")
 def stack_images():
     """A running Docker engine and the stack's images built (deploy/docker/build.sh: idempotent, cached).
