@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from lazystandby.launcher import _wait
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, all_topics, ensure_topics, read_partition
 
@@ -43,10 +44,10 @@ def kill_query(p: subprocess.Popen) -> None:
     p.wait(timeout=30)
 
 
-def direct_results(bootstrap: str, topic: str) -> list[tuple[str, int, int, int]]:
-    """(source topic, seq, source arrival ms, result arrival ms) of every result so far."""
+def direct_results(bootstrap: str, topic: str, start: int = 0) -> list[tuple[str, int, int, int]]:
+    """(source topic, seq, source arrival ms, result arrival ms) of every result from offset `start` on."""
     try:
-        recs = read_partition(bootstrap, topic, timeout=120)
+        recs = read_partition(bootstrap, topic, start, timeout=120)
     except TimeoutError:
         return []
     out = []
@@ -54,15 +55,6 @@ def direct_results(bootstrap: str, topic: str) -> list[tuple[str, int, int, int]
         t, seq, ts = r.value.decode().split(",")
         out.append((t, int(seq), int(ts), r.timestamp))
     return out
-
-
-def _wait(cond, timeout: float, step: float = 0.5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return False
 
 
 def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float = 3.0,
@@ -82,7 +74,14 @@ def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float
         if not q.stdout.readline().startswith("started"):
             raise RuntimeError("the Spark query did not start")
         gen.start()
-        if not _wait(lambda: len(direct_results(bootstrap, out_topic)) > 0, 120):
+        results: list = []  # read on as the query writes: the poll never re-reads what it has
+
+        def read_more() -> list:
+            new = direct_results(bootstrap, out_topic, start=len(results))
+            results.extend(new)
+            return new
+
+        if not _wait(lambda: bool(read_more()), 120, step=0.5):
             raise RuntimeError("the Spark query produced no output")
         time.sleep(kill_after)
         t_kill = time.time()
@@ -91,19 +90,21 @@ def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float
         live: list = []
 
         def back_live() -> bool:
-            live[:] = [r for r in direct_results(bootstrap, out_topic) if r[2] > t_kill * 1000]
+            live.extend(r for r in read_more() if r[2] > t_kill * 1000)
             return bool(live)
 
         if not _wait(back_live, 300, step=1.0):
             raise RuntimeError("the restarted Spark query produced no output for input after the kill")
         recovery_ms = min(r[3] for r in live) - t_kill * 1000
-        seen = Counter((t, s) for t, s, _, _ in direct_results(bootstrap, out_topic))
+        read_more()
+        seen = Counter((t, s) for t, s, _, _ in results)
         return {"restart_recovery_ms": round(recovery_ms, 1), "outputs": len(seen),
                 "duplicated": sum(v - 1 for v in seen.values() if v > 1)}
     finally:
         stop.set()
         kill_query(q)
-        gen.join(timeout=30) if gen.is_alive() else None
+        if gen.is_alive():
+            gen.join(timeout=30)
 
 
 def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = "price > 100") -> dict:
