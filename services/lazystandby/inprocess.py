@@ -50,13 +50,15 @@ class InProcessTopology:
         }
 
     def start(self) -> InProcessTopology:
-        for key in ("nd", "n", "n2", "nu"):
-            node = self.nodes[key]
+        # Every node listens before any starts: N' registering with a Nu not yet listening would retry, and
+        # a short stream could be acknowledged in full before N' got a single batch.
+        for key, node in self.nodes.items():
             if self.transport == "memory":
                 self.net.register(self.addr[key], node)
             else:
                 self.servers[key] = serve(node, self.addr[key])
-            node.start()
+        for key in ("nd", "n", "n2", "nu"):
+            self.nodes[key].start()
         return self
 
     def kill(self, key: str) -> None:

@@ -202,3 +202,41 @@ def test_a_standby_with_a_stale_epoch_steps_back_instead_of_fencing_itself(net, 
     assert s.state.role == "standby" and s.state.epoch == 3
     assert s.counters["takeovers_refused"] == 1
     s.stop()
+
+
+def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newcomer(net):
+    """Closing the replaced standby's channel cancels the call in flight; that error belongs to the old peer."""
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+
+    newcomer = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", newcomer)
+    nu_box = []
+
+    class Replaced:
+        address = "s1"
+
+        def backup(self, frame, timeout):
+            nu_box[0].handle_register_standby(pb.RegisterStandbyRequest(node="N2", address="s2"))
+            raise PeerError("CANCELLED", "s1 Backup: Channel closed!")
+
+        def close(self):
+            pass
+
+    def peers(addr):
+        return Replaced() if addr == "s1" else net.peer(addr)
+
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s1", bsize="10")
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=40, rate=0.0), peers)
+    nu_box.append(nu)
+    try:
+        while nu.oqu.last < 40:
+            nu._source_loop()
+        nu._backup_loop()  # goes to s1, which is replaced mid-call
+        assert nu.counters["backup_error_cancelled"] == 1
+        assert nu.standby.address == "s2" and nu.standby_retry_at == 0.0 and not nu._resync_backup
+        nu._backup_loop()
+        assert newcomer.counters["backup_tuples"] == 40 and newcomer.received_through == 40
+    finally:
+        nu.stop()
+        newcomer.stop()

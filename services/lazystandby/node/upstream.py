@@ -270,6 +270,10 @@ class UpstreamNode(NodeBase):
         except PeerError as e:
             with self.lock:
                 self.counters[f"backup_error_{e.status.lower()}"] += 1
+                if peer is not self.standby:
+                    # A new standby registered while this call was in flight (closing the old channel cancels
+                    # it); the registration already re-cut the batches, and the newcomer is not to wait.
+                    return
                 self.batcher.rewind()
                 self.encoder.reset()
                 self._resync_backup = e.status not in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
