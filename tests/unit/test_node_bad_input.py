@@ -1,5 +1,7 @@
 """Bad input on every RPC: a clear error naming node/stream/position, a counter, and no change of state."""
 
+import time
+
 import pytest
 
 from lazystandby.config import NodeConfig
@@ -240,3 +242,31 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
     finally:
         nu.stop()
         newcomer.stop()
+
+
+def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(net):
+    """N' registering again (as it does at start-up) re-cuts Nu's backup from the trim point; N' already holds
+    those positions, says so (ALREADY_EXISTS), and Nu asks where it stands without waiting."""
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10")
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=40, rate=0.0), net.peer)
+    try:
+        while nu.oqu.last < 40:
+            nu._source_loop()
+        nu._backup_loop()
+        assert s2.received_through == 40
+        nu.handle_register_standby(pb.RegisterStandbyRequest(node="N2", address="s2"))
+        nu._backup_loop()
+        assert nu.counters["backup_error_already_exists"] == 1 and nu._resync_backup
+        assert nu.standby_retry_at - nu.clock() <= 0.011
+        time.sleep(0.02)
+        nu._backup_loop()  # the resync: N' answers 40, and Nu cuts on from there
+        assert not nu._resync_backup and nu.batcher.batched_through == 40
+        assert s2.received_through == 40 and s2.counters["backup_tuples"] == 40
+    finally:
+        nu.stop()
+        s2.stop()

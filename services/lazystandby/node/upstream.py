@@ -277,7 +277,9 @@ class UpstreamNode(NodeBase):
                 self.batcher.rewind()
                 self.encoder.reset()
                 self._resync_backup = e.status not in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
-                delay = 0.01 if e.status == "RESOURCE_EXHAUSTED" else 0.2
+                # A live standby that answered where it stands (it is ahead or behind the cut) is asked again
+                # at once; only a peer that may be gone is given time.
+                delay = 0.01 if e.status in ("RESOURCE_EXHAUSTED", "ALREADY_EXISTS", "OUT_OF_RANGE") else 0.2
                 self.standby_retry_at = self.clock() + delay
             return
         with self.lock:
