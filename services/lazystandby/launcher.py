@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .check import compare, expected_outputs, kafka_expected
+from .config import NodeConfig
 from .sinks.base import read_output_file
 from .sinks.kafka_sink import read_results
 from .transport.grpc_transport import GrpcPeer
@@ -103,7 +104,6 @@ class Topology:
 
     settings: dict[str, str]
     workdir: Path
-    heartbeat_timeout: float = 0.3
     with_standby: bool = True  # False: no N' at all (the no-HA baseline of the benchmarks)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addrs: dict[str, str] = field(default_factory=dict)
@@ -116,6 +116,12 @@ class Topology:
         self.addrs = {k: f"127.0.0.1:{ports[i]}" for i, k in enumerate(self.ROLES)}
         self.metrics_ports = {k: ports[len(self.ROLES) + i] for i, k in enumerate(self.ROLES)}
         self.sink = str(self.workdir / "nd-output.tsv")
+
+    @property
+    def heartbeat_timeout(self) -> float:
+        """The detector's timeout these nodes run with (a pause must outlast it to count as a failure)."""
+        interval = float(self.settings.get("heartbeat_interval", NodeConfig.heartbeat_interval))
+        return interval * int(self.settings.get("heartbeat_misses", NodeConfig.heartbeat_misses))
 
     def args(self, key: str) -> list[str]:
         a = self.addrs
@@ -136,7 +142,9 @@ class Topology:
     def start(self, key: str) -> None:
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'services'}:{ROOT}"}
         log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.procs[key] = subprocess.Popen(self.args(key), stdout=log, stderr=subprocess.STDOUT, env=env)
+        # Its own process group, so that a fault hits the node with its Spark JVM, as it would a container.
+        self.procs[key] = subprocess.Popen(self.args(key), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                           start_new_session=True)
 
     def start_all(self) -> None:
         # Downstream first, upstream last: the source starts only when the path to Nd exists.
@@ -168,28 +176,34 @@ class Topology:
         raise TimeoutError(f"{key} not ready after {timeout}s; see {self.workdir}/{key}.log")
 
     def signal(self, key: str, sig: int) -> None:
-        self.procs[key].send_signal(sig)
+        """`sig` to the node and everything it started (its Spark JVM)."""
+        _killpg(self.procs[key], sig)
 
     def stop(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:
-                try:
-                    p.send_signal(signal.SIGCONT)
-                    p.terminate()
-                except ProcessLookupError:
-                    pass
+                _killpg(p, signal.SIGCONT)
+                _killpg(p, signal.SIGTERM)
         for p in self.procs.values():
             try:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+                pass
+            _killpg(p, signal.SIGKILL)  # whatever of the group outlived its node (a JVM)
+            p.wait()
 
     def __enter__(self) -> Topology:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _killpg(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)  # the group outlives its leader while any member lives
+    except ProcessLookupError:
+        pass
 
 
 class _KafkaLoad(threading.Thread):
@@ -245,7 +259,7 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
     result: dict = {"fault": fault, "bsize": bsize, "codec": codec, "workdir": str(workdir)}
     ok = False
-    with Topology(settings, workdir, heartbeat_timeout=0.3) as topo:
+    with Topology(settings, workdir) as topo:
         try:
             topo.start_all()
             t_start = time.monotonic()
@@ -272,10 +286,13 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
                 result["malformed"] = malformed
             if f.target in ("nu", "nd"):
                 topo.wait_ready(f.target)
-            done = _wait(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+            delivered = _wait(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+            took_over = True
             if f.target == "n":
-                # A takeover is over when the new primary says it is live.
-                done = done and _wait(lambda: bool(topo.status("n2")["recovery"].get("live_at")), timeout)
+                # A takeover is over when the new primary says it is live (a pause shorter than the
+                # detector's timeout would deliver everything with no takeover: not the fault asked for).
+                took_over = _wait(lambda: bool(topo.status("n2")["recovery"].get("live_at")), timeout)
+            done = delivered and took_over
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.procs[k].poll() is None}
             if kafka:
@@ -285,6 +302,8 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
             check = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=bool(kafka))
             result.update(check.as_dict())
             result["completed"] = done
+            result["delivered_all"] = delivered
+            result["took_over"] = took_over
             result["before"] = {k: _brief(v) for k, v in before.items()}
             result["after"] = {k: _brief(v) for k, v in after.items()}
             rec = after.get("n2", {}).get("recovery") or {}

@@ -12,7 +12,8 @@ TOTAL, RATE = 20_000, 20_000.0
 def trial(**kw):
     kw.setdefault("rate", RATE)
     r = run_trial(total=TOTAL, **kw)
-    assert r["completed"], f"Nd did not receive everything; logs in {r['workdir']}"
+    assert r["delivered_all"], f"Nd did not receive everything; logs in {r['workdir']}"
+    assert r["took_over"], f"N' never went live after the fault; logs in {r['workdir']}"
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["unexpected"] == 0, r["diff"]
     assert r["same_order"] and r["oseq_gaps"] == 0 and r["ok"], r["diff"]
     return r

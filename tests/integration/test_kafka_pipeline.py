@@ -12,7 +12,8 @@ TOTAL, RATE = 12_000, 6_000.0
 def trial(kafka, **kw):
     kw.setdefault("kill_after", 1.0)
     r = run_trial(kafka=kafka, total=TOTAL, rate=RATE, timeout=90.0, **kw)
-    assert r["completed"], f"Nd did not receive everything; logs in {r['workdir']}"
+    assert r["delivered_all"], f"Nd did not receive everything; logs in {r['workdir']}"
+    assert r["took_over"], f"N' never went live after the fault; logs in {r['workdir']}"
     assert r["expected"] > 0
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["unexpected"] == 0, r["diff"]
     assert r["out_of_order"] == 0 and r["oseq_gaps"] == 0 and r["ok"], r["diff"]
@@ -58,6 +59,18 @@ def test_kill_primary_with_the_spark_operator(kafka):
                                                   "heartbeat_misses": "5", "spark_partitions": "1"},
               kill_after=1.0)
     assert r["failovers"] == 1
+
+
+@pytest.mark.slow
+def test_a_stalled_spark_primary_that_comes_back_is_fenced(kafka):
+    """SIGSTOP of N (its Python node and its Spark JVM) past the heartbeat timeout, then SIGCONT: N' took
+    over, and N's late outputs are refused by epoch instead of reaching the results twice."""
+    r = trial(kafka, fault="pause-primary", extra={"operator": "spark", "heartbeat_interval": "0.2",
+                                                   "heartbeat_misses": "5", "spark_partitions": "1"},
+              kill_after=1.0)
+    assert r["failovers"] == 1 and r["recovery"]["epoch"] == 2
+    assert r["after"]["n"]["role"] == "fenced", r["after"]["n"]
+    assert r["after"]["nd"]["counters"].get("duplicates_dropped", 0) == 0
 
 
 def test_restart_of_an_idle_upstream_restores_nothing_and_repeats_nothing(kafka):
