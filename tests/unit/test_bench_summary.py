@@ -26,6 +26,31 @@ def test_bucket_quantiles_are_bucket_upper_bounds():
     assert b.cumulative()[-1] == ("+Inf", 100)
 
 
+def test_recent_window_quantiles_are_exact_weighted_by_tuples_and_forget_old_values():
+    from lazystandby.stats import RecentWindow
+
+    w = RecentWindow(size=3)
+    assert w.quantile(0.5) == 0.0
+    w.observe(0.200, 1)
+    w.observe(0.010, 98)  # one run of 98 tuples committed fast outweighs the slow single tuple
+    w.observe(0.030, 1)
+    w.observe(0.5, 0)  # an empty run stands for no tuple
+    assert w.quantile(0.5) == 0.010 and w.quantile(0.99) == 0.030 and w.quantile(1.0) == 0.200
+    w.observe(0.040, 1)  # the window holds 3 runs: the 0.200 run is gone
+    assert w.quantile(1.0) == 0.040 and w.quantile(0.0) == 0.010
+
+
+def test_nu_reports_commit_latency_from_its_window():
+    from lazystandby.inprocess import InProcessTopology
+
+    with InProcessTopology("memory", total=4000, rate=8000.0, bsize="10") as t:
+        nu = t.nodes["nu"]
+        assert t.wait(lambda: nu.oqu.trimmed_through == 4000)
+        s = nu.snapshot()
+    assert 0 < s["e2e_commit_p50_ms"] <= s["e2e_commit_p99_ms"] < 5000
+    assert nu.e2e_seconds.count == len(nu.e2e_recent._values)  # one observation per admitted run in both
+
+
 def test_throughput_reports_the_median_run_with_all_rates():
     from bench.harness import median_run
 

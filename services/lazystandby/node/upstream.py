@@ -25,7 +25,7 @@ from ..core.seq import MalformedRecord, StaleEpoch, StreamRegistry, UnknownStrea
 from ..core.tuples import TupleBatch
 from ..records import validate, validate_control
 from ..sources.base import DeadLetters, Record, Source, SourceGap
-from ..stats import LATENCY_BOUNDS, Buckets
+from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer, PeerError
 from ..v1 import lazystandby_pb2 as pb
 from .common import Backoff, NodeBase
@@ -81,6 +81,8 @@ class UpstreamNode(NodeBase):
         self.control: list[bytes] = []
         self._admitted: deque[tuple[int, float]] = deque()
         self.e2e_seconds = Buckets(LATENCY_BOUNDS)
+        self.e2e_recent = RecentWindow()
+        self._committed_through = 0  # the last position whose commit latency was observed
         self.source_gap = ""
         restored = source.restore()
         if restored is not None:
@@ -90,6 +92,7 @@ class UpstreamNode(NodeBase):
         """A restarted Nu: the same positions for the same tuples, the epoch and primary it had."""
         self.oqu = KeyedQueue(f"{self.cfg.name} OQu", capacity=self.cfg.oq_capacity, start=r.checkpoint.input_pos)
         self.oqu.append(r.held)
+        self._committed_through = self.oqu.last  # restored tuples have no admission time to measure from
         self.checkpoint = r.checkpoint
         self.fence.epoch = max(1, r.epoch)
         self.state.epoch = self.fence.epoch
@@ -241,7 +244,10 @@ class UpstreamNode(NodeBase):
         # End-to-end commit latency: admitted into OQu -> covered by a Level-1 ack (its outputs are in Nd).
         now = self.clock()
         while self._admitted and self._admitted[0][0] <= ack.input_pos:
-            self.e2e_seconds.observe(now - self._admitted.popleft()[1])
+            last, at = self._admitted.popleft()
+            self.e2e_seconds.observe(now - at)
+            self.e2e_recent.observe(now - at, last - self._committed_through)
+            self._committed_through = last
         self.source.covered(self.checkpoint, epoch=self.fence.epoch, primary=self.primary_addr)
 
     # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
@@ -381,8 +387,8 @@ class UpstreamNode(NodeBase):
             "source_exhausted": self.source.exhausted,
             "source_lag": self.source.lag(),
             "source_gap": self.source_gap,
-            "e2e_commit_p50_ms": self.e2e_seconds.quantile(0.5) * 1000,
-            "e2e_commit_p99_ms": self.e2e_seconds.quantile(0.99) * 1000,
+            "e2e_commit_p50_ms": round(self.e2e_recent.quantile(0.5) * 1000, 2),
+            "e2e_commit_p99_ms": round(self.e2e_recent.quantile(0.99) * 1000, 2),
             "overhead": c["backup_bytes"] / c["primary_bytes"] if c["primary_bytes"] else 0.0,
             "compression_ratio": (c["backup_payload_bytes"] / c["backup_raw_bytes"]
                                   if c["backup_raw_bytes"] else 1.0),
