@@ -26,9 +26,16 @@ def tradeoff_table(d: dict) -> str:
     return "\n".join(out)
 
 
+def _coverage(t: dict) -> str:
+    if not t["standby"]:
+        return "—"
+    return f"{t['backup_coverage']:.0%}" if "backup_coverage" in t else "not measured"
+
+
 def throughput_table(d: dict) -> str:
     out = ["| pipeline | end-to-end tuples/s (median; every run) | worst second / mean | "
-           "commit latency p50 / p99 ms | CPU cores Nu / N / N' / Nd (with children) |", "|---|---|---|---|---|"]
+           "commit latency p50 / p99 ms | backed up to N' | CPU cores Nu / N / N' / Nd (with children) |",
+           "|---|---|---|---|---|---|"]
     for t in d["throughput"]:
         what = (f"Bsize {t['bsize']}, {t['codec']}" if t["standby"] else "no standby") + \
             f", {t.get('operator', 'python')} operator"
@@ -37,11 +44,11 @@ def throughput_table(d: dict) -> str:
         runs = "; ".join(_n(r) for r in t.get("runs_tuples_per_s", []))
         rate = _n(t["tuples_per_s"]) + (f" ({runs})" if runs else "")
         out.append(f"| {what} | {rate} | {t['worst_second_ratio']:.2f} | "
-                   f"{_n(t['e2e_commit_p50_ms'])} / {_n(t['e2e_commit_p99_ms'])} | {cores} |")
+                   f"{_n(t['e2e_commit_p50_ms'])} / {_n(t['e2e_commit_p99_ms'])} | {_coverage(t)} | {cores} |")
     if "spark" in d:
         s = d["spark"]
         out.append(f"| Spark alone: the query reading Kafka directly, no HA layer | "
-                   f"{_n(s['throughput']['tuples_per_s'])} | — | — | — |")
+                   f"{_n(s['throughput']['tuples_per_s'])} | — | — | — | — |")
     return "\n".join(out)
 
 
