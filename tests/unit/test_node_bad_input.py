@@ -206,11 +206,20 @@ def test_a_standby_with_a_stale_epoch_steps_back_instead_of_fencing_itself(net, 
     s.stop()
 
 
-def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newcomer(net):
-    """Closing the replaced standby's channel cancels the call in flight; that error belongs to the old peer."""
+def upstream_holding_40(peers, standby):
+    """A Nu with 40 tuples admitted into OQu, driven by hand (no threads) against standby `standby`."""
     from lazystandby.node.upstream import UpstreamNode
     from lazystandby.sources.base import GeneratorSource
 
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby=standby, bsize="10")
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=40, rate=0.0), peers)
+    while nu.oqu.last < 40:
+        nu._source_loop()
+    return nu
+
+
+def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newcomer(net):
+    """Closing the replaced standby's channel cancels the call in flight; that error belongs to the old peer."""
     newcomer = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
     net.register("s2", newcomer)
     nu_box = []
@@ -228,12 +237,9 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
     def peers(addr):
         return Replaced() if addr == "s1" else net.peer(addr)
 
-    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s1", bsize="10")
-    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=40, rate=0.0), peers)
+    nu = upstream_holding_40(peers, "s1")
     nu_box.append(nu)
     try:
-        while nu.oqu.last < 40:
-            nu._source_loop()
         nu._backup_loop()  # goes to s1, which is replaced mid-call
         assert nu.counters["backup_error_cancelled"] == 1
         assert nu.standby.address == "s2" and nu.standby_retry_at == 0.0 and not nu._resync_backup
@@ -247,16 +253,10 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
 def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(net):
     """N' registering again (as it does at start-up) re-cuts Nu's backup from the trim point; N' already holds
     those positions, says so (ALREADY_EXISTS), and Nu asks where it stands without waiting."""
-    from lazystandby.node.upstream import UpstreamNode
-    from lazystandby.sources.base import GeneratorSource
-
     s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
     net.register("s2", s2)
-    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10")
-    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=40, rate=0.0), net.peer)
+    nu = upstream_holding_40(net.peer, "s2")
     try:
-        while nu.oqu.last < 40:
-            nu._source_loop()
         nu._backup_loop()
         assert s2.received_through == 40
         nu.handle_register_standby(pb.RegisterStandbyRequest(node="N2", address="s2"))
