@@ -78,8 +78,8 @@ class GrpcPeer(PeerBase):
 
     def __init__(self, address: str, *, max_message: int = MAX_MESSAGE) -> None:
         self.address = address
-        # A private subchannel pool: gRPC otherwise shares connections between channels to one address, so a
-        # peer object could inherit a connection to a previous server on that port and see its GOAWAY.
+        # A private subchannel pool: gRPC otherwise shares connections between channels to one address, and
+        # closing one peer (a replaced standby) should not touch another's connection to the same node.
         self._channel = grpc.insecure_channel(
             address, options=[*channel_options(max_message), ("grpc.use_local_subchannel_pool", 1)])
         self._stub = pb_grpc.LazyStandbyStub(self._channel)
