@@ -182,8 +182,8 @@ class Topology:
     def stop(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:
-                _killpg(p, signal.SIGCONT)
-                _killpg(p, signal.SIGTERM)
+                _killpg(p, signal.SIGCONT)  # a paused group must run to hear the TERM
+                p.terminate()  # the node alone: it stops its own Spark session and queries cleanly
         for p in self.procs.values():
             try:
                 p.wait(timeout=5)
