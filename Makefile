@@ -5,7 +5,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := services/lazystandby/v1/lazystandby_pb2.py
-export PYTHONPATH := $(CURDIR)/services:$(CURDIR)
+export PYTHONPATH := $(CURDIR)/services:$(CURDIR)/spark:$(CURDIR)
 export PYSPARK_PYTHON := $(CURDIR)/$(VPY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VPY)
 
@@ -64,10 +64,10 @@ dashboards-check: setup prometheus
 
 # A local Kafka broker (KRaft) on 127.0.0.1:19092 for manual runs; tests start their own.
 kafka-up: setup kafka-jars
-	$(VPY) -m lazystandby.devtools.kafka_broker start --port 19092
+	$(VPY) -m lazystandby.harness.kafka_broker start --port 19092
 
 kafka-down:
-	$(VPY) -m lazystandby.devtools.kafka_broker stop
+	$(VPY) -m lazystandby.harness.kafka_broker stop
 
 # The main job: Kafka source topics, the generator, Nu, N and N' with the Spark operator, Nd writing the
 # results topic; N is killed mid-run, N' takes over; the truth table is checked. JSON summary last.

@@ -27,9 +27,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
-from lazystandby.launcher import Topology, _wait, run_trial
+from lazystandby.harness.launcher import Topology, run_trial
+from lazystandby.harness.wait import wait_until
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CODECS = [c.value for c in CodecName]
@@ -98,11 +101,11 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: str = "python",
-               extra: dict[str, str] | None = None) -> dict:
+               extra: dict[str, Any] | None = None) -> dict:
     """The pipeline as fast as it goes (generator rate 0): tuples/s through N to Nd, per-second samples."""
-    settings = {"bsize": bsize, "codec": codec, "total": str(total), "rate": "0", "operator": operator}
+    settings = {"bsize": parse_bsize(bsize), "codec": codec, "total": total, "rate": 0.0, "operator": operator}
     if operator == "spark":
-        settings.update({"heartbeat_interval": "0.2", "heartbeat_misses": "5"})  # two JVMs on 2 cores
+        settings.update({"heartbeat_interval": 0.2, "heartbeat_misses": 5})  # two JVMs on 2 cores
     settings.update(extra or {})
     with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
         topo.start_all()
@@ -124,7 +127,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
             if done >= total or now - t0 > 300:
                 break
         samples.append(done - last)
-        _wait(lambda: topo.status("nd")["delivered_through"] >= topo.status("n")["processed"][1], 30)
+        wait_until(lambda: topo.status("nd")["delivered_through"] >= topo.status("n")["processed"][1], 30)
         elapsed = time.monotonic() - t0
         nu = topo.status("nu")
         cpu = {k: round((_cpu_seconds(p.pid) - cpu0[k]) / elapsed, 3) for k, p in topo.procs.items()}
@@ -257,7 +260,7 @@ def spark_peer() -> dict:
     import os
 
     from bench.spark_peer import direct_throughput, restart_recovery
-    from lazystandby.devtools.kafka_broker import LocalKafka
+    from lazystandby.harness.kafka_broker import LocalKafka
 
     if os.environ.get("KAFKA_BOOTSTRAP"):
         b = os.environ["KAFKA_BOOTSTRAP"]

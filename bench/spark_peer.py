@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from lazystandby.launcher import _wait
+from lazystandby.harness.wait import wait_until
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, all_topics, ensure_topics, read_partition
 
@@ -81,7 +81,7 @@ def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float
             results.extend(new)
             return new
 
-        if not _wait(lambda: bool(read_more()), 120, step=0.5):
+        if not wait_until(lambda: bool(read_more()), 120, step=0.5):
             raise RuntimeError("the Spark query produced no output")
         time.sleep(kill_after)
         t_kill = time.time()
@@ -93,7 +93,7 @@ def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float
             live.extend(r for r in read_more() if r[2] > t_kill * 1000)
             return bool(live)
 
-        if not _wait(back_live, 300, step=1.0):
+        if not wait_until(back_live, 300, step=1.0):
             raise RuntimeError("the restarted Spark query produced no output for input after the kill")
         recovery_ms = min(r[3] for r in live) - t_kill * 1000
         read_more()
@@ -132,7 +132,7 @@ def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = 
 if __name__ == "__main__":
     import json
 
-    from lazystandby.devtools.kafka_broker import LocalKafka
+    from lazystandby.harness.kafka_broker import LocalKafka
 
     broker = LocalKafka(ROOT / "run" / "bench-kafka")
     broker.start()

@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from lazystandby.formats.ticks import spark_columns
+
     spark = (SparkSession.builder.master("local[2]").appName("spark-direct")
              .config("spark.jars", connector_jars())
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -52,10 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", a.bootstrap)
            .option("subscribe", topics).option("startingOffsets", "earliest")
            .option("failOnDataLoss", "true").load())
-    cols = F.split(F.col("value").cast("string"), ",")
-    ticks = src.select(F.col("topic"), F.col("offset"), F.col("timestamp"), cols.getItem(0).alias("symbol"),
-                       cols.getItem(1).cast("double").alias("price"), cols.getItem(2).cast("long").alias("volume"),
-                       cols.getItem(3).cast("long").alias("ts"), cols.getItem(4).alias("venue"))
+    # The same parse as the pipeline's Spark operator, generated from the one tick schema.
+    ticks = src.selectExpr("topic", "offset", "timestamp", *spark_columns("CAST(value AS STRING)"))
     # The same predicate language is a subset of Spark SQL, so the expression runs unchanged.
     out = ticks.where(a.predicate).select(
         F.concat_ws(",", F.col("topic"), (F.col("offset") + 1).cast("string"),

@@ -1,5 +1,6 @@
-"""Chaos against the compose stack, with the docker SDK. Faults are data: each names its target, what is
-done to it, and the behaviour expected. After each fault the generator is let finish, the pipeline drains,
+"""Chaos against the compose stack, with the docker SDK. Faults are data, from the one catalog the process
+launcher reads too (services/lazystandby/harness/faults.py): each names its target role, what is done to
+it, and the behaviour expected. After each fault the generator is let finish, the pipeline drains,
 and the truth-table check runs inside the stack's network. One JSON line per fault:
 {"fault", "lost", "duplicated", "recovery_ms", ...}. When a fault's run fails, the logs of every container
 are kept in run/chaos-logs/<fault>/<service>.log.
@@ -14,10 +15,11 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+
+from lazystandby.harness.faults import Action, Fault, Runner, for_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "lazystandby"
@@ -25,31 +27,12 @@ FILES = ["-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "deploy" / "do
 LOGS = ROOT / "run" / "chaos-logs"
 
 
-@dataclass(frozen=True)
-class Fault:
-    name: str
-    service: str
-    action: str  # kill | pause | restart | kill-repeatedly
-    expect: str
-    total: int = 40_000  # tuples the generator writes (at RATE/s): the fault must land while they flow
-
-
 # Who takes over from whom, and the spare started after each takeover (kill-primary-repeatedly).
 CHAIN = [("n", "n-standby", "n-standby-2"), ("n-standby", "n-standby-2", "n-standby-3"),
          ("n-standby-2", "n-standby-3", None)]
 
-FAULTS = {f.name: f for f in [
-    Fault("kill-primary", "n", "kill", "N' takes over in a new epoch; 0 lost, 0 duplicated"),
-    Fault("kill-standby", "n-standby", "kill", "no failover; the output is exact"),
-    Fault("kill-upstream", "nu", "restart", "Nu restarts and rebuilds OQu from the link log; exact output"),
-    Fault("kill-downstream", "nd", "restart", "Nd restarts from the results topic's tail; exact output"),
-    Fault("pause-primary", "n", "pause", "N is frozen past the heartbeat timeout; N' takes over; N is fenced "
-          "when unfrozen; exact output"),
-    Fault("kill-primary-repeatedly", "n", "kill-repeatedly",
-          "the primary is killed 3 times; after each takeover a new empty standby registers with Nu, is "
-          "re-seeded from the trim point, and takes over at the next kill (epochs 2, 3, 4); exact output",
-          total=200_000),
-]}
+FAULTS = for_runner(Runner.CONTAINERS)
+SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "downstream": "nd"}
 
 SERVICES = ["kafka", "nd", "n", "n-standby", "nu", "prometheus"]
 RATE = "4000"
@@ -143,21 +126,22 @@ def collect_logs(client: docker.DockerClient, fault: str) -> Path:
 
 
 def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> dict:
-    compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES, total=fault.total)
-    compose("up", "-d", "generator", total=fault.total)
+    compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES, total=fault.load)
+    compose("up", "-d", "generator", total=fault.load)
     time.sleep(4)  # load on
-    c = container(client, fault.service)
+    c = container(client, SERVICE_OF_ROLE[fault.target])
     t0 = time.time()
     rounds: list[dict] = []
-    if fault.action == "kill":
+    if fault.action is Action.KILL:
         c.kill()
-    elif fault.action == "pause":
+    elif fault.action is Action.PAUSE:
         c.pause()
         time.sleep(5)
         c.unpause()
-    elif fault.action == "kill-repeatedly":
+    elif fault.action is Action.KILL_REPEATEDLY:
         rounds = kill_repeatedly(client, t0)
     else:
+        assert fault.action is Action.RESTART
         c.kill()
         time.sleep(1)
         c.start()

@@ -3,7 +3,7 @@
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE}
 ARG PIP_INDEX_URL
-ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PYTHONPATH=/app/services PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PYTHONPATH=/app/services:/app/spark PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     PYSPARK_PYTHON=/opt/venv/bin/python PATH=/opt/venv/bin:$PATH
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps ca-certificates \
       python3 python3-venv && rm -rf /var/lib/apt/lists/*
@@ -11,6 +11,7 @@ COPY requirements.txt /app/requirements.txt
 RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -r /app/requirements.txt
 COPY proto /app/proto
 COPY services /app/services
+COPY spark/lazystandby_spark /app/spark/lazystandby_spark
 RUN /opt/venv/bin/python -m grpc_tools.protoc -I/app/proto --python_out=/app/services \
       --grpc_python_out=/app/services /app/proto/lazystandby/v1/lazystandby.proto
 WORKDIR /app

@@ -83,15 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "node":
         return run_node(rest)
     if cmd == "stack-check":
-        from .stack_check import main as stack_main
+        from .harness.stack_check import main as stack_main
 
         return stack_main(rest)
     if cmd == "dashboards-check":
-        from .dashboards_check import main as dash_main
+        from .harness.dashboards_check import main as dash_main
 
         return dash_main(rest)
     if cmd in ("launch", "failover-check"):
-        from .launcher import main as launch_main
+        from .harness.launcher import main as launch_main
 
         return launch_main([cmd, *rest])
     print(f"unknown command {cmd!r}", file=sys.stderr)

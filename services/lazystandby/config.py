@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, get_type_hints
 
-from .core.batching import parse_bsize
+from .core.batching import format_bsize, parse_bsize
 from .core.codec import CodecName
+
+
+def kafka_bootstrap_from_env(env: Mapping[str, str] | None = None) -> str:
+    """The Kafka bootstrap a user set: LS_KAFKA_BOOTSTRAP, else the common KAFKA_BOOTSTRAP ("" = none)."""
+    env = os.environ if env is None else env
+    return env.get("LS_KAFKA_BOOTSTRAP") or env.get("KAFKA_BOOTSTRAP", "")
 
 
 @dataclass
@@ -25,8 +32,9 @@ class NodeConfig:
     primary: str = ""  # Nu: N's address; N': the primary it watches
     standby: str = ""  # Nu: N''s address
     # Lazy Standby knobs
-    bsize: str = "10"  # 1 = Active Standby ... inf = Upstream Backup
-    codec: str = "zstd-stream-dict"
+    # 1 = Active Standby ... None (text "inf") = Upstream Backup; parsed once, here, by parse_bsize
+    bsize: int | None = field(default=10, metadata={"parse": parse_bsize, "format": format_bsize})
+    codec: CodecName = CodecName.ZSTD_STREAM_DICT
     # zstd level; 0 = by codec: 9 for the streaming codecs (one context across batches makes the effort pay:
     # Bsize 10 goes from 0.34x to 0.28x of uncompressed), 3 for per-batch frames (little gain there).
     codec_level: int = 0
@@ -76,28 +84,46 @@ class NodeConfig:
     def __post_init__(self) -> None:
         if self.role not in ("upstream", "primary", "standby", "downstream"):
             raise ValueError(f"role must be upstream, primary, standby or downstream; got {self.role!r}")
-        CodecName(self.codec)
-        parse_bsize(self.bsize)
+        self.codec = CodecName(self.codec)
+        self.bsize = parse_bsize(self.bsize)
         if not self.name:
             self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
         if not self.advertise:
             self.advertise = self.listen
         if not self.kafka_bootstrap:
-            self.kafka_bootstrap = os.environ.get("KAFKA_BOOTSTRAP", "")
-
-    @property
-    def bsize_value(self) -> int | None:
-        return parse_bsize(self.bsize)
+            self.kafka_bootstrap = kafka_bootstrap_from_env()
 
     @property
     def stream_names(self) -> list[str]:
         return [s for s in self.streams.split(",") if s]
 
 
-def _convert(typ: Any, text: str) -> Any:
+_FIELDS = {f.name: f for f in fields(NodeConfig)}
+
+
+def _convert(name: str, typ: Any, text: str) -> Any:
+    parse = _FIELDS[name].metadata.get("parse")
+    if parse is not None:
+        return parse(text)
     if typ is bool:
         return text.lower() in ("1", "true", "yes", "on")
     return typ(text)
+
+
+def to_text(name: str, value: Any) -> str:
+    """A setting's value as its flag or env var spells it (what `load` parses back to the same value)."""
+    fmt = _FIELDS[name].metadata.get("format")
+    return fmt(value) if fmt is not None else str(value)
+
+
+def to_args(settings: Mapping[str, Any]) -> list[str]:
+    """Typed settings as `node` command-line flags. Unknown names are refused here, not by the child."""
+    out: list[str] = []
+    for name, value in settings.items():
+        if name not in _FIELDS or name == "extra":
+            raise ValueError(f"unknown setting {name!r}; expected one of {sorted(set(_FIELDS) - {'extra'})}")
+        out += [f"--{name.replace('_', '-')}", to_text(name, value)]
+    return out
 
 
 def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> NodeConfig:
@@ -112,12 +138,12 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> No
         typ = hints[f.name]
         envname = f"LS_{f.name.upper()}"
         if envname in env:
-            values[f.name] = _convert(typ, env[envname])
+            values[f.name] = _convert(f.name, typ, env[envname])
         default = f.default if f.default is not MISSING else None
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
                             help=f"(env {envname}, default {default!r})")
     args = parser.parse_args(argv)
     for f in fields(NodeConfig):
         if f.name != "extra" and getattr(args, f.name, None) is not None:
-            values[f.name] = _convert(hints[f.name], getattr(args, f.name))
+            values[f.name] = _convert(f.name, hints[f.name], getattr(args, f.name))
     return NodeConfig(**values)

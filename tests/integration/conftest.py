@@ -13,7 +13,7 @@ def kafka():
     if os.environ.get("KAFKA_BOOTSTRAP"):
         yield os.environ["KAFKA_BOOTSTRAP"]
         return
-    from lazystandby.devtools.kafka_broker import LocalKafka
+    from lazystandby.harness.kafka_broker import LocalKafka
 
     broker = LocalKafka(ROOT / "run" / "test-kafka")
     try:

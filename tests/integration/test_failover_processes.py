@@ -4,7 +4,7 @@ codec, every trial checked against the truth table rebuilt from the generator.""
 import pytest
 
 from lazystandby.core.codec import CodecName
-from lazystandby.launcher import run_trial
+from lazystandby.harness.launcher import run_trial
 
 TOTAL, RATE = 20_000, 20_000.0
 

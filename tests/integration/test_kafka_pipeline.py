@@ -4,7 +4,7 @@ rebuilt from the source topics."""
 
 import pytest
 
-from lazystandby.launcher import run_trial
+from lazystandby.harness.launcher import run_trial
 
 TOTAL, RATE = 12_000, 6_000.0
 

@@ -5,7 +5,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from lazystandby.launcher import Topology
+from lazystandby.harness.launcher import Topology
 
 
 def scrape(port: int) -> str:

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from lazystandby import dashboards_check
-from lazystandby.devtools.local_prometheus import RULES, LocalPrometheus, install
-from lazystandby.launcher import Topology
+from lazystandby.harness.launcher import Topology
+from lazystandby.harness.local_prometheus import RULES, LocalPrometheus, install
 
 JOBS = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
 

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.spark_peer import direct_results, kill_query, start_query
-from lazystandby.check import kafka_expected
+from lazystandby.harness.check import kafka_expected
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics
 

@@ -16,7 +16,7 @@ def test_a_second_node_on_a_taken_port_fails_instead_of_sharing_it():
     import pytest
 
     from lazystandby.config import NodeConfig
-    from lazystandby.launcher import free_ports
+    from lazystandby.harness.launcher import free_ports
     from lazystandby.node.downstream import DownstreamNode
     from lazystandby.sinks.base import MemorySink
     from lazystandby.transport.grpc_transport import serve

@@ -41,7 +41,7 @@ def test_recent_window_quantiles_are_exact_weighted_by_tuples_and_forget_old_val
 
 
 def test_nu_reports_commit_latency_from_its_window():
-    from lazystandby.inprocess import InProcessTopology
+    from lazystandby.harness.inprocess import InProcessTopology
 
     with InProcessTopology("memory", total=4000, rate=8000.0, bsize="10") as t:
         nu = t.nodes["nu"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from lazystandby.inprocess import InProcessTopology
+from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.metrics import registry_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 from prometheus_client import generate_latest
 
-from lazystandby.inprocess import InProcessTopology
+from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.metrics import registry_for
 
 

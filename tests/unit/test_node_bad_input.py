@@ -5,18 +5,19 @@ import time
 import pytest
 
 from lazystandby.config import NodeConfig
+from lazystandby.core import messages as m
 from lazystandby.core import tuples
 from lazystandby.core.codec import BatchEncoder, CodecName
 from lazystandby.core.seq import LazyStandbyError
 from lazystandby.core.tuples import TupleBatch
+from lazystandby.formats.ticks import Tick
 from lazystandby.node.downstream import DownstreamNode
 from lazystandby.node.operator_node import OperatorNode
-from lazystandby.node.upstream import _CODEC_PB
 from lazystandby.operators.selection import Selection
-from lazystandby.records import Tick
 from lazystandby.sinks.base import MemorySink
 from lazystandby.transport.memory import MemoryNetwork
 from lazystandby.transport.peer import PeerError
+from lazystandby.transport.wire import codec_to_pb
 from lazystandby.v1 import lazystandby_pb2 as pb
 
 
@@ -50,7 +51,7 @@ def state(n):
 
 
 def push(net, msg):
-    return net.peer("n").push(msg, 1.0)
+    return net.call_pb("n", "Push", msg)  # protobuf as it arrives on the wire: a peer may send any bytes
 
 
 def test_good_frames_are_queued_and_acked(net, primary):
@@ -108,7 +109,7 @@ def test_a_frame_may_skip_only_what_its_checkpoint_covers(net, primary):
 
 def test_rpcs_of_other_roles_are_refused(net, primary):
     with pytest.raises(PeerError) as e:
-        net.peer("n").backup(pb.BackupFrame(epoch=1), 1.0)
+        net.call_pb("n", "Backup", pb.BackupFrame(epoch=1))
     assert e.value.status == "FAILED_PRECONDITION" and "role primary" in e.value.message
 
 
@@ -124,28 +125,28 @@ def backup_frame(enc, batches):
     msgs = []
     for b in batches:
         e = enc.encode(tuples.encode(b))
-        msgs.append(pb.BackupBatch(first_pos=b.first, count=len(b), codec=_CODEC_PB[e.codec], session=e.session,
+        msgs.append(pb.BackupBatch(first_pos=b.first, count=len(b), codec=codec_to_pb(e.codec), session=e.session,
                                    index=e.index, payload=e.payload, raw_bytes=e.raw_bytes))
     return pb.BackupFrame(epoch=1, sender="Nu", batches=msgs)
 
 
 def test_standby_applies_batches_and_refuses_a_corrupt_one_without_change(net, standby):
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
-    assert net.peer("s").backup(backup_frame(enc, [run(1, 5), run(6, 5)]), 1.0).applied_through == 10
+    assert net.call_pb("s", "Backup", backup_frame(enc, [run(1, 5), run(6, 5)])).applied_through == 10
     before = state(standby)
     bad = backup_frame(enc, [run(11, 5)])
     bad.batches[0].payload = b"\x00" * len(bad.batches[0].payload)
     with pytest.raises(PeerError) as e:
-        net.peer("s").backup(bad, 1.0)
+        net.call_pb("s", "Backup", bad)
     assert e.value.status == "DATA_LOSS" and "session" in e.value.message
     assert state(standby) == before and standby.errors["corrupt_batch"] == 1
     enc.reset()  # what Nu does after any refused batch
-    assert net.peer("s").backup(backup_frame(enc, [run(11, 5)]), 1.0).applied_through == 15
+    assert net.call_pb("s", "Backup", backup_frame(enc, [run(11, 5)])).applied_through == 15
 
 
 def test_standby_refuses_push_until_promoted(net, standby):
     with pytest.raises(PeerError) as e:
-        net.peer("s").push(frame(run(1, 1)), 1.0)
+        net.call_pb("s", "Push", frame(run(1, 1)))
     assert e.value.status == "FAILED_PRECONDITION"
 
 
@@ -164,42 +165,41 @@ def out_frame(first, n, epoch=1):
 
 
 def test_nd_drops_repeats_refuses_gaps_and_fences_old_epochs(net, nd):
-    p = net.peer("nd")
-    assert p.deliver(out_frame(1, 5), 1.0).received_through == 5
-    assert p.deliver(out_frame(3, 5), 1.0).received_through == 7
+    assert net.call_pb("nd", "Deliver", out_frame(1, 5)).received_through == 5
+    assert net.call_pb("nd", "Deliver", out_frame(3, 5)).received_through == 7
     assert nd.counters["duplicates_dropped"] == 3 and len(nd.sink.rows) == 7
     with pytest.raises(PeerError) as e:
-        p.deliver(out_frame(9, 1), 1.0)
+        net.call_pb("nd", "Deliver", out_frame(9, 1))
     assert e.value.status == "OUT_OF_RANGE" and "expected 8" in e.value.message
-    assert p.takeover(pb.TakeoverRequest(node="N'", epoch=2), 1.0).delivered_through == 7
+    assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 7
     with pytest.raises(PeerError) as e:
-        p.deliver(out_frame(8, 1, epoch=1), 1.0)
+        net.call_pb("nd", "Deliver", out_frame(8, 1, epoch=1))
     assert e.value.status == "ABORTED" and len(nd.sink.rows) == 7
-    assert p.deliver(out_frame(8, 1, epoch=2), 1.0).received_through == 8
+    assert net.call_pb("nd", "Deliver", out_frame(8, 1, epoch=2)).received_through == 8
 
 
 def test_every_protocol_error_has_a_status_the_transport_knows():
     import grpc
 
     for cls in LazyStandbyError.__subclasses__():
-        assert hasattr(grpc.StatusCode, cls.status), cls
+        assert hasattr(grpc.StatusCode, cls.status.value), cls
 
 
 def test_nd_refuses_a_takeover_that_does_not_bring_a_newer_epoch(net, nd):
-    p = net.peer("nd")
-    p.deliver(out_frame(1, 2, epoch=1), 1.0)
+    net.call_pb("nd", "Deliver", out_frame(1, 2, epoch=1))
     with pytest.raises(PeerError) as e:
-        p.takeover(pb.TakeoverRequest(node="N'", epoch=1), 1.0)
+        net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=1))
     assert e.value.status == "ABORTED"
-    assert p.takeover(pb.TakeoverRequest(node="N'", epoch=2), 1.0).delivered_through == 2
-    assert p.takeover(pb.TakeoverRequest(node="N'", epoch=2), 1.0).delivered_through == 2  # a retry is fine
+    assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 2
+    retry = pb.TakeoverRequest(node="N'", epoch=2)
+    assert net.call_pb("nd", "Takeover", retry).delivered_through == 2  # a retry is fine
 
 
 def test_a_standby_with_a_stale_epoch_steps_back_instead_of_fencing_itself(net, nd):
-    net.peer("nd").takeover(pb.TakeoverRequest(node="X", epoch=3), 1.0)
+    net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="X", epoch=3))
     s = OperatorNode(NodeConfig(role="standby", listen="s", downstream="nd", upstream="nu"), Selection("price > 1"),
                      net.peer)
-    s.state.epoch = 1
+    s.state.fence.advance(1)
     s.take_over()
     assert s.state.role == "standby" and s.state.epoch == 3
     assert s.counters["takeovers_refused"] == 1
@@ -228,7 +228,7 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
         address = "s1"
 
         def backup(self, frame, timeout):
-            nu_box[0].handle_register_standby(pb.RegisterStandbyRequest(node="N2", address="s2"))
+            nu_box[0].handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
             raise PeerError("CANCELLED", "s1 Backup: Channel closed!")
 
         def close(self):
@@ -259,7 +259,7 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
     try:
         nu._backup_loop()
         assert s2.received_through == 40
-        nu.handle_register_standby(pb.RegisterStandbyRequest(node="N2", address="s2"))
+        nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
         nu._backup_loop()
         assert nu.counters["backup_error_already_exists"] == 1 and nu._resync_backup
         assert nu.standby_retry_at - nu.clock() <= 0.011

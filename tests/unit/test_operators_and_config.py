@@ -1,11 +1,12 @@
 import pytest
 
-from lazystandby.check import compare, expected_outputs
 from lazystandby.config import NodeConfig, load
 from lazystandby.core.tuples import TupleBatch
-from lazystandby.operators.predicate import PredicateError, compile_predicate
-from lazystandby.operators.selection import Selection, control_payload
-from lazystandby.records import Tick
+from lazystandby.formats.control import encode as control_payload
+from lazystandby.formats.predicate import PredicateError, compile_predicate
+from lazystandby.formats.ticks import Tick
+from lazystandby.harness.check import compare, expected_outputs
+from lazystandby.operators.selection import Selection
 
 
 def fields(**kw):
@@ -49,7 +50,8 @@ def test_selection_counts_unparseable_payloads_and_skips_them():
 
 def test_config_layers_defaults_env_and_flags():
     cfg = load(["--bsize", "inf", "--role", "standby"], env={"LS_BSIZE": "5", "LS_CODEC": "zstd"})
-    assert cfg.bsize_value is None and cfg.codec == "zstd" and cfg.name == "N'"
+    assert cfg.bsize is None and cfg.codec == "zstd" and cfg.name == "N'"
+    assert load([], env={"LS_BSIZE": "5"}).bsize == 5
     assert load([], env={"LS_HEARTBEAT_INTERVAL": "0.5"}).heartbeat_interval == 0.5
 
 
@@ -80,9 +82,48 @@ def test_truth_table_check_reports_loss_duplication_and_order():
 
 def test_control_records_are_validated_as_control_not_as_ticks():
     from lazystandby.core.seq import MalformedRecord
-    from lazystandby.records import validate_control
+    from lazystandby.formats.control import validate_control
 
     validate_control(control_payload("price > 5"))
     for bad in [b"price > 5", b'{"predicate": "colour = 1"}', b'{"x": 1}', b"\xff"]:
         with pytest.raises(MalformedRecord):
             validate_control(bad)
+
+
+def test_typed_settings_round_trip_through_node_flags():
+    from lazystandby.config import to_args
+
+    args = to_args({"bsize": None, "codec": "zstd", "rate": 5000.0, "heartbeat_misses": 5})
+    assert args == ["--bsize", "inf", "--codec", "zstd", "--rate", "5000.0", "--heartbeat-misses", "5"]
+    cfg = load(args, env={})
+    assert cfg.bsize is None and cfg.codec == "zstd" and cfg.rate == 5000.0 and cfg.heartbeat_misses == 5
+    assert load(to_args({"bsize": 10}), env={}).bsize == 10
+    with pytest.raises(ValueError, match="unknown setting 'bsise'"):
+        to_args({"bsise": 10})
+
+
+def test_kafka_bootstrap_is_read_one_way():
+    from lazystandby.config import kafka_bootstrap_from_env
+
+    assert kafka_bootstrap_from_env({"KAFKA_BOOTSTRAP": "a:1"}) == "a:1"
+    assert kafka_bootstrap_from_env({"KAFKA_BOOTSTRAP": "a:1", "LS_KAFKA_BOOTSTRAP": "b:2"}) == "b:2"
+    assert kafka_bootstrap_from_env({}) == ""
+
+
+def test_spark_parse_columns_come_from_the_tick_schema():
+    from lazystandby.formats.ticks import FIELDS, spark_columns
+
+    cols = spark_columns("payload")
+    assert [c.rsplit(" AS ", 1)[1] for c in cols] == [name for name, _ in FIELDS]
+    assert cols[1] == "try_cast(split(payload, ',')[1] AS DOUBLE) AS price"
+    assert cols[0] == "split(payload, ',')[0] AS symbol"
+
+
+def test_control_record_encode_decode_and_refusals():
+    from lazystandby.core.seq import MalformedRecord
+    from lazystandby.formats import control
+
+    assert control.decode(control.encode("price < 7")) == "price < 7"
+    for bad in (b"{}", b"not json", b'{"predicate": 5}', control.encode("price >>> 3")):
+        with pytest.raises(MalformedRecord, match="control record refused"):
+            control.decode(bad)

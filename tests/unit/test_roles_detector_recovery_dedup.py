@@ -1,9 +1,10 @@
 import pytest
 
 from lazystandby.core.acks import Checkpoint
+from lazystandby.core.admission import must_jump
 from lazystandby.core.dedup import DeliveryDedup
 from lazystandby.core.detector import FailureDetector
-from lazystandby.core.recovery import must_jump, plan_takeover, resend_start
+from lazystandby.core.recovery import plan_takeover, resend_start
 from lazystandby.core.roles import EpochFence, IllegalTransition, Role, RoleState
 from lazystandby.core.seq import (
     DuplicateSequence,

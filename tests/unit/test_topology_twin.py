@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from lazystandby.check import compare, expected_outputs
-from lazystandby.inprocess import InProcessTopology
+from lazystandby.harness.check import compare, expected_outputs
+from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.sources.base import GeneratorSource, SourceGap
 
 NAMES = {1: "I1", 2: "I2"}

@@ -28,6 +28,11 @@ def parse_bsize(text: str | int | None) -> int | None:
     return n
 
 
+def format_bsize(bsize: int | None) -> str:
+    """The text `parse_bsize` reads back: a number, or 'inf'."""
+    return "inf" if bsize is INFINITE else str(bsize)
+
+
 class BackupBatcher:
     """Decides which positions of OQu go to the standby next, Bsize at a time."""
 

@@ -17,9 +17,11 @@ Rollback recovery would send all of OQ' and let Nd drop repeats; asking Nd first
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .acks import Checkpoint
+from .roles import EpochFence
+from .seq import StaleEpoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,78 @@ def resend_start(requested: int, checkpoint: Checkpoint) -> int:
     return max(requested, checkpoint.input_pos + 1)
 
 
-def must_jump(expected: int, first: int, checkpoint: Checkpoint) -> bool:
-    """A frame or batch may start past the next expected position only when the checkpoint it carries
-    covers exactly the positions skipped; the receiver then resumes from that checkpoint."""
-    return first > expected and checkpoint.input_pos == first - 1
+@dataclass(slots=True)
+class TakeoverRecord:
+    """One takeover a node accepted: who, in which epoch, when (the node's clock), and what it answered."""
+
+    epoch: int
+    node: str
+    at: float
+    reply: object = None
+    facts: dict = field(default_factory=dict)
+
+    def as_status(self) -> dict:
+        return {"epoch": self.epoch, "node": self.node, "at": self.at, **self.facts}
+
+
+class TakeoverLog:
+    """The takeovers Nu or Nd accepted, and the rule for a new one (steps 3 and 5, the receiver's side).
+
+    A takeover must bring an epoch newer than any seen, or it could not fence the primary it replaces;
+    the same takeover retried (same node, same epoch: its reply was lost) is recognised, not refused."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.records: list[TakeoverRecord] = []
+
+    @property
+    def last(self) -> TakeoverRecord | None:
+        return self.records[-1] if self.records else None
+
+    def retry_of(self, epoch: int, node: str) -> TakeoverRecord | None:
+        last = self.last
+        return last if last is not None and last.epoch == epoch and last.node == node else None
+
+    def check(self, fence: EpochFence, epoch: int, node: str) -> TakeoverRecord | None:
+        """The earlier record when this is a retry; None for a new takeover; StaleEpoch otherwise."""
+        retry = self.retry_of(epoch, node)
+        if retry is None and epoch <= fence.epoch:
+            raise StaleEpoch(f"{self.node}: takeover by {node} with epoch {epoch}; current epoch is {fence.epoch}")
+        return retry
+
+    def add(self, record: TakeoverRecord) -> TakeoverRecord:
+        self.records.append(record)
+        return record
+
+    def as_status(self) -> list[dict]:
+        return [r.as_status() for r in self.records]
+
+
+@dataclass(slots=True)
+class RecoveryTimes:
+    """The clock readings of one failover at the standby, and the phases seed 000 splits recovery into:
+    detection (last good heartbeat -> suspicion), reconnection (suspicion -> Nd and Nu answered), data
+    recovery (answered -> every input Nu held at takeover processed and its outputs in Nd)."""
+
+    last_ok: float
+    detected: float
+    connected: float | None = None
+    live: float | None = None
+
+    @property
+    def detection(self) -> float:
+        return self.detected - self.last_ok
+
+    @property
+    def reconnection(self) -> float:
+        assert self.connected is not None
+        return self.connected - self.detected
+
+    @property
+    def data_recovery(self) -> float:
+        assert self.connected is not None and self.live is not None
+        return self.live - self.connected
+
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase, for the histograms (complete recoveries only)."""
+        return {"detection": self.detection, "reconnection": self.reconnection, "data_recovery": self.data_recovery}

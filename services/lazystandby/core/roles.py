@@ -45,33 +45,15 @@ class IllegalTransition(Exception):
     pass
 
 
-class RoleState:
-    """The current role and epoch of one node; every change goes through `become`."""
+class EpochFence:
+    """The highest epoch a node has accepted; anything older is refused with StaleEpoch.
+
+    Every role keeps one: Nu and Nd refuse a demoted primary's calls, and N and N' refuse calls from a Nu
+    that speaks for an older epoch. The epoch never moves backwards."""
 
     def __init__(self, node: str, epoch: int = 0) -> None:
         self.node = node
-        self.role = Role.STARTING
         self.epoch = epoch
-        self.history: list[tuple[Role, int]] = [(self.role, epoch)]
-
-    def become(self, role: Role, epoch: int | None = None) -> None:
-        if role not in ALLOWED[self.role]:
-            raise IllegalTransition(f"{self.node}: {self.role} -> {role} is not allowed")
-        self.role = role
-        if epoch is not None:
-            self.epoch = epoch
-        self.history.append((role, self.epoch))
-
-    def can(self, role: Role) -> bool:
-        return role in ALLOWED[self.role]
-
-
-class EpochFence:
-    """The highest epoch a node has accepted; anything older is refused with StaleEpoch."""
-
-    def __init__(self, node: str) -> None:
-        self.node = node
-        self.epoch = 0
 
     def check(self, epoch: int, *, sender: str, what: str) -> None:
         if epoch < self.epoch:
@@ -79,9 +61,44 @@ class EpochFence:
                 f"{self.node}: {what} from {sender} carries epoch {epoch}; current epoch is {self.epoch}"
             )
 
+    def is_newer(self, epoch: int) -> bool:
+        """`epoch` belongs to a takeover this node has not seen (a primary learns it was replaced)."""
+        return epoch > self.epoch
+
+    def advance(self, epoch: int) -> bool:
+        """Adopt `epoch` if it is newer; returns True when it was."""
+        newer = epoch > self.epoch
+        if newer:
+            self.epoch = epoch
+        return newer
+
     def admit(self, epoch: int, *, sender: str, what: str) -> bool:
         """Check and adopt: returns True when `epoch` is newer than any seen before."""
         self.check(epoch, sender=sender, what=what)
-        newer = epoch > self.epoch
-        self.epoch = epoch
-        return newer
+        return self.advance(epoch)
+
+
+class RoleState:
+    """The current role and epoch of one node; every change of role goes through `become`, every change
+    of epoch through the fence (forward only)."""
+
+    def __init__(self, node: str, epoch: int = 0) -> None:
+        self.node = node
+        self.role = Role.STARTING
+        self.fence = EpochFence(node, epoch)
+        self.history: list[tuple[Role, int]] = [(self.role, epoch)]
+
+    @property
+    def epoch(self) -> int:
+        return self.fence.epoch
+
+    def become(self, role: Role, epoch: int | None = None) -> None:
+        if role not in ALLOWED[self.role]:
+            raise IllegalTransition(f"{self.node}: {self.role} -> {role} is not allowed")
+        self.role = role
+        if epoch is not None:
+            self.fence.advance(epoch)
+        self.history.append((role, self.epoch))
+
+    def can(self, role: Role) -> bool:
+        return role in ALLOWED[self.role]

@@ -8,12 +8,42 @@ sees a precise reason and the node's state is left as it was.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """The status a call ends with, named as gRPC names its codes (the transport maps them one to one).
+
+    Retry policies are keyed on these, never on message text."""
+
+    OK = "OK"
+    CANCELLED = "CANCELLED"
+    UNKNOWN = "UNKNOWN"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    ABORTED = "ABORTED"
+    OUT_OF_RANGE = "OUT_OF_RANGE"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+    INTERNAL = "INTERNAL"
+    UNAVAILABLE = "UNAVAILABLE"
+    DATA_LOSS = "DATA_LOSS"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+
+    @property
+    def unreachable(self) -> bool:
+        """The peer may be gone (or never answered): nothing is known about its state."""
+        return self in (Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.CANCELLED, Status.UNKNOWN)
 
 
 class LazyStandbyError(Exception):
-    """Base of every protocol error. `status` names the gRPC status code the transport should use."""
+    """Base of every protocol error. `status` is the gRPC status the transport answers with."""
 
-    status = "INTERNAL"
+    status = Status.INTERNAL
     counter = "errors"
 
     def __init__(self, message: str) -> None:
@@ -22,26 +52,26 @@ class LazyStandbyError(Exception):
 
 
 class UnknownStream(LazyStandbyError):
-    status = "INVALID_ARGUMENT"
+    status = Status.INVALID_ARGUMENT
     counter = "unknown_stream"
 
 
 class SequenceGap(LazyStandbyError):
     """A position or sequence number skipped ahead of the expected one."""
 
-    status = "OUT_OF_RANGE"
+    status = Status.OUT_OF_RANGE
     counter = "sequence_gap"
 
 
 class DuplicateSequence(LazyStandbyError):
     """A position or sequence number at or below one already accepted."""
 
-    status = "ALREADY_EXISTS"
+    status = Status.ALREADY_EXISTS
     counter = "duplicate_sequence"
 
 
 class NonMonotonicSequence(LazyStandbyError):
-    status = "INVALID_ARGUMENT"
+    status = Status.INVALID_ARGUMENT
     counter = "non_monotonic_sequence"
 
 
@@ -51,36 +81,36 @@ class StaleEpoch(LazyStandbyError):
     ABORTED rather than FAILED_PRECONDITION so that a sender can tell "you were fenced" from "wrong role".
     """
 
-    status = "ABORTED"
+    status = Status.ABORTED
     counter = "stale_epoch"
 
 
 class WrongRole(LazyStandbyError):
-    status = "FAILED_PRECONDITION"
+    status = Status.FAILED_PRECONDITION
     counter = "wrong_role"
 
 
 class CorruptBatch(LazyStandbyError):
     """Bytes that do not decode: bad compression, bad framing, a codec session out of order."""
 
-    status = "DATA_LOSS"
+    status = Status.DATA_LOSS
     counter = "corrupt_batch"
 
 
 class OversizedMessage(LazyStandbyError):
-    status = "RESOURCE_EXHAUSTED"
+    status = Status.RESOURCE_EXHAUSTED
     counter = "oversized"
 
 
 class QueueFull(LazyStandbyError):
     """Backpressure: the receiver has no room now; the sender keeps the data and retries later."""
 
-    status = "RESOURCE_EXHAUSTED"
+    status = Status.RESOURCE_EXHAUSTED
     counter = "queue_full"
 
 
 class MalformedRecord(LazyStandbyError):
-    status = "INVALID_ARGUMENT"
+    status = Status.INVALID_ARGUMENT
     counter = "malformed_record"
 
 
@@ -174,3 +204,11 @@ class PerStreamSequence:
         if fresh:
             self.last = {}
         self.last.update(pending)
+
+    def accept(self, sid: int, seq: int) -> None:
+        """Check and record one tuple (Nu admits records one by one and dead-letters the bad ones)."""
+        self.commit(self.check((sid,), (seq,)))
+
+    def reset(self) -> None:
+        """Forget the history (the positions before a checkpoint jump are skipped)."""
+        self.last = {}

@@ -154,3 +154,12 @@ def decode(data: bytes, *, what: str = "batch") -> TupleBatch:
         payloads.append(bytes(view[off : off + ln]))
         off += ln
     return TupleBatch(first=first, streams=streams, seqs=seqs, payloads=payloads, sources=sources)
+
+
+def decode_frame(data: bytes, first: int, count: int, *, what: str) -> TupleBatch:
+    """Decode a frame's tuples and check them against what its header says (first key and count): the
+    check every receiving link applies, so a frame whose bytes disagree with its header is refused whole."""
+    batch = decode(data, what=what)
+    if batch.first != first or len(batch) != count:
+        raise CorruptBatch(f"{what} says {count} tuples from {first}; its bytes hold {len(batch)} from {batch.first}")
+    return batch

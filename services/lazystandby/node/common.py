@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -10,18 +9,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..config import NodeConfig
-from ..core.roles import Role, RoleState
+from ..core import messages as m
+from ..core.roles import RoleState
 from ..core.seq import WrongRole
-from ..v1 import lazystandby_pb2 as pb
-
-ROLE_PB = {
-    Role.UPSTREAM: pb.ROLE_UPSTREAM,
-    Role.PRIMARY: pb.ROLE_PRIMARY,
-    Role.STANDBY: pb.ROLE_STANDBY,
-    Role.PROMOTING: pb.ROLE_PROMOTING,
-    Role.FENCED: pb.ROLE_FENCED,
-    Role.DOWNSTREAM: pb.ROLE_DOWNSTREAM,
-}
 
 
 class NodeBase:
@@ -82,32 +72,31 @@ class NodeBase:
             "errors": dict(self.errors),
         }
 
-    def handle_status(self, msg: pb.StatusRequest) -> pb.StatusReply:
+    def handle_status(self, msg: None) -> m.StatusReply:
         with self.lock:
             snap = self.snapshot()
-        return pb.StatusReply(node=self.name, role=ROLE_PB.get(self.state.role, 0), epoch=self.state.epoch,
-                              json=json.dumps(snap))
+        return m.StatusReply(node=self.name, role=self.state.role, epoch=self.state.epoch, snapshot=snap)
 
     # --- refusals --------------------------------------------------------------------------------------
     def _wrong(self, rpc: str) -> WrongRole:
         return WrongRole(f"{self.name}: {rpc} is not served by a node in role {self.state.role}")
 
-    def handle_push(self, msg: pb.Frame) -> pb.FrameAck:
+    def handle_push(self, msg: m.Frame) -> m.FrameAck:
         raise self._wrong("Push")
 
-    def handle_backup(self, msg: pb.BackupFrame) -> pb.BackupAck:
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
         raise self._wrong("Backup")
 
-    def handle_deliver(self, msg: pb.OutputFrame) -> pb.Level0Ack:
+    def handle_deliver(self, msg: m.OutputFrame) -> m.Level0Ack:
         raise self._wrong("Deliver")
 
-    def handle_heartbeat(self, msg: pb.HeartbeatRequest) -> pb.HeartbeatReply:
-        return pb.HeartbeatReply(node=self.name, role=ROLE_PB.get(self.state.role, 0), epoch=self.state.epoch)
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
+        return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch)
 
-    def handle_takeover(self, msg: pb.TakeoverRequest) -> pb.TakeoverReply:
+    def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
         raise self._wrong("Takeover")
 
-    def handle_register_standby(self, msg: pb.RegisterStandbyRequest) -> pb.RegisterStandbyReply:
+    def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
         raise self._wrong("RegisterStandby")
 
 

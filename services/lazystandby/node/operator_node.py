@@ -12,37 +12,28 @@ Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat`
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import NodeConfig
+from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
-from ..core.codec import BatchDecoder, EncodedBatch
+from ..core.admission import admit_runs
+from ..core.codec import BatchDecoder
 from ..core.detector import FailureDetector
 from ..core.queues import InputQueue, KeyedQueue
-from ..core.recovery import must_jump, plan_takeover
+from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
+from ..core.retry import fenced_by
 from ..core.roles import Role
-from ..core.seq import (
-    CorruptBatch,
-    DuplicateSequence,
-    OversizedMessage,
-    PerStreamSequence,
-    QueueFull,
-    SequenceGap,
-    StaleEpoch,
-    StreamRegistry,
-)
+from ..core.seq import OversizedMessage, PerStreamSequence, QueueFull, StaleEpoch, Status, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
-from ..v1 import lazystandby_pb2 as pb
-from .common import ROLE_PB, Backoff, NodeBase
-from .upstream import CODEC_FROM_PB, checkpoint_pb
+from .common import Backoff, NodeBase
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +89,7 @@ class OperatorNode(NodeBase):
         self.primary: Peer | None = None
         self.detector: FailureDetector | None = None
         self.recovery: dict = {}
+        self._wall_detected = 0.0
         self._resync_output = False
         self._output_backoff = Backoff()
         self.registered = threading.Event()
@@ -129,24 +121,21 @@ class OperatorNode(NodeBase):
         while not self.stopped:
             try:
                 reply = self.upstream.register_standby(
-                    pb.RegisterStandbyRequest(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
+                    m.RegisterStandby(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
             except PeerError as e:
                 self.log.info("%s: registering with Nu failed (%s); retrying", self.name, e)
                 self.sleep(backoff.next())
                 continue
             with self.lock:
-                self.state.epoch = max(self.state.epoch, reply.epoch)
+                self.state.fence.advance(reply.epoch)
                 if self.primary is None and reply.primary_address:
                     self.primary = self.peers(reply.primary_address)
                 self.registered.set()
             return
 
     # --- input: frames and batches -> IQ ---------------------------------------------------------------
-    def _decode_frame(self, data: bytes, first: int, count: int, what: str) -> TupleBatch:
-        batch = tuples.decode(data, what=f"{self.name}: {what}")
-        if batch.first != first or len(batch) != count:
-            raise CorruptBatch(f"{self.name}: {what} says {count} tuples from {first}; "
-                               f"its bytes hold {len(batch)} from {batch.first}")
+    def _check_tuples(self, batch: TupleBatch, what: str) -> TupleBatch:
+        """What this deployment allows in a run of tuples: known stream ids, tuples within the size limit."""
         self.registry.check_ids(batch.streams, batch.seqs, node=self.name)
         biggest = max(map(len, batch.payloads), default=0)
         if biggest > self.cfg.max_tuple_bytes:
@@ -154,20 +143,10 @@ class OperatorNode(NodeBase):
                                    f"the limit is {self.cfg.max_tuple_bytes}")
         return batch
 
-    def _admit(self, batches: list[TupleBatch], checkpoint: pb.Level1Ack) -> None:
+    def _admit(self, batches: list[TupleBatch], ckpt: Checkpoint) -> None:
         """Queue `batches` in IQ if they follow on from what this node holds. Everything is checked
         before anything changes: a refused frame leaves the node as it was."""
-        expected = self.received_through + 1
-        ckpt = Checkpoint(checkpoint.input_pos, checkpoint.output_count)
-        jump = batches[0].first > expected and must_jump(expected, batches[0].first, ckpt)
-        for b in batches:
-            if b.first < expected:
-                raise DuplicateSequence(
-                    f"{self.name}: positions {b.first}..{b.last} repeat what is held; expected {expected}")
-            if b.first > expected and not (jump and b is batches[0]):
-                raise SequenceGap(f"{self.name}: position {b.first} skips ahead; expected {expected} "
-                                  f"(checkpoint covers through {ckpt.input_pos})")
-            expected = b.end
+        jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches], ckpt)
         joined = TupleBatch.concat(batches)
         pending = self.seqcheck.check(joined.streams, joined.seqs, fresh=jump, skip=StreamRegistry.CONTROL)
         if len(self.iq) and len(self.iq) + len(joined) > self.iq.capacity:
@@ -184,50 +163,47 @@ class OperatorNode(NodeBase):
         """Skip to a checkpoint: every input through it produced only outputs Nd already holds."""
         self.iq.offer(Jump(ckpt))  # type: ignore[arg-type]
         self.received_through = ckpt.input_pos
-        self.seqcheck.last = {}  # the per-stream history restarts after the skipped positions
+        self.seqcheck.reset()  # the per-stream history restarts after the skipped positions
         self.counters["jumps"] += 1
         self.lock.notify_all()
 
-    def handle_push(self, msg: pb.Frame) -> pb.FrameAck:
+    def handle_push(self, msg: m.Frame) -> m.FrameAck:
         with self.lock:
             role = self.state.role
             if role not in (Role.PRIMARY, Role.PROMOTING):
                 raise self._wrong("Push")
-            if msg.epoch > self.state.epoch:
+            if self.state.fence.is_newer(msg.epoch):
                 # Nu has seen a newer primary: this node was replaced while it was away.
                 self._fence(f"Nu sent epoch {msg.epoch}")
                 raise StaleEpoch(f"{self.name}: fenced; Nu is in epoch {msg.epoch}, this node in {self.state.epoch}")
-            if msg.epoch < self.state.epoch:
-                raise StaleEpoch(f"{self.name}: frame from {msg.sender} in epoch {msg.epoch}; "
-                                 f"this primary is in epoch {self.state.epoch}")
-        if msg.count:
-            batch = self._decode_frame(msg.tuples, msg.first_pos, msg.count, f"frame {msg.first_pos}")
+            self.state.fence.check(msg.epoch, sender=msg.sender, what="frame")
+        if msg.batch is not None:
+            batch = self._check_tuples(msg.batch, f"frame {msg.batch.first}")
             with self.lock:
                 self._admit([batch], msg.checkpoint)
                 self.counters["input_tuples"] += len(batch)
         with self.lock:
-            return pb.FrameAck(level1=checkpoint_pb(self._level1(), self.state.epoch),
-                               received_through=self.received_through)
+            return m.FrameAck(epoch=self.state.epoch, level1=self._level1(), received_through=self.received_through)
 
-    def handle_backup(self, msg: pb.BackupFrame) -> pb.BackupAck:
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
         """Algorithm 2: decompress each batch, then queue its tuples in IQ' in order."""
         with self.lock:
             if self.state.role is not Role.STANDBY:
                 raise self._wrong("Backup")
             decoded = []
             for bb in msg.batches:
-                raw = self.decoder.decode(EncodedBatch(
-                    codec=CODEC_FROM_PB[bb.codec], session=bb.session, index=bb.index, payload=bb.payload,
-                    raw_bytes=bb.raw_bytes, dictionary=bb.dictionary))
-                decoded.append(self._decode_frame(raw, bb.first_pos, bb.count, f"backup batch {bb.first_pos}"))
+                raw = self.decoder.decode(bb.encoded)
+                what = f"{self.name}: backup batch {bb.first}"
+                batch = tuples.decode_frame(raw, bb.first, bb.count, what=what)
+                decoded.append(self._check_tuples(batch, f"backup batch {bb.first}"))
             if decoded:
                 self._admit(decoded, msg.checkpoint)
                 self.counters["backup_tuples"] += sum(map(len, decoded))
                 self.counters["backup_batches"] += len(decoded)
             elif msg.checkpoint.input_pos > self.received_through:
                 # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more.
-                self._jump(Checkpoint(msg.checkpoint.input_pos, msg.checkpoint.output_count))
-            return pb.BackupAck(applied_through=self.received_through)
+                self._jump(msg.checkpoint)
+            return m.BackupAck(applied_through=self.received_through)
 
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
     def _operator_loop(self) -> None:
@@ -282,15 +258,13 @@ class OperatorNode(NodeBase):
                 return
             batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
             epoch, peer = self.state.epoch, self.downstream
-        frame = pb.OutputFrame(epoch=epoch, sender=self.name)
-        if batch is not None:
-            frame.first_oseq, frame.count, frame.tuples = batch.first, len(batch), tuples.encode(batch)
+        frame = m.OutputFrame(epoch=epoch, sender=self.name, batch=batch)
         try:
             ack = peer.deliver(frame, self.cfg.rpc_timeout)
         except PeerError as e:
             with self.lock:
                 self.counters[f"deliver_error_{e.status.lower()}"] += 1
-                if e.status == "ABORTED":
+                if fenced_by(e.status):
                     self._fence(f"Nd refused epoch {epoch}: {e.message}")
                     return
                 self._resync_output = True
@@ -299,7 +273,7 @@ class OperatorNode(NodeBase):
         with self.lock:
             self._output_backoff.reset()
             self._resync_output = False
-            self.counters["output_bytes"] += frame.ByteSize()
+            self.counters["output_bytes"] += ack.wire_bytes
             if batch is not None:
                 self.counters["delivered_tuples"] += len(batch)
             self._on_level0(ack.received_through)
@@ -320,12 +294,11 @@ class OperatorNode(NodeBase):
             self.counters["fenced"] += 1
 
     # --- heartbeats (standby) and failover -------------------------------------------------------------
-    def handle_heartbeat(self, msg: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
         with self.lock:
             self.counters["heartbeats_answered"] += 1
-            return pb.HeartbeatReply(node=self.name, role=ROLE_PB.get(self.state.role, 0), epoch=self.state.epoch,
-                                     level0=pb.Level0Ack(epoch=self.state.epoch, received_through=self.level0),
-                                     received_through=self.received_through)
+            return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
+                                    received_through=self.received_through)
 
     def _heartbeat_loop(self) -> None:
         det = self.detector
@@ -339,8 +312,8 @@ class OperatorNode(NodeBase):
         peer = self.primary
         try:
             if peer is None:
-                raise PeerError("UNAVAILABLE", "no primary known")
-            reply = peer.heartbeat(pb.HeartbeatRequest(sender=self.name, epoch=self.state.epoch),
+                raise PeerError(Status.UNAVAILABLE, "no primary known")
+            reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch),
                                    self.cfg.heartbeat_interval)
         except PeerError:
             det.missed(self.clock())
@@ -350,56 +323,80 @@ class OperatorNode(NodeBase):
             det.ok(now, now - t0)
             with self.lock:
                 self.counters["heartbeats"] += 1
-                if reply.role == pb.ROLE_PRIMARY:
-                    self.state.epoch = max(self.state.epoch, reply.epoch)
-                    self._on_level0(reply.level0.received_through)
+                if reply.role is Role.PRIMARY:
+                    self.state.fence.advance(reply.epoch)
+                    self._on_level0(reply.level0)
         if det.suspects(self.clock()):
             self.take_over()
             return
         self.sleep(max(0.0, self.cfg.heartbeat_interval - (self.clock() - t0)))
 
     def take_over(self) -> None:
-        """Seed 000 section 3.6, made Precise; the steps are those of core/recovery.py."""
+        """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""
+        times = self._detect()  # 1
+        epoch = self._fence_self(times)  # 2
+        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise)
+        nd = self._connect_nd(req)  # 3
+        if nd is None:
+            return
+        plan = self._plan(epoch, nd)  # 4
+        nu = self._connect_nu(req, plan)  # 5
+        if nu is None:
+            return
+        times.connected = self.clock()
+        self._replay(plan, nu)  # 6
+        self._resume(plan, nu, times)  # 7
+
+    def _detect(self) -> RecoveryTimes:
+        """1. detect: the detector suspects the primary; the recovery is timed from its last good heartbeat."""
         det = self.detector
-        t_detect = self.clock()
-        wall_detect = time.time()
-        detection = t_detect - det.last_ok if det else 0.0
-        # 2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen.
+        now = self.clock()
+        self._wall_detected = time.time()
+        return RecoveryTimes(last_ok=det.last_ok if det else now, detected=now)
+
+    def _fence_self(self, times: RecoveryTimes) -> int:
+        """2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen."""
         with self.lock:
             epoch = self.state.epoch + 1
             self.state.become(Role.PROMOTING, epoch=epoch)
-        self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d",
-                         self.name, detection * 1000, epoch)
-        req = pb.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise)
-        # 3. connect Nd: it refuses the old epoch from now on and tells what it holds.
-        nd = self._retry(lambda: self.downstream.takeover(req, self.cfg.rpc_timeout), "Nd",  # type: ignore[union-attr]
-                         on_refusal=self._back_to_standby)
-        if nd is None:
-            return
-        # 4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received.
+        self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
+                         times.detection * 1000, epoch)
+        return epoch
+
+    def _connect_nd(self, req: m.TakeoverRequest) -> m.TakeoverReply | None:
+        """3. connect Nd: it refuses the old epoch from now on and tells what it holds. A refusal (someone
+        newer won) sends this node back to standby."""
+        assert self.downstream is not None
+        nd = self.downstream
+        return self._retry(lambda: nd.takeover(req, self.cfg.rpc_timeout), "Nd", on_refusal=self._back_to_standby)
+
+    def _plan(self, epoch: int, nd: m.TakeoverReply) -> TakeoverPlan:
+        """4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received."""
         with self.lock:
             self._on_level0(nd.delivered_through)
-            plan = plan_takeover(epoch=epoch, delivered_through=nd.delivered_through,
-                                 received_through=self.received_through, oq_first=self.oq.first,
-                                 oq_last=self.oq.last)
-        # 5. connect Nu: it fences the old primary, stops the backup and resends what we lack.
-        req.resend_from = plan.resend_from
-        nu = self._retry(lambda: self.upstream.takeover(req, self.cfg.rpc_timeout), "Nu")  # type: ignore[union-attr]
-        if nu is None:
-            return
-        t_connected = self.clock()
-        with self.lock:
-            ck = Checkpoint(nu.checkpoint.input_pos, nu.checkpoint.output_count)
-            if ck.input_pos > self.received_through:
-                self._jump(ck)  # Nu resends from after its trim point; what came before is in Nd
-        # 6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds).
+            return plan_takeover(epoch=epoch, delivered_through=nd.delivered_through,
+                                 received_through=self.received_through, oq_first=self.oq.first, oq_last=self.oq.last)
+
+    def _connect_nu(self, req: m.TakeoverRequest, plan: TakeoverPlan) -> m.TakeoverReply | None:
+        """5. connect Nu: it fences the old primary, stops the backup and resends what we lack."""
+        assert self.upstream is not None
+        nu, req.resend_from = self.upstream, plan.resend_from
+        reply = self._retry(lambda: nu.takeover(req, self.cfg.rpc_timeout), "Nu")
+        if reply is not None:
+            with self.lock:
+                if reply.checkpoint.input_pos > self.received_through:
+                    self._jump(reply.checkpoint)  # Nu resends from after its trim point; the rest is in Nd
+        return reply
+
+    def _replay(self, plan: TakeoverPlan, nu: m.TakeoverReply) -> None:
+        """6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds)."""
         with self.lock:
             self.sent_next = plan.delivered_through + 1
             self.state.become(Role.PRIMARY)
+            self.counters["takeovers"] += 1
+            self.counters["replayed_from_oq"] += plan.replay_count
             self.recovery = {
-                "epoch": epoch,
-                "detection_ms": detection * 1000,
-                "reconnection_ms": (t_connected - t_detect) * 1000,
+                "epoch": plan.epoch,
                 "replayed_from_oq": plan.replay_count,
                 "resend_from": nu.resend_from,
                 "resent_by_nu": max(0, nu.head_pos - nu.resend_from + 1),
@@ -407,32 +404,35 @@ class OperatorNode(NodeBase):
                 "delivered_at_takeover": plan.delivered_through,
                 "received_at_takeover": plan.resend_from - 1,
             }
-            self.counters["takeovers"] += 1
-            self.counters["replayed_from_oq"] += plan.replay_count
             self.lock.notify_all()
-            # 7. resume: live once every input Nu held at takeover is processed and its outputs are in Nd.
-            # (Not "IQ empty": under continuous load that target keeps moving and measures the load, not
-            # the recovery.)
+
+    def _resume(self, plan: TakeoverPlan, nu: m.TakeoverReply, times: RecoveryTimes) -> None:
+        """7. resume: live once every input Nu held at takeover is processed and its outputs are in Nd.
+        (Not "IQ empty": under continuous load that target keeps moving and measures the load, not the
+        recovery.)"""
+        with self.lock:
             while not self.stopped and self.state.role is Role.PRIMARY and self.processed.input_pos < nu.head_pos:
                 self.lock.wait(0.005)
             target = self.processed.output_count
             while not self.stopped and self.state.role is Role.PRIMARY and self.level0 < target:
                 self.lock.wait(0.005)
-            t_live = self.clock()
-            self.recovery["data_recovery_ms"] = (t_live - t_connected) * 1000
-            self.recovery["recovery_ms"] = (t_live - t_detect) * 1000
-            self.recovery["total_ms"] = (t_live - t_detect + detection) * 1000
+            times.live = self.clock()
+            phases = times.phases()
             for phase, buckets in self.recovery_seconds.items():
-                buckets.observe(self.recovery[f"{phase}_ms"] / 1000)
-            self.recovery["detected_at"] = wall_detect
-            self.recovery["live_at"] = wall_detect + (t_live - t_detect)
-        self.log.warning("%s: live as primary in epoch %d: %s", self.name, epoch, self.recovery)
+                buckets.observe(phases[phase])
+            self.recovery.update({f"{p}_ms": v * 1000 for p, v in phases.items()})
+            self.recovery["recovery_ms"] = (phases["reconnection"] + phases["data_recovery"]) * 1000
+            self.recovery["total_ms"] = sum(phases.values()) * 1000
+            self.recovery["detected_at"] = self._wall_detected
+            self.recovery["live_at"] = self._wall_detected + (times.live - times.detected)
+        self.log.warning("%s: live as primary in epoch %d: %s", self.name, plan.epoch, self.recovery)
 
     def _back_to_standby(self) -> None:
         """Nd refused our epoch: nothing changed anywhere. Learn the epoch in force and watch again."""
+        assert self.downstream is not None
         try:
-            epoch = json.loads(self.downstream.status(self.cfg.rpc_timeout).json)["epoch"]  # type: ignore[union-attr]
-        except (PeerError, KeyError, ValueError):
+            epoch = self.downstream.status(self.cfg.rpc_timeout).epoch
+        except PeerError:
             epoch = self.state.epoch + 1
         with self.lock:
             self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
@@ -441,12 +441,13 @@ class OperatorNode(NodeBase):
         self.counters["takeovers_refused"] += 1
 
     def _retry(self, call: Callable, who: str, on_refusal: Callable[[], None] | None = None):
+        """Call until answered; a refusal (stale epoch) ends the takeover: back to standby, or fenced."""
         backoff = Backoff(0.02, 0.5)
         while not self.stopped:
             try:
                 return call()
             except PeerError as e:
-                if e.status == "ABORTED":
+                if fenced_by(e.status):
                     self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
                     if on_refusal is not None:
                         on_refusal()

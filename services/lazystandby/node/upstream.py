@@ -14,35 +14,31 @@ from collections import deque
 from collections.abc import Callable
 
 from ..config import NodeConfig
+from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint
-from ..core.batching import BackupBatcher
-from ..core.codec import BatchEncoder, CodecName, train_dictionary
+from ..core.batching import BackupBatcher, format_bsize
+from ..core.codec import BatchEncoder, train_dictionary
 from ..core.queues import KeyedQueue
-from ..core.recovery import resend_start
-from ..core.roles import EpochFence, Role
-from ..core.seq import MalformedRecord, StaleEpoch, StreamRegistry, UnknownStream
+from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
+from ..core.retry import after_backup_error, after_push_error
+from ..core.roles import Role
+from ..core.seq import (
+    DuplicateSequence,
+    MalformedRecord,
+    NonMonotonicSequence,
+    PerStreamSequence,
+    Status,
+    StreamRegistry,
+    UnknownStream,
+)
 from ..core.tuples import TupleBatch
-from ..records import validate, validate_control
+from ..formats.control import validate_control
+from ..formats.ticks import validate
 from ..sources.base import DeadLetters, Record, Source, SourceGap
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer, PeerError
-from ..v1 import lazystandby_pb2 as pb
 from .common import Backoff, NodeBase
-
-_CODEC_PB = {
-    CodecName.NONE: pb.CODEC_NONE,
-    CodecName.ZLIB: pb.CODEC_ZLIB,
-    CodecName.ZSTD: pb.CODEC_ZSTD,
-    CodecName.ZSTD_DICT: pb.CODEC_ZSTD_DICT,
-    CodecName.ZSTD_STREAM: pb.CODEC_ZSTD_STREAM,
-    CodecName.ZSTD_STREAM_DICT: pb.CODEC_ZSTD_STREAM_DICT,
-}
-CODEC_FROM_PB = {v: k for k, v in _CODEC_PB.items()}
-
-
-def checkpoint_pb(c: Checkpoint, epoch: int) -> pb.Level1Ack:
-    return pb.Level1Ack(epoch=epoch, input_pos=c.input_pos, output_count=c.output_count)
 
 
 class UpstreamNode(NodeBase):
@@ -55,12 +51,11 @@ class UpstreamNode(NodeBase):
         self.peers = peers
         self.dead_letters = dead_letters or DeadLetters()
         self.registry = StreamRegistry(cfg.stream_names)
-        self.last_seq: dict[int, int] = {}
+        self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
-        self.batcher = BackupBatcher(cfg.bsize_value)
-        self.encoder = BatchEncoder(CodecName(cfg.codec), level=cfg.codec_level)
-        self.fence = EpochFence(cfg.name)
-        self.fence.epoch = 1
+        self.batcher = BackupBatcher(cfg.bsize)
+        self.encoder = BatchEncoder(cfg.codec, level=cfg.codec_level)
+        self.fence = self.state.fence
         self.state.become(Role.UPSTREAM, epoch=1)
         self.primary_addr = cfg.primary
         self.primary: Peer = peers(cfg.primary)
@@ -77,7 +72,7 @@ class UpstreamNode(NodeBase):
         self._last_send = self.clock()
         self._primary_backoff = Backoff()
         self._samples: list[bytes] = []
-        self.takeovers: list[dict] = []
+        self.takeovers = TakeoverLog(cfg.name)
         self.control: list[bytes] = []
         self._admitted: deque[tuple[int, float]] = deque()
         self.e2e_seconds = Buckets(LATENCY_BOUNDS)
@@ -94,12 +89,11 @@ class UpstreamNode(NodeBase):
         self.oqu.append(r.held)
         self._committed_through = self.oqu.last  # restored tuples have no admission time to measure from
         self.checkpoint = r.checkpoint
-        self.fence.epoch = max(1, r.epoch)
-        self.state.epoch = self.fence.epoch
+        self.fence.advance(r.epoch)
         if r.primary and r.primary != self.primary_addr:
             self.primary = self.peers(r.primary)
             self.primary_addr = r.primary
-        self.last_seq = {self.registry.id_of(k): v for k, v in r.last_seqs.items()}
+        self.seqcheck.commit({self.registry.id_of(k): v for k, v in r.last_seqs.items()})
         self.batcher.restart(r.checkpoint.input_pos)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
         self._resync_primary = self._resync_backup = True
@@ -161,9 +155,11 @@ class UpstreamNode(NodeBase):
         for r in records:
             try:
                 sid = self.registry.id_of(r.stream, node=self.name)
-                last = self.last_seq.get(sid, 0)
-                if r.seq <= last:
-                    raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}")
+                try:
+                    pending = self.seqcheck.check((sid,), (r.seq,))
+                except (DuplicateSequence, NonMonotonicSequence):
+                    last = self.seqcheck.last.get(sid, 0)
+                    raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}") from None
                 if sid == StreamRegistry.CONTROL:
                     validate_control(r.payload)
                     self.counters["control_tuples"] += 1
@@ -174,7 +170,7 @@ class UpstreamNode(NodeBase):
                 self.counters["dead_letters"] += 1
                 self.counters[f"dead_letters_{e.counter}"] += 1
                 continue
-            self.last_seq[sid] = r.seq
+            self.seqcheck.commit(pending)
             batch.streams.append(sid)
             batch.seqs.append(r.seq)
             batch.payloads.append(r.payload)
@@ -199,16 +195,14 @@ class UpstreamNode(NodeBase):
             batch = None if self._resync_primary else self.oqu.read(self.cursor, cfg.frame_max)
             gen, peer, epoch, ckpt = self.generation, self.primary, self.fence.epoch, self.checkpoint
             self._last_send = self.clock()
-        frame = pb.Frame(epoch=epoch, sender=self.name, checkpoint=checkpoint_pb(ckpt, epoch))
-        if batch is not None:
-            frame.first_pos, frame.count, frame.tuples = batch.first, len(batch), tuples.encode(batch)
+        frame = m.Frame(epoch=epoch, sender=self.name, checkpoint=ckpt, batch=batch)
         try:
             ack = peer.push(frame, self.cfg.rpc_timeout)
         except PeerError as e:
             self._primary_failed(e, gen)
             return
         with self.lock:
-            self.counters["primary_bytes"] += frame.ByteSize()
+            self.counters["primary_bytes"] += ack.wire_bytes
             if gen != self.generation:
                 return  # a takeover happened meanwhile: this reply speaks for a fenced primary
             self._resync_primary = False
@@ -218,7 +212,7 @@ class UpstreamNode(NodeBase):
                 self.counters["primary_frames"] += 1
             self.received_by_primary = ack.received_through
             self.cursor = ack.received_through + 1
-            self._apply_level1(ack.level1)
+            self._apply_level1(ack.epoch, ack.level1)
             self.lock.notify_all()
 
     def _primary_failed(self, e: PeerError, gen: int) -> None:
@@ -227,19 +221,19 @@ class UpstreamNode(NodeBase):
                 return
             self.counters[f"primary_error_{e.status.lower()}"] += 1
             # The receiver's received_through is the truth; an empty frame fetches it before resending.
-            self._resync_primary = e.status != "RESOURCE_EXHAUSTED"
-        if e.status not in ("RESOURCE_EXHAUSTED",):
+            self._resync_primary = after_push_error(e.status).resync
+        if e.status is not Status.RESOURCE_EXHAUSTED:
             self.log.debug("%s: push failed: %s", self.name, e)
         self.sleep(self._primary_backoff.next())
 
-    def _apply_level1(self, ack: pb.Level1Ack) -> None:
+    def _apply_level1(self, epoch: int, ack: Checkpoint) -> None:
         """Algorithm 4: drop from OQu every tuple at or below the Level-1 ack."""
-        if ack.epoch != self.fence.epoch or ack.input_pos <= self.checkpoint.input_pos:
+        if epoch != self.fence.epoch or ack.input_pos <= self.checkpoint.input_pos:
             return
         if ack.input_pos > self.oqu.last:
             self.counters["level1_beyond_head"] += 1
             return
-        self.checkpoint = Checkpoint(ack.input_pos, ack.output_count)
+        self.checkpoint = ack
         self.counters["trimmed_tuples"] += self.oqu.trim(ack.input_pos)
         # End-to-end commit latency: admitted into OQu -> covered by a Level-1 ack (its outputs are in Nd).
         now = self.clock()
@@ -270,7 +264,7 @@ class UpstreamNode(NodeBase):
                 self._next_checkpoint_at = self.clock() + self.cfg.ack_poll_ms / 1000
             msgs = self._encode_backup(batches)
             last = batches[-1].last if batches else 0
-        frame = pb.BackupFrame(epoch=epoch, sender=self.name, checkpoint=checkpoint_pb(ckpt, epoch), batches=msgs)
+        frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, batches=msgs)
         try:
             ack = peer.backup(frame, self.cfg.rpc_timeout)
         except PeerError as e:
@@ -282,16 +276,14 @@ class UpstreamNode(NodeBase):
                     return
                 self.batcher.rewind()
                 self.encoder.reset()
-                self._resync_backup = e.status not in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
-                # A live standby that answered where it stands (it is ahead or behind the cut) is asked again
-                # at once; only a peer that may be gone is given time.
-                delay = 0.01 if e.status in ("RESOURCE_EXHAUSTED", "ALREADY_EXISTS", "OUT_OF_RANGE") else 0.2
-                self.standby_retry_at = self.clock() + delay
+                retry = after_backup_error(e.status)
+                self._resync_backup = retry.resync
+                self.standby_retry_at = self.clock() + retry.delay
             return
         with self.lock:
             if peer is not self.standby:
                 return
-            self.counters["backup_bytes"] += frame.ByteSize()
+            self.counters["backup_bytes"] += ack.wire_bytes
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if resync:
                 # The standby's applied position is the truth after an error; re-cut from there.
@@ -300,12 +292,12 @@ class UpstreamNode(NodeBase):
                 return
             self.batcher.confirm(min(ack.applied_through, last))
             self.counters["backup_batches"] += len(msgs)
-            self.counters["backup_tuples"] += sum(m.count for m in msgs)
-            self.counters["backup_raw_bytes"] += sum(m.raw_bytes for m in msgs)
-            self.counters["backup_payload_bytes"] += sum(len(m.payload) for m in msgs)
+            self.counters["backup_tuples"] += sum(b.count for b in msgs)
+            self.counters["backup_raw_bytes"] += sum(b.encoded.raw_bytes for b in msgs)
+            self.counters["backup_payload_bytes"] += sum(len(b.encoded.payload) for b in msgs)
             self.counters["backup_rpcs"] += 1
 
-    def _encode_backup(self, batches: list[TupleBatch]) -> list[pb.BackupBatch]:
+    def _encode_backup(self, batches: list[TupleBatch]) -> list[m.BackupBatch]:
         if self.encoder.needs_dictionary:
             # Train on single tuples, the unit a dictionary helps most (Bsize 1).
             for batch in batches:
@@ -315,23 +307,17 @@ class UpstreamNode(NodeBase):
                 self.encoder.set_dictionary(train_dictionary(self._samples, self.cfg.dict_size))
                 self._samples = []
         encoded = self.encoder.encode_many([tuples.encode(b) for b in batches])
-        return [pb.BackupBatch(first_pos=b.first, count=len(b), codec=_CODEC_PB[enc.codec], session=enc.session,
-                               index=enc.index, payload=enc.payload, dictionary=enc.dictionary,
-                               raw_bytes=enc.raw_bytes)
+        return [m.BackupBatch(first=b.first, count=len(b), encoded=enc)
                 for b, enc in zip(batches, encoded, strict=True)]
 
     # --- failover and membership -----------------------------------------------------------------------
-    def handle_takeover(self, msg: pb.TakeoverRequest) -> pb.TakeoverReply:
+    def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
         """Step 5 of recovery, Nu's side: fence the old primary, stop the backup, rewind the cursor."""
         with self.lock:
-            if msg.epoch <= self.fence.epoch:
-                last = self.takeovers[-1] if self.takeovers else None
-                if last and last["epoch"] == msg.epoch and last["node"] == msg.node:
-                    return last["reply"]  # a retried takeover gets the same answer
-                raise StaleEpoch(f"{self.name}: takeover by {msg.node} with epoch {msg.epoch}; "
-                                 f"current epoch is {self.fence.epoch}")
-            self.fence.admit(msg.epoch, sender=msg.node, what="takeover")
-            self.state.epoch = msg.epoch
+            retry = self.takeovers.check(self.fence, msg.epoch, msg.node)
+            if retry is not None:
+                return retry.reply  # type: ignore[return-value]  # a retried takeover gets the same answer
+            self.fence.advance(msg.epoch)
             old = self.primary
             self.primary = self.peers(msg.address)
             self.primary_addr = msg.address
@@ -343,17 +329,16 @@ class UpstreamNode(NodeBase):
             resent = max(0, self.oqu.last - start + 1)
             self.counters["resent_tuples"] += resent
             self.counters["takeovers"] += 1
-            reply = pb.TakeoverReply(epoch=msg.epoch, checkpoint=checkpoint_pb(self.checkpoint, msg.epoch),
-                                     head_pos=self.oqu.last, resend_from=start)
-            self.takeovers.append({"epoch": msg.epoch, "node": msg.node, "at": self.clock(),
-                                   "resent": resent, "reply": reply})
+            reply = m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
+                                    resend_from=start)
+            self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(), reply, {"resent": resent}))
             self.log.warning("%s: %s took over as primary in epoch %d; resending %d tuples from %d",
                              self.name, msg.node, msg.epoch, resent, start)
             self.lock.notify_all()
         old.close()
         return reply
 
-    def handle_register_standby(self, msg: pb.RegisterStandbyRequest) -> pb.RegisterStandbyReply:
+    def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
         """A new (empty) standby: everything after the trim point is to be batched for it again."""
         with self.lock:
             if self.standby is not None:
@@ -366,7 +351,7 @@ class UpstreamNode(NodeBase):
             self._resync_backup = False
             self.counters["standby_registrations"] += 1
             self.lock.notify_all()
-            return pb.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
+            return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
 
     def snapshot(self) -> dict:
         s = super().snapshot()
@@ -382,7 +367,7 @@ class UpstreamNode(NodeBase):
             "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
             "primary": self.primary_addr,
             "standby": self.standby.address if self.standby else "",
-            "bsize": self.cfg.bsize,
+            "bsize": format_bsize(self.cfg.bsize),
             "codec": self.cfg.codec,
             "source_exhausted": self.source.exhausted,
             "source_lag": self.source.lag(),
@@ -392,6 +377,6 @@ class UpstreamNode(NodeBase):
             "overhead": c["backup_bytes"] / c["primary_bytes"] if c["primary_bytes"] else 0.0,
             "compression_ratio": (c["backup_payload_bytes"] / c["backup_raw_bytes"]
                                   if c["backup_raw_bytes"] else 1.0),
-            "takeovers": [{k: v for k, v in t.items() if k != "reply"} for t in self.takeovers],
+            "takeovers": self.takeovers.as_status(),
         })
         return s

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
-from ..core.seq import StreamRegistry
+from ..core.seq import MalformedRecord, StreamRegistry
 from ..core.tuples import TupleBatch
+from ..formats import control
+from ..formats.predicate import compile_predicate
 from .base import Operator
-from .predicate import compile_predicate
-
-
-def control_payload(predicate: str) -> bytes:
-    """The control tuple that switches the predicate at its link position (seed 003)."""
-    return json.dumps({"predicate": predicate}).encode()
 
 
 class Selection(Operator):
@@ -32,11 +26,11 @@ class Selection(Operator):
 
     def _switch(self, pos: int, payload: bytes) -> None:
         try:
-            text = json.loads(payload)["predicate"]
-            fn = compile_predicate(text)
-        except Exception:  # a bad control record is ignored identically on N and N'
+            text = control.decode(payload)
+        except MalformedRecord:  # a bad control record is ignored identically on N and N'
             self.unparseable += 1
             return
+        fn = compile_predicate(text)
         self.predicate, self._fn = text, fn
         self.switches.append((pos, text))
 

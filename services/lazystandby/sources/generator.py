@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from ..records import Tick
+from ..formats.ticks import Tick
 
 SYMBOLS = ("ACME", "GLOBX", "INITECH", "UMBRL", "HOOLI", "STARK", "WAYNE", "TYREL", "CYBDN", "SOYLNT")
 VENUES = ("XTKS", "XNYS", "XLON", "XNAS")

@@ -52,11 +52,11 @@ def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.
 
 def set_predicate(bootstrap: str, predicate: str, topics: Topics | None = None) -> None:
     """Publish an operator parameter change; Nu puts it in the link order, N and N' switch there."""
-    from ..operators.selection import control_payload
+    from ..formats import control
 
     topics = topics or Topics()
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    p.send(topics.control, control_payload(predicate), partition=0).get(timeout=30)
+    p.send(topics.control, control.encode(predicate), partition=0).get(timeout=30)
     p.close()
 
 

@@ -1,6 +1,7 @@
 """The gRPC adapter: a servicer that hands each call to the node's handler, and a client Peer.
 
-Standard shape (grpc route_guide): pure handlers live in node/, this file only converts errors and bytes.
+Standard shape (grpc route_guide): pure handlers live in node/; messages are converted in wire.py; this
+file only carries them and turns protocol errors into gRPC statuses.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..core.seq import LazyStandbyError
 from ..v1 import lazystandby_pb2_grpc as pb_grpc
-from .peer import RPCS, Handler, PeerBase, PeerError
+from . import wire
+from .peer import Handler, PeerBase, PeerError
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +34,13 @@ def channel_options(max_message: int = MAX_MESSAGE) -> list[tuple[str, int]]:
     ]
 
 
-def _method(handler: Handler, attr: str):
-    fn = getattr(handler, attr)
-
+def _method(handler: Handler, rpc: wire.Rpc):
     def call(request, context: grpc.ServicerContext):
         try:
-            return fn(request)
+            return wire.serve_call(rpc, handler, request, node=handler.name)
         except LazyStandbyError as e:
             handler.count_error(e.counter)
-            context.abort(getattr(grpc.StatusCode, e.status), e.message)
+            context.abort(getattr(grpc.StatusCode, e.status.value), e.message)
 
     return call
 
@@ -49,8 +49,8 @@ class Servicer(pb_grpc.LazyStandbyServicer):
     """Delegates every RPC to the node; protocol errors become gRPC statuses, the node's state untouched."""
 
     def __init__(self, handler: Handler) -> None:
-        for rpc, (attr, _) in RPCS.items():
-            setattr(self, rpc, _method(handler, attr))
+        for name, rpc in wire.RPCS.items():
+            setattr(self, name, _method(handler, rpc))
 
 
 def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, workers: int = 8) -> grpc.Server:
@@ -85,8 +85,10 @@ class GrpcPeer(PeerBase):
         self._stub = pb_grpc.LazyStandbyStub(self._channel)
 
     def _call(self, rpc: str, msg, timeout: float):
+        r = wire.RPCS[rpc]
+        request = r.req_to(msg)
         try:
-            return getattr(self._stub, rpc)(msg, timeout=timeout)
+            return wire.reply_with_size(r, getattr(self._stub, rpc)(request, timeout=timeout), request)
         except grpc.RpcError as e:
             code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
             details = e.details() if hasattr(e, "details") else str(e)

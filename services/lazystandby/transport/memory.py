@@ -1,12 +1,14 @@
-"""The in-memory twin of the gRPC transport: same handlers, same messages (serialized and parsed again,
-so a field the wire would lose is lost here too), no sockets. Tests run one body against both."""
+"""The in-memory twin of the gRPC transport: same handlers, same wire conversions (each message is
+encoded, serialized, parsed and decoded again, so a field the wire would lose is lost here too), no
+sockets. Tests run one body against both."""
 
 from __future__ import annotations
 
 import threading
 
-from ..core.seq import LazyStandbyError
-from .peer import RPCS, Handler, PeerBase, PeerError
+from ..core.seq import LazyStandbyError, Status
+from . import wire
+from .peer import Handler, PeerBase, PeerError
 
 
 class MemoryNetwork:
@@ -30,22 +32,29 @@ class MemoryNetwork:
         with self._lock:
             self._down.discard(address)
 
-    def call(self, address: str, rpc: str, msg):
+    def call_pb(self, address: str, rpc: str, request_pb):
+        """One call with a protobuf request, answered with a protobuf reply: what a gRPC server gets and
+        sends (tests use it to put bytes on the wire that no well-behaved peer would)."""
         with self._lock:
             node = None if address in self._down else self._nodes.get(address)
         if node is None:
-            raise PeerError("UNAVAILABLE", f"{address} {rpc}: unreachable")
-        attr, req_type = RPCS[rpc]
-        request = req_type.FromString(msg.SerializeToString())
+            raise PeerError(Status.UNAVAILABLE, f"{address} {rpc}: unreachable")
+        r = wire.RPCS[rpc]
+        request = r.req_pb.FromString(request_pb.SerializeToString())
         try:
-            reply = getattr(node, attr)(request)
+            reply = wire.serve_call(r, node, request, node=node.name)
         except LazyStandbyError as e:
             node.count_error(e.counter)
             raise PeerError(e.status, f"{address} {rpc}: {e.message}") from None
         with self._lock:
             if address in self._down:  # died while answering: the reply is lost
-                raise PeerError("UNAVAILABLE", f"{address} {rpc}: connection lost")
-        return type(reply).FromString(reply.SerializeToString())
+                raise PeerError(Status.UNAVAILABLE, f"{address} {rpc}: connection lost")
+        return r.reply_pb.FromString(reply.SerializeToString())
+
+    def call(self, address: str, rpc: str, msg):
+        r = wire.RPCS[rpc]
+        request_pb = r.req_to(msg)
+        return wire.reply_with_size(r, self.call_pb(address, rpc, request_pb), request_pb)
 
     def peer(self, address: str) -> MemoryPeer:
         return MemoryPeer(self, address)

@@ -1,23 +1,26 @@
-"""What a node needs from another node, independent of how the call travels (gRPC or in memory)."""
+"""What a node needs from another node, independent of how the call travels (gRPC or in memory).
+
+Both sides speak core types (core/messages.py); transport/wire.py maps them onto the wire."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from ..v1 import lazystandby_pb2 as pb
+from ..core import messages as m
+from ..core.seq import Status
 
 
 class PeerError(Exception):
-    """A call to a peer failed. `status` is the gRPC status name (UNAVAILABLE when unreachable)."""
+    """A call to a peer failed with `status` (UNAVAILABLE when unreachable)."""
 
-    def __init__(self, status: str, message: str) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
+    def __init__(self, status: Status | str, message: str) -> None:
+        self.status = Status(status)
+        super().__init__(f"{self.status}: {message}")
         self.message = message
 
     @property
     def unreachable(self) -> bool:
-        return self.status in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "UNKNOWN")
+        return self.status.unreachable
 
 
 class Peer(Protocol):
@@ -25,13 +28,13 @@ class Peer(Protocol):
 
     address: str
 
-    def push(self, msg: pb.Frame, timeout: float) -> pb.FrameAck: ...
-    def backup(self, msg: pb.BackupFrame, timeout: float) -> pb.BackupAck: ...
-    def deliver(self, msg: pb.OutputFrame, timeout: float) -> pb.Level0Ack: ...
-    def heartbeat(self, msg: pb.HeartbeatRequest, timeout: float) -> pb.HeartbeatReply: ...
-    def takeover(self, msg: pb.TakeoverRequest, timeout: float) -> pb.TakeoverReply: ...
-    def register_standby(self, msg: pb.RegisterStandbyRequest, timeout: float) -> pb.RegisterStandbyReply: ...
-    def status(self, timeout: float) -> pb.StatusReply: ...
+    def push(self, msg: m.Frame, timeout: float) -> m.FrameAck: ...
+    def backup(self, msg: m.BackupFrame, timeout: float) -> m.BackupAck: ...
+    def deliver(self, msg: m.OutputFrame, timeout: float) -> m.Level0Ack: ...
+    def heartbeat(self, msg: m.HeartbeatRequest, timeout: float) -> m.HeartbeatReply: ...
+    def takeover(self, msg: m.TakeoverRequest, timeout: float) -> m.TakeoverReply: ...
+    def register_standby(self, msg: m.RegisterStandby, timeout: float) -> m.RegisterStandbyReply: ...
+    def status(self, timeout: float) -> m.StatusReply: ...
     def close(self) -> None: ...
 
 
@@ -43,26 +46,26 @@ class PeerBase:
     def _call(self, rpc: str, msg, timeout: float):
         raise NotImplementedError
 
-    def push(self, msg: pb.Frame, timeout: float) -> pb.FrameAck:
+    def push(self, msg: m.Frame, timeout: float) -> m.FrameAck:
         return self._call("Push", msg, timeout)
 
-    def backup(self, msg: pb.BackupFrame, timeout: float) -> pb.BackupAck:
+    def backup(self, msg: m.BackupFrame, timeout: float) -> m.BackupAck:
         return self._call("Backup", msg, timeout)
 
-    def deliver(self, msg: pb.OutputFrame, timeout: float) -> pb.Level0Ack:
+    def deliver(self, msg: m.OutputFrame, timeout: float) -> m.Level0Ack:
         return self._call("Deliver", msg, timeout)
 
-    def heartbeat(self, msg: pb.HeartbeatRequest, timeout: float) -> pb.HeartbeatReply:
+    def heartbeat(self, msg: m.HeartbeatRequest, timeout: float) -> m.HeartbeatReply:
         return self._call("Heartbeat", msg, timeout)
 
-    def takeover(self, msg: pb.TakeoverRequest, timeout: float) -> pb.TakeoverReply:
+    def takeover(self, msg: m.TakeoverRequest, timeout: float) -> m.TakeoverReply:
         return self._call("Takeover", msg, timeout)
 
-    def register_standby(self, msg: pb.RegisterStandbyRequest, timeout: float) -> pb.RegisterStandbyReply:
+    def register_standby(self, msg: m.RegisterStandby, timeout: float) -> m.RegisterStandbyReply:
         return self._call("RegisterStandby", msg, timeout)
 
-    def status(self, timeout: float) -> pb.StatusReply:
-        return self._call("Status", pb.StatusRequest(), timeout)
+    def status(self, timeout: float) -> m.StatusReply:
+        return self._call("Status", None, timeout)
 
     def close(self) -> None:
         pass
@@ -71,23 +74,13 @@ class PeerBase:
 class Handler(Protocol):
     """The server side of a node: one method per RPC, raising LazyStandbyError on bad input."""
 
-    def handle_push(self, msg: pb.Frame) -> pb.FrameAck: ...
-    def handle_backup(self, msg: pb.BackupFrame) -> pb.BackupAck: ...
-    def handle_deliver(self, msg: pb.OutputFrame) -> pb.Level0Ack: ...
-    def handle_heartbeat(self, msg: pb.HeartbeatRequest) -> pb.HeartbeatReply: ...
-    def handle_takeover(self, msg: pb.TakeoverRequest) -> pb.TakeoverReply: ...
-    def handle_register_standby(self, msg: pb.RegisterStandbyRequest) -> pb.RegisterStandbyReply: ...
-    def handle_status(self, msg: pb.StatusRequest) -> pb.StatusReply: ...
+    name: str
+
+    def handle_push(self, msg: m.Frame) -> m.FrameAck: ...
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck: ...
+    def handle_deliver(self, msg: m.OutputFrame) -> m.Level0Ack: ...
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply: ...
+    def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply: ...
+    def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply: ...
+    def handle_status(self, msg: None) -> m.StatusReply: ...
     def count_error(self, counter: str) -> None: ...
-
-
-# RPC name -> (handler method, request type); the gRPC servicer and the in-memory twin share it.
-RPCS: dict[str, tuple[str, type]] = {
-    "Push": ("handle_push", pb.Frame),
-    "Backup": ("handle_backup", pb.BackupFrame),
-    "Deliver": ("handle_deliver", pb.OutputFrame),
-    "Heartbeat": ("handle_heartbeat", pb.HeartbeatRequest),
-    "Takeover": ("handle_takeover", pb.TakeoverRequest),
-    "RegisterStandby": ("handle_register_standby", pb.RegisterStandbyRequest),
-    "Status": ("handle_status", pb.StatusRequest),
-}

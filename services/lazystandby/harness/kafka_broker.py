@@ -1,8 +1,8 @@
 """A single-node Apache Kafka broker (KRaft, combined broker+controller) on loopback, from the jars that
 deploy/kafka/resolve.sh fetched from Maven Central. For local runs and tests; compose uses apache/kafka.
 
-    python -m lazystandby.devtools.kafka_broker start [--dir run/kafka] [--port 19092]   prints bootstrap
-    python -m lazystandby.devtools.kafka_broker stop  [--dir run/kafka]
+    python -m lazystandby.harness.kafka_broker start [--dir run/kafka] [--port 19092]   prints bootstrap
+    python -m lazystandby.harness.kafka_broker stop  [--dir run/kafka]
 
 KAFKA_BOOTSTRAP, when set, points everything at an existing cluster instead and nothing is started.
 """

@@ -11,8 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from .devtools.local_prometheus import LocalPrometheus
-from .launcher import ROOT, Topology, _wait
+from .launcher import ROOT, Topology
+from .local_prometheus import LocalPrometheus
+from .wait import wait_until
 
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 JOBS = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
@@ -26,7 +27,7 @@ def panel_queries(path: Path) -> list[tuple[str, str]]:
 
 def run(render: Path | None = None, settle: float = 12.0) -> dict:
     work = Path(tempfile.mkdtemp(prefix="lazystandby-dash-"))
-    settings = {"total": "0", "rate": "5000", "bsize": "10"}
+    settings = {"total": 0, "rate": 5000.0, "bsize": 10}
     summary: dict = {"dashboards": 0, "panels": 0, "queries": 0, "empty": 0, "errors": 0, "failovers": 0,
                      "empty_queries": [], "error_queries": []}
     with Topology(settings, work) as topo:
@@ -36,7 +37,7 @@ def run(render: Path | None = None, settle: float = 12.0) -> dict:
             t0 = time.time()
             time.sleep(settle / 2)
             topo.signal("n", signal.SIGKILL)
-            _wait(lambda: bool(topo.status("n2")["recovery"].get("live_at")), 30)
+            wait_until(lambda: bool(topo.status("n2")["recovery"].get("live_at")), 30)
             time.sleep(settle)
             summary["failovers"] = int(topo.status("nd")["counters"].get("takeovers", 0))
             files = sorted(DASHBOARDS.glob("*.json"))

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..sinks.kafka_sink import read_results
+from ..transport.grpc_transport import GrpcPeer
 from .check import compare, kafka_expected
-from .sinks.kafka_sink import read_results
-from .transport.grpc_transport import GrpcPeer
 
 
 def main(argv: list[str]) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
         name, addr = item.split("=", 1)
         peer = GrpcPeer(addr)
         try:
-            out["nodes"][name] = json.loads(peer.status(3.0).json)
+            out["nodes"][name] = peer.status(3.0).snapshot
         except Exception as e:  # a node that is down is part of the picture
             out["nodes"][name] = {"error": str(e)[:200]}
         finally:

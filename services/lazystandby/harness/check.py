@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from .core.seq import StreamRegistry
-from .core.tuples import TupleBatch
-from .operators.selection import Selection
-from .sources.generator import interleave
+from ..core.seq import StreamRegistry
+from ..core.tuples import TupleBatch
+from ..operators.selection import Selection
+from ..sources.generator import interleave
 
 
 def expected_outputs(streams: list[str], *, seed: int, total: int, predicate: str) -> list[tuple[str, int]]:
@@ -86,12 +86,11 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
     """Expected output rebuilt from the source topics themselves: every valid record, selected by the
     predicate in force at its position. Parameter changes come from the link log's control entries
     (each says after which seq of every stream it took effect). Returns (expected, malformed records)."""
-    import json
-
-    from .core.seq import MalformedRecord
-    from .operators.predicate import compile_predicate
-    from .records import validate
-    from .sources.kafka_source import CONTROL, Topics, read_linklog, read_partition
+    from ..core.seq import MalformedRecord
+    from ..formats import control
+    from ..formats.predicate import compile_predicate
+    from ..formats.ticks import validate
+    from ..sources.kafka_source import CONTROL, Topics, read_linklog, read_partition
 
     topics = Topics(prefix)
     history: list[tuple[dict[str, int], str]] = []
@@ -99,7 +98,7 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
     for _, entry in read_linklog(bootstrap, topics):
         for run in entry["runs"]:
             if run[0] == CONTROL:
-                history.append((dict(last), json.loads(run[3])["predicate"]))
+                history.append((dict(last), control.decode(run[3])))
             else:
                 last[run[0]] = run[1] + run[2] - 1
     fns = {p: compile_predicate(p) for p in {predicate, *(h[1] for h in history)}}

@@ -26,15 +26,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from .. import config
+from ..config import NodeConfig
+from ..core.batching import format_bsize, parse_bsize
+from ..sinks.base import read_output_file
+from ..sinks.kafka_sink import read_results
+from ..transport.grpc_transport import GrpcPeer
+from ..transport.peer import PeerError
 from .check import compare, expected_outputs, kafka_expected
-from .config import NodeConfig
-from .sinks.base import read_output_file
-from .sinks.kafka_sink import read_results
-from .transport.grpc_transport import GrpcPeer
-from .transport.peer import PeerError
+from .faults import Action, Runner, for_runner
+from .wait import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
+# What a node process needs on its path: the runtime package, the Spark side, the repository (bench, spark).
+PYTHONPATH = [ROOT / "services", ROOT / "spark", ROOT]
 
 
 def free_port() -> int:
@@ -56,53 +63,37 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-@dataclass
-class Fault:
-    """One fault and what the system is expected to do about it."""
-
-    name: str
-    target: str
-    expect: str
-    action: Callable[[Topology, str], None]
+def _kill(topo: Topology, key: str) -> None:
+    topo.signal(key, signal.SIGKILL)
 
 
-def _kill(topo: Topology, target: str) -> None:
-    topo.signal(target, signal.SIGKILL)
-
-
-def _pause(topo: Topology, target: str) -> None:
+def _pause(topo: Topology, key: str) -> None:
     # Past the detector's timeout, then back: the old primary must find itself fenced.
-    topo.signal(target, signal.SIGSTOP)
+    topo.signal(key, signal.SIGSTOP)
     time.sleep(topo.heartbeat_timeout * 4)
-    topo.signal(target, signal.SIGCONT)
+    topo.signal(key, signal.SIGCONT)
 
 
-def _restart(topo: Topology, target: str) -> None:
-    topo.signal(target, signal.SIGKILL)
-    topo.procs[target].wait()
+def _restart(topo: Topology, key: str) -> None:
+    topo.signal(key, signal.SIGKILL)
+    topo.procs[key].wait()
     time.sleep(0.5)
-    topo.start(target)
+    topo.start(key)
 
 
-FAULTS: dict[str, Fault] = {
-    "kill-upstream-restart": Fault("kill-upstream-restart", "nu", "Nu is killed and restarted: it rebuilds OQu "
-                                   "from the link log at the same positions; Nd's output is exact", _restart),
-    "kill-downstream-restart": Fault("kill-downstream-restart", "nd", "Nd is killed and restarted: it reads its "
-                                     "last output from the results topic and loses or repeats nothing", _restart),
-    "kill-primary": Fault("kill-primary", "n", "N' detects the loss, takes over in epoch 2; Nd's output is "
-                          "exact (0 lost, 0 duplicated)", _kill),
-    "pause-primary": Fault("pause-primary", "n", "N is stopped past the heartbeat timeout; N' takes over; when N "
-                           "resumes it is fenced by epoch and nothing it sends reaches Nd", _pause),
-    "kill-standby": Fault("kill-standby", "n2", "no failover; Nu's backup to N' fails and piles up nowhere "
-                          "(OQu is trimmed by the primary's acks); Nd's output is exact", _kill),
-}
+# How this runner carries out the catalog's actions, and where each role runs.
+ACTIONS: dict[Action, Callable[[Topology, str], None]] = {Action.KILL: _kill, Action.PAUSE: _pause,
+                                                          Action.RESTART: _restart}
+FAULTS = for_runner(Runner.PROCESSES)
+KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
 
 
 @dataclass
 class Topology:
-    """Nu, N, N', Nd as processes on 127.0.0.1 with the given node settings."""
+    """Nu, N, N', Nd as processes on 127.0.0.1 with the given node settings (typed values of NodeConfig's
+    fields; each node gets them as flags)."""
 
-    settings: dict[str, str]
+    settings: dict[str, Any]
     workdir: Path
     with_standby: bool = True  # False: no N' at all (the no-HA baseline of the benchmarks)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
@@ -120,8 +111,8 @@ class Topology:
     @property
     def heartbeat_timeout(self) -> float:
         """The detector's timeout these nodes run with (a pause must outlast it to count as a failure)."""
-        interval = float(self.settings.get("heartbeat_interval", NodeConfig.heartbeat_interval))
-        return interval * int(self.settings.get("heartbeat_misses", NodeConfig.heartbeat_misses))
+        interval = self.settings.get("heartbeat_interval", NodeConfig.heartbeat_interval)
+        return float(interval) * int(self.settings.get("heartbeat_misses", NodeConfig.heartbeat_misses))
 
     def args(self, key: str) -> list[str]:
         a = self.addrs
@@ -134,13 +125,10 @@ class Topology:
         }[role]
         opts = {"role": role, "name": self.NAMES[key], "listen": a[key], "metrics_port": self.metrics_ports[key],
                 **peers, **self.settings}
-        out = [sys.executable, "-m", "lazystandby.cli", "node"]
-        for k, v in opts.items():
-            out += [f"--{k.replace('_', '-')}", str(v)]
-        return out
+        return [sys.executable, "-m", "lazystandby.cli", "node", *config.to_args(opts)]
 
     def start(self, key: str) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'services'}:{ROOT}"}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in PYTHONPATH)}
         log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
         # Its own process group, so that a fault hits the node with its Spark JVM, as it would a container.
         self.procs[key] = subprocess.Popen(self.args(key), stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -159,7 +147,7 @@ class Topology:
     def status(self, key: str, timeout: float = 2.0) -> dict:
         peer = GrpcPeer(self.addrs[key])
         try:
-            return json.loads(peer.status(timeout).json)
+            return peer.status(timeout).snapshot
         finally:
             peer.close()
 
@@ -215,8 +203,8 @@ class _KafkaLoad(threading.Thread):
         self.args = (bootstrap, prefix, total, rate, seed, malformed_every, param_change_at)
 
     def run(self) -> None:
-        from .sources.kafka_generator import generate, set_predicate
-        from .sources.kafka_source import Topics
+        from ..sources.kafka_generator import generate, set_predicate
+        from ..sources.kafka_source import Topics
 
         bootstrap, prefix, total, rate, seed, bad, change = self.args
         topics = Topics(prefix)
@@ -229,35 +217,25 @@ class _KafkaLoad(threading.Thread):
         generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad, start=at)
 
 
-def _wait(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return True
-        except PeerError:
-            pass
-        time.sleep(step)
-    return False
-
-
-def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "zstd-stream-dict",
+def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, codec: str = "zstd-stream-dict",
               total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
               seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
-              extra: dict[str, str] | None = None, kafka: str = "", malformed_every: int = 0,
+              extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
               param_change_at: tuple[int, str] | None = None) -> dict:
-    """One trial; returns the check result, recovery figures and node counters."""
+    """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
+    tuples or None/'inf'; `extra` holds further NodeConfig settings, typed."""
     f = FAULTS[fault]
+    bsize = parse_bsize(bsize)
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=ROOT / "run" if (ROOT / "run").is_dir() else None))
-    settings = {"bsize": bsize, "codec": codec, "total": str(total), "rate": str(rate), "predicate": predicate,
-                "seed": str(seed), "heartbeat_interval": "0.1", "heartbeat_misses": "3", **(extra or {})}
+    settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
+                "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
     gen = None
     if kafka:
         settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
         expected = []
     else:
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
-    result: dict = {"fault": fault, "bsize": bsize, "codec": codec, "workdir": str(workdir)}
+    result: dict = {"fault": fault, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir)}
     ok = False
     with Topology(settings, workdir) as topo:
         try:
@@ -269,14 +247,14 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
                 gen.start()
             if quiesce:
                 # Let the source finish and the backup drain: the figures then count the mechanism alone.
-                _wait(lambda: topo.status("nu")["source_exhausted"] and
-                      topo.status("nu")["oqu_unbatched"] < (int(bsize) if bsize != "inf" else 10**12), timeout)
+                wait_until(lambda: topo.status("nu")["source_exhausted"] and
+                      topo.status("nu")["oqu_unbatched"] < (bsize or 10**12), timeout)
                 time.sleep(0.3)
             else:
                 time.sleep(max(0.0, kill_after - (time.monotonic() - t_start)))
             before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
             t_fault = time.time()
-            f.action(topo, f.target)
+            ACTIONS[f.action](topo, KEY_OF_ROLE[f.target])
             result["fault_at"] = t_fault
             if kafka:
                 assert gen is not None
@@ -284,14 +262,14 @@ def run_trial(*, fault: str = "kill-primary", bsize: str = "10", codec: str = "z
                 expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
                                                      max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)))
                 result["malformed"] = malformed
-            if f.target in ("nu", "nd"):
-                topo.wait_ready(f.target)
-            delivered = _wait(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+            if f.target in ("upstream", "downstream"):
+                topo.wait_ready(KEY_OF_ROLE[f.target])
+            delivered = wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
             took_over = True
-            if f.target == "n":
+            if f.target == "primary":
                 # A takeover is over when the new primary says it is live (a pause shorter than the
                 # detector's timeout would deliver everything with no takeover: not the fault asked for).
-                took_over = _wait(lambda: bool(topo.status("n2")["recovery"].get("live_at")), timeout)
+                took_over = wait_until(lambda: bool(topo.status("n2")["recovery"].get("live_at")), timeout)
             done = delivered and took_over
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.procs[k].poll() is None}
@@ -339,7 +317,7 @@ def main(argv: list[str]) -> int:
     cmd = argv[0]
     ap = argparse.ArgumentParser(prog=f"lazystandby {cmd}")
     ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--bsize", default="10")
+    ap.add_argument("--bsize", type=parse_bsize, default=10)
     ap.add_argument("--codec", default="zstd-stream-dict")
     ap.add_argument("--fault", default="kill-primary", choices=sorted(FAULTS))
     ap.add_argument("--total", type=int, default=40_000)
@@ -358,15 +336,15 @@ def main(argv: list[str]) -> int:
 def _launch(args) -> int:
     """The main job: one trial with N killed mid-run; its JSON summary is the last line printed."""
     broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP", "")
-    extra: dict[str, str] = {"operator": args.operator}
+    bootstrap = config.kafka_bootstrap_from_env()
+    extra: dict[str, Any] = {"operator": args.operator}
     if args.operator == "spark":
         # Two Spark JVMs, a broker and four nodes share this machine's cores: a slower detector avoids
         # failovers that only CPU starvation caused (correct anyway, thanks to epochs, but noisy).
-        extra.update({"heartbeat_interval": "0.2", "heartbeat_misses": "5"})
+        extra.update({"heartbeat_interval": 0.2, "heartbeat_misses": 5})
     try:
         if args.kafka and not bootstrap:
-            from .devtools.kafka_broker import LocalKafka
+            from .kafka_broker import LocalKafka
 
             print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
             broker = LocalKafka(ROOT / "run" / "demo-kafka").start()
@@ -388,7 +366,7 @@ def _launch(args) -> int:
         "data_recovery_ms": round(r["recovery"].get("data_recovery_ms", 0.0), 1),
         "replayed_from_oq": r["recovery"].get("replayed_from_oq", 0),
         "resent_by_nu": r["recovery"].get("resent_by_nu", 0),
-        "bsize": args.bsize, "codec": args.codec, "overhead": round(nu.get("overhead", 0.0), 4),
+        "bsize": format_bsize(args.bsize), "codec": args.codec, "overhead": round(nu.get("overhead", 0.0), 4),
         "operator": args.operator, "kafka": bool(args.kafka), "dead_letters": r.get("malformed", 0),
         "ok": r["ok"],
     }
@@ -416,7 +394,7 @@ def _failover_check(args) -> int:
         print(f"trial {i + 1}/{args.kills}: kill at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
               f"recovery_ms={r.get('recovery_ms', float('nan')):.0f} ok={r['ok']}", file=sys.stderr, flush=True)
     summary = {
-        "trials": args.kills, "fault": args.fault, "bsize": args.bsize, "codec": args.codec,
+        "trials": args.kills, "fault": args.fault, "bsize": format_bsize(args.bsize), "codec": args.codec,
         "lost": lost, "duplicated": dup, "failed_trials": len(failed),
         "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
         "recovery_ms_max": round(max(rec), 1) if rec else 0.0,

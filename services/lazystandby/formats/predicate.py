@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ..records import FIELD_INDEX, FIELD_TYPE
+from .ticks import FIELD_INDEX, FIELD_TYPE
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>-?\d+(?:\.\d+)?)|(?P<str>'(?:[^']|'')*')|(?P<op><=|>=|!=|<>|=|<|>)"

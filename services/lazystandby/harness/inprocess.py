@@ -3,18 +3,18 @@ against both transports (and benchmarks use it to measure the protocol without p
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
-from .config import NodeConfig
-from .node.downstream import DownstreamNode
-from .node.operator_node import OperatorNode
-from .node.upstream import UpstreamNode
-from .operators.selection import Selection
-from .sinks.base import MemorySink
-from .sources.base import GeneratorSource, Source
-from .transport.grpc_transport import GrpcPeer, serve
-from .transport.memory import MemoryNetwork
+from ..config import NodeConfig
+from ..node.downstream import DownstreamNode
+from ..node.operator_node import OperatorNode
+from ..node.upstream import UpstreamNode
+from ..operators.selection import Selection
+from ..sinks.base import MemorySink
+from ..sources.base import GeneratorSource, Source
+from ..transport.grpc_transport import GrpcPeer, serve
+from ..transport.memory import MemoryNetwork
+from .wait import wait_until
 
 
 class InProcessTopology:
@@ -38,14 +38,13 @@ class InProcessTopology:
         predicate = s.get("predicate", "price > 100")
         self.sink = MemorySink()
         self.source = source or GeneratorSource(["I1", "I2"], total=s["total"], rate=s["rate"])
-        cfg = {k: str(v) if k == "bsize" else v for k, v in s.items()}
         self.nodes = {
-            "nd": DownstreamNode(NodeConfig(role="downstream", listen=a["nd"], **cfg), self.sink),
-            "n": OperatorNode(NodeConfig(role="primary", listen=a["n"], upstream=a["nu"], downstream=a["nd"], **cfg),
+            "nd": DownstreamNode(NodeConfig(role="downstream", listen=a["nd"], **s), self.sink),
+            "n": OperatorNode(NodeConfig(role="primary", listen=a["n"], upstream=a["nu"], downstream=a["nd"], **s),
                               Selection(predicate), peers),
             "n2": OperatorNode(NodeConfig(role="standby", listen=a["n2"], upstream=a["nu"], downstream=a["nd"],
-                                          primary=a["n"], **cfg), Selection(predicate), peers),
-            "nu": UpstreamNode(NodeConfig(role="upstream", listen=a["nu"], primary=a["n"], standby=a["n2"], **cfg),
+                                          primary=a["n"], **s), Selection(predicate), peers),
+            "nu": UpstreamNode(NodeConfig(role="upstream", listen=a["nu"], primary=a["n"], standby=a["n2"], **s),
                                self.source, peers),
         }
 
@@ -68,12 +67,7 @@ class InProcessTopology:
         self.nodes[key].stop()
 
     def wait(self, cond: Callable[[], bool], timeout: float = 20.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if cond():
-                return True
-            time.sleep(0.01)
-        return False
+        return wait_until(cond, timeout, step=0.01)
 
     def stop(self) -> None:
         for key, node in self.nodes.items():

@@ -28,7 +28,7 @@ def rules_with_short_for(text: str, seconds: int = 2) -> str:
 class LocalPrometheus:
     def __init__(self, workdir: Path, targets: dict[str, str], *, scrape_interval: str = "1s",
                  short_for: bool = False) -> None:
-        from ..launcher import free_port
+        from .launcher import free_port
 
         self.workdir = Path(workdir)
         self.targets = targets

@@ -1,0 +1,113 @@
+"""The layering, checked on the source: the import graph of the runtime has no cycle (imports inside
+functions count), core/ is pure, node/ sees no wire format, and nothing in the runtime imports the harness.
+
+Run it alone with `pytest tests/unit/test_architecture.py`; on failure it names the modules involved."""
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"lazystandby": ROOT / "services" / "lazystandby", "lazystandby_spark": ROOT / "spark" / "lazystandby_spark"}
+RUNTIME = ("core", "node", "transport", "operators", "sources", "sinks", "formats", "config", "metrics", "stats")
+CORE_ALLOWED = {"zstandard", "pyarrow", "numpy"}
+
+
+def _module_name(path: Path) -> str:
+    for top, base in PACKAGES.items():
+        if path.is_relative_to(base):
+            parts = [top, *path.relative_to(base).with_suffix("").parts]
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise ValueError(path)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for base in PACKAGES.values():
+        for p in base.rglob("*.py"):
+            if "v1" not in p.relative_to(base).parts:  # generated code
+                out[_module_name(p)] = p
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every module `name` imports, anywhere in the file, resolved to absolute names."""
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = pkg.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                found.add(sub if sub in known or sub.startswith("lazystandby.v1") else base)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    known = set(mods)
+    return {n: _imports(n, p, known) for n, p in mods.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    out, state, stack = [], {}, []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if d not in graph:
+                continue
+            if state.get(d) == 1:
+                out.append([*stack[stack.index(d):], d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    return out
+
+
+def _in(name: str, folder: str) -> bool:
+    return name == f"lazystandby.{folder}" or name.startswith(f"lazystandby.{folder}.")
+
+
+def test_the_import_graph_has_no_cycle():
+    assert _cycles(_graph()) == []
+
+
+def test_core_imports_only_the_standard_library_and_data_libraries():
+    bad = {n: sorted(d for d in deps if not _in(d, "core") and d.split(".")[0] not in sys.stdlib_module_names
+                     and d.split(".")[0] not in CORE_ALLOWED and d != "__future__")
+           for n, deps in _graph().items() if _in(n, "core")}
+    assert {n: d for n, d in bad.items() if d} == {}
+
+
+def test_node_runtimes_see_no_wire_format_and_no_sibling_runtime():
+    bad = {n: sorted(d for d in deps if d.startswith("lazystandby.v1") or "_pb2" in d
+                     or (_in(d, "node") and d not in ("lazystandby.node", "lazystandby.node.common")))
+           for n, deps in _graph().items() if _in(n, "node")}
+    assert {n: d for n, d in bad.items() if d} == {}
+
+
+def test_the_runtime_imports_nothing_of_the_harness():
+    bad = {n: sorted(d for d in deps if _in(d, "harness"))
+           for n, deps in _graph().items() if any(_in(n, f) for f in RUNTIME) or n.startswith("lazystandby_spark")}
+    assert {n: d for n, d in bad.items() if d} == {}
+
+
+def test_the_checks_would_see_a_violation():
+    """The checker itself: a cycle and a forbidden import, made up, are found."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    src = ROOT / "services" / "lazystandby" / "node" / "upstream.py"
+    deps = _imports("lazystandby.node.upstream", src, set(_modules()))
+    assert "lazystandby.core.recovery" in deps and "lazystandby.transport.peer" in deps
