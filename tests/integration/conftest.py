@@ -1,4 +1,3 @@
-import os
 from pathlib import Path
 
 import pytest
@@ -10,8 +9,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def kafka():
     """A real Kafka broker for the session: KAFKA_BOOTSTRAP if set, else a local KRaft broker started from
     the Maven Central jars (deploy/kafka/resolve.sh) and always stopped afterwards."""
-    if os.environ.get("KAFKA_BOOTSTRAP"):
-        yield os.environ["KAFKA_BOOTSTRAP"]
+    from lazystandby.config import kafka_bootstrap_from_env
+
+    if existing := kafka_bootstrap_from_env():
+        yield existing
         return
     from lazystandby.harness.kafka_broker import LocalKafka
 

@@ -38,7 +38,7 @@ def test_kill_downstream_then_restart_reads_its_state_from_the_results_topic(kaf
 
 def test_malformed_records_go_to_dead_letters_and_never_stop_the_pipeline(kafka):
     # max_tuple_bytes 200: the generator's 300-byte record is refused as oversized, like any larger one.
-    r = trial(kafka, fault="kill-primary", malformed_every=101, extra={"max_tuple_bytes": "200"})
+    r = trial(kafka, fault="kill-primary", malformed_every=101, extra={"max_tuple_bytes": 200})
     assert r["malformed"] > 50
     assert r["after"]["nu"]["counters"]["dead_letters"] == r["malformed"]
 
@@ -55,8 +55,8 @@ def test_parameter_change_just_before_a_kill(kafka):
 
 @pytest.mark.slow
 def test_kill_primary_with_the_spark_operator(kafka):
-    r = trial(kafka, fault="kill-primary", extra={"operator": "spark", "heartbeat_interval": "0.2",
-                                                  "heartbeat_misses": "5", "spark_partitions": "1"},
+    r = trial(kafka, fault="kill-primary", extra={"operator": "spark", "heartbeat_interval": 0.2,
+                                                  "heartbeat_misses": 5, "spark_partitions": 1},
               kill_after=1.0)
     assert r["failovers"] == 1
 
@@ -65,8 +65,8 @@ def test_kill_primary_with_the_spark_operator(kafka):
 def test_a_stalled_spark_primary_that_comes_back_is_fenced(kafka):
     """SIGSTOP of N (its Python node and its Spark JVM) past the heartbeat timeout, then SIGCONT: N' took
     over, and N's late outputs are refused by epoch instead of reaching the results twice."""
-    r = trial(kafka, fault="pause-primary", extra={"operator": "spark", "heartbeat_interval": "0.2",
-                                                   "heartbeat_misses": "5", "spark_partitions": "1"},
+    r = trial(kafka, fault="pause-primary", extra={"operator": "spark", "heartbeat_interval": 0.2,
+                                                   "heartbeat_misses": 5, "spark_partitions": 1},
               kill_after=1.0)
     assert r["failovers"] == 1 and r["recovery"]["epoch"] == 2
     assert r["after"]["n"]["role"] == "fenced", r["after"]["n"]

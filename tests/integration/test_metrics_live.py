@@ -13,7 +13,7 @@ def scrape(port: int) -> str:
 
 
 def test_every_node_serves_its_metrics():
-    with Topology({"total": "5000", "rate": "5000"}, Path(tempfile.mkdtemp())) as topo:
+    with Topology({"total": 5000, "rate": 5000.0}, Path(tempfile.mkdtemp())) as topo:
         topo.start_all()
         time.sleep(1.5)
         pages = {k: scrape(p) for k, p in topo.metrics_ports.items()}

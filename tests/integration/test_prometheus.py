@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lazystandby import dashboards_check
+from lazystandby.harness import dashboards_check
 from lazystandby.harness.launcher import Topology
 from lazystandby.harness.local_prometheus import RULES, LocalPrometheus, install
 
@@ -26,7 +26,7 @@ def test_rules_pass_promtool():
 
 def test_standby_down_alert_fires_when_the_standby_is_killed():
     work = Path(tempfile.mkdtemp())
-    with Topology({"total": "0", "rate": "2000"}, work) as topo:
+    with Topology({"total": 0, "rate": 2000.0}, work) as topo:
         topo.start_all()
         targets = {JOBS[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()}
         with LocalPrometheus(work / "prom", targets, short_for=True) as prom:
