@@ -8,6 +8,7 @@ from lazystandby.config import NodeConfig
 from lazystandby.core import messages as m
 from lazystandby.core import tuples
 from lazystandby.core.codec import BatchEncoder, CodecName
+from lazystandby.core.roles import Role
 from lazystandby.core.seq import LazyStandbyError
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats.ticks import Tick
@@ -93,10 +94,15 @@ def test_bad_frames_are_refused_precisely_and_change_nothing(net, primary, case)
     assert push(net, frame(run(6, 2))).received_through == 7  # and the node carries on
 
 
-def test_a_newer_epoch_from_nu_fences_the_primary(net, primary):
+def test_a_frame_with_a_newer_epoch_moves_nothing(net, primary):
+    """Only a takeover moves an epoch: a Push claiming epoch 2 (from any client) neither fences the primary
+    nor changes its epoch; it is refused as an epoch no takeover made."""
+    before = state(primary)
     with pytest.raises(PeerError) as e:
         push(net, frame(run(1, 2), epoch=2))
-    assert e.value.status == "ABORTED" and primary.state.role == "fenced"
+    assert e.value.status == "FAILED_PRECONDITION" and "no takeover it knows of made epoch 2" in e.value.message
+    assert state(primary) == before and primary.state.role == "primary" and primary.errors["unknown_epoch"] == 1
+    assert push(net, frame(run(1, 2))).received_through == 2
 
 
 def test_a_frame_may_skip_only_what_its_checkpoint_covers(net, primary):
@@ -270,3 +276,98 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
     finally:
         nu.stop()
         s2.stop()
+
+
+@pytest.mark.parametrize("rpc", ["Push", "Backup", "Deliver", "Heartbeat", "Takeover", "RegisterStandby"])
+def test_bytes_that_are_not_protobuf_get_invalid_argument_and_one_log_line(net, primary, rpc, caplog):
+    caplog.set_level("WARNING", logger="lazystandby")
+    for _ in range(3):
+        with pytest.raises(PeerError) as e:
+            net.call_bytes("n", rpc, b"\xff\xff\xff not protobuf")
+        assert e.value.status == "INVALID_ARGUMENT" and "is not a protobuf" in e.value.message
+    assert primary.errors["malformed_message"] == 3
+    lines = [r for r in caplog.records if "not a protobuf" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelname == "WARNING"  # one line, however many calls
+
+
+def test_an_unknown_codec_enum_is_invalid_argument_and_changes_nothing(net, standby):
+    enc = BatchEncoder(CodecName.ZSTD)
+    bad = backup_frame(enc, [run(1, 5)])
+    bad.batches[0].codec = 42
+    with pytest.raises(PeerError) as e:
+        net.call_pb("s", "Backup", bad)
+    assert e.value.status == "INVALID_ARGUMENT" and "unknown codec 42" in e.value.message
+    assert standby.received_through == 0 and standby.decoder.session == 0
+
+
+def test_a_forged_delivery_with_a_newer_epoch_does_not_fence_the_primary(net, nd):
+    """A Deliver claiming epoch 2 with no tuples used to make Nd adopt epoch 2 and refuse the real primary."""
+    assert net.call_pb("nd", "Deliver", out_frame(1, 3)).received_through == 3
+    with pytest.raises(PeerError) as e:
+        net.call_pb("nd", "Deliver", pb.OutputFrame(epoch=2, sender="mallory"))
+    assert e.value.status == "FAILED_PRECONDITION" and "only a takeover moves it" in e.value.message
+    assert nd.fence.epoch == 1 and nd.errors["unknown_epoch"] == 1
+    assert net.call_pb("nd", "Deliver", out_frame(4, 2)).received_through == 5  # the primary carries on
+
+
+def test_a_restarted_nd_keeps_the_epoch_of_its_last_output(tmp_path):
+    from lazystandby.core.seq import StreamRegistry
+    from lazystandby.sinks.base import FileSink
+
+    net = MemoryNetwork()
+    path = str(tmp_path / "out.tsv")
+    nd = DownstreamNode(NodeConfig(role="downstream", listen="nd"), FileSink(path, StreamRegistry(["I1", "I2"])))
+    net.register("nd", nd)
+    net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2))
+    net.call_pb("nd", "Deliver", out_frame(1, 3, epoch=2))
+    nd.stop()
+    again = DownstreamNode(NodeConfig(role="downstream", listen="nd"), FileSink(path, StreamRegistry(["I1", "I2"])))
+    net.register("nd", again)
+    assert again.fence.epoch == 2 and again.dedup.delivered_through == 3
+    with pytest.raises(PeerError) as e:  # the demoted primary, resumed, is still refused
+        net.call_pb("nd", "Deliver", out_frame(4, 1, epoch=1))
+    assert e.value.status == "ABORTED"
+
+
+def test_a_primary_announces_itself_to_an_nd_that_does_not_know_its_epoch(net, nd):
+    n = OperatorNode(NodeConfig(role="primary", listen="n", downstream="nd", upstream="nu"),
+                     Selection("price > 100"), net.peer)
+    net.register("n", n)
+    try:
+        n.state.fence.advance(2)  # this primary took over in epoch 2; Nd restarted and knows epoch 1
+        assert push(net, frame(run(1, 4), epoch=2)).received_through == 4
+        n._operator_loop()
+        n._output_loop()  # refused (unknown epoch): announces itself
+        assert n.counters["announced"] == 1 and nd.fence.epoch == 2
+        n._output_loop()  # an empty frame learns where Nd stands
+        n._output_loop()
+        assert nd.dedup.delivered_through == 4 and nd.counters["takeovers"] == 1
+    finally:
+        n.stop()
+
+
+def test_a_fenced_primary_answering_heartbeats_counts_as_a_failure(net, primary):
+    s = OperatorNode(NodeConfig(role="standby", listen="s", primary="n", heartbeat_misses=2), Selection("price > 1"),
+                     net.peer)
+    from lazystandby.core.detector import FailureDetector
+
+    s.detector = FailureDetector(0.01, 2, s.clock())
+    s.registered.set()
+    s.take_over = lambda: s.counters.update(["suspected"])  # the suspicion is what this test is about
+    try:
+        primary.state.become(Role.FENCED)
+        s._heartbeat_loop()
+        s._heartbeat_loop()
+        assert s.counters["heartbeat_not_primary"] == 2 and s.counters["suspected"] == 1
+    finally:
+        s.stop()
+
+
+def test_a_backup_from_an_older_epoch_is_refused(net, standby):
+    standby.state.fence.advance(2)  # learnt from Nu at registration
+    enc = BatchEncoder(CodecName.ZSTD)
+    old = backup_frame(enc, [run(1, 5)])
+    old.epoch = 1
+    with pytest.raises(PeerError) as e:
+        net.call_pb("s", "Backup", old)
+    assert e.value.status == "ABORTED" and standby.received_through == 0

@@ -13,6 +13,7 @@ from lazystandby.core.roles import EpochFence, Role, RoleState
 from lazystandby.core.seq import (
     CorruptBatch,
     DuplicateSequence,
+    MalformedMessage,
     NonMonotonicSequence,
     PerStreamSequence,
     SequenceGap,
@@ -145,5 +146,5 @@ def test_an_unknown_codec_is_a_clear_error():
     msg = wire.backup_frame_to_pb(m.BackupFrame(epoch=1, sender="Nu", checkpoint=Checkpoint(), batches=[
         m.BackupBatch(1, 1, BatchEncoder(CodecName.NONE).encode(b"a"))]))
     msg.batches[0].codec = 42
-    with pytest.raises(CorruptBatch, match="unknown codec 42"):
+    with pytest.raises(MalformedMessage, match=r"unknown codec 42; expected one of \[0, 1, 2, 3, 4, 5\]"):
         wire.backup_frame_from_pb(msg)

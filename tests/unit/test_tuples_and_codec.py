@@ -135,3 +135,63 @@ def test_streaming_codecs_default_to_the_level_that_meets_the_bsize_10_budget():
     # Level 3 gave 0.30 of the raw bytes at Bsize 10; the streaming default (9) must stay clearly below.
     assert BatchEncoder(CodecName.ZSTD_STREAM_DICT).level == 9 and BatchEncoder(CodecName.ZSTD).level == 3
     assert size_per_tuple(CodecName.ZSTD_STREAM_DICT, 10) < 0.27
+
+
+def _zeros_stream(codec: CodecName, size: int, dictionary: bytes = b""):
+    """A batch of `size` zero bytes compressed as `codec` would, built without holding `size` bytes."""
+    import zstandard as zstd
+
+    enc = BatchEncoder(codec)
+    if codec is CodecName.ZLIB:
+        import zlib
+
+        c = zlib.compressobj()
+        payload = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(size >> 20)) + c.flush()
+    elif codec.streaming:
+        c = zstd.ZstdCompressor(level=1).compressobj()
+        payload = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(size >> 20))
+        payload += c.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
+    else:  # one frame whose header declares the whole size
+        payload = zstd.ZstdCompressor(level=1, write_content_size=True).compress(b"\0" * size)
+    e = enc.encode(b"x" * 100)
+    e.payload, e.raw_bytes = payload, 100  # claims 100 raw bytes
+    return e
+
+
+@pytest.mark.parametrize("codec", [CodecName.ZSTD, CodecName.ZLIB, CodecName.ZSTD_STREAM])
+def test_a_decompression_bomb_is_refused_fast_and_small(codec):
+    import resource
+    import time
+
+    bomb = _zeros_stream(codec, 256 << 20)
+    assert len(bomb.payload) < (1 << 20)
+    d = BatchDecoder("N'", max_batch_bytes=64 << 20)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with pytest.raises((OversizedMessage, CorruptBatch), match="N': backup batch session"):
+        d.decode(bomb)
+    assert time.perf_counter() - t0 < 0.1
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 64 << 10  # KiB: under 64 MiB more
+    assert d.session == 0  # the bomb opened a session; the decoder did not move to it
+
+
+def test_a_refused_batch_that_opens_a_session_leaves_the_current_one_working():
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    d = BatchDecoder("N'")
+    raws = [tuples.encode(TupleBatch(first=i, streams=[1], seqs=[i], payloads=[b"a,1,2,3,X"])) for i in (1, 2, 3)]
+    assert d.decode(enc.encode(raws[0])) == raws[0]
+    rogue = BatchEncoder(CodecName.ZSTD_STREAM).encode(raws[1])
+    rogue.payload = b"\x00" * len(rogue.payload)
+    with pytest.raises(CorruptBatch):
+        d.decode(rogue)
+    assert d.decode(enc.encode(raws[1])) == raws[1]  # the link's own session carries on
+
+
+def test_decode_many_changes_nothing_until_committed():
+    enc = BatchEncoder(CodecName.ZSTD_STREAM_DICT)
+    d = BatchDecoder("N'")
+    batches = enc.encode_many([b"one", b"two"])
+    raws, pos = d.decode_many(batches)
+    assert raws == [b"one", b"two"] and d.session == 0 and d.last_index == -1
+    d.commit(pos)
+    assert d.session == enc.session and d.last_index == 1

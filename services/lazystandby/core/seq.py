@@ -109,6 +109,22 @@ class QueueFull(LazyStandbyError):
     counter = "queue_full"
 
 
+class MalformedMessage(LazyStandbyError):
+    """A call whose bytes are not a message of the protocol (not protobuf, an unknown enum value)."""
+
+    status = Status.INVALID_ARGUMENT
+    counter = "malformed_message"
+
+
+class UnknownEpoch(LazyStandbyError):
+    """A call in an epoch no takeover announced to this node. Epochs move only by takeovers: a frame that
+    carries a higher epoch moves nothing, and its sender (a primary this node has not heard of, after a
+    restart) announces itself with a Takeover."""
+
+    status = Status.FAILED_PRECONDITION
+    counter = "unknown_epoch"
+
+
 class MalformedRecord(LazyStandbyError):
     status = Status.INVALID_ARGUMENT
     counter = "malformed_record"

@@ -8,7 +8,7 @@ from ..core import messages as m
 from ..core.dedup import DeliveryDedup
 from ..core.recovery import TakeoverLog, TakeoverRecord
 from ..core.roles import Role
-from ..core.seq import StreamRegistry
+from ..core.seq import StreamRegistry, UnknownEpoch
 from ..sinks.base import Sink
 from .common import NodeBase
 
@@ -22,7 +22,9 @@ class DownstreamNode(NodeBase):
         self.registry = StreamRegistry(cfg.stream_names)
         self.dedup = DeliveryDedup(cfg.name, sink.last_delivered())
         self.fence = self.state.fence
-        self.state.become(Role.DOWNSTREAM)
+        # The first primary runs in epoch 1 without a takeover; a restarted Nd resumes from the epoch its
+        # sink recorded with its last output.
+        self.state.become(Role.DOWNSTREAM, epoch=max(1, sink.last_epoch()))
         self.takeovers = TakeoverLog(cfg.name)
         self.first_delivery_after_takeover: float | None = None
 
@@ -31,7 +33,10 @@ class DownstreamNode(NodeBase):
 
     def handle_deliver(self, msg: m.OutputFrame) -> m.Level0Ack:
         with self.lock:
-            self.fence.admit(msg.epoch, sender=msg.sender, what="delivery")
+            self.fence.check(msg.epoch, sender=msg.sender, what="delivery")
+            if self.fence.is_newer(msg.epoch):
+                raise UnknownEpoch(f"{self.name}: delivery from {msg.sender} in epoch {msg.epoch}; Nd is in epoch "
+                                   f"{self.fence.epoch} and only a takeover moves it (the sender announces itself)")
             batch = msg.batch
             if batch is not None:
                 adm = self.dedup.admit(batch.first, len(batch))
@@ -39,7 +44,7 @@ class DownstreamNode(NodeBase):
                 if adm.skip:
                     self.counters["duplicates_dropped"] += adm.skip
                 if adm.take:
-                    self.sink.append(batch.slice(batch.first + adm.skip, batch.end))
+                    self.sink.append(batch.slice(batch.first + adm.skip, batch.end), epoch=self.fence.epoch)
                     self.dedup.delivered(batch.last)
                     self.counters["delivered_tuples"] += adm.take
                     last = self.takeovers.last

@@ -28,7 +28,7 @@ from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
 from ..core.retry import fenced_by
 from ..core.roles import Role
-from ..core.seq import OversizedMessage, PerStreamSequence, QueueFull, StaleEpoch, Status, StreamRegistry
+from ..core.seq import OversizedMessage, PerStreamSequence, QueueFull, Status, StreamRegistry, UnknownEpoch
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
@@ -79,6 +79,7 @@ class OperatorNode(NodeBase):
         self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.iq_capacity)
         self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
         self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
+        self._decoding = threading.Lock()
         self.received_through = 0
         self.processed = Checkpoint()
         self.level1 = Level1Tracker()
@@ -172,11 +173,7 @@ class OperatorNode(NodeBase):
             role = self.state.role
             if role not in (Role.PRIMARY, Role.PROMOTING):
                 raise self._wrong("Push")
-            if self.state.fence.is_newer(msg.epoch):
-                # Nu has seen a newer primary: this node was replaced while it was away.
-                self._fence(f"Nu sent epoch {msg.epoch}")
-                raise StaleEpoch(f"{self.name}: fenced; Nu is in epoch {msg.epoch}, this node in {self.state.epoch}")
-            self.state.fence.check(msg.epoch, sender=msg.sender, what="frame")
+            self._check_epoch(msg.epoch, msg.sender, "frame")
         if msg.batch is not None:
             batch = self._check_tuples(msg.batch, f"frame {msg.batch.first}")
             with self.lock:
@@ -185,25 +182,42 @@ class OperatorNode(NodeBase):
         with self.lock:
             return m.FrameAck(epoch=self.state.epoch, level1=self._level1(), received_through=self.received_through)
 
+    def _check_epoch(self, epoch: int, sender: str, what: str) -> None:
+        """Calls from Nu speak for Nu's epoch: an older one is refused (StaleEpoch); a newer one moves
+        nothing here (only this node's own takeover, or what Nu and the primary tell it, moves its epoch)."""
+        self.state.fence.check(epoch, sender=sender, what=what)
+        if self.state.role is not Role.STANDBY and self.state.fence.is_newer(epoch):
+            raise UnknownEpoch(f"{self.name}: {what} from {sender} in epoch {epoch}; this primary is in epoch "
+                               f"{self.state.epoch} and no takeover it knows of made epoch {epoch}")
+
     def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
-        """Algorithm 2: decompress each batch, then queue its tuples in IQ' in order."""
+        """Algorithm 2: decompress each batch, then queue its tuples in IQ' in order.
+
+        Decompression runs outside the node lock (heartbeats and the operator go on meanwhile), one backup
+        call at a time, bounded by what each batch declares; the decoder moves on only when the batches
+        are admitted."""
         with self.lock:
             if self.state.role is not Role.STANDBY:
                 raise self._wrong("Backup")
-            decoded = []
-            for bb in msg.batches:
-                raw = self.decoder.decode(bb.encoded)
-                what = f"{self.name}: backup batch {bb.first}"
-                batch = tuples.decode_frame(raw, bb.first, bb.count, what=what)
-                decoded.append(self._check_tuples(batch, f"backup batch {bb.first}"))
-            if decoded:
-                self._admit(decoded, msg.checkpoint)
-                self.counters["backup_tuples"] += sum(map(len, decoded))
-                self.counters["backup_batches"] += len(decoded)
-            elif msg.checkpoint.input_pos > self.received_through:
-                # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more.
-                self._jump(msg.checkpoint)
-            return m.BackupAck(applied_through=self.received_through)
+            self._check_epoch(msg.epoch, msg.sender, "backup")
+        with self._decoding:
+            raws, position = self.decoder.decode_many([bb.encoded for bb in msg.batches])
+            decoded = [self._check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
+                                                              what=f"{self.name}: backup batch {bb.first}"),
+                                          f"backup batch {bb.first}")
+                       for bb, raw in zip(msg.batches, raws, strict=True)]
+            with self.lock:
+                if self.state.role is not Role.STANDBY:
+                    raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
+                if decoded:
+                    self._admit(decoded, msg.checkpoint)
+                    self.counters["backup_tuples"] += sum(map(len, decoded))
+                    self.counters["backup_batches"] += len(decoded)
+                elif msg.checkpoint.input_pos > self.received_through:
+                    # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more.
+                    self._jump(msg.checkpoint)
+                self.decoder.commit(position)
+                return m.BackupAck(applied_through=self.received_through)
 
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
     def _operator_loop(self) -> None:
@@ -268,6 +282,8 @@ class OperatorNode(NodeBase):
                     self._fence(f"Nd refused epoch {epoch}: {e.message}")
                     return
                 self._resync_output = True
+            if e.status is Status.FAILED_PRECONDITION:
+                self._announce(peer, epoch)  # Nd does not know this epoch (it restarted): tell it
             self.sleep(self._output_backoff.next())
             return
         with self.lock:
@@ -278,6 +294,22 @@ class OperatorNode(NodeBase):
                 self.counters["delivered_tuples"] += len(batch)
             self._on_level0(ack.received_through)
             self.sent_next = ack.received_through + 1
+
+    def _announce(self, peer: Peer, epoch: int) -> None:
+        """Tell a peer that restarted without knowing it which primary runs `epoch`: the same Takeover this
+        node made (or, for the first primary, would have made), which the peer accepts once."""
+        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
+                                resend_from=self.received_through + 1)
+        try:
+            peer.takeover(req, self.cfg.rpc_timeout)
+        except PeerError as e:
+            self.log.warning("%s: announcing epoch %d to %s failed: %s", self.name, epoch, peer.address, e)
+            if fenced_by(e.status):
+                with self.lock:
+                    self._fence(f"{peer.address} refused epoch {epoch}: {e.message}")
+            return
+        self.counters["announced"] += 1
+        self.log.warning("%s: announced itself to %s as the primary of epoch %d", self.name, peer.address, epoch)
 
     def _on_level0(self, k: int) -> None:
         """Algorithm 3 (and the primary's own OQ): drop outputs Nd holds; refresh the Level-1 ack."""
@@ -320,12 +352,16 @@ class OperatorNode(NodeBase):
             self.counters["heartbeat_misses"] += 1
         else:
             now = self.clock()
-            det.ok(now, now - t0)
-            with self.lock:
-                self.counters["heartbeats"] += 1
-                if reply.role is Role.PRIMARY:
+            if reply.role is Role.PRIMARY:
+                det.ok(now, now - t0)
+                with self.lock:
+                    self.counters["heartbeats"] += 1
                     self.state.fence.advance(reply.epoch)
                     self._on_level0(reply.level0)
+            else:
+                # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
+                det.missed(now)
+                self.counters["heartbeat_not_primary"] += 1
         if det.suspects(self.clock()):
             self.take_over()
             return

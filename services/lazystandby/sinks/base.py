@@ -12,12 +12,16 @@ from ..core.tuples import TupleBatch
 
 class Sink(ABC):
     @abstractmethod
-    def append(self, outputs: TupleBatch) -> None:
-        """Store outputs outputs.first .. outputs.last durably, in order."""
+    def append(self, outputs: TupleBatch, *, epoch: int = 0) -> None:
+        """Store outputs outputs.first .. outputs.last durably, in order, delivered in `epoch`."""
 
     @abstractmethod
     def last_delivered(self) -> int:
         """The last output sequence number stored (0 when empty)."""
+
+    def last_epoch(self) -> int:
+        """The epoch of the last output stored (0 when unknown): a restarted Nd fences from it."""
+        return 0
 
     def close(self) -> None:  # noqa: B027
         pass
@@ -28,8 +32,13 @@ class MemorySink(Sink):
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, int, int, bytes]] = []
+        self.epoch = 0
 
-    def append(self, outputs: TupleBatch) -> None:
+    def last_epoch(self) -> int:
+        return self.epoch
+
+    def append(self, outputs: TupleBatch, *, epoch: int = 0) -> None:
+        self.epoch = max(self.epoch, epoch)
         for i, (sid, seq, p) in enumerate(zip(outputs.streams, outputs.seqs, outputs.payloads, strict=True)):
             self.rows.append((outputs.first + i, sid, seq, p))
 
@@ -41,14 +50,19 @@ class FileSink(Sink):
     """One line per output: `oseq<TAB>stream<TAB>seq<TAB>source_pos<TAB>payload`, flushed per append.
 
     A torn last line (Nd killed mid-write) is cut off on open, so the file always ends on a whole output.
+    The epoch of the latest delivery is kept beside it, in `<path>.epoch`.
     """
 
     def __init__(self, path: str, registry: StreamRegistry) -> None:
         self.path = path
         self.registry = registry
         self._last = 0
+        self._epoch = 0
         if os.path.exists(path):
             self._repair()
+        if os.path.exists(path + ".epoch"):
+            with open(path + ".epoch") as f:
+                self._epoch = int(f.read().strip() or 0)
         self._f = open(path, "ab")  # noqa: SIM115 - held for the sink's life
 
     def _repair(self) -> None:
@@ -62,7 +76,14 @@ class FileSink(Sink):
             last_line = data[data.rstrip(b"\n").rfind(b"\n") + 1 :]
             self._last = int(last_line.split(b"\t", 1)[0])
 
-    def append(self, outputs: TupleBatch) -> None:
+    def last_epoch(self) -> int:
+        return self._epoch
+
+    def append(self, outputs: TupleBatch, *, epoch: int = 0) -> None:
+        if epoch > self._epoch:
+            with open(self.path + ".epoch", "w") as f:
+                f.write(str(epoch))
+            self._epoch = epoch
         names = [self.registry.name_of(s).encode() for s in outputs.streams]
         src = outputs.sources or [0] * len(outputs)
         lines = [

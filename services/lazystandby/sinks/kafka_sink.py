@@ -12,10 +12,13 @@ from ..sources.kafka_source import Topics, ensure_topics, read_partition
 from .base import Sink
 
 
-def last_oseq(bootstrap: str, topic: str) -> int:
-    """The output sequence number of the topic's last record (0 when empty)."""
+def last_output(bootstrap: str, topic: str) -> tuple[int, int]:
+    """The output sequence number and epoch of the topic's last record ((0, 0) when empty)."""
     recs = read_partition(bootstrap, topic, tail=1)
-    return int(dict(recs[-1].headers)["oseq"]) if recs else 0
+    if not recs:
+        return 0, 0
+    h = dict(recs[-1].headers)
+    return int(h["oseq"]), int(h.get("epoch", b"0"))
 
 
 def read_results(bootstrap: str, topic: str) -> list[tuple[int, str, int, bytes]]:
@@ -37,15 +40,20 @@ class KafkaSink(Sink):
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=1,
                                       max_in_flight_requests_per_connection=1, retries=10,
                                       batch_size=512 << 10)
-        self._last = last_oseq(bootstrap, self.topics.results)
+        self._last, self._epoch = last_output(bootstrap, self.topics.results)
 
-    def append(self, outputs: TupleBatch) -> None:
+    def last_epoch(self) -> int:
+        return self._epoch
+
+    def append(self, outputs: TupleBatch, *, epoch: int = 0) -> None:
         topic = self.topics.results
+        self._epoch = max(self._epoch, epoch)
+        ep = b"%d" % self._epoch
         for i, (sid, seq, payload) in enumerate(zip(outputs.streams, outputs.seqs, outputs.payloads, strict=True)):
             name = self.registry.name_of(sid).encode()
             self.producer.send(topic, payload, key=b"%s:%d" % (name, seq), partition=0,
                                headers=[("oseq", b"%d" % (outputs.first + i)), ("stream", name),
-                                        ("seq", b"%d" % seq)])
+                                        ("seq", b"%d" % seq), ("epoch", ep)])
         self.producer.flush()
         self._last = outputs.last
 

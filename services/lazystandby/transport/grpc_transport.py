@@ -16,6 +16,7 @@ from ..core.seq import LazyStandbyError
 from ..v1 import lazystandby_pb2_grpc as pb_grpc
 from . import wire
 from .peer import Handler, PeerBase, PeerError
+from .refusals import RefusalLog, refuse
 
 log = logging.getLogger(__name__)
 
@@ -34,23 +35,26 @@ def channel_options(max_message: int = MAX_MESSAGE) -> list[tuple[str, int]]:
     ]
 
 
-def _method(handler: Handler, rpc: wire.Rpc):
-    def call(request, context: grpc.ServicerContext):
+def _method(handler: Handler, rpc: wire.Rpc, refusals: RefusalLog):
+    def call(request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
-            return wire.serve_call(rpc, handler, request, node=handler.name)
+            return wire.serve_bytes(rpc, handler, request, node=handler.name)
         except LazyStandbyError as e:
-            handler.count_error(e.counter)
+            refuse(handler, refusals, rpc.name, e)
             context.abort(getattr(grpc.StatusCode, e.status.value), e.message)
 
     return call
 
 
-class Servicer(pb_grpc.LazyStandbyServicer):
-    """Delegates every RPC to the node; protocol errors become gRPC statuses, the node's state untouched."""
-
-    def __init__(self, handler: Handler) -> None:
-        for name, rpc in wire.RPCS.items():
-            setattr(self, name, _method(handler, rpc))
+def service(handler: Handler) -> grpc.GenericRpcHandler:
+    """Every RPC of the node service, delegated to `handler`. Requests arrive as bytes and are parsed in
+    wire.py, so bytes that are not protobuf are answered INVALID_ARGUMENT by the protocol's own error
+    (gRPC's generated servicer would answer INTERNAL with a traceback); protocol errors become gRPC
+    statuses, the node's state untouched."""
+    refusals = RefusalLog(handler.name)
+    return grpc.method_handlers_generic_handler(SERVICE, {
+        name: grpc.unary_unary_rpc_method_handler(_method(handler, rpc, refusals))
+        for name, rpc in wire.RPCS.items()})
 
 
 def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, workers: int = 8) -> grpc.Server:
@@ -58,7 +62,7 @@ def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, wor
     # No SO_REUSEPORT (gRPC's default on Linux): a second server on a taken port must fail, not share it.
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
                          options=[*channel_options(max_message), ("grpc.so_reuseport", 0)])
-    pb_grpc.add_LazyStandbyServicer_to_server(Servicer(handler), server)
+    server.add_generic_rpc_handlers((service(handler),))
     hs = health.HealthServicer()
     hs.set("", health_pb2.HealthCheckResponse.SERVING)
     hs.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)

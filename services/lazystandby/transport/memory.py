@@ -9,6 +9,7 @@ import threading
 from ..core.seq import LazyStandbyError, Status
 from . import wire
 from .peer import Handler, PeerBase, PeerError
+from .refusals import RefusalLog, refuse
 
 
 class MemoryNetwork:
@@ -17,6 +18,7 @@ class MemoryNetwork:
     def __init__(self) -> None:
         self._nodes: dict[str, Handler] = {}
         self._down: set[str] = set()
+        self._refusals: dict[str, RefusalLog] = {}
         self._lock = threading.Lock()
 
     def register(self, address: str, handler: Handler) -> None:
@@ -32,24 +34,27 @@ class MemoryNetwork:
         with self._lock:
             self._down.discard(address)
 
-    def call_pb(self, address: str, rpc: str, request_pb):
-        """One call with a protobuf request, answered with a protobuf reply: what a gRPC server gets and
-        sends (tests use it to put bytes on the wire that no well-behaved peer would)."""
+    def call_bytes(self, address: str, rpc: str, data: bytes) -> bytes:
+        """One call with the request's bytes, answered with the reply's: what a gRPC server gets and sends
+        (tests use it to put bytes on the wire that no well-behaved peer would)."""
         with self._lock:
             node = None if address in self._down else self._nodes.get(address)
+            refusals = self._refusals.setdefault(address, RefusalLog(address))
         if node is None:
             raise PeerError(Status.UNAVAILABLE, f"{address} {rpc}: unreachable")
-        r = wire.RPCS[rpc]
-        request = r.req_pb.FromString(request_pb.SerializeToString())
         try:
-            reply = wire.serve_call(r, node, request, node=node.name)
+            reply = wire.serve_bytes(wire.RPCS[rpc], node, data, node=node.name)
         except LazyStandbyError as e:
-            node.count_error(e.counter)
+            refuse(node, refusals, rpc, e)
             raise PeerError(e.status, f"{address} {rpc}: {e.message}") from None
         with self._lock:
             if address in self._down:  # died while answering: the reply is lost
                 raise PeerError(Status.UNAVAILABLE, f"{address} {rpc}: connection lost")
-        return r.reply_pb.FromString(reply.SerializeToString())
+        return reply
+
+    def call_pb(self, address: str, rpc: str, request_pb):
+        """One call with a protobuf request, answered with a protobuf reply."""
+        return wire.RPCS[rpc].reply_pb.FromString(self.call_bytes(address, rpc, request_pb.SerializeToString()))
 
     def call(self, address: str, rpc: str, msg):
         r = wire.RPCS[rpc]

@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint
 from ..core.codec import CodecName, EncodedBatch
 from ..core.roles import Role
-from ..core.seq import CorruptBatch
+from ..core.seq import MalformedMessage
 from ..v1 import lazystandby_pb2 as pb
 
 _CODEC_PB = {
@@ -51,7 +53,7 @@ def codec_from_pb(value: int) -> CodecName:
     try:
         return _CODEC_FROM_PB[value]
     except KeyError:
-        raise CorruptBatch(f"unknown codec {value}; expected one of {sorted(_CODEC_FROM_PB)}") from None
+        raise MalformedMessage(f"unknown codec {value}; expected one of {sorted(_CODEC_FROM_PB)}") from None
 
 
 def role_to_pb(role: Role) -> int:
@@ -253,9 +255,23 @@ RPCS: dict[str, Rpc] = {r.name: r for r in [
 ]}
 
 
+def parse_request(rpc: Rpc, data: bytes, *, node: str):
+    """A request's bytes as protobuf; MalformedMessage when they are not one."""
+    try:
+        return rpc.req_pb.FromString(data)
+    except DecodeError as e:
+        raise MalformedMessage(f"{node}: {rpc.name} request of {len(data)} bytes is not a protobuf "
+                               f"{rpc.req_pb.__name__}: {e}") from None
+
+
 def serve_call(rpc: Rpc, handler, request_pb, *, node: str):
     """The server side of one call: decode, hand to the node, encode the reply (errors propagate)."""
     return rpc.reply_to(getattr(handler, rpc.handler)(rpc.req_from(request_pb, node=node)))
+
+
+def serve_bytes(rpc: Rpc, handler, data: bytes, *, node: str) -> bytes:
+    """The server side of one call, from the request's bytes to the reply's."""
+    return serve_call(rpc, handler, parse_request(rpc, data, node=node), node=node).SerializeToString()
 
 
 def reply_with_size(rpc: Rpc, reply_pb, request_pb):
