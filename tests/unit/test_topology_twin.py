@@ -99,3 +99,20 @@ def test_a_source_gap_stops_admission_and_everything_before_it_is_delivered():
         assert "I1 from seq 1501" in nu.snapshot()["source_gap"]
         exp = expected_outputs(["I1", "I2"], seed=7, total=3000, predicate="price > 100")
         assert compare(exp, output(t)).ok
+
+
+def test_an_oq_smaller_than_one_operator_call_does_not_livelock_through_a_pause_of_nd():
+    """N's operator takes up to 32,768 inputs a call; with room for 300 outputs in OQ, a call sized to
+    the room left keeps going (a call whose outputs could never fit once spun for ever)."""
+    total = 6000
+    t = InProcessTopology("memory", total=total, rate=0.0, predicate="price > 0")
+    t.nodes["n"].oq.capacity = 300  # N's OQ only: Nu still sends frames of up to 4,096 tuples
+    with t:
+        exp = expected(total, "price > 0")
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 500)
+        t.net.down("nd")  # Nd paused: nothing acked, OQ fills
+        time.sleep(0.3)
+        assert t.nodes["n"].oq.room() == 0 or t.nodes["n"].counters["oq_full_waits"] > 0
+        t.net.up("nd")
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert compare(exp, output(t)).ok

@@ -232,25 +232,41 @@ class OperatorNode(NodeBase):
                     self.processed = it.checkpoint
                     self.oq.trim(it.checkpoint.output_count)
                 continue
-            t0 = self.clock()
-            selected = self.operator.process(it)
-            took = self.clock() - t0
-            with self.lock:
-                self.batch_seconds.observe(took)
-                self.counters["operator_batches"] += 1
-                base = self.processed.output_count
-                out = it.select(selected, first=base + 1)
-                # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
-                fresh = out.slice(self.oq.trimmed_through + 1, out.end)
-                while len(fresh) and len(fresh) > self.oq.room() and not self.stopped:
-                    self.counters["oq_full_waits"] += 1
-                    self.lock.wait(0.05)  # backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED
-                if len(fresh):
-                    self.oq.append(fresh)
-                self.counters["processed_tuples"] += len(it)
-                self.counters["output_tuples"] += len(out)
-                self.processed = Checkpoint(it.last, base + len(out))
-                self.lock.notify_all()
+            start = it.first
+            while start < it.end and not self.stopped:
+                piece = it.slice(start, start + self._room_for(it.end - start))
+                if len(piece):
+                    self._process(piece)
+                start = piece.end
+
+    def _room_for(self, wanted: int) -> int:
+        """How many inputs the next operator call may take: at most one output per input, so never more
+        than OQ has room for. A call sized to the room left cannot wait for room that will never come
+        (an operator call's outputs larger than the whole OQ once spun for ever); with OQ full, this waits
+        for Nd's acks (backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED)."""
+        with self.lock:
+            while not self.stopped and self.oq.room() == 0:
+                self.counters["oq_full_waits"] += 1
+                self.lock.wait(0.05)
+            return min(wanted, self.oq.room())
+
+    def _process(self, batch: TupleBatch) -> None:
+        t0 = self.clock()
+        selected = self.operator.process(batch)
+        took = self.clock() - t0
+        with self.lock:
+            self.batch_seconds.observe(took)
+            self.counters["operator_batches"] += 1
+            base = self.processed.output_count
+            out = batch.select(selected, first=base + 1)
+            # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
+            fresh = out.slice(self.oq.trimmed_through + 1, out.end)
+            if len(fresh):
+                self.oq.append(fresh)  # fits: the call took no more inputs than OQ had room for
+            self.counters["processed_tuples"] += len(batch)
+            self.counters["output_tuples"] += len(out)
+            self.processed = Checkpoint(batch.last, base + len(out))
+            self.lock.notify_all()
 
     def _level1(self) -> Checkpoint:
         return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq))
