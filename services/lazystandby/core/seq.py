@@ -125,6 +125,13 @@ class UnknownEpoch(LazyStandbyError):
     counter = "unknown_epoch"
 
 
+class SourceUnavailable(LazyStandbyError):
+    """Nu cannot reach where its restart state lives (the source's commits) to record a change."""
+
+    status = Status.UNAVAILABLE
+    counter = "source_unavailable"
+
+
 class MalformedRecord(LazyStandbyError):
     status = Status.INVALID_ARGUMENT
     counter = "malformed_record"

@@ -17,6 +17,7 @@ from ..config import NodeConfig
 from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint
+from ..core.authz import PermissionDenied
 from ..core.batching import BackupBatcher, format_bsize
 from ..core.codec import BatchEncoder, train_dictionary
 from ..core.queues import KeyedQueue
@@ -28,6 +29,8 @@ from ..core.seq import (
     MalformedRecord,
     NonMonotonicSequence,
     PerStreamSequence,
+    SequenceGap,
+    SourceUnavailable,
     Status,
     StreamRegistry,
     UnknownStream,
@@ -35,7 +38,7 @@ from ..core.seq import (
 from ..core.tuples import TupleBatch
 from ..formats.control import validate_control
 from ..formats.ticks import validate
-from ..sources.base import DeadLetters, Record, Source, SourceGap
+from ..sources.base import DeadLetters, Membership, Record, Source, SourceGap
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer, PeerError
 from .common import Backoff, NodeBase
@@ -93,6 +96,9 @@ class UpstreamNode(NodeBase):
         if r.primary and r.primary != self.primary_addr:
             self.primary = self.peers(r.primary)
             self.primary_addr = r.primary
+        standby = r.standby if r.standby is not None else (self.cfg.standby if r.primary != self.cfg.standby else "")
+        if (self.standby.address if self.standby else "") != standby:
+            self.standby = self.peers(standby) if standby else None
         self.seqcheck.commit({self.registry.id_of(k): v for k, v in r.last_seqs.items()})
         self.batcher.restart(r.checkpoint.input_pos)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
@@ -242,7 +248,7 @@ class UpstreamNode(NodeBase):
             self.e2e_seconds.observe(now - at)
             self.e2e_recent.observe(now - at, last - self._committed_through)
             self._committed_through = last
-        self.source.covered(self.checkpoint, epoch=self.fence.epoch, primary=self.primary_addr)
+        self.source.covered(self.checkpoint, self._membership())
 
     # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
     def _backup_loop(self) -> None:
@@ -312,31 +318,64 @@ class UpstreamNode(NodeBase):
 
     # --- failover and membership -----------------------------------------------------------------------
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
-        """Step 5 of recovery, Nu's side: fence the old primary, stop the backup, rewind the cursor."""
+        """Step 5 of recovery, Nu's side: fence the old primary, stop the backup, rewind the cursor. The
+        takeover is made durable where Nu's restart state lives before Nu answers, so a Nu restarted right
+        after it still knows the new primary and epoch."""
+        old = None
         with self.lock:
-            retry = self.takeovers.check(self.fence, msg.epoch, msg.node)
-            if retry is not None:
-                return retry.reply  # type: ignore[return-value]  # a retried takeover gets the same answer
-            self.fence.advance(msg.epoch)
-            old = self.primary
-            self.primary = self.peers(msg.address)
-            self.primary_addr = msg.address
-            self.standby = None
-            self.generation += 1
-            start = resend_start(msg.resend_from, self.checkpoint)
-            self.cursor = start
-            self._resync_primary = False
-            resent = max(0, self.oqu.last - start + 1)
-            self.counters["resent_tuples"] += resent
-            self.counters["takeovers"] += 1
-            reply = m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
-                                    resend_from=start)
-            self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(), reply, {"resent": resent}))
-            self.log.warning("%s: %s took over as primary in epoch %d; resending %d tuples from %d",
-                             self.name, msg.node, msg.epoch, resent, start)
-            self.lock.notify_all()
-        old.close()
-        return reply
+            record = self.takeovers.retry_of(msg.epoch, msg.node)
+            if record is None and msg.epoch == self.fence.epoch and msg.address == self.primary_addr:
+                # The primary of this epoch announcing itself (this Nu restarted and already knows it).
+                return m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
+                                       resend_from=self.cursor)
+            if record is None:
+                self._check_takeover(msg)
+                old = self.primary
+                record = self._take_over(msg)
+            members = self._membership()
+        if old is not None:
+            old.close()
+        if not record.facts.get("durable"):
+            try:
+                self.source.record_membership(members)
+            except Exception as e:  # the standby retries; the retry finds this record and tries again
+                raise SourceUnavailable(f"{self.name}: takeover by {msg.node} in epoch {msg.epoch} accepted but "
+                                        f"not yet durable: {e}") from None
+            record.facts["durable"] = True
+        return record.reply  # type: ignore[return-value]
+
+    def _check_takeover(self, msg: m.TakeoverRequest) -> None:
+        """A new takeover: a newer epoch (else StaleEpoch), from the standby this Nu knows, asking for
+        positions this Nu can have (a standby claiming more than Nu ever held was fed a forged checkpoint)."""
+        self.takeovers.check(self.fence, msg.epoch, msg.node)
+        if self.standby is not None and msg.address != self.standby.address:
+            raise PermissionDenied(f"{self.name}: takeover by {msg.node} at {msg.address} refused; this Nu's "
+                                   f"standby is {self.standby.address}")
+        if msg.resend_from > self.oqu.last + 1:
+            raise SequenceGap(f"{self.name}: takeover by {msg.node} asks to resend from position {msg.resend_from}; "
+                              f"this Nu holds positions up to {self.oqu.last}")
+
+    def _take_over(self, msg: m.TakeoverRequest) -> TakeoverRecord:
+        self.fence.advance(msg.epoch)
+        self.primary = self.peers(msg.address)
+        self.primary_addr = msg.address
+        self.standby = None
+        self.generation += 1
+        start = resend_start(msg.resend_from, self.checkpoint)
+        self.cursor = start
+        self._resync_primary = False
+        resent = max(0, self.oqu.last - start + 1)
+        self.counters["resent_tuples"] += resent
+        self.counters["takeovers"] += 1
+        reply = m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
+                                resend_from=start)
+        self.log.warning("%s: %s took over as primary in epoch %d; resending %d tuples from %d",
+                         self.name, msg.node, msg.epoch, resent, start)
+        self.lock.notify_all()
+        return self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(), reply, {"resent": resent}))
+
+    def _membership(self) -> Membership:
+        return Membership(self.fence.epoch, self.primary_addr, self.standby.address if self.standby else "")
 
     def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
         """A new (empty) standby: everything after the trim point is to be batched for it again."""
@@ -350,6 +389,7 @@ class UpstreamNode(NodeBase):
             self.encoder.reset()
             self._resync_backup = False
             self.counters["standby_registrations"] += 1
+            self.source.covered(self.checkpoint, self._membership())
             self.lock.notify_all()
             return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
 

@@ -24,16 +24,26 @@ class Record:
     payload: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Who Nu works with, in which epoch: part of its restart state (a takeover changes it)."""
+
+    epoch: int
+    primary: str
+    standby: str = ""
+
+
 @dataclass
 class Restored:
-    """What a restarted Nu needs to continue exactly where it was: the last Level-1 checkpoint, the epoch
-    and primary it had, and the tuples it held after the checkpoint, at the same positions as before."""
+    """What a restarted Nu needs to continue exactly where it was: the last Level-1 checkpoint, the epoch,
+    primary and standby it had, and the tuples it held after the checkpoint, at the same positions."""
 
     checkpoint: Checkpoint
     epoch: int
     primary: str
     held: TupleBatch
     last_seqs: dict[str, int]
+    standby: str | None = None  # None: not recorded (a state written before standbys were kept)
 
 
 class Source(ABC):
@@ -59,8 +69,13 @@ class Source(ABC):
     def record_order(self, batch: TupleBatch, names: dict[int, str]) -> None:  # noqa: B027
         """Make the link order of `batch` durable: a generator is deterministic and needs nothing."""
 
-    def covered(self, checkpoint: Checkpoint, *, epoch: int, primary: str) -> None:  # noqa: B027
-        """Every position <= checkpoint.input_pos is covered by a Level-1 ack."""
+    def covered(self, checkpoint: Checkpoint, members: Membership) -> None:  # noqa: B027
+        """Every position <= checkpoint.input_pos is covered by a Level-1 ack (recorded soon, not at once)."""
+
+    def record_membership(self, members: Membership) -> None:  # noqa: B027
+        """Make a takeover durable before Nu answers it: a Nu restarted after this returns knows the new
+        primary and epoch. Raises when it cannot (the takeover is then retried). Nothing to keep for a
+        source that has no restart state."""
 
     def lag(self) -> dict[str, int]:
         """Records per stream that exist at the source but were not consumed yet."""

@@ -27,7 +27,7 @@ from kafka.structs import OffsetAndMetadata
 from ..core.acks import Checkpoint
 from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
-from .base import Record, Restored, Source, SourceGap
+from .base import Membership, Record, Restored, Source, SourceGap
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +200,11 @@ class KafkaSource(Source):
         # (first_pos, last_pos, log offset, per-stream last seq after the entry)
         self._entries: deque[tuple[int, int, int, dict[str, int]]] = deque()
         self._last_seqs: dict[str, int] = {}
-        self._pending: tuple[Checkpoint, int, str] | None = None
-        self._committed = Checkpoint()
+        self._pending: tuple[Checkpoint, Membership] | None = None
+        self._committed: tuple[Checkpoint, Membership] | None = None
+        self._commit_error = ""
+        self._done = threading.Condition()  # signalled when a commit lands
+        self._wake = threading.Event()
         self._covered_seqs: dict[str, int] = {}
         self._log_next = 0  # the link-log offset after the last entry a commit has covered
         self._lag: dict[str, int] = {}
@@ -249,7 +252,8 @@ class KafkaSource(Source):
                 self.consumer.seek(tp, committed[tp].offset)
         data_seqs = {k: v for k, v in last_seqs.items() if k != CONTROL}
         return Restored(checkpoint=ckpt, epoch=meta["epoch"] if meta else 1,
-                        primary=meta["primary"] if meta else "", held=held, last_seqs=data_seqs)
+                        primary=meta["primary"] if meta else "", held=held, last_seqs=data_seqs,
+                        standby=meta.get("standby") if meta else None)
 
     # --- normal operation ------------------------------------------------------------------------------
     def poll(self, max_records: int) -> list[Record]:
@@ -274,13 +278,27 @@ class KafkaSource(Source):
                 self._last_seqs[r[0]] = r[1] + r[2] - 1
             self._entries.append((batch.first, batch.last, md.offset, dict(self._last_seqs)))
 
-    def covered(self, checkpoint: Checkpoint, *, epoch: int, primary: str) -> None:
+    def covered(self, checkpoint: Checkpoint, members: Membership) -> None:
         with self._lock:
-            self._pending = (checkpoint, epoch, primary)
+            self._pending = (checkpoint, members)
+
+    def record_membership(self, members: Membership, timeout: float = 10.0) -> None:
+        """Committed with the offsets, by the committer thread (the one that owns commits), woken at once;
+        returns once the broker has it."""
+        with self._lock:
+            ckpt = self._pending[0] if self._pending else (self._committed[0] if self._committed else Checkpoint())
+            want = self._pending = (ckpt, members)
+        self._wake.set()
+        with self._done:
+            if not self._done.wait_for(lambda: self._committed == want, timeout):
+                raise TimeoutError(f"the takeover to epoch {members.epoch} could not be recorded in Kafka within "
+                                   f"{timeout}s{': ' + self._commit_error if self._commit_error else ''}")
 
     def _commit_loop(self) -> None:
         n = 0
-        while not self._stop.wait(self._commit_interval):
+        while not self._stop.is_set():
+            self._wake.wait(self._commit_interval)
+            self._wake.clear()
             self.commit_now()
             n += 1
             if n % 5 == 0:
@@ -288,9 +306,11 @@ class KafkaSource(Source):
 
     def commit_now(self) -> None:
         with self._lock:
-            if self._pending is None or self._pending[0] == self._committed:
+            # Skipped only when nothing changed: a takeover with the checkpoint standing still is a change.
+            if self._pending is None or self._pending == self._committed:
                 return
-            ckpt, epoch, primary = self._pending
+            state = self._pending
+            ckpt, members = state
             # The per-stream seqs and the restart offset move together, as entries are dropped, whether or
             # not the commit below succeeds: a restart must never pair a new offset with older seqs.
             while self._entries and self._entries[0][1] <= ckpt.input_pos:
@@ -300,8 +320,9 @@ class KafkaSource(Source):
             # A restart replays the link log from the first entry not fully covered; when every entry is
             # covered, from just past the last one.
             log_from = self._entries[0][2] if self._entries else self._log_next
-            meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "epoch": epoch,
-                               "primary": primary, "log": log_from, "seqs": seqs or {}})
+            meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "epoch": members.epoch,
+                               "primary": members.primary, "standby": members.standby, "log": log_from,
+                               "seqs": seqs or {}})
         offsets = {}
         for tp in self._tps:
             name = self._by_topic[tp.topic]
@@ -313,9 +334,13 @@ class KafkaSource(Source):
             offsets[self._tps[0]] = OffsetAndMetadata(committed, meta, -1)
         try:
             self.consumer.commit(offsets)
-            self._committed = ckpt
         except Exception as e:  # a failed commit is retried next round; it never blocks the pipeline
             log.warning("offset commit failed: %s", e)
+            self._commit_error = str(e)
+            return
+        with self._done:
+            self._committed, self._commit_error = state, ""
+            self._done.notify_all()
 
     def lag(self) -> dict[str, int]:
         return dict(self._lag)
@@ -330,6 +355,7 @@ class KafkaSource(Source):
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._committer.join(timeout=2)
         self.consumer.close()
         self.producer.close()
