@@ -23,6 +23,12 @@ LINK_BYTES = {
     "primary_bytes": "primary", "backup_bytes": "backup", "backup_raw_bytes": "backup_raw",
     "backup_payload_bytes": "backup_compressed", "output_bytes": "output",
 }
+# Refusal reasons (error counters) exported by reason. Those from misbehaving clients (malformed messages,
+# unknown epochs, forbidden or unauthenticated calls, a sender that is not the primary) are apart from the
+# pipeline's own (gaps, duplicates), which the correctness alerts use.
+REFUSALS = ("unknown_stream", "sequence_gap", "duplicate_sequence", "non_monotonic_sequence", "stale_epoch",
+            "wrong_role", "corrupt_batch", "oversized", "queue_full", "malformed_message", "unknown_epoch",
+            "permission_denied", "unauthenticated", "not_the_primary", "source_unavailable")
 QUEUES = {
     "oqu_depth": "oqu", "oqu_unbatched": "oqu_unbatched", "oqu_batched": "oqu_batched", "iq_depth": "iq",
     "oq_depth": "oq",
@@ -114,10 +120,27 @@ class NodeCollector(Collector):
                 rh.add_metric([name, phase], b.cumulative(), b.sum)
             yield rh
         err = CounterMetricFamily("lazystandby_rpc_errors", "Requests refused, by reason", labels=[*lbl, "reason"])
-        for reason in ("unknown_stream", "sequence_gap", "duplicate_sequence", "non_monotonic_sequence",
-                       "stale_epoch", "wrong_role", "corrupt_batch", "oversized", "queue_full"):
+        for reason in REFUSALS:
             err.add_metric([name, reason], e.get(reason, 0))
         yield err
+        yield from self._links(s)
+
+    def _links(self, s: dict) -> Iterator:
+        """Which peers this node believes alive, and its failed calls to each by status (loud stalls)."""
+        name, peers = s["node"], dict(s.get("peers", {}))
+        up = GaugeMetricFamily("lazystandby_peer_up", "1 if the node believes the peer alive (its last call was "
+                               "answered), 0 if not or if it has none in that place", labels=["node", "peer"])
+        if s.get("role") == "upstream" and not s.get("standby"):
+            peers["standby"] = {"alive": False, "failures": {}}  # no standby at all: the next failure is fatal
+        for peer, link in sorted(peers.items()):
+            up.add_metric([name, peer], 1.0 if link["alive"] else 0.0)
+        yield up
+        fails = CounterMetricFamily("lazystandby_link_failures", "Calls to a peer that got no answer, by status",
+                                    labels=["node", "peer", "status"])
+        for peer, link in sorted(peers.items()):
+            for status, n in sorted(link["failures"].items()):
+                fails.add_metric([name, peer, status], n)
+        yield fails
 
 
 def _gauge(metric: str, doc: str, node: str, value: float) -> GaugeMetricFamily:

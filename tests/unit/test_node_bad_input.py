@@ -164,10 +164,12 @@ def nd(net):
     return d
 
 
-def out_frame(first, n, epoch=1):
+def out_frame(first, n, epoch=1, sender=None):
+    """An output frame from the primary of `epoch`: N in epoch 1, then N' (which took over)."""
     b = run(first, n)
     b.sources = list(range(first, first + n))
-    return pb.OutputFrame(epoch=epoch, sender="N", first_oseq=first, count=n, tuples=tuples.encode(b))
+    return pb.OutputFrame(epoch=epoch, sender=sender or ("N" if epoch == 1 else "N'"), first_oseq=first, count=n,
+                          tuples=tuples.encode(b))
 
 
 def test_nd_drops_repeats_refuses_gaps_and_fences_old_epochs(net, nd):
@@ -448,3 +450,15 @@ def test_a_restarted_nu_restores_the_takeover_and_the_standby():
     reply = nu.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=5))
     assert reply.epoch == 2 and nu.counters["takeovers"] == 0
     nu.stop()
+
+
+def test_nd_refuses_replays_from_a_node_that_is_not_the_primary_and_keeps_its_alarms_quiet(net, nd):
+    """Replayed or gapped deliveries from a client used to raise the counters the DuplicatesDropped and
+    OutputGaps alerts watch; they are refused first, and counted apart."""
+    net.call_pb("nd", "Deliver", out_frame(1, 5))
+    for frame_ in (out_frame(1, 5, sender="mallory"), out_frame(9, 2, sender="mallory")):
+        with pytest.raises(PeerError) as e:
+            net.call_pb("nd", "Deliver", frame_)
+        assert e.value.status == "PERMISSION_DENIED" and "N is the primary of epoch 1" in e.value.message
+    assert nd.counters["duplicates_dropped"] == 0 and nd.errors["sequence_gap"] == 0
+    assert nd.errors["not_the_primary"] == 2 and len(nd.sink.rows) == 5

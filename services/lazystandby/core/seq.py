@@ -125,6 +125,14 @@ class UnknownEpoch(LazyStandbyError):
     counter = "unknown_epoch"
 
 
+class NotThePrimary(LazyStandbyError):
+    """A delivery from a node that is not the primary of the current epoch (a client replaying or
+    forging calls): refused before it touches the output or the counters the correctness alerts use."""
+
+    status = Status.PERMISSION_DENIED
+    counter = "not_the_primary"
+
+
 class SourceUnavailable(LazyStandbyError):
     """Nu cannot reach where its restart state lives (the source's commits) to record a change."""
 

@@ -12,6 +12,7 @@ from ..config import NodeConfig
 from ..core import messages as m
 from ..core.roles import RoleState
 from ..core.seq import WrongRole
+from ..transport.peer import PeerError
 
 
 class NodeBase:
@@ -28,6 +29,7 @@ class NodeBase:
         self.errors: Counter[str] = Counter()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.links = Links(cfg.name, self.log, clock)
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def spawn(self, name: str, loop: Callable[[], None]) -> None:
@@ -70,6 +72,7 @@ class NodeBase:
             "epoch": self.state.epoch,
             "counters": dict(self.counters),
             "errors": dict(self.errors),
+            "peers": self.links.snapshot(),
         }
 
     def handle_status(self, msg: None) -> m.StatusReply:
@@ -98,6 +101,69 @@ class NodeBase:
 
     def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
         raise self._wrong("RegisterStandby")
+
+
+class Links:
+    """The peers a node calls, and whether it believes each alive: a link is down from the first call
+    that got no answer (unreachable: UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN) until one is
+    answered, whatever the answer. Each change is one WARN line; while a link stays down, one reminder
+    every `remind` seconds. Failures are counted by peer and status for the metrics."""
+
+    def __init__(self, node: str, log: logging.Logger, clock: Callable[[], float], remind: float = 30.0) -> None:
+        self.node, self.log, self.clock, self.remind = node, log, clock, remind
+        self._state: dict[str, dict] = {}
+        self._lock = threading.Lock()
+
+    def _link(self, peer: str, address: str) -> dict:
+        link = self._state.get(peer)
+        if link is None or link["address"] != address:  # a new peer in this place starts unknown-but-up
+            link = self._state[peer] = {"address": address, "alive": True, "since": self.clock(), "failures": {},
+                                        "down_calls": 0, "reminded": 0.0}
+        return link
+
+    def ok(self, peer: str, address: str) -> None:
+        with self._lock:
+            link = self._link(peer, address)
+            if link["alive"]:
+                return
+            now = self.clock()
+            down_for, calls = now - link["since"], link["down_calls"]
+            link.update(alive=True, since=now, down_calls=0)
+        self.log.warning("%s: link to %s %s recovered after %.1f s (%d calls failed meanwhile)", self.node, peer,
+                         address, down_for, calls)
+
+    def failed(self, peer: str, address: str, status: str, message: str) -> None:
+        with self._lock:
+            link = self._link(peer, address)
+            link["failures"][status] = link["failures"].get(status, 0) + 1
+            now = self.clock()
+            if link["alive"]:
+                link.update(alive=False, since=now, down_calls=1, reminded=now)
+                line = "failed"
+            else:
+                link["down_calls"] += 1
+                if now - link["reminded"] < self.remind:
+                    return
+                link["reminded"] = now
+                line = f"still down after {now - link['since']:.0f} s"
+        self.log.warning("%s: link to %s %s %s (%s: %s)", self.node, peer, address, line, status, message)
+
+    def forget(self, peer: str) -> None:
+        """The node no longer has this peer (Nu's standby after a takeover)."""
+        with self._lock:
+            self._state.pop(peer, None)
+
+    def snapshot(self) -> dict[str, dict]:
+        with self._lock:
+            return {p: {"address": s["address"], "alive": s["alive"], "since": s["since"],
+                        "failures": dict(s["failures"])} for p, s in self._state.items()}
+
+    def note(self, peer: str, address: str, error: Exception | None) -> None:
+        """Record one call's outcome: answered (error None, or a refusal) or unreachable."""
+        if isinstance(error, PeerError) and error.unreachable:
+            self.failed(peer, address, str(error.status), error.message)
+        else:
+            self.ok(peer, address)
 
 
 class Backoff:

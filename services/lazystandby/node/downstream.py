@@ -8,7 +8,7 @@ from ..core import messages as m
 from ..core.dedup import DeliveryDedup
 from ..core.recovery import TakeoverLog, TakeoverRecord
 from ..core.roles import Role
-from ..core.seq import StreamRegistry, UnknownEpoch
+from ..core.seq import NotThePrimary, StreamRegistry, UnknownEpoch
 from ..sinks.base import Sink
 from .common import NodeBase
 
@@ -26,6 +26,9 @@ class DownstreamNode(NodeBase):
         # sink recorded with its last output.
         self.state.become(Role.DOWNSTREAM, epoch=max(1, sink.last_epoch()))
         self.takeovers = TakeoverLog(cfg.name)
+        # The node that delivers in the current epoch: the one whose takeover made it, or (in the first
+        # epoch, or after a restart) the first that delivered in it.
+        self.primary_node = ""
         self.first_delivery_after_takeover: float | None = None
 
     def start(self) -> None:
@@ -37,6 +40,11 @@ class DownstreamNode(NodeBase):
             if self.fence.is_newer(msg.epoch):
                 raise UnknownEpoch(f"{self.name}: delivery from {msg.sender} in epoch {msg.epoch}; Nd is in epoch "
                                    f"{self.fence.epoch} and only a takeover moves it (the sender announces itself)")
+            if not self.primary_node:
+                self.primary_node = msg.sender
+            elif msg.sender != self.primary_node:
+                raise NotThePrimary(f"{self.name}: delivery from {msg.sender} refused; {self.primary_node} is the "
+                                    f"primary of epoch {self.fence.epoch}")
             batch = msg.batch
             if batch is not None:
                 adm = self.dedup.admit(batch.first, len(batch))
@@ -58,6 +66,7 @@ class DownstreamNode(NodeBase):
         with self.lock:
             retry = self.takeovers.check(self.fence, msg.epoch, msg.node)
             self.fence.advance(msg.epoch)
+            self.primary_node = msg.node
             if retry is None:
                 self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(),
                                                   facts={"delivered_through": self.dedup.delivered_through}))
@@ -67,7 +76,8 @@ class DownstreamNode(NodeBase):
 
     def snapshot(self) -> dict:
         s = super().snapshot()
-        s.update({"delivered_through": self.dedup.delivered_through, "takeovers": self.takeovers.as_status()})
+        s.update({"delivered_through": self.dedup.delivered_through, "takeovers": self.takeovers.as_status(),
+                  "primary_node": self.primary_node})
         return s
 
     def stop(self) -> None:

@@ -91,8 +91,11 @@ class OperatorNode(NodeBase):
         self.detector: FailureDetector | None = None
         self.recovery: dict = {}
         self._wall_detected = 0.0
-        self._resync_output = False
+        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
+        # Nd holds (Precise), and Nd's answer trims OQ.
+        self._resync_output = True
         self._output_backoff = Backoff()
+        self._last_push = self.clock()
         self.registered = threading.Event()
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)
@@ -106,6 +109,7 @@ class OperatorNode(NodeBase):
     def start(self) -> None:
         self.spawn("operator", self._operator_loop)
         self.spawn("output", self._output_loop)
+        self.spawn("announce", self._announce_loop)
         if self.state.role is Role.STANDBY:
             # In the background: Nu may start after us, and registration waits for it.
             t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
@@ -124,9 +128,11 @@ class OperatorNode(NodeBase):
                 reply = self.upstream.register_standby(
                     m.RegisterStandby(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
             except PeerError as e:
+                self.links.note("upstream", self.upstream.address, e)
                 self.log.info("%s: registering with Nu failed (%s); retrying", self.name, e)
                 self.sleep(backoff.next())
                 continue
+            self.links.note("upstream", self.upstream.address, None)
             with self.lock:
                 self.state.fence.advance(reply.epoch)
                 if self.primary is None and reply.primary_address:
@@ -174,6 +180,7 @@ class OperatorNode(NodeBase):
             if role not in (Role.PRIMARY, Role.PROMOTING):
                 raise self._wrong("Push")
             self._check_epoch(msg.epoch, msg.sender, "frame")
+        self._last_push = self.clock()
         if msg.batch is not None:
             batch = self._check_tuples(msg.batch, f"frame {msg.batch.first}")
             with self.lock:
@@ -292,6 +299,7 @@ class OperatorNode(NodeBase):
         try:
             ack = peer.deliver(frame, self.cfg.rpc_timeout)
         except PeerError as e:
+            self.links.note("downstream", peer.address, e)
             with self.lock:
                 self.counters[f"deliver_error_{e.status.lower()}"] += 1
                 if fenced_by(e.status):
@@ -302,6 +310,7 @@ class OperatorNode(NodeBase):
                 self._announce(peer, epoch)  # Nd does not know this epoch (it restarted): tell it
             self.sleep(self._output_backoff.next())
             return
+        self.links.note("downstream", peer.address, None)
         with self.lock:
             self._output_backoff.reset()
             self._resync_output = False
@@ -311,19 +320,36 @@ class OperatorNode(NodeBase):
             self._on_level0(ack.received_through)
             self.sent_next = ack.received_through + 1
 
+    def _announce_loop(self) -> None:
+        """A live Nu pushes to its primary at least every ack_poll_ms. A primary that hears nothing for a
+        while announces itself to Nu: a Nu restarted without knowing this primary learns it; a Nu that knows
+        it answers and changes nothing; a Nu in a newer epoch refuses, and this node is fenced."""
+        self.sleep(1.0)
+        silent = max(1.0, 20 * self.cfg.ack_poll_ms / 1000)
+        with self.lock:
+            due = (self.state.role is Role.PRIMARY and self.upstream is not None
+                   and self.clock() - self._last_push > silent)
+            epoch = self.state.epoch
+        if due:
+            assert self.upstream is not None
+            self._announce(self.upstream, epoch)
+
     def _announce(self, peer: Peer, epoch: int) -> None:
         """Tell a peer that restarted without knowing it which primary runs `epoch`: the same Takeover this
         node made (or, for the first primary, would have made), which the peer accepts once."""
         req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
                                 resend_from=self.received_through + 1)
+        role = "upstream" if peer is self.upstream else "downstream"
         try:
             peer.takeover(req, self.cfg.rpc_timeout)
         except PeerError as e:
-            self.log.warning("%s: announcing epoch %d to %s failed: %s", self.name, epoch, peer.address, e)
+            self.links.note(role, peer.address, e)
             if fenced_by(e.status):
+                self.log.warning("%s: %s refused the announcement of epoch %d: %s", self.name, peer.address, epoch, e)
                 with self.lock:
                     self._fence(f"{peer.address} refused epoch {epoch}: {e.message}")
             return
+        self.links.note(role, peer.address, None)
         self.counters["announced"] += 1
         self.log.warning("%s: announced itself to %s as the primary of epoch %d", self.name, peer.address, epoch)
 
@@ -363,10 +389,12 @@ class OperatorNode(NodeBase):
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
             reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch),
                                    self.cfg.heartbeat_interval)
-        except PeerError:
+        except PeerError as e:
+            self.links.note("primary", peer.address if peer is not None else "", e)
             det.missed(self.clock())
             self.counters["heartbeat_misses"] += 1
         else:
+            self.links.note("primary", peer.address, None)
             now = self.clock()
             if reply.role is Role.PRIMARY:
                 det.ok(now, now - t0)
@@ -420,7 +448,7 @@ class OperatorNode(NodeBase):
         newer won) sends this node back to standby."""
         assert self.downstream is not None
         nd = self.downstream
-        return self._retry(lambda: nd.takeover(req, self.cfg.rpc_timeout), "Nd", on_refusal=self._back_to_standby)
+        return self._retry(nd, "downstream", req, on_refusal=self._back_to_standby)
 
     def _plan(self, epoch: int, nd: m.TakeoverReply) -> TakeoverPlan:
         """4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received."""
@@ -433,7 +461,7 @@ class OperatorNode(NodeBase):
         """5. connect Nu: it fences the old primary, stops the backup and resends what we lack."""
         assert self.upstream is not None
         nu, req.resend_from = self.upstream, plan.resend_from
-        reply = self._retry(lambda: nu.takeover(req, self.cfg.rpc_timeout), "Nu")
+        reply = self._retry(nu, "upstream", req)
         if reply is not None:
             with self.lock:
                 if reply.checkpoint.input_pos > self.received_through:
@@ -492,13 +520,18 @@ class OperatorNode(NodeBase):
                 self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
         self.counters["takeovers_refused"] += 1
 
-    def _retry(self, call: Callable, who: str, on_refusal: Callable[[], None] | None = None):
-        """Call until answered; a refusal (stale epoch) ends the takeover: back to standby, or fenced."""
+    def _retry(self, peer: Peer, who: str, req: m.TakeoverRequest,
+               on_refusal: Callable[[], None] | None = None) -> m.TakeoverReply | None:
+        """Takeover at `peer` until answered; a refusal (stale epoch) ends the takeover: back to standby,
+        or fenced."""
         backoff = Backoff(0.02, 0.5)
         while not self.stopped:
             try:
-                return call()
+                reply = peer.takeover(req, self.cfg.rpc_timeout)
+                self.links.note(who, peer.address, None)
+                return reply
             except PeerError as e:
+                self.links.note(who, peer.address, e)
                 if fenced_by(e.status):
                     self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
                     if on_refusal is not None:

@@ -85,6 +85,8 @@ class UpstreamNode(NodeBase):
         restored = source.restore()
         if restored is not None:
             self._restore(restored)
+        if self.standby is not None:
+            self.links.ok("standby", self.standby.address)  # alive until a call says otherwise
 
     def _restore(self, r) -> None:
         """A restarted Nu: the same positions for the same tuples, the epoch and primary it had."""
@@ -205,8 +207,10 @@ class UpstreamNode(NodeBase):
         try:
             ack = peer.push(frame, self.cfg.rpc_timeout)
         except PeerError as e:
+            self.links.note("primary", peer.address, e)
             self._primary_failed(e, gen)
             return
+        self.links.note("primary", peer.address, None)
         with self.lock:
             self.counters["primary_bytes"] += ack.wire_bytes
             if gen != self.generation:
@@ -274,6 +278,8 @@ class UpstreamNode(NodeBase):
         try:
             ack = peer.backup(frame, self.cfg.rpc_timeout)
         except PeerError as e:
+            if peer is self.standby:
+                self.links.note("standby", peer.address, e)
             with self.lock:
                 self.counters[f"backup_error_{e.status.lower()}"] += 1
                 if peer is not self.standby:
@@ -289,6 +295,7 @@ class UpstreamNode(NodeBase):
         with self.lock:
             if peer is not self.standby:
                 return
+            self.links.note("standby", peer.address, None)
             self.counters["backup_bytes"] += ack.wire_bytes
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if resync:
@@ -360,6 +367,8 @@ class UpstreamNode(NodeBase):
         self.primary = self.peers(msg.address)
         self.primary_addr = msg.address
         self.standby = None
+        self.links.forget("standby")
+        self.links.forget("primary")
         self.generation += 1
         start = resend_start(msg.resend_from, self.checkpoint)
         self.cursor = start
@@ -383,6 +392,7 @@ class UpstreamNode(NodeBase):
             if self.standby is not None:
                 self.standby.close()
             self.standby = self.peers(msg.address)
+            self.links.ok("standby", msg.address)
             self.standby_retry_at = 0.0
             self._standby_checkpoint = 0
             self.batcher.restart(self.oqu.trimmed_through)
