@@ -138,7 +138,9 @@ class NodeCollector(Collector):
         fails = CounterMetricFamily("lazystandby_link_failures", "Calls to a peer that got no answer, by status",
                                     labels=["node", "peer", "status"])
         for peer, link in sorted(peers.items()):
-            for status, n in sorted(link["failures"].items()):
+            # UNAVAILABLE always, at 0 until it happens: a counter that appears only on its first failure
+            # cannot be rated across that failure.
+            for status, n in sorted({"UNAVAILABLE": 0, **link["failures"]}.items()):
                 fails.add_metric([name, peer, status], n)
         yield fails
 
