@@ -35,8 +35,9 @@ from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.peer import PeerError
+from . import forge
 from .check import compare, expected_outputs, kafka_expected
-from .faults import Action, Runner, for_runner
+from .faults import Action, Fault, Runner, Step, for_runner
 from .wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -63,29 +64,76 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _kill(topo: Topology, key: str) -> None:
+def _kill(topo: Topology, key: str, step: Step) -> dict:
     topo.signal(key, signal.SIGKILL)
+    return {}
 
 
-def _pause(topo: Topology, key: str) -> None:
-    # Past the detector's timeout, then back: the old primary must find itself fenced.
+def _pause(topo: Topology, key: str, step: Step) -> dict:
+    # By default past the detector's timeout, then back: an old primary must find itself fenced.
     topo.signal(key, signal.SIGSTOP)
-    time.sleep(topo.heartbeat_timeout * 4)
+    time.sleep(step.duration or topo.heartbeat_timeout * 4)
     topo.signal(key, signal.SIGCONT)
+    return {}
 
 
-def _restart(topo: Topology, key: str) -> None:
+def _restart(topo: Topology, key: str, step: Step) -> dict:
     topo.signal(key, signal.SIGKILL)
     topo.procs[key].wait()
     time.sleep(0.5)
     topo.start(key)
+    return {"started": key}
+
+
+def _start(topo: Topology, key: str, step: Step) -> dict:
+    """A node again in a place whose node was killed; in an operator place, a new, empty standby that
+    learns the primary from Nu (as a spare does), so that it can take over from a dead primary."""
+    topo.procs[key].wait()
+    if key in ("n", "n2"):
+        topo.start(key, role="standby", name=f"{topo.NAMES[key]}-{len(topo.restarts) + 2}")
+    else:
+        topo.start(key)
+    return {"started": key}
+
+
+def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Topology, str, Step], dict]:
+    def act(topo: Topology, key: str, step: Step) -> dict:
+        epoch = topo.status("nd")["epoch"] + epoch_delta
+        a = call(topo.addrs[key], epoch, ca=topo.tls_ca)
+        out = {"answer": a.status, "answer_ms": round(a.ms, 1), "details": a.details[:200]}
+        if step.action is Action.FORGE_BACKUP and a.status == "OK":
+            # A standby answers what it holds: refused means it did not move to the forged checkpoint.
+            out["answer"] = "APPLIED" if topo.status(key)["received_through"] >= 10**9 else "NOT_APPLIED"
+        if step.action is Action.BOMB:
+            out["rss_mb"] = topo.rss_mb(key)
+        return out
+
+    return act
 
 
 # How this runner carries out the catalog's actions, and where each role runs.
-ACTIONS: dict[Action, Callable[[Topology, str], None]] = {Action.KILL: _kill, Action.PAUSE: _pause,
-                                                          Action.RESTART: _restart}
+ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
+    Action.KILL: _kill, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
+    Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
+    Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
+}
 FAULTS = for_runner(Runner.PROCESSES)
 KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
+FORGED = frozenset({Action.FORGE_DELIVER, Action.FORGE_PUSH, Action.FORGE_BACKUP, Action.BOMB})
+
+
+def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
+    """Carry out `fault`'s steps in order, with their timings; one event per step."""
+    events = []
+    for step in fault.steps:
+        if step.after == "takeover":
+            wait_until(lambda: bool(topo.status("nu")["takeovers"]), timeout, step=0.005)
+        if step.delay:
+            time.sleep(step.delay)
+        at = time.time()
+        out = ACTIONS[step.action](topo, KEY_OF_ROLE[step.target], step)
+        events.append({"at": at, "target": step.target, "action": str(step.action), **out})
+    return events
 
 
 @dataclass
@@ -98,6 +146,8 @@ class Topology:
     with_standby: bool = True  # False: no N' at all (the no-HA baseline of the benchmarks)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addrs: dict[str, str] = field(default_factory=dict)
+    restarts: list[str] = field(default_factory=list)
+    tls_ca: str = ""  # the CA a forging client trusts when the nodes run TLS (it has no certificate itself)
 
     ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
     NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
@@ -114,25 +164,40 @@ class Topology:
         interval = self.settings.get("heartbeat_interval", NodeConfig.heartbeat_interval)
         return float(interval) * int(self.settings.get("heartbeat_misses", NodeConfig.heartbeat_misses))
 
-    def args(self, key: str) -> list[str]:
+    def args(self, key: str, role: str = "", name: str = "") -> list[str]:
+        """The command line of the node in place `key`: its place's role, or `role` (a standby started in
+        an operator's place learns the primary from Nu, as a spare does)."""
         a = self.addrs
-        role = self.ROLES[key]
+        role = role or self.ROLES[key]
         peers = {
             "upstream": {"primary": a["n"], "standby": a["n2"] if self.with_standby else ""},
             "primary": {"upstream": a["nu"], "downstream": a["nd"]},
-            "standby": {"upstream": a["nu"], "downstream": a["nd"], "primary": a["n"]},
+            "standby": {"upstream": a["nu"], "downstream": a["nd"],
+                        "primary": a["n"] if key == "n2" and not name else ""},
             "downstream": {"sink": self.sink},
         }[role]
-        opts = {"role": role, "name": self.NAMES[key], "listen": a[key], "metrics_port": self.metrics_ports[key],
-                **peers, **self.settings}
+        opts = {"role": role, "name": name or self.NAMES[key], "listen": a[key],
+                "metrics_port": self.metrics_ports[key], **peers, **self.settings}
         return [sys.executable, "-m", "lazystandby.cli", "node", *config.to_args(opts)]
 
-    def start(self, key: str) -> None:
+    def start(self, key: str, role: str = "", name: str = "") -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in PYTHONPATH)}
         log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
+        if key in self.procs:
+            self.restarts.append(key)
         # Its own process group, so that a fault hits the node with its Spark JVM, as it would a container.
-        self.procs[key] = subprocess.Popen(self.args(key), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                           start_new_session=True)
+        self.procs[key] = subprocess.Popen(self.args(key, role, name), stdout=log, stderr=subprocess.STDOUT,
+                                           env=env, start_new_session=True)
+
+    def alive(self, key: str) -> bool:
+        return key in self.procs and self.procs[key].poll() is None
+
+    def rss_mb(self, key: str) -> float:
+        """Resident memory of the node's process, in MB (Linux /proc)."""
+        for line in Path(f"/proc/{self.procs[key].pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
 
     def start_all(self) -> None:
         # Downstream first, upstream last: the source starts only when the path to Nd exists.
@@ -254,25 +319,27 @@ def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, code
                 time.sleep(max(0.0, kill_after - (time.monotonic() - t_start)))
             before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
             t_fault = time.time()
-            ACTIONS[f.action](topo, KEY_OF_ROLE[f.target])
+            events = inject(topo, f, timeout)
             result["fault_at"] = t_fault
+            result["events"] = events
             if kafka:
                 assert gen is not None
                 gen.join()
                 expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
                                                      max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)))
                 result["malformed"] = malformed
-            if f.target in ("upstream", "downstream"):
-                topo.wait_ready(KEY_OF_ROLE[f.target])
+            for e in events:
+                if "started" in e:
+                    topo.wait_ready(e["started"])
             delivered = wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
             took_over = True
-            if f.target == "primary":
+            if f.takes_over:
                 # A takeover is over when the new primary says it is live (a pause shorter than the
                 # detector's timeout would deliver everything with no takeover: not the fault asked for).
-                took_over = wait_until(lambda: bool(topo.status("n2")["recovery"].get("live_at")), timeout)
+                took_over = wait_until(lambda: _live_primary(topo) is not None, timeout)
             done = delivered and took_over
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
-            after = {k: topo.status(k) for k in topo.procs if topo.procs[k].poll() is None}
+            after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
             if kafka:
                 rows = read_results(kafka, f"{settings['topic_prefix']}results")
             else:
@@ -284,13 +351,17 @@ def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, code
             result["took_over"] = took_over
             result["before"] = {k: _brief(v) for k, v in before.items()}
             result["after"] = {k: _brief(v) for k, v in after.items()}
-            rec = after.get("n2", {}).get("recovery") or {}
+            live = _live_primary(topo, after)
+            rec = after.get(live, {}).get("recovery") or {} if live else {}
             result["recovery"] = rec
             if rec.get("live_at"):
                 result["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
             nd_tk = after.get("nd", {}).get("takeovers") or []
             result["failovers"] = len(nd_tk)
-            ok = done and check.ok
+            # A call from a client that is no node must change nothing: refused, and no failover follows.
+            forged = [e for e in events if Action(e["action"]) in FORGED]
+            result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
+            ok = done and check.ok and (not forged or (result["forged_refused"] and result["failovers"] == 0))
         finally:
             result["ok"] = ok
     if ok and not keep:
@@ -298,10 +369,23 @@ def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, code
     return result
 
 
+def _live_primary(topo: Topology, statuses: dict[str, dict] | None = None) -> str | None:
+    """The operator place whose node took over most recently and is live, if any."""
+    best, at = None, 0.0
+    for key in ("n", "n2"):
+        if not topo.alive(key):
+            continue
+        s = statuses[key] if statuses is not None else topo.status(key)
+        live_at = (s.get("recovery") or {}).get("live_at") or 0.0
+        if s.get("role") == "primary" and live_at > at:
+            best, at = key, live_at
+    return best
+
+
 def _brief(s: dict) -> dict:
     keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
-            "counters", "errors", "operator_switches")
+            "counters", "errors", "operator_switches", "peers")
     return {k: s[k] for k in keys if k in s}
 
 

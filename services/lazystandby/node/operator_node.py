@@ -28,7 +28,14 @@ from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
 from ..core.retry import fenced_by
 from ..core.roles import Role
-from ..core.seq import OversizedMessage, PerStreamSequence, QueueFull, Status, StreamRegistry, UnknownEpoch
+from ..core.seq import (
+    OversizedMessage,
+    PerStreamSequence,
+    QueueFull,
+    Status,
+    StreamRegistry,
+    UnknownEpoch,
+)
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
@@ -81,6 +88,7 @@ class OperatorNode(NodeBase):
         self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
         self._decoding = threading.Lock()
         self.received_through = 0
+        self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
         self.processed = Checkpoint()
         self.level1 = Level1Tracker()
         self.level0 = 0
@@ -166,6 +174,14 @@ class OperatorNode(NodeBase):
         self.received_through = joined.last
         self.lock.notify_all()
 
+    def _plausible(self, ckpt: Checkpoint) -> bool:
+        """A standby skips to a trim point that comes without batches only as far as the primary has
+        received (its heartbeats say): a Level-1 ack never covers a position the primary does not hold. One
+        past that (forged, or newer than the last heartbeat) is not applied, and the standby answers what
+        it holds; Nu sends its trim point again. (Batches that start just after their checkpoint are the
+        ordinary jump and are admitted as they come.)"""
+        return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
+
     def _jump(self, ckpt: Checkpoint) -> None:
         """Skip to a checkpoint: every input through it produced only outputs Nd already holds."""
         self.iq.offer(Jump(ckpt))  # type: ignore[arg-type]
@@ -221,8 +237,12 @@ class OperatorNode(NodeBase):
                     self.counters["backup_tuples"] += sum(map(len, decoded))
                     self.counters["backup_batches"] += len(decoded)
                 elif msg.checkpoint.input_pos > self.received_through:
-                    # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more.
-                    self._jump(msg.checkpoint)
+                    # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
+                    # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
+                    if self._plausible(msg.checkpoint):
+                        self._jump(msg.checkpoint)
+                    else:
+                        self.counters["checkpoints_deferred"] += 1
                 self.decoder.commit(position)
                 return m.BackupAck(applied_through=self.received_through)
 
@@ -401,6 +421,7 @@ class OperatorNode(NodeBase):
                 with self.lock:
                     self.counters["heartbeats"] += 1
                     self.state.fence.advance(reply.epoch)
+                    self.primary_received = max(self.primary_received, reply.received_through)
                     self._on_level0(reply.level0)
             else:
                 # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
