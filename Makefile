@@ -17,7 +17,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick up down chaos test-system clean
+	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign test-system clean
 
 $(STAMP): requirements.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -97,6 +97,12 @@ down:
 
 chaos: setup
 	$(VPY) deploy/chaos/chaos.py $(FAULT)
+
+# Faults drawn at random from the whole catalog (singles and pairs) against a Kafka load, processes on
+# loopback, the truth table after each; JSON summary last (runs, lost, duplicated, stalled, double_faults).
+RUNS ?= 10
+chaos-campaign: setup kafka-jars
+	$(VPY) -m lazystandby.cli chaos-campaign --runs $(RUNS) $(if $(SEED),--seed $(SEED))
 
 # Benchmarks (results, plots and a JSON summary under bench/results/; JSON summary as the last line).
 bench-quick: setup kafka-jars

@@ -90,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         from .harness.dashboards_check import main as dash_main
 
         return dash_main(rest)
+    if cmd == "chaos-campaign":
+        from .harness.campaign import main as campaign_main
+
+        return campaign_main(rest)
     if cmd in ("launch", "failover-check"):
         from .harness.launcher import main as launch_main
 

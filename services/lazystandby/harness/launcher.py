@@ -282,14 +282,14 @@ class _KafkaLoad(threading.Thread):
         generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad, start=at)
 
 
-def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, codec: str = "zstd-stream-dict",
+def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 10, codec: str = "zstd-stream-dict",
               total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
               seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
               extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
               param_change_at: tuple[int, str] | None = None) -> dict:
     """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
     tuples or None/'inf'; `extra` holds further NodeConfig settings, typed."""
-    f = FAULTS[fault]
+    f = fault if isinstance(fault, Fault) else FAULTS[fault]
     bsize = parse_bsize(bsize)
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=ROOT / "run" if (ROOT / "run").is_dir() else None))
     settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
@@ -300,7 +300,7 @@ def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, code
         expected = []
     else:
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
-    result: dict = {"fault": fault, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir)}
+    result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir)}
     ok = False
     with Topology(settings, workdir) as topo:
         try:
@@ -320,6 +320,10 @@ def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, code
             before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
             t_fault = time.time()
             events = inject(topo, f, timeout)
+            if not (topo.alive("n") or topo.alive("n2")):
+                # Both operators gone (faults composed at random): a new standby in N's place takes over.
+                events.append({"at": time.time(), "target": "primary", "action": "start (repair)",
+                               **_start(topo, "n", Step("primary", Action.START))})
             result["fault_at"] = t_fault
             result["events"] = events
             if kafka:
@@ -359,7 +363,7 @@ def run_trial(*, fault: str = "kill-primary", bsize: int | str | None = 10, code
             nd_tk = after.get("nd", {}).get("takeovers") or []
             result["failovers"] = len(nd_tk)
             # A call from a client that is no node must change nothing: refused, and no failover follows.
-            forged = [e for e in events if Action(e["action"]) in FORGED]
+            forged = [e for e in events if e["action"] in FORGED]
             result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
             ok = done and check.ok and (not forged or (result["forged_refused"] and result["failovers"] == 0))
         finally:
