@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+from functools import partial
 
 from . import config
 from .core.seq import StreamRegistry
@@ -16,6 +17,7 @@ from .operators.base import Operator
 from .sinks.base import FileSink, MemorySink
 from .sources.base import GeneratorSource
 from .transport.grpc_transport import GrpcPeer, serve
+from .transport.tls import TlsFiles
 
 
 def make_operator(cfg: config.NodeConfig) -> Operator:
@@ -57,8 +59,13 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
 def run_node(argv: list[str]) -> int:
     cfg = config.load(argv)
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
-    node = build_node(cfg)
-    server = serve(node, cfg.listen, max_message=cfg.max_message_bytes)
+    tls = TlsFiles.from_config(cfg)
+    log = logging.getLogger("lazystandby")
+    if tls is None:
+        log.warning("%s: TLS is off: any client that can reach %s can call this node; run plaintext only on "
+                    "loopback or in tests (set tls_ca, tls_cert, tls_key; make certs)", cfg.name, cfg.listen)
+    node = build_node(cfg, partial(GrpcPeer, max_message=cfg.max_message_bytes, tls=tls))
+    server = serve(node, cfg.listen, max_message=cfg.max_message_bytes, tls=tls)
     if cfg.metrics_port:
         from .metrics import serve_metrics
 
@@ -67,7 +74,7 @@ def run_node(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     node.start()  # after the server listens: a standby registers with Nu, which then calls back
-    logging.getLogger("lazystandby").info("%s (%s) listening on %s", cfg.name, cfg.role, cfg.listen)
+    log.info("%s (%s) listening on %s%s", cfg.name, cfg.role, cfg.listen, " (mutual TLS)" if tls else "")
     done.wait()
     server.stop(grace=0.5)
     node.stop()

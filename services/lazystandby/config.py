@@ -75,6 +75,10 @@ class NodeConfig:
     topic_prefix: str = "ls."
     # sink (Nd)
     sink: str = ""  # a file of delivered outputs; empty = keep nothing but counts
+    # mutual TLS between nodes (deploy/tls/make-certs.sh); all three empty = plaintext (loopback only)
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
     # observability
     metrics_port: int = 0
     overhead_budget: float = 0.5  # backup/primary bytes above which the BandwidthOverheadAboveBudget alert fires

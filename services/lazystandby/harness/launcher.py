@@ -35,6 +35,7 @@ from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.peer import PeerError
+from ..transport.tls import TlsFiles
 from . import forge
 from .check import compare, expected_outputs, kafka_expected
 from .faults import Action, Fault, Runner, Step, for_runner
@@ -62,6 +63,14 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+CERT_ROLES = {"upstream": "upstream", "primary": "operator", "standby": "operator", "downstream": "downstream"}
+
+
+def make_certs(out: Path, specs: list[str]) -> None:
+    """A development CA and certificates `NAME:ROLE` under `out` (deploy/tls/make-certs.sh; idempotent)."""
+    subprocess.run(["bash", str(ROOT / "deploy" / "tls" / "make-certs.sh"), str(out), *specs], check=True)
 
 
 def _kill(topo: Topology, key: str, step: Step) -> dict:
@@ -99,7 +108,7 @@ def _start(topo: Topology, key: str, step: Step) -> dict:
 def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Topology, str, Step], dict]:
     def act(topo: Topology, key: str, step: Step) -> dict:
         epoch = topo.status("nd")["epoch"] + epoch_delta
-        a = call(topo.addrs[key], epoch, ca=topo.tls_ca)
+        a = call(topo.addrs[key], epoch, ca=topo.tls.ca if topo.tls else "")
         out = {"answer": a.status, "answer_ms": round(a.ms, 1), "details": a.details[:200]}
         if step.action is Action.FORGE_BACKUP and a.status == "OK":
             # A standby answers what it holds: refused means it did not move to the forged checkpoint.
@@ -147,7 +156,9 @@ class Topology:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addrs: dict[str, str] = field(default_factory=dict)
     restarts: list[str] = field(default_factory=list)
-    tls_ca: str = ""  # the CA a forging client trusts when the nodes run TLS (it has no certificate itself)
+    per_node: dict[str, dict[str, Any]] = field(default_factory=dict)  # settings for one place only
+    tls_dir: Path | None = None  # mutual TLS: a development CA and a certificate per node are made here
+    tls: TlsFiles | None = None  # the harness's own (admin) certificate when the nodes run mutual TLS
 
     ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
     NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
@@ -157,6 +168,10 @@ class Topology:
         self.addrs = {k: f"127.0.0.1:{ports[i]}" for i, k in enumerate(self.ROLES)}
         self.metrics_ports = {k: ports[len(self.ROLES) + i] for i, k in enumerate(self.ROLES)}
         self.sink = str(self.workdir / "nd-output.tsv")
+        if self.tls_dir is not None:
+            make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}" for k in self.ROLES] + ["admin:admin"])
+            self.tls = TlsFiles(str(self.tls_dir / "ca.crt"), str(self.tls_dir / "admin.crt"),
+                                str(self.tls_dir / "admin.key"))
 
     @property
     def heartbeat_timeout(self) -> float:
@@ -177,7 +192,10 @@ class Topology:
             "downstream": {"sink": self.sink},
         }[role]
         opts = {"role": role, "name": name or self.NAMES[key], "listen": a[key],
-                "metrics_port": self.metrics_ports[key], **peers, **self.settings}
+                "metrics_port": self.metrics_ports[key], **peers, **self.settings, **self.per_node.get(key, {})}
+        if self.tls_dir is not None:
+            opts.update(tls_ca=str(self.tls_dir / "ca.crt"), tls_cert=str(self.tls_dir / f"{key}.crt"),
+                        tls_key=str(self.tls_dir / f"{key}.key"))
         return [sys.executable, "-m", "lazystandby.cli", "node", *config.to_args(opts)]
 
     def start(self, key: str, role: str = "", name: str = "") -> None:
@@ -210,7 +228,7 @@ class Topology:
         self.wait_ready("nu")
 
     def status(self, key: str, timeout: float = 2.0) -> dict:
-        peer = GrpcPeer(self.addrs[key])
+        peer = GrpcPeer(self.addrs[key], tls=self.tls)
         try:
             return peer.status(timeout).snapshot
         finally:
@@ -286,7 +304,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
               total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
               seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
               extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
-              param_change_at: tuple[int, str] | None = None) -> dict:
+              param_change_at: tuple[int, str] | None = None, tls: bool = False,
+              per_node: dict[str, dict[str, Any]] | None = None) -> dict:
     """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
     tuples or None/'inf'; `extra` holds further NodeConfig settings, typed."""
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
@@ -302,7 +321,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
     result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir)}
     ok = False
-    with Topology(settings, workdir) as topo:
+    with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None) as topo:
         try:
             topo.start_all()
             t_start = time.monotonic()

@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from .. import config
 from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
+from ..transport.tls import TlsFiles
 from .check import compare, kafka_expected
 
 
@@ -30,7 +32,7 @@ def main(argv: list[str]) -> int:
                     "diff": res.diff[:3]})
     for item in filter(None, a.status.split(",")):
         name, addr = item.split("=", 1)
-        peer = GrpcPeer(addr)
+        peer = GrpcPeer(addr, tls=TlsFiles.from_config(config.load([])))  # this container's own certificate
         try:
             out["nodes"][name] = peer.status(3.0).snapshot
         except Exception as e:  # a node that is down is part of the picture
