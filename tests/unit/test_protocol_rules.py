@@ -148,3 +148,30 @@ def test_an_unknown_codec_is_a_clear_error():
     msg.batches[0].codec = 42
     with pytest.raises(MalformedMessage, match=r"unknown codec 42; expected one of \[0, 1, 2, 3, 4, 5\]"):
         wire.backup_frame_from_pb(msg)
+
+
+def test_authorization_by_the_role_in_the_certificate():
+    from lazystandby.core.authz import MAY_SEND, PermissionDenied, Unauthenticated, authorize
+
+    authorize("Push", "upstream:nu", node="N")
+    authorize("Deliver", "operator:n2", node="Nd")
+    authorize("Status", "admin:ops", node="Nd")
+    with pytest.raises(PermissionDenied, match="Nd: Deliver from upstream:nu refused: role upstream may not send"):
+        authorize("Deliver", "upstream:nu", node="Nd")
+    with pytest.raises(PermissionDenied):
+        authorize("Push", "admin:ops", node="N")
+    for cn in ("", "nu", "boss:nu", "upstream:"):
+        with pytest.raises(Unauthenticated):
+            authorize("Push", cn, node="N")
+    assert set(MAY_SEND) == set(wire.RPCS)  # every RPC has its senders named
+
+
+def test_the_fault_catalog_is_data_every_runner_can_read():
+    from lazystandby.harness.faults import CATALOG, Runner, for_runner
+
+    assert all(f.expect and f.steps for f in CATALOG.values())
+    assert {"kill-primary-then-upstream", "kill-standby-then-primary", "kill-upstream-and-primary"} <= {
+        n for n, f in CATALOG.items() if f.double}
+    assert set(for_runner(Runner.CONTAINERS)) == {"kill-primary", "pause-primary", "kill-standby",
+                                                 "kill-upstream-restart", "kill-downstream-restart",
+                                                 "kill-primary-repeatedly"}

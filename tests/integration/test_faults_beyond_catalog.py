@@ -1,0 +1,165 @@
+"""The faults the first catalog did not survive (issue 11), each with real node processes and the exact
+output checked against the truth table: Nu killed right after a takeover (Kafka), no standby then no
+primary (loud: log lines, metrics, alerts), forged calls from a client, a decompression bomb, and an OQ
+smaller than one operator call through a pause of Nd."""
+
+import signal
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+
+from lazystandby.harness.check import compare, expected_outputs
+from lazystandby.harness.faults import CATALOG, Action, Fault, Step
+from lazystandby.harness.launcher import Topology, make_certs, run_trial
+from lazystandby.harness.local_prometheus import LocalPrometheus
+from lazystandby.harness.wait import wait_until
+from lazystandby.sinks.base import read_output_file
+from lazystandby.transport.grpc_transport import GrpcPeer
+from lazystandby.transport.peer import PeerError
+from lazystandby.transport.tls import TlsFiles
+from lazystandby.v1 import lazystandby_pb2 as pb
+from lazystandby.v1 import lazystandby_pb2_grpc as pb_grpc
+
+# "No failover" is asserted below: a detector of 5 x 200 ms keeps a CPU-starved heartbeat on 2 cores from
+# causing one (correct as well, but not what these tests are about).
+CALM = {"heartbeat_interval": 0.2, "heartbeat_misses": 5}
+
+
+def exact(r):
+    assert r["ok"], {k: r.get(k) for k in ("lost", "duplicated", "got", "expected", "diff", "events", "workdir")}
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000
+
+
+# --- 1. Nu dies right after the takeover ---------------------------------------------------------------
+@pytest.mark.parametrize("idle", [False, True], ids=["under-load", "idle"])
+def test_nu_killed_right_after_a_takeover_comes_back_knowing_the_new_primary(kafka, idle):
+    fault = CATALOG["kill-primary-then-upstream"]
+    if idle:  # the load is over at the takeover, and Nu is restarted a second later
+        fault = Fault("kill-primary-idle-then-upstream", fault.expect,
+                      (Step("primary", Action.KILL), Step("upstream", Action.RESTART, after="takeover", delay=1.0)),
+                      kafka=True, takes_over=True)
+    r = run_trial(fault=fault, kafka=kafka, total=20_000, rate=10_000, kill_after=3.0 if idle else 0.8, timeout=90)
+    exact(r)
+    nu = r["after"]["nu"]
+    assert nu["epoch"] == 2 and nu["counters"].get("restored_tuples", 0) >= 0
+    assert r["failovers"] == 1 and r["after"]["n2"]["role"] == "primary"
+
+
+# --- 2. No standby, then no primary, in silence -> loudly ----------------------------------------------
+def _metric(port: int, name: str, **labels) -> float | None:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3).read().decode()
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name}{{{want}}} not exported")
+
+
+def test_no_standby_then_no_primary_stalls_loudly_and_recovers_exactly():
+    work = Path(tempfile.mkdtemp(prefix="lazystandby-stall-"))
+    total, rate = 120_000, 4000.0
+    with Topology({"total": total, "rate": rate, "heartbeat_interval": 0.1, "heartbeat_misses": 3}, work) as topo:
+        topo.start_all()
+        jobs = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
+        with LocalPrometheus(work / "prom", {jobs[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()},
+                             short_for=True) as prom:
+            time.sleep(2)
+            topo.signal("n2", signal.SIGKILL)
+            time.sleep(2)
+            topo.signal("n", signal.SIGKILL)
+            stalled_at = topo.status("nd")["delivered_through"]
+
+            def firing(name):
+                return any(a["labels"]["alertname"] == name and a["state"] == "firing" for a in prom.alerts())
+
+            assert wait_until(lambda: firing("NoStandby") and firing("PipelineStalled"), 60, step=1.0), prom.alerts()
+            assert topo.status("nd")["delivered_through"] == stalled_at  # stalled, and said so
+            nu = topo.status("nu")
+            assert nu["peers"]["standby"]["alive"] is False and nu["peers"]["primary"]["alive"] is False
+            assert _metric(topo.metrics_ports["nu"], "lazystandby_peer_up", peer="standby") == 0.0
+            assert _metric(topo.metrics_ports["nu"], "lazystandby_link_failures_total", peer="primary",
+                           status="UNAVAILABLE") > 0
+            log = (work / "nu.log").read_text()
+            assert "WARNING Nu: link to standby" in log and "WARNING Nu: link to primary" in log
+            assert log.count("link to primary") <= 3  # one line, and a reminder at most, not one per call
+            # An operator starts a new standby in N's place: it takes over, and the output completes.
+            topo.start("n", role="standby", name="N-2")
+            expected = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
+            assert wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), 120)
+            res = compare(expected, [(o, s, q) for o, s, q, _ in read_output_file(topo.sink)])
+            assert res.ok, res
+
+
+# --- 3. Forged calls from a client; with TLS, clients without a node certificate ------------------------
+@pytest.mark.parametrize("name", ["forged-deliver", "forged-push", "forged-backup"])
+def test_forged_calls_change_nothing(name):
+    r = run_trial(fault=name, total=20_000, rate=10_000, kill_after=0.8, timeout=60, extra=CALM)
+    exact(r)
+    assert r["failovers"] == 0 and r["forged_refused"], r["events"]
+    assert r["after"]["n"]["role"] == "primary" and r["after"]["nd"]["epoch"] == 1
+
+
+def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_denied():
+    work = Path(tempfile.mkdtemp(prefix="lazystandby-tls-"))
+    with Topology({"total": 5000, "rate": 5000.0}, work, tls_dir=work / "tls") as topo:
+        topo.start_all()
+        assert wait_until(lambda: topo.status("nd")["delivered_through"] > 100, 30)  # nodes talk over TLS
+        ca = (work / "tls" / "ca.crt").read_bytes()
+        for key, addr in topo.addrs.items():
+            for creds in (None, grpc.ssl_channel_credentials(ca)):  # plaintext, and TLS with no certificate
+                ch = grpc.secure_channel(addr, creds) if creds else grpc.insecure_channel(addr)
+                with pytest.raises(grpc.RpcError) as e:
+                    pb_grpc.LazyStandbyStub(ch).Status(pb.StatusRequest(), timeout=3)
+                assert e.value.code() == grpc.StatusCode.UNAVAILABLE, (key, e.value)
+                ch.close()
+        make_certs(work / "tls", ["intruder:upstream", "watcher:admin"])
+        cases = [("intruder", "nd", "Deliver", pb.OutputFrame(epoch=1, sender="intruder")),
+                 ("intruder", "nu", "Takeover", pb.TakeoverRequest(node="intruder", epoch=9)),
+                 ("watcher", "n", "Push", pb.Frame(epoch=1, sender="watcher")),
+                 ("watcher", "n2", "Backup", pb.BackupFrame(epoch=1, sender="watcher"))]
+        for cert, key, rpc, msg in cases:
+            tls = TlsFiles(str(work / "tls" / "ca.crt"), str(work / "tls" / f"{cert}.crt"),
+                           str(work / "tls" / f"{cert}.key"))
+            ch = grpc.secure_channel(topo.addrs[key], tls.channel())
+            with pytest.raises(grpc.RpcError) as e:
+                getattr(pb_grpc.LazyStandbyStub(ch), rpc)(msg, timeout=3)
+            assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED, (cert, rpc, e.value)
+            assert "may not send it" in e.value.details()
+            ch.close()
+        watcher = GrpcPeer(topo.addrs["nd"], tls=TlsFiles(str(work / "tls" / "ca.crt"),
+                                                          str(work / "tls" / "watcher.crt"),
+                                                          str(work / "tls" / "watcher.key")))
+        try:
+            assert watcher.status(3).node == "Nd"  # an admin certificate may read status
+        finally:
+            watcher.close()
+        with pytest.raises(PeerError):
+            GrpcPeer(topo.addrs["nd"]).status(2)  # and the harness without its certificate may not
+
+
+def test_a_failover_over_tls_is_exact():
+    exact(run_trial(fault="kill-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=60, tls=True))
+
+
+# --- 4. The decompression bomb ------------------------------------------------------------------------
+def test_a_decompression_bomb_is_refused_fast_without_growth_or_failover():
+    r = run_trial(fault="decompression-bomb", total=20_000, rate=10_000, kill_after=0.8, timeout=60, extra=CALM)
+    exact(r)
+    bomb = r["events"][0]
+    assert bomb["answer"] == "RESOURCE_EXHAUSTED" and "declares 1073741824 bytes" in bomb["details"]
+    assert bomb["answer_ms"] < 100
+    assert bomb["rss_mb"] < 64 + 100  # max_message_bytes (64 MiB) + 100 MB
+    assert r["failovers"] == 0 and r["after"]["n"]["role"] == "primary"
+
+
+# --- 7. An OQ smaller than one operator call, through a pause of Nd ---------------------------------------
+def test_a_small_oq_through_a_pause_of_nd_does_not_livelock():
+    r = run_trial(fault="pause-downstream", total=20_000, rate=20_000, kill_after=0.5, timeout=60,
+                  predicate="price > 0", per_node={"n": {"oq_capacity": 300}})
+    exact(r)
+    assert r["after"]["n"]["counters"]["oq_full_waits"] > 0  # OQ was full, and it went on
+
