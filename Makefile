@@ -17,7 +17,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign test-system clean
+	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -61,6 +61,11 @@ prometheus:
 # A small pipeline, a real Prometheus, one failover; every dashboard panel query run; JSON summary last.
 dashboards-check: setup prometheus
 	$(VPY) -m lazystandby.cli dashboards-check --render docs/dashboards
+
+# A development CA and a certificate per node for mutual TLS (run/tls/; the compose stack makes its own).
+certs:
+	bash deploy/tls/make-certs.sh run/tls nu:upstream n:operator n-standby:operator nd:downstream admin:admin
+	@echo "run/tls: set tls_ca=run/tls/ca.crt, tls_cert=run/tls/<node>.crt, tls_key=run/tls/<node>.key on each node"
 
 # A local Kafka broker (KRaft) on 127.0.0.1:19092 for manual runs; tests start their own.
 kafka-up: setup kafka-jars

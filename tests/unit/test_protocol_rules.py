@@ -175,3 +175,12 @@ def test_the_fault_catalog_is_data_every_runner_can_read():
     assert set(for_runner(Runner.CONTAINERS)) == {"kill-primary", "pause-primary", "kill-standby",
                                                  "kill-upstream-restart", "kill-downstream-restart",
                                                  "kill-primary-repeatedly"}
+
+
+def test_the_readme_lists_every_fault_of_the_catalog():
+    from pathlib import Path
+
+    from lazystandby.harness.faults import CATALOG
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert [n for n in CATALOG if f"`{n}`" not in readme] == []
