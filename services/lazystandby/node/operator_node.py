@@ -493,6 +493,7 @@ class OperatorNode(NodeBase):
         """6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds)."""
         with self.lock:
             self.sent_next = plan.delivered_through + 1
+            self._resync_output = False  # Nd just said where it stands (step 3)
             self.state.become(Role.PRIMARY)
             self.counters["takeovers"] += 1
             self.counters["replayed_from_oq"] += plan.replay_count
