@@ -84,7 +84,8 @@ def run_node(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m lazystandby.cli {node|launch|failover-check|check} [options]")
+        print("usage: python -m lazystandby.cli "
+              "{node|launch|failover-check|chaos-campaign|stack-check|dashboards-check} [options]")
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "node":
