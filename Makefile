@@ -19,10 +19,10 @@ DEMO_RATE ?= 5000
 .PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.lock requirements-dev.lock
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -r requirements.txt
+	$(VPY) -m pip install -q -r requirements-dev.lock
 	touch $(STAMP)
 
 setup: $(STAMP) proto

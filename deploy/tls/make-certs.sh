@@ -36,3 +36,5 @@ for spec in "$@"; do
   rm -f "$out/$name.csr" "$ext"
 done
 chmod 644 "$out"/*.crt
+# LS_CERTS_OWNER=uid: hand the files to the user the nodes run as (the compose stack's certs job runs as root).
+if [[ -n "${LS_CERTS_OWNER:-}" ]]; then chown -R "$LS_CERTS_OWNER" "$out"; fi

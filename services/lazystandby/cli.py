@@ -57,7 +57,12 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
 
 
 def run_node(argv: list[str]) -> int:
-    cfg = config.load(argv)
+    try:
+        cfg = config.load(argv)
+        TlsFiles.from_config(cfg)
+    except ValueError as e:  # SettingError, or TLS files that are not there: one line, exit 2
+        print(f"lazystandby node: {e}", file=sys.stderr, flush=True)
+        return 2
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
     tls = TlsFiles.from_config(cfg)
     log = logging.getLogger("lazystandby")

@@ -7,10 +7,24 @@ import argparse
 import os
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
+from enum import Enum
 from typing import Any, get_type_hints
 
 from .core.batching import format_bsize, parse_bsize
 from .core.codec import CodecName
+
+
+class SettingError(ValueError):
+    """A setting with a value it does not accept: the message is one line that names the setting (its
+    flag and env var) and says what it accepts."""
+
+
+def _setting(name: str) -> str:
+    return f"{name} (--{name.replace('_', '-')}, env LS_{name.upper()})"
+
+
+def refuse(name: str, accepts: str, got: Any) -> SettingError:
+    return SettingError(f"{_setting(name)}: expected {accepts}, got {got!r}")
 
 
 def kafka_bootstrap_from_env(env: Mapping[str, str] | None = None) -> str:
@@ -86,10 +100,35 @@ class NodeConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Every value checked here, once, with an error that names the setting (SettingError)."""
         if self.role not in ("upstream", "primary", "standby", "downstream"):
-            raise ValueError(f"role must be upstream, primary, standby or downstream; got {self.role!r}")
-        self.codec = CodecName(self.codec)
-        self.bsize = parse_bsize(self.bsize)
+            raise refuse("role", "upstream, primary, standby or downstream", self.role)
+        try:
+            self.codec = CodecName(self.codec)
+        except ValueError:
+            raise refuse("codec", "one of " + ", ".join(CodecName), self.codec) from None
+        try:
+            self.bsize = parse_bsize(self.bsize)
+        except (TypeError, ValueError):
+            raise refuse("bsize", "a whole number >= 1, or inf", self.bsize) from None
+        if self.operator not in ("python", "spark"):
+            raise refuse("operator", "python or spark", self.operator)
+        from .formats.predicate import PredicateError, compile_predicate
+
+        try:
+            compile_predicate(self.predicate)
+        except PredicateError as e:
+            raise SettingError(f"{_setting('predicate')}: {e}") from None
+        for name in ("heartbeat_interval", "rpc_timeout", "linger_ms", "ack_poll_ms"):
+            if not getattr(self, name) > 0:
+                raise refuse(name, "a number > 0", getattr(self, name))
+        for name in ("heartbeat_misses", "frame_max", "oq_capacity", "iq_capacity", "max_tuple_bytes",
+                     "max_message_bytes", "max_batches_per_rpc", "spark_partitions", "spark_max_rows"):
+            if getattr(self, name) < 1:
+                raise refuse(name, "a whole number >= 1", getattr(self, name))
+        for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port"):
+            if getattr(self, name) < 0:
+                raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
             self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
         if not self.advertise:
@@ -105,13 +144,25 @@ class NodeConfig:
 _FIELDS = {f.name: f for f in fields(NodeConfig)}
 
 
+_ACCEPTS = {int: "a whole number", float: "a number", str: "text"}
+
+
 def _convert(name: str, typ: Any, text: str) -> Any:
     parse = _FIELDS[name].metadata.get("parse")
-    if parse is not None:
-        return parse(text)
-    if typ is bool:
-        return text.lower() in ("1", "true", "yes", "on")
-    return typ(text)
+    try:
+        if parse is not None:
+            return parse(text)
+        if typ is bool:
+            return text.lower() in ("1", "true", "yes", "on")
+        return typ(text)
+    except (TypeError, ValueError):
+        if name == "bsize":
+            accepts = "a whole number >= 1, or inf"
+        elif isinstance(typ, type) and issubclass(typ, Enum):
+            accepts = "one of " + ", ".join(typ)
+        else:
+            accepts = _ACCEPTS.get(typ, str(typ))
+        raise refuse(name, accepts, text) from None
 
 
 def to_text(name: str, value: Any) -> str:
@@ -130,11 +181,18 @@ def to_args(settings: Mapping[str, Any]) -> list[str]:
     return out
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (SettingError), not a usage block and a second line."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise SettingError(message)
+
+
 def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> NodeConfig:
     """Defaults, then LS_* environment variables, then command-line flags."""
     env = os.environ if env is None else env
     hints = get_type_hints(NodeConfig)
-    parser = argparse.ArgumentParser(prog="lazystandby node", description=NodeConfig.__doc__)
+    parser = OneLineParser(prog="lazystandby node", description=NodeConfig.__doc__)
     values: dict[str, Any] = {}
     for f in fields(NodeConfig):
         if f.name == "extra":

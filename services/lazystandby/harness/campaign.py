@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import config
 from .faults import Fault, Runner, for_runner
-from .launcher import ROOT, run_trial
+from .launcher import run_dir, run_trial
 
 SINGLE_COMPOSABLE = ("kill-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
                      "kill-downstream-restart", "pause-downstream", "forged-deliver", "forged-push", "forged-backup",
@@ -68,14 +68,13 @@ def main(argv: list[str]) -> int:
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     catalog = for_runner(Runner.PROCESSES)
-    (ROOT / "run").mkdir(exist_ok=True)
     broker = None
     bootstrap = config.kafka_bootstrap_from_env()
     if not bootstrap:
         from .kafka_broker import LocalKafka
 
         print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
-        broker = LocalKafka(ROOT / "run" / "campaign-kafka").start()
+        broker = LocalKafka(run_dir() / "campaign-kafka").start()
         bootstrap = broker.bootstrap
     t0 = time.monotonic()
     runs: list[dict] = []
@@ -83,13 +82,18 @@ def main(argv: list[str]) -> int:
         for i in range(a.runs):
             fault = draw(rng, i, catalog)
             at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
-            r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound, kafka=bootstrap,
-                          seed=rng.randrange(1000), extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5})
+            try:
+                r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
+                              kafka=bootstrap, seed=rng.randrange(1000),
+                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5})
+            except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
+                r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": False,
+                     "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}
             row = {"run": i + 1, "fault": fault.name, "double": fault.double, "at_s": at, "ok": r["ok"],
                    "lost": r["lost"], "duplicated": r["duplicated"], "expected": r["expected"], "got": r["got"],
                    "stalled": not r["delivered_all"], "failovers": r["failovers"],
                    "recovery_ms": round(r["recovery_ms"], 1) if "recovery_ms" in r else None,
-                   "workdir": r["workdir"] if not r["ok"] else ""}
+                   "workdir": r["workdir"] if not r["ok"] else "", "error": r.get("error", "")}
             runs.append(row)
             print(f"run {i + 1}/{a.runs}: {fault.name}{' (double)' if fault.double else ''} at {at}s: "
                   f"{r['got']}/{r['expected']} lost={r['lost']} dup={r['duplicated']} "
@@ -105,7 +109,7 @@ def main(argv: list[str]) -> int:
         "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 2),
     }
-    out = ROOT / "run" / "chaos-campaign.json"
+    out = run_dir() / "chaos-campaign.json"
     out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
     print(f"details: {out}", file=sys.stderr)
     print(json.dumps(summary))

@@ -42,8 +42,17 @@ from .faults import Action, Fault, Runner, Step, for_runner
 from .wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
-# What a node process needs on its path: the runtime package, the Spark side, the repository (bench, spark).
-PYTHONPATH = [ROOT / "services", ROOT / "spark", ROOT]
+# Run from a source checkout, a node process needs the runtime package, the Spark side and the repository on
+# its path; installed (`pip install .`), it finds them in site-packages like this process does.
+SOURCE_TREE = (ROOT / "services" / "lazystandby").is_dir()
+PYTHONPATH = [ROOT / "services", ROOT / "spark", ROOT] if SOURCE_TREE else []
+
+
+def run_dir() -> Path:
+    """Where runs keep their work directories and logs: LS_RUN_DIR, else ./run."""
+    d = Path(os.environ.get("LS_RUN_DIR", "run")).resolve()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def free_port() -> int:
@@ -107,7 +116,10 @@ def _start(topo: Topology, key: str, step: Step) -> dict:
 
 def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Topology, str, Step], dict]:
     def act(topo: Topology, key: str, step: Step) -> dict:
-        epoch = topo.status("nd")["epoch"] + epoch_delta
+        # The epoch in force, from Nd (which may be restarting after an earlier step: wait for it).
+        seen: list[int] = []
+        wait_until(lambda: seen.append(topo.status("nd")["epoch"]) is None, 60)
+        epoch = (seen[0] if seen else 1) + epoch_delta
         a = call(topo.addrs[key], epoch, ca=topo.tls.ca if topo.tls else "")
         out = {"answer": a.status, "answer_ms": round(a.ms, 1), "details": a.details[:200]}
         if step.action is Action.FORGE_BACKUP and a.status == "OK":
@@ -199,13 +211,25 @@ class Topology:
         return [sys.executable, "-m", "lazystandby.cli", "node", *config.to_args(opts)]
 
     def start(self, key: str, role: str = "", name: str = "") -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in PYTHONPATH)}
+        env = dict(os.environ)
+        if not self.settings.get("kafka_bootstrap"):
+            # The generator, not a cluster the caller's environment happens to name.
+            env.pop("KAFKA_BOOTSTRAP", None)
+            env.pop("LS_KAFKA_BOOTSTRAP", None)
+        if PYTHONPATH:
+            env["PYTHONPATH"] = os.pathsep.join(str(p) for p in PYTHONPATH)
         log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
         if key in self.procs:
             self.restarts.append(key)
         # Its own process group, so that a fault hits the node with its Spark JVM, as it would a container.
         self.procs[key] = subprocess.Popen(self.args(key, role, name), stdout=log, stderr=subprocess.STDOUT,
                                            env=env, start_new_session=True)
+
+    def last_words(self, key: str) -> str:
+        """The last line a node wrote that is not a traceback frame: its error, when it failed to start."""
+        lines = [ln.strip() for ln in (self.workdir / f"{key}.log").read_text(errors="replace").splitlines()]
+        lines = [ln for ln in lines if ln and not ln.startswith(("File ", "Traceback", "^", "~"))]
+        return lines[-1] if lines else "(no output)"
 
     def alive(self, key: str) -> bool:
         return key in self.procs and self.procs[key].poll() is None
@@ -238,7 +262,8 @@ class Topology:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.procs[key].poll() is not None:
-                raise RuntimeError(f"{key} exited with {self.procs[key].returncode}; see {self.workdir}/{key}.log")
+                raise NodeStartError(f"{self.NAMES[key]} did not start (exit {self.procs[key].returncode}): "
+                                     f"{self.last_words(key)} [log: {self.workdir / (key + '.log')}]")
             try:
                 self.status(key, 0.5)
                 return
@@ -310,7 +335,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     tuples or None/'inf'; `extra` holds further NodeConfig settings, typed."""
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
     bsize = parse_bsize(bsize)
-    workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=ROOT / "run" if (ROOT / "run").is_dir() else None))
+    workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
     settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
                 "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
     gen = None
@@ -420,52 +445,124 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def main(argv: list[str]) -> int:
-    cmd = argv[0]
-    ap = argparse.ArgumentParser(prog=f"lazystandby {cmd}")
-    ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--bsize", type=parse_bsize, default=10)
-    ap.add_argument("--codec", default="zstd-stream-dict")
-    ap.add_argument("--fault", default="kill-primary", choices=sorted(FAULTS))
-    ap.add_argument("--total", type=int, default=40_000)
-    ap.add_argument("--rate", type=float, default=20_000)
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--operator", default="python", choices=["python", "spark"])
+# The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
+NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "seed", "total", "rate", "heartbeat_interval",
+                 "heartbeat_misses")
+
+
+class NodeStartError(RuntimeError):
+    """A node process exited while starting; the message is the last line it wrote (its error)."""
+
+
+def kafka_reachable(bootstrap: str, timeout: float = 5.0) -> None:
+    """Raise SettingError unless some broker of `bootstrap` (host:port,...) accepts a connection."""
+    errors = []
+    for server in filter(None, bootstrap.split(",")):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.create_connection((host or "localhost", int(port)), timeout=timeout).close()
+            return
+        except (OSError, ValueError) as e:
+            errors.append(f"{server}: {e}")
+    raise config.SettingError(f"kafka_bootstrap (KAFKA_BOOTSTRAP, LS_KAFKA_BOOTSTRAP): no broker reachable within "
+                              f"{timeout:g} s ({'; '.join(errors) or 'empty'})")
+
+
+def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """Flags and env vars, each honoured or refused (SettingError): (the command's own options, typed node
+    settings). Precedence: flag, then LS_* env var, then this command's default."""
+    ap = config.OneLineParser(prog=f"lazystandby {cmd}", description="the pipeline on loopback processes, "
+                              "with a fault injected; JSON summary as the last line")
+    for name in NODE_SETTINGS:
+        ap.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
+                        help=f"node setting {name} (env LS_{name.upper()})")
+    ap.add_argument("--fault", default="kill-primary", help=f"one of {', '.join(sorted(FAULTS))}")
     ap.add_argument("--kafka", action="store_true",
                     help="source and results through Kafka (KAFKA_BOOTSTRAP, or a local broker started here)")
-    args = ap.parse_args(argv[1:])
-    (ROOT / "run").mkdir(exist_ok=True)
-    if cmd == "launch":
-        return _launch(args)
-    return _failover_check(args)
-
-
-def _launch(args) -> int:
-    """The main job: one trial with N killed mid-run; its JSON summary is the last line printed."""
-    broker = None
-    bootstrap = config.kafka_bootstrap_from_env()
-    extra: dict[str, Any] = {"operator": args.operator}
-    if args.operator == "spark":
+    if cmd == "failover-check":
+        ap.add_argument("--kills", type=int, default=20, help="trials, each with its own kill (default 20)")
+    args = ap.parse_args(argv)
+    if args.fault not in FAULTS:
+        raise config.SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, got {args.fault!r}")
+    if cmd == "failover-check" and args.kills < 1:
+        raise config.SettingError(f"kills (--kills): expected a whole number >= 1, got {args.kills}")
+    given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
+    cfg = config.load(given, env=os.environ)  # validates every value, flags and env alike
+    explicit = {n for n in NODE_SETTINGS if getattr(args, n) is not None or f"LS_{n.upper()}" in os.environ}
+    settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
+    defaults = {"total": 40_000, "rate": 20_000.0}
+    if cfg.operator == "spark":
         # Two Spark JVMs, a broker and four nodes share this machine's cores: a slower detector avoids
         # failovers that only CPU starvation caused (correct anyway, thanks to epochs, but noisy).
-        extra.update({"heartbeat_interval": 0.2, "heartbeat_misses": 5})
-    try:
-        if args.kafka and not bootstrap:
-            from .kafka_broker import LocalKafka
+        defaults.update(heartbeat_interval=0.2, heartbeat_misses=5)
+    settings.update({k: v for k, v in defaults.items() if k not in explicit})
+    if settings["rate"] <= 0 or settings["total"] <= 0:
+        raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
+                                  f"got {settings['total']} and {settings['rate']}")
+    return args, settings
 
-            print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
-            broker = LocalKafka(ROOT / "run" / "demo-kafka").start()
-            bootstrap = broker.bootstrap
-        # The clock starts once every node (Spark included) is ready: kill N halfway through the load.
-        r = run_trial(fault=args.fault, bsize=args.bsize, codec=args.codec, total=args.total, rate=args.rate,
-                      kill_after=args.total / args.rate / 2, kafka=bootstrap if args.kafka else "",
-                      extra=extra, malformed_every=997 if args.kafka else 0, timeout=300.0)
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0]
+    # SIGTERM stops the whole topology, as Ctrl-C does: the context managers stop every node.
+    signal.signal(signal.SIGTERM, _interrupt)
+    broker = None
+    try:
+        args, settings = _args(cmd, argv[1:])
+        bootstrap = ""
+        if args.kafka:
+            bootstrap = config.kafka_bootstrap_from_env()
+            if bootstrap:
+                kafka_reachable(bootstrap)
+            else:
+                from .kafka_broker import LocalKafka
+
+                print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
+                broker = LocalKafka(run_dir() / "demo-kafka").start()
+                bootstrap = broker.bootstrap
+        return (_launch if cmd == "launch" else _failover_check)(args, settings, bootstrap)
+    except config.SettingError as e:
+        print(f"lazystandby {cmd}: {e}", file=sys.stderr)
+        return 2
+    except NodeStartError as e:
+        print(f"lazystandby {cmd}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"lazystandby {cmd}: stopped; every node of the topology was stopped", file=sys.stderr)
+        return 130
     finally:
         if broker is not None:
             broker.stop()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
+    """run_trial's arguments from typed node settings."""
+    return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
+            "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
+            "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses")}}
+
+
+def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
+    return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
+            "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
+            "seed": settings["seed"], "heartbeat_interval": settings["heartbeat_interval"],
+            "heartbeat_misses": settings["heartbeat_misses"], "fault": args.fault}
+
+
+def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
+    """The main job: one trial with the fault injected halfway through the load (the clock starts once
+    every node, Spark included, is ready); its JSON summary is the last line printed."""
+    print(f"launch: {args.fault} halfway through {settings['total']} tuples at {settings['rate']:g}/s "
+          f"({settings['operator']} operator{', Kafka' if bootstrap else ''}) ...", file=sys.stderr, flush=True)
+    r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
+                  malformed_every=997 if bootstrap else 0, timeout=300.0, **_trial_args(settings))
     nu = r.get("after", {}).get("nu", {})
     summary = {
-        "source_tuples": args.total, "expected_output": r["expected"], "output_tuples": r["got"],
+        "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
         "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r["out_of_order"],
         "failovers": r["failovers"], "failover_ms": round(r.get("recovery_ms", 0.0), 1),
         "detection_ms": round(r["recovery"].get("detection_ms", 0.0), 1),
@@ -473,9 +570,8 @@ def _launch(args) -> int:
         "data_recovery_ms": round(r["recovery"].get("data_recovery_ms", 0.0), 1),
         "replayed_from_oq": r["recovery"].get("replayed_from_oq", 0),
         "resent_by_nu": r["recovery"].get("resent_by_nu", 0),
-        "bsize": format_bsize(args.bsize), "codec": args.codec, "overhead": round(nu.get("overhead", 0.0), 4),
-        "operator": args.operator, "kafka": bool(args.kafka), "dead_letters": r.get("malformed", 0),
-        "ok": r["ok"],
+        "overhead": round(nu.get("overhead", 0.0), 4), "dead_letters": r.get("malformed", 0),
+        **_what_ran(args, settings, bootstrap), "ok": r["ok"],
     }
     if not r["ok"]:
         print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
@@ -483,14 +579,14 @@ def _launch(args) -> int:
     return 0 if r["ok"] else 1
 
 
-def _failover_check(args) -> int:
-    rng = random.Random(args.seed)
+def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
+    rng = random.Random(settings["seed"])
     trials, rec, lost, dup, failed = [], [], 0, 0, []
-    duration = args.total / args.rate
+    duration = settings["total"] / settings["rate"]
     for i in range(args.kills):
         kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
-        r = run_trial(fault=args.fault, bsize=args.bsize, codec=args.codec, total=args.total, rate=args.rate,
-                      kill_after=kill_after, seed=7 + i)
+        r = run_trial(fault=args.fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0,
+                      **{**_trial_args(settings), "seed": settings["seed"] + i})
         lost += r["lost"]
         dup += r["duplicated"]
         if "recovery_ms" in r:
@@ -498,15 +594,14 @@ def _failover_check(args) -> int:
         if not r["ok"]:
             failed.append(r["workdir"])
         trials.append(r)
-        print(f"trial {i + 1}/{args.kills}: kill at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
+        print(f"trial {i + 1}/{args.kills}: {args.fault} at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
               f"recovery_ms={r.get('recovery_ms', float('nan')):.0f} ok={r['ok']}", file=sys.stderr, flush=True)
     summary = {
-        "trials": args.kills, "fault": args.fault, "bsize": format_bsize(args.bsize), "codec": args.codec,
-        "lost": lost, "duplicated": dup, "failed_trials": len(failed),
+        "trials": args.kills, "lost": lost, "duplicated": dup, "failed_trials": len(failed),
         "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
         "recovery_ms_max": round(max(rec), 1) if rec else 0.0,
         "detection_ms_p50": round(_pct([t["recovery"].get("detection_ms", 0) for t in trials], 50), 1),
-        "failed_workdirs": failed,
+        **_what_ran(args, settings, bootstrap), "failed_workdirs": failed,
     }
     print(json.dumps(summary))
     return 0 if not failed and lost == 0 and dup == 0 else 1

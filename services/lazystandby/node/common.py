@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..config import NodeConfig
 from ..core import messages as m
-from ..core.roles import RoleState
+from ..core.roles import Role, RoleState
 from ..core.seq import WrongRole
 from ..transport.peer import PeerError
 
@@ -59,6 +59,10 @@ class NodeBase:
 
     def sleep(self, seconds: float) -> None:
         self._stop.wait(seconds)
+
+    def serving(self) -> bool:
+        """What the health check answers: a fenced or stopped node serves nothing."""
+        return self.state.role not in (Role.FENCED, Role.STOPPED)
 
     # --- status ----------------------------------------------------------------------------------------
     def count_error(self, counter: str) -> None:

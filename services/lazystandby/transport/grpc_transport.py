@@ -71,10 +71,7 @@ def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, wor
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
                          options=[*channel_options(max_message), ("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((service(handler, tls=tls is not None),))
-    hs = health.HealthServicer()
-    hs.set("", health_pb2.HealthCheckResponse.SERVING)
-    hs.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(hs, server)
+    health_pb2_grpc.add_HealthServicer_to_server(RoleHealth(handler), server)
     try:
         bound = server.add_secure_port(address, tls.server()) if tls else server.add_insecure_port(address)
     except RuntimeError as e:  # grpcio raises this for an address in use
@@ -83,6 +80,22 @@ def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, wor
         raise OSError(f"cannot listen on {address}")
     server.start()
     return server
+
+
+class RoleHealth(health.HealthServicer):
+    """grpc.health.v1 that follows the node's role: a fenced (or stopping) node is NOT_SERVING, so an
+    orchestrator's health check sees a demoted primary as unhealthy, not as a working node."""
+
+    def __init__(self, handler: Handler) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def Check(self, request, context):
+        if request.service not in ("", SERVICE):
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        serving = self.handler.serving()
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING if serving
+                                              else health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
 class GrpcPeer(PeerBase):
