@@ -19,10 +19,11 @@ DEMO_RATE ?= 5000
 .PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
 
-$(STAMP): requirements.lock requirements-dev.lock
+$(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -r requirements-dev.lock
+	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 setup: $(STAMP) proto

@@ -86,13 +86,27 @@ def run_node(argv: list[str]) -> int:
     return 0
 
 
+COMMANDS = {
+    "node": "run one node (Nu, N, N' or Nd) from its settings: flags or LS_* env vars",
+    "launch": "the pipeline on loopback processes, one fault injected mid-run; JSON summary last",
+    "failover-check": "K trials of a fault (SIGKILL of N by default) at random moments; JSON summary last",
+    "chaos-campaign": "faults drawn at random from the catalog, singles and pairs, against a Kafka load",
+    "stack-check": "the truth-table check of a running compose stack, from inside its network",
+    "dashboards-check": "every dashboard panel query against a real Prometheus after a failover",
+}
+USAGE = "usage: lazystandby COMMAND [options]  (lazystandby COMMAND --help: that command's options)\n\ncommands:\n" + \
+    "".join(f"  {c:<18}{d}\n" for c, d in COMMANDS.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m lazystandby.cli "
-              "{node|launch|failover-check|chaos-campaign|stack-check|dashboards-check} [options]")
+        print(USAGE, end="")
         return 0
     cmd, rest = argv[0], argv[1:]
+    if cmd not in COMMANDS:
+        print(f"lazystandby: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
     if cmd == "node":
         return run_node(rest)
     if cmd == "stack-check":
@@ -107,12 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         from .harness.campaign import main as campaign_main
 
         return campaign_main(rest)
-    if cmd in ("launch", "failover-check"):
-        from .harness.launcher import main as launch_main
+    from .harness.launcher import main as launch_main
 
-        return launch_main([cmd, *rest])
-    print(f"unknown command {cmd!r}", file=sys.stderr)
-    return 2
+    return launch_main([cmd, *rest])
 
 
 if __name__ == "__main__":

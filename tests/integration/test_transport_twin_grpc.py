@@ -30,3 +30,29 @@ def test_a_second_node_on_a_taken_port_fails_instead_of_sharing_it():
             serve(DownstreamNode(NodeConfig(role="downstream", listen=addr), MemorySink()), addr)
     finally:
         first.stop(grace=0)
+
+
+def test_health_follows_the_role_a_fenced_primary_is_not_serving():
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from lazystandby.config import NodeConfig
+    from lazystandby.core.roles import Role
+    from lazystandby.harness.launcher import free_ports
+    from lazystandby.node.operator_node import OperatorNode
+    from lazystandby.operators.selection import Selection
+    from lazystandby.transport.grpc_transport import GrpcPeer, serve
+
+    addr = f"127.0.0.1:{free_ports(1)[0]}"
+    n = OperatorNode(NodeConfig(role="primary", listen=addr), Selection("price > 1"), GrpcPeer)
+    server = serve(n, addr)
+    ch = grpc.insecure_channel(addr)
+    try:
+        check = health_pb2_grpc.HealthStub(ch).Check
+        assert check(health_pb2.HealthCheckRequest(), timeout=3).status == health_pb2.HealthCheckResponse.SERVING
+        n.state.become(Role.FENCED)
+        assert check(health_pb2.HealthCheckRequest(), timeout=3).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        ch.close()
+        server.stop(grace=0)
+        n.stop()

@@ -1,0 +1,130 @@
+"""`python -m lazystandby.cli node ...` runs one node; `... launch ...` runs a local topology."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from functools import partial
+
+from . import config
+from .core.seq import StreamRegistry
+from .node.downstream import DownstreamNode
+from .node.operator_node import OperatorNode
+from .node.upstream import UpstreamNode
+from .operators.base import Operator
+from .sinks.base import FileSink, MemorySink
+from .sources.base import GeneratorSource
+from .transport.grpc_transport import GrpcPeer, serve
+from .transport.tls import TlsFiles
+
+
+def make_operator(cfg: config.NodeConfig) -> Operator:
+    if cfg.operator == "python":
+        from .operators.selection import Selection
+
+        return Selection(cfg.predicate)
+    if cfg.operator == "spark":
+        from .operators.spark import SparkSelection  # imported lazily: Spark is heavy
+
+        return SparkSelection(cfg.predicate, cfg)
+    raise ValueError(f"unknown operator {cfg.operator!r}; expected python or spark")
+
+
+def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
+    kafka = cfg.kafka_bootstrap
+    if kafka:
+        from .sources.kafka_source import Topics
+
+        topics = Topics(cfg.topic_prefix)
+    if cfg.role == "upstream":
+        if kafka:
+            from .sources.kafka_source import KafkaDeadLetters, KafkaSource
+
+            return UpstreamNode(cfg, KafkaSource(kafka, cfg.stream_names, topics=topics), peers,
+                                dead_letters=KafkaDeadLetters(kafka, topics))
+        source = GeneratorSource(cfg.stream_names, seed=cfg.seed, total=cfg.total, rate=cfg.rate)
+        return UpstreamNode(cfg, source, peers)
+    if cfg.role == "downstream":
+        registry = StreamRegistry(cfg.stream_names)
+        if kafka:
+            from .sinks.kafka_sink import KafkaSink
+
+            return DownstreamNode(cfg, KafkaSink(kafka, registry, topics))
+        return DownstreamNode(cfg, FileSink(cfg.sink, registry) if cfg.sink else MemorySink())
+    return OperatorNode(cfg, make_operator(cfg), peers)
+
+
+def run_node(argv: list[str]) -> int:
+    try:
+        cfg = config.load(argv)
+        TlsFiles.from_config(cfg)
+    except ValueError as e:  # SettingError, or TLS files that are not there: one line, exit 2
+        print(f"lazystandby node: {e}", file=sys.stderr, flush=True)
+        return 2
+    logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
+    tls = TlsFiles.from_config(cfg)
+    log = logging.getLogger("lazystandby")
+    if tls is None:
+        log.warning("%s: TLS is off: any client that can reach %s can call this node; run plaintext only on "
+                    "loopback or in tests (set tls_ca, tls_cert, tls_key; make certs)", cfg.name, cfg.listen)
+    node = build_node(cfg, partial(GrpcPeer, max_message=cfg.max_message_bytes, tls=tls))
+    server = serve(node, cfg.listen, max_message=cfg.max_message_bytes, tls=tls)
+    if cfg.metrics_port:
+        from .metrics import serve_metrics
+
+        serve_metrics(node, cfg.metrics_port)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    node.start()  # after the server listens: a standby registers with Nu, which then calls back
+    log.info("%s (%s) listening on %s%s", cfg.name, cfg.role, cfg.listen, " (mutual TLS)" if tls else "")
+    done.wait()
+    server.stop(grace=0.5)
+    node.stop()
+    return 0
+
+
+COMMANDS = {
+    "node": "run one node (Nu, N, N' or Nd) from its settings: flags or LS_* env vars",
+    "launch": "the pipeline on loopback processes, one fault injected mid-run; JSON summary last",
+    "failover-check": "K trials of a fault (SIGKILL of N by default) at random moments; JSON summary last",
+    "chaos-campaign": "faults drawn at random from the catalog, singles and pairs, against a Kafka load",
+    "stack-check": "the truth-table check of a running compose stack, from inside its network",
+    "dashboards-check": "every dashboard panel query against a real Prometheus after a failover",
+}
+USAGE = "usage: lazystandby COMMAND [options]  (lazystandby COMMAND --help: that command's options)\n\ncommands:\n" + \
+    "".join(f"  {c:<18}{d}\n" for c, d in COMMANDS.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd not in COMMANDS:
+        print(f"lazystandby: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    if cmd == "node":
+        return run_node(rest)
+    if cmd == "stack-check":
+        from .harness.stack_check import main as stack_main
+
+        return stack_main(rest)
+    if cmd == "dashboards-check":
+        from .harness.dashboards_check import main as dash_main
+
+        return dash_main(rest)
+    if cmd == "chaos-campaign":
+        from .harness.campaign import main as campaign_main
+
+        return campaign_main(rest)
+    from .harness.launcher import main as launch_main
+
+    return launch_main([cmd, *rest])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

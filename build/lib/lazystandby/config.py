@@ -1,0 +1,211 @@
+"""All configuration in one typed place. Each field maps to an env var LS_<FIELD> and a CLI flag
+--<field-with-dashes>; the CLI wins over the environment, the environment over the defaults, which run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from enum import Enum
+from typing import Any, get_type_hints
+
+from .core.batching import format_bsize, parse_bsize
+from .core.codec import CodecName
+
+
+class SettingError(ValueError):
+    """A setting with a value it does not accept: the message is one line that names the setting (its
+    flag and env var) and says what it accepts."""
+
+
+def _setting(name: str) -> str:
+    return f"{name} (--{name.replace('_', '-')}, env LS_{name.upper()})"
+
+
+def refuse(name: str, accepts: str, got: Any) -> SettingError:
+    return SettingError(f"{_setting(name)}: expected {accepts}, got {got!r}")
+
+
+def kafka_bootstrap_from_env(env: Mapping[str, str] | None = None) -> str:
+    """The Kafka bootstrap a user set: LS_KAFKA_BOOTSTRAP, else the common KAFKA_BOOTSTRAP ("" = none)."""
+    env = os.environ if env is None else env
+    return env.get("LS_KAFKA_BOOTSTRAP") or env.get("KAFKA_BOOTSTRAP", "")
+
+
+@dataclass
+class NodeConfig:
+    """One node's settings. `role` is upstream | primary | standby | downstream."""
+
+    role: str = "primary"
+    name: str = ""
+    listen: str = "127.0.0.1:50051"
+    advertise: str = ""  # the address peers use to reach this node (default: listen)
+    upstream: str = ""  # N, N': Nu's address
+    downstream: str = ""  # N, N': Nd's address
+    primary: str = ""  # Nu: N's address; N': the primary it watches
+    standby: str = ""  # Nu: N''s address
+    # Lazy Standby knobs
+    # 1 = Active Standby ... None (text "inf") = Upstream Backup; parsed once, here, by parse_bsize
+    bsize: int | None = field(default=10, metadata={"parse": parse_bsize, "format": format_bsize})
+    codec: CodecName = CodecName.ZSTD_STREAM_DICT
+    # zstd level; 0 = by codec: 9 for the streaming codecs (one context across batches makes the effort pay:
+    # Bsize 10 goes from 0.34x to 0.28x of uncompressed), 3 for per-batch frames (little gain there).
+    codec_level: int = 0
+    dict_samples: int = 2000
+    dict_size: int = 4096
+    max_batches_per_rpc: int = 512
+    # failure detection
+    heartbeat_interval: float = 0.1
+    heartbeat_misses: int = 3
+    rpc_timeout: float = 2.0
+    # framing and queues
+    frame_max: int = 4096
+    linger_ms: float = 2.0
+    ack_poll_ms: float = 50.0
+    oq_capacity: int = 2_000_000
+    iq_capacity: int = 200_000
+    max_tuple_bytes: int = 65536
+    max_message_bytes: int = 64 << 20
+    # operator
+    operator: str = "python"  # python | spark
+    predicate: str = "price > 100"
+    # Most tuples per operator call; 0 = by operator: 32,768 (python), 131,072 (spark: a micro-batch costs
+    # nearly the same for four times the tuples, so at saturation bigger calls mean more throughput).
+    operator_batch: int = 0
+    spark_master: str = "local[2]"
+    spark_driver_memory: str = "1g"
+    spark_trigger: str = "0 seconds"
+    spark_max_rows: int = 200_000
+    spark_partitions: int = 2
+    spark_checkpoint_dir: str = ""  # where the query's checkpoints go (default: a fresh temp dir per start)
+    # source (Nu): the deterministic generator
+    streams: str = "I1,I2"
+    seed: int = 7
+    total: int = 0  # tuples to generate; 0 = forever
+    rate: float = 0.0  # tuples/s; 0 = as fast as the pipeline takes them
+    # Kafka: when set, Nu consumes the source topics and Nd writes the results topic (else generator/file)
+    kafka_bootstrap: str = ""
+    topic_prefix: str = "ls."
+    # sink (Nd)
+    sink: str = ""  # a file of delivered outputs; empty = keep nothing but counts
+    # mutual TLS between nodes (deploy/tls/make-certs.sh); all three empty = plaintext (loopback only)
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    # observability
+    metrics_port: int = 0
+    overhead_budget: float = 0.5  # backup/primary bytes above which the BandwidthOverheadAboveBudget alert fires
+    log_level: str = "INFO"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Every value checked here, once, with an error that names the setting (SettingError)."""
+        if self.role not in ("upstream", "primary", "standby", "downstream"):
+            raise refuse("role", "upstream, primary, standby or downstream", self.role)
+        try:
+            self.codec = CodecName(self.codec)
+        except ValueError:
+            raise refuse("codec", "one of " + ", ".join(CodecName), self.codec) from None
+        try:
+            self.bsize = parse_bsize(self.bsize)
+        except (TypeError, ValueError):
+            raise refuse("bsize", "a whole number >= 1, or inf", self.bsize) from None
+        if self.operator not in ("python", "spark"):
+            raise refuse("operator", "python or spark", self.operator)
+        from .formats.predicate import PredicateError, compile_predicate
+
+        try:
+            compile_predicate(self.predicate)
+        except PredicateError as e:
+            raise SettingError(f"{_setting('predicate')}: {e}") from None
+        for name in ("heartbeat_interval", "rpc_timeout", "linger_ms", "ack_poll_ms"):
+            if not getattr(self, name) > 0:
+                raise refuse(name, "a number > 0", getattr(self, name))
+        for name in ("heartbeat_misses", "frame_max", "oq_capacity", "iq_capacity", "max_tuple_bytes",
+                     "max_message_bytes", "max_batches_per_rpc", "spark_partitions", "spark_max_rows"):
+            if getattr(self, name) < 1:
+                raise refuse(name, "a whole number >= 1", getattr(self, name))
+        for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port"):
+            if getattr(self, name) < 0:
+                raise refuse(name, "a number >= 0", getattr(self, name))
+        if not self.name:
+            self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
+        if not self.advertise:
+            self.advertise = self.listen
+        if not self.kafka_bootstrap:
+            self.kafka_bootstrap = kafka_bootstrap_from_env()
+
+    @property
+    def stream_names(self) -> list[str]:
+        return [s for s in self.streams.split(",") if s]
+
+
+_FIELDS = {f.name: f for f in fields(NodeConfig)}
+
+
+_ACCEPTS = {int: "a whole number", float: "a number", str: "text"}
+
+
+def _convert(name: str, typ: Any, text: str) -> Any:
+    parse = _FIELDS[name].metadata.get("parse")
+    try:
+        if parse is not None:
+            return parse(text)
+        if typ is bool:
+            return text.lower() in ("1", "true", "yes", "on")
+        return typ(text)
+    except (TypeError, ValueError):
+        if name == "bsize":
+            accepts = "a whole number >= 1, or inf"
+        elif isinstance(typ, type) and issubclass(typ, Enum):
+            accepts = "one of " + ", ".join(typ)
+        else:
+            accepts = _ACCEPTS.get(typ, str(typ))
+        raise refuse(name, accepts, text) from None
+
+
+def to_text(name: str, value: Any) -> str:
+    """A setting's value as its flag or env var spells it (what `load` parses back to the same value)."""
+    fmt = _FIELDS[name].metadata.get("format")
+    return fmt(value) if fmt is not None else str(value)
+
+
+def to_args(settings: Mapping[str, Any]) -> list[str]:
+    """Typed settings as `node` command-line flags. Unknown names are refused here, not by the child."""
+    out: list[str] = []
+    for name, value in settings.items():
+        if name not in _FIELDS or name == "extra":
+            raise ValueError(f"unknown setting {name!r}; expected one of {sorted(set(_FIELDS) - {'extra'})}")
+        out += [f"--{name.replace('_', '-')}", to_text(name, value)]
+    return out
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (SettingError), not a usage block and a second line."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise SettingError(message)
+
+
+def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> NodeConfig:
+    """Defaults, then LS_* environment variables, then command-line flags."""
+    env = os.environ if env is None else env
+    hints = get_type_hints(NodeConfig)
+    parser = OneLineParser(prog="lazystandby node", description=NodeConfig.__doc__)
+    values: dict[str, Any] = {}
+    for f in fields(NodeConfig):
+        if f.name == "extra":
+            continue
+        typ = hints[f.name]
+        envname = f"LS_{f.name.upper()}"
+        if envname in env:
+            values[f.name] = _convert(f.name, typ, env[envname])
+        default = f.default if f.default is not MISSING else None
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
+                            help=f"(env {envname}, default {default!r})")
+    args = parser.parse_args(argv)
+    for f in fields(NodeConfig):
+        if f.name != "extra" and getattr(args, f.name, None) is not None:
+            values[f.name] = _convert(f.name, hints[f.name], getattr(args, f.name))
+    return NodeConfig(**values)

@@ -1,0 +1,77 @@
+"""Algorithm 1 (seed 000 section 3.4): cutting Nu's backup into batches of Bsize tuples for the standby.
+
+Nu holds every tuple in OQu until a Level-1 ack trims it. The batcher keeps a watermark over OQu:
+`batched_through` is the last position handed to the standby, `confirmed_through` the last one the standby
+acknowledged. Tuples past the watermark are the "unbatched" part of OQu, the only part Nu must resend to a
+promoted standby. Keeping batched tuples until the Level-1 ack costs no more memory than Bsize = inf does,
+and lets Nu re-seed a standby that restarted empty.
+
+    Bsize = 1    every tuple is its own batch: Active Standby
+    Bsize = inf  (None) nothing is ever cut: Upstream Backup
+"""
+
+from __future__ import annotations
+
+from .queues import KeyedQueue
+from .tuples import TupleBatch
+
+INFINITE = None
+
+
+def parse_bsize(text: str | int | None) -> int | None:
+    """'inf' (or None) means never batch; otherwise a positive number of tuples."""
+    if text is None or (isinstance(text, str) and text.strip().lower() in ("inf", "infinity", "")):
+        return INFINITE
+    n = int(text)
+    if n < 1:
+        raise ValueError(f"Bsize must be >= 1 or 'inf', got {text!r}")
+    return n
+
+
+def format_bsize(bsize: int | None) -> str:
+    """The text `parse_bsize` reads back: a number, or 'inf'."""
+    return "inf" if bsize is INFINITE else str(bsize)
+
+
+class BackupBatcher:
+    """Decides which positions of OQu go to the standby next, Bsize at a time."""
+
+    def __init__(self, bsize: int | None) -> None:
+        self.bsize = bsize
+        self.batched_through = 0
+        self.confirmed_through = 0
+
+    def unbatched(self, oqu: KeyedQueue) -> int:
+        """Tuples in OQu that no batch has covered yet."""
+        return max(0, oqu.last - max(self.batched_through, oqu.trimmed_through))
+
+    def due(self, oqu: KeyedQueue, max_batches: int) -> list[TupleBatch]:
+        """Lines 12-16: while Bsize tuples are queued past the watermark, cut them into a batch.
+
+        Positions trimmed by a Level-1 ack before they were batched are skipped: Nd already holds their
+        outputs, so the standby never needs them (it resumes from the checkpoint that trimmed them).
+        """
+        if self.bsize is INFINITE:
+            return []
+        if oqu.trimmed_through > self.batched_through:
+            self.batched_through = oqu.trimmed_through
+            self.confirmed_through = max(self.confirmed_through, oqu.trimmed_through)
+        out: list[TupleBatch] = []
+        while len(out) < max_batches and oqu.last - self.batched_through >= self.bsize:
+            batch = oqu.read(self.batched_through + 1, self.bsize)
+            assert batch is not None and len(batch) == self.bsize
+            out.append(batch)
+            self.batched_through = batch.last
+        return out
+
+    def confirm(self, through: int) -> None:
+        self.confirmed_through = max(self.confirmed_through, through)
+
+    def rewind(self) -> None:
+        """The batches in flight were not acknowledged: cut them again (the receiver skips repeats)."""
+        self.batched_through = self.confirmed_through
+
+    def restart(self, through: int) -> None:
+        """A new standby, empty: everything after `through` (the trim point) is still to be batched."""
+        self.batched_through = through
+        self.confirmed_through = through

@@ -1,0 +1,284 @@
+"""Backup-batch codecs: none, zlib, zstd, zstd with a trained dictionary, and a zstd context kept across
+the batches of one link (with or without a dictionary).
+
+Seed 000 compressed each batch with zlib, whose header made a 33-byte tuple 41 bytes at Bsize 1. A zstd
+context kept across batches (flushed at every batch, so each batch is decodable on arrival) pays for the
+header once per link session, not once per batch. Both ends reset the context together: a new `session`
+id starts at index 0, and the receiver refuses an index that does not follow on.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import zlib
+from dataclasses import dataclass
+from enum import StrEnum
+
+import zstandard as zstd
+
+from .seq import CorruptBatch, DuplicateSequence, OversizedMessage
+
+
+class CodecName(StrEnum):
+    NONE = "none"
+    ZLIB = "zlib"
+    ZSTD = "zstd"
+    ZSTD_DICT = "zstd-dict"
+    ZSTD_STREAM = "zstd-stream"
+    ZSTD_STREAM_DICT = "zstd-stream-dict"
+
+    @property
+    def uses_dictionary(self) -> bool:
+        return self in (CodecName.ZSTD_DICT, CodecName.ZSTD_STREAM_DICT)
+
+    @property
+    def streaming(self) -> bool:
+        return self in (CodecName.ZSTD_STREAM, CodecName.ZSTD_STREAM_DICT)
+
+
+@dataclass(slots=True)
+class EncodedBatch:
+    """What travels: the compressed bytes and what the receiver needs to decode them in order."""
+
+    codec: CodecName
+    session: int
+    index: int
+    payload: bytes
+    raw_bytes: int
+    dictionary: bytes = b""
+
+
+def train_dictionary(samples: list[bytes], size: int) -> bytes:
+    """A zstd dictionary for these samples; raw-content dictionary when there are too few to train on."""
+    try:
+        return zstd.train_dictionary(size, samples).as_bytes()
+    except zstd.ZstdError:
+        return b"".join(samples)[-size:]
+
+
+def _zstd_dict(data: bytes) -> zstd.ZstdCompressionDict:
+    # A trained dictionary starts with zstd's magic; anything else is raw content.
+    kind = zstd.DICT_TYPE_AUTO if data[:4] == b"\x37\xa4\x30\xec" else zstd.DICT_TYPE_RAWCONTENT
+    return zstd.ZstdCompressionDict(data, dict_type=kind)
+
+
+class BatchEncoder:
+    """The sending end of one link's codec. Dictionary codecs start without a dictionary (plain zstd)
+    until `set_dictionary` is called, which opens a new session carrying it."""
+
+    def __init__(self, codec: CodecName, *, level: int = 0) -> None:
+        self.codec = CodecName(codec)
+        self.level = level or (9 if self.codec.streaming else 3)
+        self.dictionary = b""
+        self.session = random.getrandbits(62) | 1
+        self._index = 0
+        self._compressor: zstd.ZstdCompressor | None = None
+        self._stream: zstd.ZstdCompressionObj | None = None
+        self._open()
+
+    @property
+    def needs_dictionary(self) -> bool:
+        return self.codec.uses_dictionary and not self.dictionary
+
+    def set_dictionary(self, dictionary: bytes) -> None:
+        self.dictionary = dictionary
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new session, as after a reconnect or a refused batch: the receiver resets too."""
+        self.session += 1
+        self._index = 0
+        self._open()
+
+    def _open(self) -> None:
+        dict_data = _zstd_dict(self.dictionary) if self.dictionary else None
+        self._compressor = zstd.ZstdCompressor(
+            level=self.level, dict_data=dict_data, write_checksum=False, write_content_size=True
+        )
+        self._stream = self._compressor.compressobj() if self.codec.streaming else None
+
+    def encode(self, raw: bytes) -> EncodedBatch:
+        return self.encode_many([raw])[0]
+
+    def encode_many(self, raws: list[bytes]) -> list[EncodedBatch]:
+        """Batches in order, each decodable after the ones before it, one compression call per batch.
+        (zstd's multi_compress_to_buffer was tried: it releases the GIL, and with Nu's source thread busy,
+        getting it back made 10 batches cost 115 us instead of 34 us.)"""
+        c = self.codec
+        if c is CodecName.NONE:
+            payloads = list(raws)
+        elif c is CodecName.ZLIB:
+            payloads = [zlib.compress(r) for r in raws]
+        elif self._stream is not None:
+            s = self._stream
+            payloads = [s.compress(r) + s.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK) for r in raws]
+        else:
+            assert self._compressor is not None
+            payloads = [self._compressor.compress(r) for r in raws]
+        out = []
+        for raw, payload in zip(raws, payloads, strict=True):
+            out.append(EncodedBatch(
+                codec=c,
+                session=self.session,
+                index=self._index,
+                payload=payload,
+                raw_bytes=len(raw),
+                dictionary=self.dictionary if (self._index == 0 and c.uses_dictionary) else b"",
+            ))
+            self._index += 1
+        return out
+
+
+class _Capped(io.RawIOBase):
+    """The sink of a streaming decompressor: refuses to hold more than `cap` bytes of one batch, so a batch
+    that inflates past what its sender declared fails after `cap` bytes, not after all of them."""
+
+    def __init__(self) -> None:
+        self.cap = 0
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # type: ignore[override]
+        self.size += len(b)
+        if self.size > self.cap:
+            raise OversizedMessage(f"inflates past the {self.cap} bytes declared")
+        self.parts.append(bytes(b))
+        return len(b)
+
+    def take(self, cap: int) -> None:
+        self.cap, self.parts, self.size = cap, [], 0
+
+
+class _Session:
+    """One codec session of a link: the decompression context its batches share (streaming codecs) and
+    the dictionary it was opened with."""
+
+    def __init__(self, codec: CodecName, session: int, dictionary: bytes) -> None:
+        self.codec = codec
+        self.session = session
+        self.dictionary = dictionary
+        self.broken = False
+        d = _zstd_dict(dictionary) if dictionary else None
+        # Built once per session: loading a dictionary costs far more than decoding one small batch.
+        self.dctx = zstd.ZstdDecompressor(dict_data=d, max_window_size=1 << 27)
+        self.sink = _Capped()
+        self.stream = self.dctx.stream_writer(self.sink, write_size=1 << 16) if codec.streaming else None
+
+    def decode(self, batch: EncodedBatch) -> bytes:
+        """The batch's bytes, never more than it declared (`raw_bytes`): every path is bounded, including
+        a zstd frame whose header claims a larger size and a stream that keeps inflating."""
+        c, limit = batch.codec, batch.raw_bytes
+        if c is CodecName.NONE:
+            return batch.payload
+        if c is CodecName.ZLIB:
+            d = zlib.decompressobj()
+            out = d.decompress(batch.payload, limit + 1)
+            if not d.eof or len(out) > limit:
+                raise zlib.error("truncated zlib stream, or one that inflates past its declared size")
+            return out
+        if self.stream is not None:
+            self.sink.take(limit)
+            try:
+                self.stream.write(batch.payload)
+                self.stream.flush()
+            finally:
+                parts, self.sink.parts = self.sink.parts, []
+            return b"".join(parts)
+        declared = zstd.frame_content_size(batch.payload)
+        if declared > limit:
+            # python-zstandard allocates a frame's declared size whatever max_output_size says: refuse first.
+            raise OversizedMessage(f"its zstd frame declares {declared} bytes")
+        return self.dctx.decompress(batch.payload, max_output_size=limit)
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderPosition:
+    """Where a decoder stands: the session it follows and the last index it decoded there."""
+
+    session: _Session | None
+    last_index: int
+
+
+class BatchDecoder:
+    """The receiving end of one link's codec: follows the sender's sessions, refuses batches out of order.
+
+    Two phases, so that nothing changes for batches the receiver then refuses: `decode_many` decodes a
+    frame's batches and returns where the decoder would stand; `commit` moves it there. A batch that opens
+    a new session is decoded in that session's own context, and a refused one leaves the current session
+    as it was. (A streaming context that decoded part of a refused frame is marked broken: its sender
+    resets, as it does after any refusal.)"""
+
+    def __init__(self, node: str, *, max_batch_bytes: int = 64 << 20) -> None:
+        self.node = node
+        self.max_batch_bytes = max_batch_bytes
+        self.position = DecoderPosition(None, -1)
+
+    @property
+    def session(self) -> int:
+        ses = self.position.session
+        return ses.session if ses is not None else 0
+
+    @property
+    def last_index(self) -> int:
+        return self.position.last_index
+
+    def decode(self, batch: EncodedBatch) -> bytes:
+        """Decode one batch and move on past it."""
+        raws, pos = self.decode_many([batch])
+        self.commit(pos)
+        return raws[0]
+
+    def decode_many(self, batches: list[EncodedBatch]) -> tuple[list[bytes], DecoderPosition]:
+        pos, out = self.position, []
+        for b in batches:
+            raw, pos = self._decode(b, pos)
+            out.append(raw)
+        return out, pos
+
+    def commit(self, pos: DecoderPosition) -> None:
+        self.position = pos
+
+    def _decode(self, batch: EncodedBatch, pos: DecoderPosition) -> tuple[bytes, DecoderPosition]:
+        where = f"{self.node}: backup batch session {batch.session} index {batch.index}"
+        if batch.raw_bytes > self.max_batch_bytes:
+            raise OversizedMessage(f"{where}: {batch.raw_bytes} raw bytes exceeds {self.max_batch_bytes}")
+        ses = pos.session
+        if ses is None or batch.session != ses.session:
+            if batch.index != 0:
+                raise CorruptBatch(f"{where}: a new session must start at index 0")
+            ses = self._open(batch, ses)
+        else:
+            if batch.index <= pos.last_index:
+                raise DuplicateSequence(f"{where}: already decoded up to index {pos.last_index}")
+            if batch.index != pos.last_index + 1:
+                raise CorruptBatch(f"{where}: expected index {pos.last_index + 1}")
+            if ses.broken:
+                raise CorruptBatch(f"{where}: the session's context was lost; the sender must reset")
+            if batch.codec is not ses.codec:
+                raise CorruptBatch(f"{where}: codec {batch.codec} in a {ses.codec} session")
+        try:
+            raw = ses.decode(batch)
+        except OversizedMessage as e:
+            ses.broken = ses.codec.streaming
+            raise OversizedMessage(f"{where}: {batch.codec} batch refused: {e.message}; "
+                                   f"the sender declared {batch.raw_bytes}") from None
+        except (zstd.ZstdError, zlib.error) as e:
+            ses.broken = ses.codec.streaming
+            raise CorruptBatch(f"{where}: {batch.codec} does not decode: {e}") from None
+        if len(raw) != batch.raw_bytes:
+            ses.broken = ses.codec.streaming
+            raise CorruptBatch(f"{where}: decoded {len(raw)} bytes; the sender said {batch.raw_bytes}")
+        return raw, DecoderPosition(ses, batch.index)
+
+    @staticmethod
+    def _open(batch: EncodedBatch, current: _Session | None) -> _Session:
+        """A context for the session `batch` opens; a dictionary session without a dictionary of its own
+        keeps the one the link had."""
+        dictionary = b""
+        if batch.codec.uses_dictionary:
+            dictionary = batch.dictionary or (current.dictionary if current is not None else b"")
+        return _Session(batch.codec, batch.session, dictionary)

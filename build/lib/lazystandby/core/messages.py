@@ -1,0 +1,138 @@
+"""The node protocol's messages as core types: what node runtimes send and receive.
+
+The transport maps them onto the wire (transport/wire.py: protobuf) and back; nothing in node/ sees the
+wire format. Field meanings follow proto/lazystandby/v1/lazystandby.proto. `wire_bytes` on a reply is
+filled in by the transport: the size of the request it answers, as sent (seed 000's overhead counts bytes
+on the links, so the nodes need it without knowing the encoding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .acks import Checkpoint
+from .codec import EncodedBatch
+from .roles import Role
+from .tuples import TupleBatch
+
+
+@dataclass(slots=True)
+class Frame:
+    """Nu -> primary: input tuples at link positions batch.first..; no batch = a poll for acks.
+    `checkpoint` is Nu's trim point: a frame may skip positions only when it covers them exactly."""
+
+    epoch: int
+    sender: str
+    checkpoint: Checkpoint
+    batch: TupleBatch | None = None
+
+
+@dataclass(slots=True)
+class FrameAck:
+    """The primary's Level-1 ack (in `epoch`) and the last position it holds."""
+
+    epoch: int
+    level1: Checkpoint
+    received_through: int
+    wire_bytes: int = 0
+
+
+@dataclass(slots=True)
+class BackupBatch:
+    """One Bsize batch of Algorithm 1: positions first..first+count-1, encoded by the link's codec."""
+
+    first: int
+    count: int
+    encoded: EncodedBatch
+
+
+@dataclass(slots=True)
+class BackupFrame:
+    """Nu -> standby: batches, and Nu's trim checkpoint (all an idle or Upstream Backup standby gets)."""
+
+    epoch: int
+    sender: str
+    checkpoint: Checkpoint
+    batches: list[BackupBatch] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class BackupAck:
+    applied_through: int
+    wire_bytes: int = 0
+
+
+@dataclass(slots=True)
+class OutputFrame:
+    """Primary -> Nd: outputs batch.first.. (output sequence numbers); no batch = a poll for the ack."""
+
+    epoch: int
+    sender: str
+    batch: TupleBatch | None = None
+
+
+@dataclass(slots=True)
+class Level0Ack:
+    """Nd's Level-0 ack: the last output sequence number it holds."""
+
+    epoch: int
+    received_through: int
+    wire_bytes: int = 0
+
+
+@dataclass(slots=True)
+class HeartbeatRequest:
+    sender: str
+    epoch: int
+
+
+@dataclass(slots=True)
+class HeartbeatReply:
+    """A node's role and epoch; a primary adds Nd's Level-0 ack (Algorithm 3) and what it received."""
+
+    node: str
+    role: Role
+    epoch: int
+    level0: int = 0
+    received_through: int = 0
+
+
+@dataclass(slots=True)
+class TakeoverRequest:
+    """Standby -> Nd (step 3) and -> Nu (step 5, with the first position it lacks)."""
+
+    node: str
+    epoch: int
+    address: str
+    resend_from: int = 0
+
+
+@dataclass(slots=True)
+class TakeoverReply:
+    """From Nd: the last output it holds. From Nu: its trim checkpoint, head and where it resends from."""
+
+    epoch: int
+    delivered_through: int = 0
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    head_pos: int = 0
+    resend_from: int = 0
+
+
+@dataclass(slots=True)
+class RegisterStandby:
+    node: str
+    address: str
+
+
+@dataclass(slots=True)
+class RegisterStandbyReply:
+    epoch: int
+    primary_address: str
+
+
+@dataclass(slots=True)
+class StatusReply:
+    node: str
+    role: Role
+    epoch: int
+    snapshot: dict = field(default_factory=dict)

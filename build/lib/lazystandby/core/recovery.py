@@ -1,0 +1,132 @@
+"""Failover planning (seed 000 section 3.6), made Precise.
+
+The standby runs these steps when its detector suspects the primary (node/operator_node.py calls them in
+this order, numbered the same):
+
+  1. detect     the heartbeat detector suspects the primary
+  2. fence      take epoch e+1; Nd and Nu refuse epoch e from now on
+  3. connect Nd Takeover(e+1) at Nd returns k, the last output Nd holds
+  4. plan       `plan_takeover`: replay OQ' outputs k+1.. ; ask Nu for positions after what we received
+  5. connect Nu Takeover(e+1, resend_from) at Nu: it stops the old primary's link, stops the backup, and
+                resends every position from max(resend_from, trim + 1) - what it never batched
+  6. replay     send Nd the OQ' outputs it lacks; outputs numbered <= k are never sent (Precise)
+  7. resume     process the resent inputs; live once the position Nu held at takeover is processed
+
+Rollback recovery would send all of OQ' and let Nd drop repeats; asking Nd first makes it Precise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .acks import Checkpoint
+from .roles import EpochFence
+from .seq import StaleEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class TakeoverPlan:
+    """What a promoting standby sends, and what it asks for."""
+
+    epoch: int
+    delivered_through: int
+    replay_from: int
+    replay_count: int
+    resend_from: int
+
+
+def plan_takeover(
+    *, epoch: int, delivered_through: int, received_through: int, oq_first: int, oq_last: int
+) -> TakeoverPlan:
+    """Step 4. `received_through` is the last input position the standby holds (processed or queued);
+    OQ' holds outputs oq_first..oq_last (oq_last < oq_first when empty)."""
+    replay_from = max(delivered_through + 1, oq_first)
+    return TakeoverPlan(
+        epoch=epoch,
+        delivered_through=delivered_through,
+        replay_from=replay_from,
+        replay_count=max(0, oq_last - replay_from + 1),
+        resend_from=received_through + 1,
+    )
+
+
+def resend_start(requested: int, checkpoint: Checkpoint) -> int:
+    """Nu's side of step 5: it cannot resend what a Level-1 ack trimmed, and need not (Nd holds it)."""
+    return max(requested, checkpoint.input_pos + 1)
+
+
+@dataclass(slots=True)
+class TakeoverRecord:
+    """One takeover a node accepted: who, in which epoch, when (the node's clock), and what it answered."""
+
+    epoch: int
+    node: str
+    at: float
+    reply: object = None
+    facts: dict = field(default_factory=dict)
+
+    def as_status(self) -> dict:
+        return {"epoch": self.epoch, "node": self.node, "at": self.at, **self.facts}
+
+
+class TakeoverLog:
+    """The takeovers Nu or Nd accepted, and the rule for a new one (steps 3 and 5, the receiver's side).
+
+    A takeover must bring an epoch newer than any seen, or it could not fence the primary it replaces;
+    the same takeover retried (same node, same epoch: its reply was lost) is recognised, not refused."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.records: list[TakeoverRecord] = []
+
+    @property
+    def last(self) -> TakeoverRecord | None:
+        return self.records[-1] if self.records else None
+
+    def retry_of(self, epoch: int, node: str) -> TakeoverRecord | None:
+        last = self.last
+        return last if last is not None and last.epoch == epoch and last.node == node else None
+
+    def check(self, fence: EpochFence, epoch: int, node: str) -> TakeoverRecord | None:
+        """The earlier record when this is a retry; None for a new takeover; StaleEpoch otherwise."""
+        retry = self.retry_of(epoch, node)
+        if retry is None and epoch <= fence.epoch:
+            raise StaleEpoch(f"{self.node}: takeover by {node} with epoch {epoch}; current epoch is {fence.epoch}")
+        return retry
+
+    def add(self, record: TakeoverRecord) -> TakeoverRecord:
+        self.records.append(record)
+        return record
+
+    def as_status(self) -> list[dict]:
+        return [r.as_status() for r in self.records]
+
+
+@dataclass(slots=True)
+class RecoveryTimes:
+    """The clock readings of one failover at the standby, and the phases seed 000 splits recovery into:
+    detection (last good heartbeat -> suspicion), reconnection (suspicion -> Nd and Nu answered), data
+    recovery (answered -> every input Nu held at takeover processed and its outputs in Nd)."""
+
+    last_ok: float
+    detected: float
+    connected: float | None = None
+    live: float | None = None
+
+    @property
+    def detection(self) -> float:
+        return self.detected - self.last_ok
+
+    @property
+    def reconnection(self) -> float:
+        assert self.connected is not None
+        return self.connected - self.detected
+
+    @property
+    def data_recovery(self) -> float:
+        assert self.connected is not None and self.live is not None
+        return self.live - self.connected
+
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase, for the histograms (complete recoveries only)."""
+        return {"detection": self.detection, "reconnection": self.reconnection, "data_recovery": self.data_recovery}

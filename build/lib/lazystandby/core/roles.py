@@ -1,0 +1,104 @@
+"""A node's role as an explicit state machine, and the epoch that fences a demoted primary.
+
+    STARTING -> UPSTREAM | DOWNSTREAM | PRIMARY | STANDBY
+    STANDBY  -> PROMOTING -> PRIMARY          (failover, seed 000 section 3.6)
+    PROMOTING -> STANDBY                      (takeover refused: someone newer won)
+    PRIMARY | PROMOTING -> FENCED             (a peer showed a newer epoch: stop sending, forever)
+    any -> STOPPED
+
+Each takeover raises the epoch by one. Nu and Nd remember the highest epoch they have seen and refuse
+anything older (StaleEpoch), so a primary that was paused past the timeout and then resumes cannot put a
+single tuple into Nd's output.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from .seq import StaleEpoch
+
+
+class Role(StrEnum):
+    STARTING = "starting"
+    UPSTREAM = "upstream"
+    DOWNSTREAM = "downstream"
+    PRIMARY = "primary"
+    STANDBY = "standby"
+    PROMOTING = "promoting"
+    FENCED = "fenced"
+    STOPPED = "stopped"
+
+
+ALLOWED: dict[Role, frozenset[Role]] = {
+    Role.STARTING: frozenset({Role.UPSTREAM, Role.DOWNSTREAM, Role.PRIMARY, Role.STANDBY, Role.STOPPED}),
+    Role.STANDBY: frozenset({Role.PROMOTING, Role.STOPPED}),
+    Role.PROMOTING: frozenset({Role.PRIMARY, Role.STANDBY, Role.FENCED, Role.STOPPED}),
+    Role.PRIMARY: frozenset({Role.FENCED, Role.STOPPED}),
+    Role.FENCED: frozenset({Role.STOPPED}),
+    Role.UPSTREAM: frozenset({Role.STOPPED}),
+    Role.DOWNSTREAM: frozenset({Role.STOPPED}),
+    Role.STOPPED: frozenset(),
+}
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+class EpochFence:
+    """The highest epoch a node has accepted; anything older is refused with StaleEpoch.
+
+    Every role keeps one: Nu and Nd refuse a demoted primary's calls, and N and N' refuse calls from a Nu
+    that speaks for an older epoch. The epoch never moves backwards."""
+
+    def __init__(self, node: str, epoch: int = 0) -> None:
+        self.node = node
+        self.epoch = epoch
+
+    def check(self, epoch: int, *, sender: str, what: str) -> None:
+        if epoch < self.epoch:
+            raise StaleEpoch(
+                f"{self.node}: {what} from {sender} carries epoch {epoch}; current epoch is {self.epoch}"
+            )
+
+    def is_newer(self, epoch: int) -> bool:
+        """`epoch` belongs to a takeover this node has not seen (a primary learns it was replaced)."""
+        return epoch > self.epoch
+
+    def advance(self, epoch: int) -> bool:
+        """Adopt `epoch` if it is newer; returns True when it was."""
+        newer = epoch > self.epoch
+        if newer:
+            self.epoch = epoch
+        return newer
+
+    def admit(self, epoch: int, *, sender: str, what: str) -> bool:
+        """Check and adopt: returns True when `epoch` is newer than any seen before."""
+        self.check(epoch, sender=sender, what=what)
+        return self.advance(epoch)
+
+
+class RoleState:
+    """The current role and epoch of one node; every change of role goes through `become`, every change
+    of epoch through the fence (forward only)."""
+
+    def __init__(self, node: str, epoch: int = 0) -> None:
+        self.node = node
+        self.role = Role.STARTING
+        self.fence = EpochFence(node, epoch)
+        self.history: list[tuple[Role, int]] = [(self.role, epoch)]
+
+    @property
+    def epoch(self) -> int:
+        return self.fence.epoch
+
+    def become(self, role: Role, epoch: int | None = None) -> None:
+        if role not in ALLOWED[self.role]:
+            raise IllegalTransition(f"{self.node}: {self.role} -> {role} is not allowed")
+        self.role = role
+        if epoch is not None:
+            self.fence.advance(epoch)
+        self.history.append((role, self.epoch))
+
+    def can(self, role: Role) -> bool:
+        return role in ALLOWED[self.role]

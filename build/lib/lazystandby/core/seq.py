@@ -1,0 +1,245 @@
+"""Stream ids, sequence numbers, and the errors raised when a peer breaks their rules.
+
+Every error names the node, the stream and the sequence number involved and says what was expected and
+what was got. Each carries a status name that the gRPC adapter maps onto a gRPC status code, so that a peer
+sees a precise reason and the node's state is left as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """The status a call ends with, named as gRPC names its codes (the transport maps them one to one).
+
+    Retry policies are keyed on these, never on message text."""
+
+    OK = "OK"
+    CANCELLED = "CANCELLED"
+    UNKNOWN = "UNKNOWN"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    ABORTED = "ABORTED"
+    OUT_OF_RANGE = "OUT_OF_RANGE"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+    INTERNAL = "INTERNAL"
+    UNAVAILABLE = "UNAVAILABLE"
+    DATA_LOSS = "DATA_LOSS"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+
+    @property
+    def unreachable(self) -> bool:
+        """The peer may be gone (or never answered): nothing is known about its state."""
+        return self in (Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.CANCELLED, Status.UNKNOWN)
+
+
+class LazyStandbyError(Exception):
+    """Base of every protocol error. `status` is the gRPC status the transport answers with."""
+
+    status = Status.INTERNAL
+    counter = "errors"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownStream(LazyStandbyError):
+    status = Status.INVALID_ARGUMENT
+    counter = "unknown_stream"
+
+
+class SequenceGap(LazyStandbyError):
+    """A position or sequence number skipped ahead of the expected one."""
+
+    status = Status.OUT_OF_RANGE
+    counter = "sequence_gap"
+
+
+class DuplicateSequence(LazyStandbyError):
+    """A position or sequence number at or below one already accepted."""
+
+    status = Status.ALREADY_EXISTS
+    counter = "duplicate_sequence"
+
+
+class NonMonotonicSequence(LazyStandbyError):
+    status = Status.INVALID_ARGUMENT
+    counter = "non_monotonic_sequence"
+
+
+class StaleEpoch(LazyStandbyError):
+    """A peer speaks for an epoch older than the one this node has seen: it was demoted.
+
+    ABORTED rather than FAILED_PRECONDITION so that a sender can tell "you were fenced" from "wrong role".
+    """
+
+    status = Status.ABORTED
+    counter = "stale_epoch"
+
+
+class WrongRole(LazyStandbyError):
+    status = Status.FAILED_PRECONDITION
+    counter = "wrong_role"
+
+
+class CorruptBatch(LazyStandbyError):
+    """Bytes that do not decode: bad compression, bad framing, a codec session out of order."""
+
+    status = Status.DATA_LOSS
+    counter = "corrupt_batch"
+
+
+class OversizedMessage(LazyStandbyError):
+    status = Status.RESOURCE_EXHAUSTED
+    counter = "oversized"
+
+
+class QueueFull(LazyStandbyError):
+    """Backpressure: the receiver has no room now; the sender keeps the data and retries later."""
+
+    status = Status.RESOURCE_EXHAUSTED
+    counter = "queue_full"
+
+
+class MalformedMessage(LazyStandbyError):
+    """A call whose bytes are not a message of the protocol (not protobuf, an unknown enum value)."""
+
+    status = Status.INVALID_ARGUMENT
+    counter = "malformed_message"
+
+
+class UnknownEpoch(LazyStandbyError):
+    """A call in an epoch no takeover announced to this node. Epochs move only by takeovers: a frame that
+    carries a higher epoch moves nothing, and its sender (a primary this node has not heard of, after a
+    restart) announces itself with a Takeover."""
+
+    status = Status.FAILED_PRECONDITION
+    counter = "unknown_epoch"
+
+
+class NotThePrimary(LazyStandbyError):
+    """A delivery from a node that is not the primary of the current epoch (a client replaying or
+    forging calls): refused before it touches the output or the counters the correctness alerts use."""
+
+    status = Status.PERMISSION_DENIED
+    counter = "not_the_primary"
+
+
+class SourceUnavailable(LazyStandbyError):
+    """Nu cannot reach where its restart state lives (the source's commits) to record a change."""
+
+    status = Status.UNAVAILABLE
+    counter = "source_unavailable"
+
+
+class MalformedRecord(LazyStandbyError):
+    status = Status.INVALID_ARGUMENT
+    counter = "malformed_record"
+
+
+class StreamRegistry:
+    """The source streams a deployment knows, by name and by small integer id.
+
+    Id 0 is reserved for in-band control records (operator parameter changes, seed 003), which travel in
+    the link order like tuples so that N and N' apply them at the same position.
+    """
+
+    CONTROL = 0
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._ids: dict[str, int] = {}
+        self._names: dict[int, str] = {self.CONTROL: "_control"}
+        for name in names:
+            if name in self._ids or name == "_control":
+                raise ValueError(f"stream {name!r} named twice")
+            sid = len(self._ids) + 1
+            self._ids[name] = sid
+            self._names[sid] = name
+
+    def id_of(self, name: str, *, node: str = "?") -> int:
+        if name == "_control":
+            return self.CONTROL
+        try:
+            return self._ids[name]
+        except KeyError:
+            raise UnknownStream(
+                f"{node}: unknown stream {name!r}; expected one of {sorted(self._ids)}"
+            ) from None
+
+    def name_of(self, sid: int) -> str:
+        try:
+            return self._names[sid]
+        except KeyError:
+            raise UnknownStream(f"unknown stream id {sid}; expected one of {sorted(self._names)}") from None
+
+    def check_ids(self, streams: Sequence[int], seqs: Sequence[int], *, node: str) -> None:
+        """Raise UnknownStream for the first tuple on a stream id this deployment does not know."""
+        unknown = set(streams) - self._names.keys()
+        if unknown:
+            i = next(i for i, s in enumerate(streams) if s in unknown)
+            raise UnknownStream(
+                f"{node}: unknown stream id {streams[i]} at seq {seqs[i]}; expected one of {sorted(self._names)}"
+            )
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._ids)
+
+    @property
+    def names_by_id(self) -> dict[int, str]:
+        return dict(self._names)
+
+
+class PerStreamSequence:
+    """Tracks the last sequence number accepted on each stream and rejects any that does not increase.
+
+    Gaps are allowed (a Kafka topic may skip offsets); repeats and regressions are not. `check` validates
+    a whole batch before `commit` changes anything, so a bad batch leaves the state untouched.
+    """
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.last: dict[int, int] = {}
+
+    def check(
+        self, streams: Sequence[int], seqs: Sequence[int], *, fresh: bool = False, skip: int | None = None
+    ) -> dict[int, int]:
+        """Validate a run of tuples; `fresh` checks against no history (after a jump to a checkpoint);
+        tuples on stream `skip` (control records) are not checked."""
+        last = {} if fresh else self.last
+        pending: dict[int, int] = {}
+        for sid, seq in zip(streams, seqs, strict=True):
+            if sid == skip:
+                continue
+            prev = pending.get(sid, last.get(sid, 0))
+            if seq == prev:
+                raise DuplicateSequence(
+                    f"{self.node}: stream {sid} repeated seq {seq}; expected a seq above {prev}"
+                )
+            if seq < prev:
+                raise NonMonotonicSequence(
+                    f"{self.node}: stream {sid} seq went back to {seq}; expected a seq above {prev}"
+                )
+            pending[sid] = seq
+        return pending
+
+    def commit(self, pending: dict[int, int], *, fresh: bool = False) -> None:
+        if fresh:
+            self.last = {}
+        self.last.update(pending)
+
+    def accept(self, sid: int, seq: int) -> None:
+        """Check and record one tuple (Nu admits records one by one and dead-letters the bad ones)."""
+        self.commit(self.check((sid,), (seq,)))
+
+    def reset(self) -> None:
+        """Forget the history (the positions before a checkpoint jump are skipped)."""
+        self.last = {}

@@ -1,0 +1,119 @@
+"""A small, safe boolean-expression language over tick fields, e.g. `price > 100 AND venue = 'XTKS'`.
+
+It is a subset of Spark SQL, so the same configured text drives the Python operator, the Spark operator
+and the truth-table checker. Compiled once into a Python function over the split payload fields; the
+generated code comes only from validated tokens, with literals rendered by repr().
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .ticks import FIELD_INDEX, FIELD_TYPE
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>-?\d+(?:\.\d+)?)|(?P<str>'(?:[^']|'')*')|(?P<op><=|>=|!=|<>|=|<|>)"
+    r"|(?P<paren>[()])|(?P<word>[A-Za-z_][A-Za-z_0-9]*))"
+)
+_OPS = {"=": "==", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+class PredicateError(ValueError):
+    pass
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out, pos = [], 0
+    text = text.strip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise PredicateError(f"predicate {text!r}: cannot read from position {pos}: {text[pos:pos+20]!r}")
+        kind = m.lastgroup
+        assert kind is not None
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> tuple[str, str]:
+        t = self.peek()
+        if t is None:
+            raise PredicateError(f"predicate {self.text!r}: ends too early")
+        self.i += 1
+        return t
+
+    def word(self, w: str) -> bool:
+        t = self.peek()
+        if t and t[0] == "word" and t[1].upper() == w:
+            self.i += 1
+            return True
+        return False
+
+    def expr(self) -> str:
+        parts = [self.term()]
+        while self.word("OR"):
+            parts.append(self.term())
+        return "(" + " or ".join(parts) + ")"
+
+    def term(self) -> str:
+        parts = [self.factor()]
+        while self.word("AND"):
+            parts.append(self.factor())
+        return "(" + " and ".join(parts) + ")"
+
+    def factor(self) -> str:
+        if self.word("NOT"):
+            return f"(not {self.factor()})"
+        if self.word("TRUE"):
+            return "True"
+        if self.word("FALSE"):
+            return "False"
+        kind, val = self.take()
+        if kind == "paren" and val == "(":
+            inner = self.expr()
+            if self.take() != ("paren", ")"):
+                raise PredicateError(f"predicate {self.text!r}: missing ')'")
+            return inner
+        if kind != "word" or val not in FIELD_INDEX:
+            raise PredicateError(f"predicate {self.text!r}: expected a field of {sorted(FIELD_INDEX)}, got {val!r}")
+        field = val
+        okind, op = self.take()
+        if okind != "op":
+            raise PredicateError(f"predicate {self.text!r}: expected a comparison after {field}, got {op!r}")
+        lkind, lit = self.take()
+        typ = FIELD_TYPE[field]
+        if typ is str:
+            if lkind != "str":
+                raise PredicateError(f"predicate {self.text!r}: {field} compares with a quoted string")
+            value: object = lit[1:-1].replace("''", "'")
+            access = f"f[{FIELD_INDEX[field]}]"
+        else:
+            if lkind != "num":
+                raise PredicateError(f"predicate {self.text!r}: {field} compares with a number")
+            value = float(lit)
+            access = f"{typ.__name__}(f[{FIELD_INDEX[field]}])"
+        return f"({access} {_OPS[op]} {value!r})"
+
+    def parse(self) -> str:
+        code = self.expr()
+        if self.peek() is not None:
+            raise PredicateError(f"predicate {self.text!r}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        return code
+
+
+def compile_predicate(text: str) -> Callable[[list[str]], bool]:
+    """A function of the payload's fields (already split on ',') that says whether the tick is selected."""
+    code = _Parser(text).parse()
+    fn = eval(f"lambda f: {code}", {"__builtins__": {}, "int": int, "float": float})  # noqa: S307
+    return fn

@@ -1,0 +1,120 @@
+"""`make chaos-campaign RUNS=n`: faults drawn at random from the whole catalog, one at a time and in pairs,
+against a running load on the Kafka source, with the truth table checked after each.
+
+Every run starts Nu, N, N', Nd as processes on loopback over a fresh set of topics, writes a load of
+`--total` ticks at `--rate`/s, injects its fault (or two, the second after a random delay) at a random
+moment while the load flows, and then waits at most `--bound` seconds for Nd to hold every expected output.
+A run is `stalled` if it did not; `lost` and `duplicated` add up over all runs. Every third run is a
+double fault (a catalog sequence, or two faults composed at random); when a composition leaves no
+operator alive, a new standby is started in N's place, as an operator would. Last line: a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from .. import config
+from .faults import Fault, Runner, for_runner
+from .launcher import run_dir, run_trial
+
+SINGLE_COMPOSABLE = ("kill-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
+                     "kill-downstream-restart", "pause-downstream", "forged-deliver", "forged-push", "forged-backup",
+                     "decompression-bomb")
+
+
+def compose(a: Fault, b: Fault, delay: float) -> Fault:
+    """`a`, then `b` `delay` seconds later: a double fault. Whether a takeover happens depends on the
+    timing, so only the output is required (complete and exact); forged calls must still be refused."""
+    steps = (*a.steps, replace(b.steps[0], delay=delay + b.steps[0].delay), *b.steps[1:])
+    return Fault(f"{a.name}+{b.name}", f"{a.expect}; then {b.expect}", steps, kafka=a.kafka or b.kafka)
+
+
+def draw(rng: random.Random, i: int, catalog: dict[str, Fault]) -> Fault:
+    doubles = [f for f in catalog.values() if f.double]
+    if i % 3 == 2:  # every third run: two faults
+        if rng.random() < 0.5:
+            return rng.choice(doubles)
+        a, b = rng.sample(SINGLE_COMPOSABLE, 2)
+        return compose(catalog[a], catalog[b], round(rng.uniform(0.0, 1.0), 2))
+    return catalog[rng.choice(sorted(n for n, f in catalog.items() if not f.double))]
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="lazystandby chaos-campaign", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=None, help="draws are random; a seed repeats a campaign")
+    ap.add_argument("--total", type=int, default=20_000, help="ticks of load per run")
+    ap.add_argument("--rate", type=float, default=10_000.0, help="ticks/s of load")
+    ap.add_argument("--bound", type=float, default=60.0, help="seconds a run may take to complete its output")
+    a = ap.parse_args(argv)
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    catalog = for_runner(Runner.PROCESSES)
+    broker = None
+    bootstrap = config.kafka_bootstrap_from_env()
+    if not bootstrap:
+        from .kafka_broker import LocalKafka
+
+        print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
+        broker = LocalKafka(run_dir() / "campaign-kafka").start()
+        bootstrap = broker.bootstrap
+    t0 = time.monotonic()
+    runs: list[dict] = []
+    try:
+        for i in range(a.runs):
+            fault = draw(rng, i, catalog)
+            at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
+            try:
+                r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
+                              kafka=bootstrap, seed=rng.randrange(1000),
+                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5})
+            except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
+                r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": False,
+                     "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}
+            row = {"run": i + 1, "fault": fault.name, "double": fault.double, "at_s": at, "ok": r["ok"],
+                   "lost": r["lost"], "duplicated": r["duplicated"], "expected": r["expected"], "got": r["got"],
+                   "stalled": not r["delivered_all"], "failovers": r["failovers"],
+                   "recovery_ms": round(r["recovery_ms"], 1) if "recovery_ms" in r else None,
+                   "workdir": r["workdir"] if not r["ok"] else "", "error": r.get("error", "")}
+            runs.append(row)
+            print(f"run {i + 1}/{a.runs}: {fault.name}{' (double)' if fault.double else ''} at {at}s: "
+                  f"{r['got']}/{r['expected']} lost={r['lost']} dup={r['duplicated']} "
+                  f"stalled={row['stalled']} ok={r['ok']} ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+    summary = {
+        "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
+        "stalled": sum(r["stalled"] for r in runs), "double_faults": sum(r["double"] for r in runs),
+        "failed_runs": sum(not r["ok"] for r in runs), "bound_s": a.bound, "seed": seed,
+        "faults": {n: sum(r["fault"] == n for r in runs) for n in sorted({r["fault"] for r in runs})},
+        "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+    out = run_dir() / "chaos-campaign.json"
+    out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
+    print(f"details: {out}", file=sys.stderr)
+    print(json.dumps(summary))
+    return 0 if summary["failed_runs"] == 0 and summary["stalled"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,110 @@
+"""`make dashboards-check`: a small pipeline, a real Prometheus scraping it, one failover, then every panel
+query of every dashboard run against Prometheus. Last line: a JSON summary with `dashboards`, `panels`,
+`queries`, `empty`, `errors`. Also renders each dashboard's panels to a PNG from the same data."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .launcher import ROOT, Topology
+from .local_prometheus import LocalPrometheus
+from .wait import wait_until
+
+DASHBOARDS = ROOT / "grafana" / "dashboards"
+JOBS = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
+
+
+def panel_queries(path: Path) -> list[tuple[str, str]]:
+    """(panel title, expression) for every target, with Grafana's variables made concrete."""
+    d = json.loads(path.read_text())
+    return [(p["title"], t["expr"].replace("$__rate_interval", "10s")) for p in d["panels"] for t in p["targets"]]
+
+
+def run(render: Path | None = None, settle: float = 12.0) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="lazystandby-dash-"))
+    settings = {"total": 0, "rate": 5000.0, "bsize": 10}
+    summary: dict = {"dashboards": 0, "panels": 0, "queries": 0, "empty": 0, "errors": 0, "failovers": 0,
+                     "empty_queries": [], "error_queries": []}
+    with Topology(settings, work) as topo:
+        topo.start_all()
+        targets = {JOBS[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()}
+        with LocalPrometheus(work / "prometheus", targets) as prom:
+            t0 = time.time()
+            time.sleep(settle / 2)
+            topo.signal("n", signal.SIGKILL)
+            wait_until(lambda: bool(topo.status("n2")["recovery"].get("live_at")), 30)
+            time.sleep(settle)
+            summary["failovers"] = int(topo.status("nd")["counters"].get("takeovers", 0))
+            files = sorted(DASHBOARDS.glob("*.json"))
+            summary["dashboards"] = len(files)
+            for f in files:
+                d = json.loads(f.read_text())
+                summary["panels"] += len(d["panels"])
+                for title, expr in panel_queries(f):
+                    summary["queries"] += 1
+                    r = prom.query(expr)
+                    if r.get("status") != "success":
+                        summary["errors"] += 1
+                        summary["error_queries"].append(f"{f.stem}/{title}: {r.get('error')}")
+                    elif not r["data"]["result"]:
+                        summary["empty"] += 1
+                        summary["empty_queries"].append(f"{f.stem}/{title}: {expr}")
+            if render is not None:
+                summary["pngs"] = [str(p) for p in render_pngs(prom, files, t0, time.time(), render)]
+    return summary
+
+
+def render_pngs(prom: LocalPrometheus, files: list[Path], start: float, end: float, out: Path) -> list[Path]:
+    """One PNG per dashboard: each panel drawn from Prometheus range queries (Grafana cannot run here)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for f in files:
+        d = json.loads(f.read_text())
+        panels = d["panels"]
+        cols = 2
+        rows = (len(panels) + 1) // cols
+        fig, axes = plt.subplots(rows, cols, figsize=(12, 3 * rows), squeeze=False)
+        for ax, p in zip(axes.flat, panels, strict=False):
+            for t in p["targets"]:
+                expr = t["expr"].replace("$__rate_interval", "10s")
+                res = prom.query_range(expr, start, end, "1s")["data"]["result"]
+                for series in res[:8]:
+                    xs = [float(v[0]) - start for v in series["values"]]
+                    ys = [float(v[1]) for v in series["values"]]
+                    label = t.get("legendFormat", "")
+                    for k, v in series["metric"].items():
+                        label = label.replace("{{" + k + "}}", v)
+                    ax.plot(xs, ys, label=label or expr[:40])
+            ax.set_title(p["title"], fontsize=9)
+            ax.set_xlabel("s since start", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=6)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.axis("off")
+        fig.suptitle(f"{d['title']} (N killed mid-run; rendered from Prometheus)", fontsize=11)
+        fig.tight_layout()
+        path = out / f"{f.stem}.png"
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str]) -> int:
+    render = Path(argv[argv.index("--render") + 1]) if "--render" in argv else None
+    s = run(render)
+    if s["errors"] or s["empty"]:
+        print(json.dumps({"empty": s["empty_queries"], "errors": s["error_queries"]}, indent=1), file=sys.stderr)
+    print(json.dumps({k: v for k, v in s.items() if not k.endswith("_queries")}))
+    return 0 if not (s["errors"] or s["empty"]) else 1

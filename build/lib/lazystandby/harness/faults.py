@@ -1,0 +1,119 @@
+"""The fault catalog, as data: each fault is a sequence of steps (target role, action, timing) with the
+behaviour expected. The process launcher (harness/launcher.py), the fault campaign (harness/campaign.py)
+and the container chaos runner (deploy/chaos/chaos.py) all read it, so a fault has one name and one
+expectation wherever it runs; each runner maps the target role onto its own process or container and the
+action onto its own signal, docker call or forged request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    KILL = "kill"  # SIGKILL (process group) / docker kill
+    PAUSE = "pause"  # SIGSTOP for `duration` (0: past the detector's timeout), then SIGCONT / docker pause
+    RESTART = "restart"  # kill, then start again with the same settings and state
+    START = "start"  # start a node in a place whose node was killed (an operator place gets a new standby)
+    KILL_REPEATEDLY = "kill-repeatedly"  # kill the primary, a spare standby joins, again (containers)
+    FORGE_DELIVER = "forge-deliver"  # a client that is no node: Deliver claiming the next epoch, no tuples
+    FORGE_PUSH = "forge-push"  # a client: Push claiming the next epoch
+    FORGE_BACKUP = "forge-backup"  # a client: Backup with no batches and a checkpoint at input 10^9
+    BOMB = "bomb"  # a client: a backup batch of 32 KB that inflates to 1 GiB, claiming 100 bytes
+
+
+class Runner(StrEnum):
+    PROCESSES = "processes"  # `lazystandby launch --fault`, failover-check, the campaign, integration tests
+    CONTAINERS = "containers"  # `make chaos FAULT=...`, the system tests
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    target: str  # upstream | primary | standby | downstream
+    action: Action
+    delay: float = 0.0  # seconds after the previous step (or after the load started, for the first)
+    after: str = ""  # wait for this first: "takeover" (Nu has accepted a takeover)
+    duration: float = 0.0  # PAUSE: seconds stopped; 0 = four times the detector's timeout
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    name: str
+    expect: str
+    steps: tuple[Step, ...]
+    runners: frozenset[Runner] = frozenset({Runner.PROCESSES})
+    kafka: bool = False  # needs the Kafka source (a restarted Nu rebuilds OQu from the link log)
+    takes_over: bool = False  # a failover must happen (the new primary goes live)
+    load: int = 40_000  # tuples of source load in a container run
+
+    @property
+    def target(self) -> str:
+        return self.steps[0].target
+
+    @property
+    def action(self) -> Action:
+        return self.steps[0].action
+
+    @property
+    def double(self) -> bool:
+        """Two faults or more (a START that repairs is not one)."""
+        return sum(s.action is not Action.START for s in self.steps) > 1
+
+
+_BOTH = frozenset({Runner.PROCESSES, Runner.CONTAINERS})
+_FORGED = ("; the call comes from a client with no node certificate: refused (TLS: at the handshake; plaintext: "
+           "by the protocol's checks), nothing changes, no failover, Nd's output is exact")
+
+CATALOG: dict[str, Fault] = {f.name: f for f in [
+    Fault("kill-primary", "N' detects the loss and takes over in epoch 2; Nd's output is exact (0 lost, 0 duplicated)",
+          (Step("primary", Action.KILL),), runners=_BOTH, takes_over=True),
+    Fault("pause-primary", "N is stopped past the heartbeat timeout and N' takes over; when N resumes it is fenced "
+          "by epoch, and nothing it sends reaches Nd", (Step("primary", Action.PAUSE),), runners=_BOTH,
+          takes_over=True),
+    Fault("kill-standby", "no failover; Nu's backup to N' fails, loudly (one WARN, NoStandby), and OQu is still "
+          "trimmed by the primary's acks; Nd's output is exact", (Step("standby", Action.KILL),), runners=_BOTH),
+    Fault("kill-upstream-restart", "Nu is killed and restarted; it rebuilds OQu from the link log at the same "
+          "positions; Nd's output is exact", (Step("upstream", Action.RESTART),), runners=_BOTH, kafka=True),
+    Fault("kill-downstream-restart", "Nd is killed and restarted; it reads its last output (and epoch) from the "
+          "results topic, or its file, and loses or repeats nothing", (Step("downstream", Action.RESTART),),
+          runners=_BOTH),
+    Fault("pause-downstream", "Nd is stopped for 2 s: acks stop, N's OQ fills and backpressure reaches Nu; no "
+          "livelock however small OQ is; Nd's output is exact", (Step("downstream", Action.PAUSE, duration=2.0),)),
+    Fault("kill-primary-repeatedly", "the primary is killed three times; after each takeover a spare standby "
+          "starts empty, registers with Nu, learns the primary from it, is re-seeded from the trim point, and "
+          "takes over at the next kill (epochs 2, 3, 4); Nd's output is exact",
+          (Step("primary", Action.KILL_REPEATEDLY),), runners=frozenset({Runner.CONTAINERS}), load=200_000),
+    # Sequences and pairs, with their timings.
+    Fault("kill-primary-then-upstream", "N' takes over; Nu is killed as soon as it has accepted the takeover "
+          "and restarted: the takeover was durable before Nu answered, so the restarted Nu knows the new primary "
+          "and epoch; Nd's output is exact",
+          (Step("primary", Action.KILL), Step("upstream", Action.RESTART, after="takeover")),
+          kafka=True, takes_over=True),
+    Fault("kill-upstream-and-primary", "Nu and N die together; Nu restarts; N' takes over at the restarted Nu; "
+          "Nd's output is exact", (Step("primary", Action.KILL), Step("upstream", Action.RESTART)),
+          kafka=True, takes_over=True),
+    Fault("kill-standby-then-primary", "N' is killed, then N 2 s later: the pipeline stalls, loudly (WARN lines "
+          "for the failed links, lazystandby_peer_up 0, NoStandby and PipelineStalled); a new standby started in "
+          "N's place registers with Nu, learns the dead primary, takes over; Nd's output is exact",
+          (Step("standby", Action.KILL), Step("primary", Action.KILL, delay=2.0),
+           Step("primary", Action.START, delay=3.0)), takes_over=True),
+    Fault("kill-primary-then-pause-downstream", "N' takes over while Nd is stopped for 2 s; the takeover waits "
+          "for Nd; Nd's output is exact",
+          (Step("primary", Action.KILL), Step("downstream", Action.PAUSE, delay=0.2, duration=2.0)),
+          takes_over=True),
+    Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
+          (Step("downstream", Action.FORGE_DELIVER),)),
+    Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),
+    Fault("forged-backup", "a Backup with no batches and a checkpoint at input 10^9" + _FORGED,
+          (Step("standby", Action.FORGE_BACKUP),)),
+    Fault("decompression-bomb", "a 32 KB backup batch that inflates to 1 GiB, claiming 100 bytes, from a client "
+          "with no node certificate: refused (TLS: at the handshake; plaintext: within 100 ms, decoded outside the "
+          "node lock and bounded by the declared size), N' stays small, no failover; Nd's output is exact",
+          (Step("standby", Action.BOMB),)),
+]}
+
+
+def for_runner(runner: Runner) -> dict[str, Fault]:
+    """The faults `runner` can inject, by name."""
+    return {n: f for n, f in CATALOG.items() if runner in f.runners}

@@ -1,0 +1,607 @@
+"""A local topology of real node processes on loopback, faults as data, and the trials built on them.
+
+    python -m lazystandby.cli launch          the main job: pipeline under load, N killed mid-run
+    python -m lazystandby.cli failover-check  K trials, SIGKILL of N at a random moment, JSON summary
+
+Each trial starts Nu, N, N', Nd as separate OS processes, drives a deterministic load through them, injects
+one fault, waits until Nd holds every expected output (or a deadline), and checks Nd's output against the
+truth table rebuilt from the generator. Processes are always stopped, logs kept under run/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import config
+from ..config import NodeConfig
+from ..core.batching import format_bsize, parse_bsize
+from ..sinks.base import read_output_file
+from ..sinks.kafka_sink import read_results
+from ..transport.grpc_transport import GrpcPeer
+from ..transport.peer import PeerError
+from ..transport.tls import TlsFiles
+from . import forge
+from .check import compare, expected_outputs, kafka_expected
+from .faults import Action, Fault, Runner, Step, for_runner
+from .wait import wait_until
+
+ROOT = Path(__file__).resolve().parents[3]
+# Run from a source checkout, a node process needs the runtime package, the Spark side and the repository on
+# its path; installed (`pip install .`), it finds them in site-packages like this process does.
+SOURCE_TREE = (ROOT / "services" / "lazystandby").is_dir()
+PYTHONPATH = [ROOT / "services", ROOT / "spark", ROOT] if SOURCE_TREE else []
+
+
+def run_dir() -> Path:
+    """Where runs keep their work directories and logs: LS_RUN_DIR, else ./run."""
+    d = Path(os.environ.get("LS_RUN_DIR", "run")).resolve()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free loopback ports: the sockets stay bound until all are picked, so the kernel cannot
+    hand the same port out twice (two nodes on one port would split its connections between them)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+CERT_ROLES = {"upstream": "upstream", "primary": "operator", "standby": "operator", "downstream": "downstream"}
+
+
+def make_certs(out: Path, specs: list[str]) -> None:
+    """A development CA and certificates `NAME:ROLE` under `out` (deploy/tls/make-certs.sh; idempotent)."""
+    subprocess.run(["bash", str(ROOT / "deploy" / "tls" / "make-certs.sh"), str(out), *specs], check=True)
+
+
+def _kill(topo: Topology, key: str, step: Step) -> dict:
+    topo.signal(key, signal.SIGKILL)
+    return {}
+
+
+def _pause(topo: Topology, key: str, step: Step) -> dict:
+    # By default past the detector's timeout, then back: an old primary must find itself fenced.
+    topo.signal(key, signal.SIGSTOP)
+    time.sleep(step.duration or topo.heartbeat_timeout * 4)
+    topo.signal(key, signal.SIGCONT)
+    return {}
+
+
+def _restart(topo: Topology, key: str, step: Step) -> dict:
+    topo.signal(key, signal.SIGKILL)
+    topo.procs[key].wait()
+    time.sleep(0.5)
+    topo.start(key)
+    return {"started": key}
+
+
+def _start(topo: Topology, key: str, step: Step) -> dict:
+    """A node again in a place whose node was killed; in an operator place, a new, empty standby that
+    learns the primary from Nu (as a spare does), so that it can take over from a dead primary."""
+    topo.procs[key].wait()
+    if key in ("n", "n2"):
+        topo.start(key, role="standby", name=f"{topo.NAMES[key]}-{len(topo.restarts) + 2}")
+    else:
+        topo.start(key)
+    return {"started": key}
+
+
+def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Topology, str, Step], dict]:
+    def act(topo: Topology, key: str, step: Step) -> dict:
+        # The epoch in force, from Nd (which may be restarting after an earlier step: wait for it).
+        seen: list[int] = []
+        wait_until(lambda: seen.append(topo.status("nd")["epoch"]) is None, 60)
+        epoch = (seen[0] if seen else 1) + epoch_delta
+        a = call(topo.addrs[key], epoch, ca=topo.tls.ca if topo.tls else "")
+        out = {"answer": a.status, "answer_ms": round(a.ms, 1), "details": a.details[:200]}
+        if step.action is Action.FORGE_BACKUP and a.status == "OK":
+            # A standby answers what it holds: refused means it did not move to the forged checkpoint.
+            out["answer"] = "APPLIED" if topo.status(key)["received_through"] >= 10**9 else "NOT_APPLIED"
+        if step.action is Action.BOMB:
+            out["rss_mb"] = topo.rss_mb(key)
+        return out
+
+    return act
+
+
+# How this runner carries out the catalog's actions, and where each role runs.
+ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
+    Action.KILL: _kill, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
+    Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
+    Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
+}
+FAULTS = for_runner(Runner.PROCESSES)
+KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
+FORGED = frozenset({Action.FORGE_DELIVER, Action.FORGE_PUSH, Action.FORGE_BACKUP, Action.BOMB})
+
+
+def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
+    """Carry out `fault`'s steps in order, with their timings; one event per step."""
+    events = []
+    for step in fault.steps:
+        if step.after == "takeover":
+            wait_until(lambda: bool(topo.status("nu")["takeovers"]), timeout, step=0.005)
+        if step.delay:
+            time.sleep(step.delay)
+        at = time.time()
+        out = ACTIONS[step.action](topo, KEY_OF_ROLE[step.target], step)
+        events.append({"at": at, "target": step.target, "action": str(step.action), **out})
+    return events
+
+
+@dataclass
+class Topology:
+    """Nu, N, N', Nd as processes on 127.0.0.1 with the given node settings (typed values of NodeConfig's
+    fields; each node gets them as flags)."""
+
+    settings: dict[str, Any]
+    workdir: Path
+    with_standby: bool = True  # False: no N' at all (the no-HA baseline of the benchmarks)
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    addrs: dict[str, str] = field(default_factory=dict)
+    restarts: list[str] = field(default_factory=list)
+    per_node: dict[str, dict[str, Any]] = field(default_factory=dict)  # settings for one place only
+    tls_dir: Path | None = None  # mutual TLS: a development CA and a certificate per node are made here
+    tls: TlsFiles | None = None  # the harness's own (admin) certificate when the nodes run mutual TLS
+
+    ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
+    NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
+
+    def __post_init__(self) -> None:
+        ports = free_ports(2 * len(self.ROLES))
+        self.addrs = {k: f"127.0.0.1:{ports[i]}" for i, k in enumerate(self.ROLES)}
+        self.metrics_ports = {k: ports[len(self.ROLES) + i] for i, k in enumerate(self.ROLES)}
+        self.sink = str(self.workdir / "nd-output.tsv")
+        if self.tls_dir is not None:
+            make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}" for k in self.ROLES] + ["admin:admin"])
+            self.tls = TlsFiles(str(self.tls_dir / "ca.crt"), str(self.tls_dir / "admin.crt"),
+                                str(self.tls_dir / "admin.key"))
+
+    @property
+    def heartbeat_timeout(self) -> float:
+        """The detector's timeout these nodes run with (a pause must outlast it to count as a failure)."""
+        interval = self.settings.get("heartbeat_interval", NodeConfig.heartbeat_interval)
+        return float(interval) * int(self.settings.get("heartbeat_misses", NodeConfig.heartbeat_misses))
+
+    def args(self, key: str, role: str = "", name: str = "") -> list[str]:
+        """The command line of the node in place `key`: its place's role, or `role` (a standby started in
+        an operator's place learns the primary from Nu, as a spare does)."""
+        a = self.addrs
+        role = role or self.ROLES[key]
+        peers = {
+            "upstream": {"primary": a["n"], "standby": a["n2"] if self.with_standby else ""},
+            "primary": {"upstream": a["nu"], "downstream": a["nd"]},
+            "standby": {"upstream": a["nu"], "downstream": a["nd"],
+                        "primary": a["n"] if key == "n2" and not name else ""},
+            "downstream": {"sink": self.sink},
+        }[role]
+        opts = {"role": role, "name": name or self.NAMES[key], "listen": a[key],
+                "metrics_port": self.metrics_ports[key], **peers, **self.settings, **self.per_node.get(key, {})}
+        if self.tls_dir is not None:
+            opts.update(tls_ca=str(self.tls_dir / "ca.crt"), tls_cert=str(self.tls_dir / f"{key}.crt"),
+                        tls_key=str(self.tls_dir / f"{key}.key"))
+        return [sys.executable, "-m", "lazystandby.cli", "node", *config.to_args(opts)]
+
+    def start(self, key: str, role: str = "", name: str = "") -> None:
+        env = dict(os.environ)
+        if not self.settings.get("kafka_bootstrap"):
+            # The generator, not a cluster the caller's environment happens to name.
+            env.pop("KAFKA_BOOTSTRAP", None)
+            env.pop("LS_KAFKA_BOOTSTRAP", None)
+        if PYTHONPATH:
+            env["PYTHONPATH"] = os.pathsep.join(str(p) for p in PYTHONPATH)
+        log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
+        if key in self.procs:
+            self.restarts.append(key)
+        # Its own process group, so that a fault hits the node with its Spark JVM, as it would a container.
+        self.procs[key] = subprocess.Popen(self.args(key, role, name), stdout=log, stderr=subprocess.STDOUT,
+                                           env=env, start_new_session=True)
+
+    def last_words(self, key: str) -> str:
+        """The last line a node wrote that is not a traceback frame: its error, when it failed to start."""
+        lines = [ln.strip() for ln in (self.workdir / f"{key}.log").read_text(errors="replace").splitlines()]
+        lines = [ln for ln in lines if ln and not ln.startswith(("File ", "Traceback", "^", "~"))]
+        return lines[-1] if lines else "(no output)"
+
+    def alive(self, key: str) -> bool:
+        return key in self.procs and self.procs[key].poll() is None
+
+    def rss_mb(self, key: str) -> float:
+        """Resident memory of the node's process, in MB (Linux /proc)."""
+        for line in Path(f"/proc/{self.procs[key].pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def start_all(self) -> None:
+        # Downstream first, upstream last: the source starts only when the path to Nd exists.
+        keys = ("nd", "n", "n2") if self.with_standby else ("nd", "n")
+        for key in keys:
+            self.start(key)
+        for key in keys:
+            self.wait_ready(key)
+        self.start("nu")
+        self.wait_ready("nu")
+
+    def status(self, key: str, timeout: float = 2.0) -> dict:
+        peer = GrpcPeer(self.addrs[key], tls=self.tls)
+        try:
+            return peer.status(timeout).snapshot
+        finally:
+            peer.close()
+
+    def wait_ready(self, key: str, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[key].poll() is not None:
+                raise NodeStartError(f"{self.NAMES[key]} did not start (exit {self.procs[key].returncode}): "
+                                     f"{self.last_words(key)} [log: {self.workdir / (key + '.log')}]")
+            try:
+                self.status(key, 0.5)
+                return
+            except PeerError:
+                time.sleep(0.05)
+        raise TimeoutError(f"{key} not ready after {timeout}s; see {self.workdir}/{key}.log")
+
+    def signal(self, key: str, sig: int) -> None:
+        """`sig` to the node and everything it started (its Spark JVM)."""
+        _killpg(self.procs[key], sig)
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                _killpg(p, signal.SIGCONT)  # a paused group must run to hear the TERM
+                p.terminate()  # the node alone: it stops its own Spark session and queries cleanly
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            _killpg(p, signal.SIGKILL)  # whatever of the group outlived its node (a JVM)
+            p.wait()
+
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _killpg(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)  # the group outlives its leader while any member lives
+    except ProcessLookupError:
+        pass
+
+
+class _KafkaLoad(threading.Thread):
+    """The generator writing the source topics during a trial, with an optional parameter change."""
+
+    def __init__(self, bootstrap: str, prefix: str, total: int, rate: float, seed: int, malformed_every: int,
+                 param_change_at: tuple[int, str] | None) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, prefix, total, rate, seed, malformed_every, param_change_at)
+
+    def run(self) -> None:
+        from ..sources.kafka_generator import generate, set_predicate
+        from ..sources.kafka_source import Topics
+
+        bootstrap, prefix, total, rate, seed, bad, change = self.args
+        topics = Topics(prefix)
+        if change is None:
+            generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad)
+            return
+        at, predicate = change
+        generate(bootstrap, ["I1", "I2"], at, rate=rate, seed=seed, topics=topics, malformed_every=bad)
+        set_predicate(bootstrap, predicate, topics)
+        generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad, start=at)
+
+
+def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 10, codec: str = "zstd-stream-dict",
+              total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
+              seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
+              extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
+              param_change_at: tuple[int, str] | None = None, tls: bool = False,
+              per_node: dict[str, dict[str, Any]] | None = None) -> dict:
+    """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
+    tuples or None/'inf'; `extra` holds further NodeConfig settings, typed."""
+    f = fault if isinstance(fault, Fault) else FAULTS[fault]
+    bsize = parse_bsize(bsize)
+    workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
+    settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
+                "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
+    gen = None
+    if kafka:
+        settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
+        expected = []
+    else:
+        expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
+    result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir)}
+    ok = False
+    with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None) as topo:
+        try:
+            topo.start_all()
+            t_start = time.monotonic()
+            if kafka:
+                gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
+                                 param_change_at)
+                gen.start()
+            if quiesce:
+                # Let the source finish and the backup drain: the figures then count the mechanism alone.
+                wait_until(lambda: topo.status("nu")["source_exhausted"] and
+                      topo.status("nu")["oqu_unbatched"] < (bsize or 10**12), timeout)
+                time.sleep(0.3)
+            else:
+                time.sleep(max(0.0, kill_after - (time.monotonic() - t_start)))
+            before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
+            t_fault = time.time()
+            events = inject(topo, f, timeout)
+            if not (topo.alive("n") or topo.alive("n2")):
+                # Both operators gone (faults composed at random): a new standby in N's place takes over.
+                events.append({"at": time.time(), "target": "primary", "action": "start (repair)",
+                               **_start(topo, "n", Step("primary", Action.START))})
+            result["fault_at"] = t_fault
+            result["events"] = events
+            if kafka:
+                assert gen is not None
+                gen.join()
+                expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
+                                                     max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)))
+                result["malformed"] = malformed
+            for e in events:
+                if "started" in e:
+                    topo.wait_ready(e["started"])
+            delivered = wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+            took_over = True
+            if f.takes_over:
+                # A takeover is over when the new primary says it is live (a pause shorter than the
+                # detector's timeout would deliver everything with no takeover: not the fault asked for).
+                took_over = wait_until(lambda: _live_primary(topo) is not None, timeout)
+            done = delivered and took_over
+            time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
+            after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
+            if kafka:
+                rows = read_results(kafka, f"{settings['topic_prefix']}results")
+            else:
+                rows = read_output_file(topo.sink)
+            check = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=bool(kafka))
+            result.update(check.as_dict())
+            result["completed"] = done
+            result["delivered_all"] = delivered
+            result["took_over"] = took_over
+            result["before"] = {k: _brief(v) for k, v in before.items()}
+            result["after"] = {k: _brief(v) for k, v in after.items()}
+            live = _live_primary(topo, after)
+            rec = after.get(live, {}).get("recovery") or {} if live else {}
+            result["recovery"] = rec
+            if rec.get("live_at"):
+                result["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
+            nd_tk = after.get("nd", {}).get("takeovers") or []
+            result["failovers"] = len(nd_tk)
+            # A call from a client that is no node must change nothing: refused, and no failover follows.
+            forged = [e for e in events if e["action"] in FORGED]
+            result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
+            ok = done and check.ok and (not forged or (result["forged_refused"] and result["failovers"] == 0))
+        finally:
+            result["ok"] = ok
+    if ok and not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def _live_primary(topo: Topology, statuses: dict[str, dict] | None = None) -> str | None:
+    """The operator place whose node took over most recently and is live, if any."""
+    best, at = None, 0.0
+    for key in ("n", "n2"):
+        if not topo.alive(key):
+            continue
+        s = statuses[key] if statuses is not None else topo.status(key)
+        live_at = (s.get("recovery") or {}).get("live_at") or 0.0
+        if s.get("role") == "primary" and live_at > at:
+            best, at = key, live_at
+    return best
+
+
+def _brief(s: dict) -> dict:
+    keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
+            "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
+            "counters", "errors", "operator_switches", "peers")
+    return {k: s[k] for k in keys if k in s}
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+# The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
+NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "seed", "total", "rate", "heartbeat_interval",
+                 "heartbeat_misses")
+
+
+class NodeStartError(RuntimeError):
+    """A node process exited while starting; the message is the last line it wrote (its error)."""
+
+
+def kafka_reachable(bootstrap: str, timeout: float = 5.0) -> None:
+    """Raise SettingError unless some broker of `bootstrap` (host:port,...) accepts a connection."""
+    errors = []
+    for server in filter(None, bootstrap.split(",")):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.create_connection((host or "localhost", int(port)), timeout=timeout).close()
+            return
+        except (OSError, ValueError) as e:
+            errors.append(f"{server}: {e}")
+    raise config.SettingError(f"kafka_bootstrap (KAFKA_BOOTSTRAP, LS_KAFKA_BOOTSTRAP): no broker reachable within "
+                              f"{timeout:g} s ({'; '.join(errors) or 'empty'})")
+
+
+def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """Flags and env vars, each honoured or refused (SettingError): (the command's own options, typed node
+    settings). Precedence: flag, then LS_* env var, then this command's default."""
+    ap = config.OneLineParser(prog=f"lazystandby {cmd}", description="the pipeline on loopback processes, "
+                              "with a fault injected; JSON summary as the last line")
+    for name in NODE_SETTINGS:
+        ap.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
+                        help=f"node setting {name} (env LS_{name.upper()})")
+    ap.add_argument("--fault", default="kill-primary", help=f"one of {', '.join(sorted(FAULTS))}")
+    ap.add_argument("--kafka", action="store_true",
+                    help="source and results through Kafka (KAFKA_BOOTSTRAP, or a local broker started here)")
+    if cmd == "failover-check":
+        ap.add_argument("--kills", type=int, default=20, help="trials, each with its own kill (default 20)")
+    args = ap.parse_args(argv)
+    if args.fault not in FAULTS:
+        raise config.SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, got {args.fault!r}")
+    if cmd == "failover-check" and args.kills < 1:
+        raise config.SettingError(f"kills (--kills): expected a whole number >= 1, got {args.kills}")
+    given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
+    cfg = config.load(given, env=os.environ)  # validates every value, flags and env alike
+    explicit = {n for n in NODE_SETTINGS if getattr(args, n) is not None or f"LS_{n.upper()}" in os.environ}
+    settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
+    defaults = {"total": 40_000, "rate": 20_000.0}
+    if cfg.operator == "spark":
+        # Two Spark JVMs, a broker and four nodes share this machine's cores: a slower detector avoids
+        # failovers that only CPU starvation caused (correct anyway, thanks to epochs, but noisy).
+        defaults.update(heartbeat_interval=0.2, heartbeat_misses=5)
+    settings.update({k: v for k, v in defaults.items() if k not in explicit})
+    if settings["rate"] <= 0 or settings["total"] <= 0:
+        raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
+                                  f"got {settings['total']} and {settings['rate']}")
+    return args, settings
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0]
+    # SIGTERM stops the whole topology, as Ctrl-C does: the context managers stop every node.
+    signal.signal(signal.SIGTERM, _interrupt)
+    broker = None
+    try:
+        args, settings = _args(cmd, argv[1:])
+        bootstrap = ""
+        if args.kafka:
+            bootstrap = config.kafka_bootstrap_from_env()
+            if bootstrap:
+                kafka_reachable(bootstrap)
+            else:
+                from .kafka_broker import LocalKafka
+
+                print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
+                broker = LocalKafka(run_dir() / "demo-kafka").start()
+                bootstrap = broker.bootstrap
+        return (_launch if cmd == "launch" else _failover_check)(args, settings, bootstrap)
+    except config.SettingError as e:
+        print(f"lazystandby {cmd}: {e}", file=sys.stderr)
+        return 2
+    except NodeStartError as e:
+        print(f"lazystandby {cmd}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"lazystandby {cmd}: stopped; every node of the topology was stopped", file=sys.stderr)
+        return 130
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
+    """run_trial's arguments from typed node settings."""
+    return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
+            "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
+            "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses")}}
+
+
+def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
+    return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
+            "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
+            "seed": settings["seed"], "heartbeat_interval": settings["heartbeat_interval"],
+            "heartbeat_misses": settings["heartbeat_misses"], "fault": args.fault}
+
+
+def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
+    """The main job: one trial with the fault injected halfway through the load (the clock starts once
+    every node, Spark included, is ready); its JSON summary is the last line printed."""
+    print(f"launch: {args.fault} halfway through {settings['total']} tuples at {settings['rate']:g}/s "
+          f"({settings['operator']} operator{', Kafka' if bootstrap else ''}) ...", file=sys.stderr, flush=True)
+    r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
+                  malformed_every=997 if bootstrap else 0, timeout=300.0, **_trial_args(settings))
+    nu = r.get("after", {}).get("nu", {})
+    summary = {
+        "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
+        "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r["out_of_order"],
+        "failovers": r["failovers"], "failover_ms": round(r.get("recovery_ms", 0.0), 1),
+        "detection_ms": round(r["recovery"].get("detection_ms", 0.0), 1),
+        "reconnection_ms": round(r["recovery"].get("reconnection_ms", 0.0), 1),
+        "data_recovery_ms": round(r["recovery"].get("data_recovery_ms", 0.0), 1),
+        "replayed_from_oq": r["recovery"].get("replayed_from_oq", 0),
+        "resent_by_nu": r["recovery"].get("resent_by_nu", 0),
+        "overhead": round(nu.get("overhead", 0.0), 4), "dead_letters": r.get("malformed", 0),
+        **_what_ran(args, settings, bootstrap), "ok": r["ok"],
+    }
+    if not r["ok"]:
+        print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
+    print(json.dumps(summary))
+    return 0 if r["ok"] else 1
+
+
+def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
+    rng = random.Random(settings["seed"])
+    trials, rec, lost, dup, failed = [], [], 0, 0, []
+    duration = settings["total"] / settings["rate"]
+    for i in range(args.kills):
+        kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
+        r = run_trial(fault=args.fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0,
+                      **{**_trial_args(settings), "seed": settings["seed"] + i})
+        lost += r["lost"]
+        dup += r["duplicated"]
+        if "recovery_ms" in r:
+            rec.append(r["recovery_ms"])
+        if not r["ok"]:
+            failed.append(r["workdir"])
+        trials.append(r)
+        print(f"trial {i + 1}/{args.kills}: {args.fault} at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
+              f"recovery_ms={r.get('recovery_ms', float('nan')):.0f} ok={r['ok']}", file=sys.stderr, flush=True)
+    summary = {
+        "trials": args.kills, "lost": lost, "duplicated": dup, "failed_trials": len(failed),
+        "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
+        "recovery_ms_max": round(max(rec), 1) if rec else 0.0,
+        "detection_ms_p50": round(_pct([t["recovery"].get("detection_ms", 0) for t in trials], 50), 1),
+        **_what_ran(args, settings, bootstrap), "failed_workdirs": failed,
+    }
+    print(json.dumps(summary))
+    return 0 if not failed and lost == 0 and dup == 0 else 1

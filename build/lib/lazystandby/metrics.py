@@ -1,0 +1,169 @@
+"""Every metric a node exports, declared here, read from the node's snapshot at scrape time.
+
+A collector rather than counters bumped in the hot paths: the protocol code keeps plain counters (one dict
+increment) and Prometheus sees them only when it asks. Labels: `node` (Nu, N, N', Nd) and `role`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+ROLES = ("upstream", "primary", "standby", "promoting", "fenced", "downstream")
+
+# counter name in the snapshot -> (metric, extra labels)
+TUPLES = {
+    "source_tuples": "source", "input_tuples": "input", "backup_tuples": "backup", "processed_tuples": "processed",
+    "output_tuples": "output", "delivered_tuples": "delivered",
+}
+LINK_BYTES = {
+    "primary_bytes": "primary", "backup_bytes": "backup", "backup_raw_bytes": "backup_raw",
+    "backup_payload_bytes": "backup_compressed", "output_bytes": "output",
+}
+# Refusal reasons (error counters) exported by reason. Those from misbehaving clients (malformed messages,
+# unknown epochs, forbidden or unauthenticated calls, a sender that is not the primary) are apart from the
+# pipeline's own (gaps, duplicates), which the correctness alerts use.
+REFUSALS = ("unknown_stream", "sequence_gap", "duplicate_sequence", "non_monotonic_sequence", "stale_epoch",
+            "wrong_role", "corrupt_batch", "oversized", "queue_full", "malformed_message", "unknown_epoch",
+            "permission_denied", "unauthenticated", "not_the_primary", "source_unavailable")
+QUEUES = {
+    "oqu_depth": "oqu", "oqu_unbatched": "oqu_unbatched", "oqu_batched": "oqu_batched", "iq_depth": "iq",
+    "oq_depth": "oq",
+}
+
+
+class NodeCollector(Collector):
+    """Turns one node's snapshot into Prometheus metric families."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    def collect(self) -> Iterator:
+        with self.node.lock:
+            s = self.node.snapshot()
+        name, c, e = s["node"], s.get("counters", {}), s.get("errors", {})
+        lbl = ["node"]
+
+        t = CounterMetricFamily("lazystandby_tuples", "Tuples through a node, by stage", labels=[*lbl, "stage"])
+        for key, stage in TUPLES.items():
+            t.add_metric([name, stage], c.get(key, 0))
+        yield t
+        b = CounterMetricFamily("lazystandby_link_bytes", "Bytes sent on a link (protobuf message sizes)",
+                                labels=[*lbl, "link"])
+        for key, link in LINK_BYTES.items():
+            b.add_metric([name, link], c.get(key, 0))
+        yield b
+        q = GaugeMetricFamily("lazystandby_queue_depth", "Tuples held in a queue", labels=[*lbl, "queue"])
+        for key, queue in QUEUES.items():
+            q.add_metric([name, queue], s.get(key, 0))
+        yield q
+        lag = GaugeMetricFamily("lazystandby_source_lag", "Source records not yet consumed (Nu)",
+                                labels=[*lbl, "stream"])
+        for stream in getattr(self.node.cfg, "stream_names", []):
+            lag.add_metric([name, stream], s.get("source_lag", {}).get(stream, 0))
+        yield lag
+        r = GaugeMetricFamily("lazystandby_role", "1 for the node's current role", labels=[*lbl, "role"])
+        for role in ROLES:
+            r.add_metric([name, role], 1.0 if s.get("role") == role else 0.0)
+        yield r
+        yield _gauge("lazystandby_epoch", "Epoch the node is in", name, s["epoch"])
+        yield _gauge("lazystandby_bandwidth_overhead", "Backup bytes / primary bytes (seed 000 2.3.1)", name,
+                     s.get("overhead", 0.0))
+        yield _gauge("lazystandby_overhead_budget", "The configured bandwidth-overhead budget", name,
+                     self.node.cfg.overhead_budget)
+        yield _gauge("lazystandby_compression_ratio", "Compressed / raw backup bytes", name,
+                     s.get("compression_ratio", 1.0))
+        yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
+                     s.get("heartbeat_rtt_ms", 0.0) / 1000)
+        yield _counter("lazystandby_heartbeat_misses", "Heartbeats that went unanswered", name,
+                       c.get("heartbeat_misses", 0))
+        yield _counter("lazystandby_failovers", "Takeovers this node took part in", name, c.get("takeovers", 0))
+        rec = s.get("recovery") or {}
+        ph = GaugeMetricFamily("lazystandby_last_recovery_seconds", "Phases of the last failover",
+                               labels=[*lbl, "phase"])
+        for phase in ("detection", "reconnection", "data_recovery"):
+            ph.add_metric([name, phase], rec.get(f"{phase}_ms", 0.0) / 1000)
+        yield ph
+        yield _counter("lazystandby_replayed_from_oq", "Outputs a promoted standby sent from OQ'", name,
+                       c.get("replayed_from_oq", 0))
+        yield _counter("lazystandby_resent_by_upstream", "Tuples Nu resent to a new primary", name,
+                       c.get("resent_tuples", 0))
+        yield _counter("lazystandby_duplicates_dropped", "Outputs Nd already held (Precise keeps this 0)", name,
+                       c.get("duplicates_dropped", 0))
+        yield _counter("lazystandby_gaps", "Deliveries refused for skipping ahead (must stay 0)", name,
+                       e.get("sequence_gap", 0))
+        yield _counter("lazystandby_dead_letters", "Source records refused to the dead letters", name,
+                       c.get("dead_letters", 0))
+        yield _counter("lazystandby_source_gaps", "Source records deleted before Nu read them (admission stops)",
+                       name, c.get("source_gaps", 0))
+        e2e = getattr(self.node, "e2e_seconds", None)
+        if e2e is not None:
+            h = HistogramMetricFamily("lazystandby_e2e_commit_seconds",
+                                      "From entering Nu's OQu to the Level-1 ack that covers it (outputs in Nd)",
+                                      labels=lbl)
+            h.add_metric([name], e2e.cumulative(), e2e.sum)
+            yield h
+        batches = getattr(self.node, "batch_seconds", None)
+        if batches is not None:
+            op = s.get("operator", "")
+            h = HistogramMetricFamily("lazystandby_operator_batch_seconds",
+                                      "Time the operator took per batch (a Spark micro-batch for the Spark operator)",
+                                      labels=[*lbl, "operator"])
+            h.add_metric([name, op], batches.cumulative(), batches.sum)
+            yield h
+            rh = HistogramMetricFamily("lazystandby_recovery_seconds", "Failover phases, one observation per takeover",
+                                       labels=[*lbl, "phase"])
+            for phase, b in self.node.recovery_seconds.items():
+                rh.add_metric([name, phase], b.cumulative(), b.sum)
+            yield rh
+        err = CounterMetricFamily("lazystandby_rpc_errors", "Requests refused, by reason", labels=[*lbl, "reason"])
+        for reason in REFUSALS:
+            err.add_metric([name, reason], e.get(reason, 0))
+        yield err
+        yield from self._links(s)
+
+    def _links(self, s: dict) -> Iterator:
+        """Which peers this node believes alive, and its failed calls to each by status (loud stalls)."""
+        name, peers = s["node"], dict(s.get("peers", {}))
+        up = GaugeMetricFamily("lazystandby_peer_up", "1 if the node believes the peer alive (its last call was "
+                               "answered), 0 if not or if it has none in that place", labels=["node", "peer"])
+        if s.get("role") == "upstream" and not s.get("standby"):
+            peers["standby"] = {"alive": False, "failures": {}}  # no standby at all: the next failure is fatal
+        for peer, link in sorted(peers.items()):
+            up.add_metric([name, peer], 1.0 if link["alive"] else 0.0)
+        yield up
+        fails = CounterMetricFamily("lazystandby_link_failures", "Calls to a peer that got no answer, by status",
+                                    labels=["node", "peer", "status"])
+        for peer, link in sorted(peers.items()):
+            # UNAVAILABLE always, at 0 until it happens: a counter that appears only on its first failure
+            # cannot be rated across that failure.
+            for status, n in sorted({"UNAVAILABLE": 0, **link["failures"]}.items()):
+                fails.add_metric([name, peer, status], n)
+        yield fails
+
+
+def _gauge(metric: str, doc: str, node: str, value: float) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(metric, doc, labels=["node"])
+    g.add_metric([node], value)
+    return g
+
+
+def _counter(metric: str, doc: str, node: str, value: float) -> CounterMetricFamily:
+    g = CounterMetricFamily(metric, doc, labels=["node"])
+    g.add_metric([node], value)
+    return g
+
+
+def registry_for(node) -> CollectorRegistry:
+    reg = CollectorRegistry()
+    reg.register(NodeCollector(node))
+    ProcessCollector(registry=reg)  # process_resident_memory_bytes, process_cpu_seconds_total
+    return reg
+
+
+def serve_metrics(node, port: int, addr: str = "0.0.0.0"):  # noqa: S104 - scraped by Prometheus in compose
+    """Serve /metrics for `node` over HTTP on `port`."""
+    return start_http_server(port, addr=addr, registry=registry_for(node))

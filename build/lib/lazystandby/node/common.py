@@ -1,0 +1,185 @@
+"""What every node runtime shares: role state, counters, status, background loops, wrong-role refusals."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from ..config import NodeConfig
+from ..core import messages as m
+from ..core.roles import Role, RoleState
+from ..core.seq import WrongRole
+from ..transport.peer import PeerError
+
+
+class NodeBase:
+    """Base of the three runtimes. Handlers for RPCs a role does not serve refuse with WrongRole."""
+
+    def __init__(self, cfg: NodeConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.clock = clock
+        self.log = logging.getLogger(f"lazystandby.{cfg.name}")
+        self.state = RoleState(cfg.name)
+        self.lock = threading.Condition()
+        self.counters: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.links = Links(cfg.name, self.log, clock)
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    def spawn(self, name: str, loop: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                while not self._stop.is_set():
+                    loop()
+            except Exception:
+                self.log.exception("%s: loop %s died", self.name, name)
+                self.counters["loop_crashes"] += 1
+                raise
+
+        t = threading.Thread(target=run, name=f"{self.name}:{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self.lock:
+            self.lock.notify_all()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def serving(self) -> bool:
+        """What the health check answers: a fenced or stopped node serves nothing."""
+        return self.state.role not in (Role.FENCED, Role.STOPPED)
+
+    # --- status ----------------------------------------------------------------------------------------
+    def count_error(self, counter: str) -> None:
+        self.errors[counter] += 1
+
+    def snapshot(self) -> dict:
+        """Counters and gauges of this node (subclasses add theirs)."""
+        return {
+            "node": self.name,
+            "role": str(self.state.role),
+            "epoch": self.state.epoch,
+            "counters": dict(self.counters),
+            "errors": dict(self.errors),
+            "peers": self.links.snapshot(),
+        }
+
+    def handle_status(self, msg: None) -> m.StatusReply:
+        with self.lock:
+            snap = self.snapshot()
+        return m.StatusReply(node=self.name, role=self.state.role, epoch=self.state.epoch, snapshot=snap)
+
+    # --- refusals --------------------------------------------------------------------------------------
+    def _wrong(self, rpc: str) -> WrongRole:
+        return WrongRole(f"{self.name}: {rpc} is not served by a node in role {self.state.role}")
+
+    def handle_push(self, msg: m.Frame) -> m.FrameAck:
+        raise self._wrong("Push")
+
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
+        raise self._wrong("Backup")
+
+    def handle_deliver(self, msg: m.OutputFrame) -> m.Level0Ack:
+        raise self._wrong("Deliver")
+
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
+        return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch)
+
+    def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
+        raise self._wrong("Takeover")
+
+    def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
+        raise self._wrong("RegisterStandby")
+
+
+class Links:
+    """The peers a node calls, and whether it believes each alive: a link is down from the first call
+    that got no answer (unreachable: UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN) until one is
+    answered, whatever the answer. Each change is one WARN line; while a link stays down, one reminder
+    every `remind` seconds. Failures are counted by peer and status for the metrics."""
+
+    def __init__(self, node: str, log: logging.Logger, clock: Callable[[], float], remind: float = 30.0) -> None:
+        self.node, self.log, self.clock, self.remind = node, log, clock, remind
+        self._state: dict[str, dict] = {}
+        self._lock = threading.Lock()
+
+    def _link(self, peer: str, address: str) -> dict:
+        link = self._state.get(peer)
+        if link is None or link["address"] != address:  # a new peer in this place starts unknown-but-up
+            link = self._state[peer] = {"address": address, "alive": True, "since": self.clock(), "failures": {},
+                                        "down_calls": 0, "reminded": 0.0}
+        return link
+
+    def ok(self, peer: str, address: str) -> None:
+        with self._lock:
+            link = self._link(peer, address)
+            if link["alive"]:
+                return
+            now = self.clock()
+            down_for, calls = now - link["since"], link["down_calls"]
+            link.update(alive=True, since=now, down_calls=0)
+        self.log.warning("%s: link to %s %s recovered after %.1f s (%d calls failed meanwhile)", self.node, peer,
+                         address, down_for, calls)
+
+    def failed(self, peer: str, address: str, status: str, message: str) -> None:
+        with self._lock:
+            link = self._link(peer, address)
+            link["failures"][status] = link["failures"].get(status, 0) + 1
+            now = self.clock()
+            if link["alive"]:
+                link.update(alive=False, since=now, down_calls=1, reminded=now)
+                line = "failed"
+            else:
+                link["down_calls"] += 1
+                if now - link["reminded"] < self.remind:
+                    return
+                link["reminded"] = now
+                line = f"still down after {now - link['since']:.0f} s"
+        self.log.warning("%s: link to %s %s %s (%s: %s)", self.node, peer, address, line, status, message)
+
+    def forget(self, peer: str) -> None:
+        """The node no longer has this peer (Nu's standby after a takeover)."""
+        with self._lock:
+            self._state.pop(peer, None)
+
+    def snapshot(self) -> dict[str, dict]:
+        with self._lock:
+            return {p: {"address": s["address"], "alive": s["alive"], "since": s["since"],
+                        "failures": dict(s["failures"])} for p, s in self._state.items()}
+
+    def note(self, peer: str, address: str, error: Exception | None) -> None:
+        """Record one call's outcome: answered (error None, or a refusal) or unreachable."""
+        if isinstance(error, PeerError) and error.unreachable:
+            self.failed(peer, address, str(error.status), error.message)
+        else:
+            self.ok(peer, address)
+
+
+class Backoff:
+    """Exponential retry delay, reset on success."""
+
+    def __init__(self, first: float = 0.01, most: float = 0.5) -> None:
+        self.first, self.most, self.delay = first, most, first
+
+    def next(self) -> float:
+        d = self.delay
+        self.delay = min(self.most, self.delay * 2)
+        return d
+
+    def reset(self) -> None:
+        self.delay = self.first

@@ -1,0 +1,586 @@
+"""N and N': one runtime, the role decides what it does.
+
+  primary   Push frames from Nu -> IQ -> operator -> OQ -> Deliver to Nd; Nd's Level-0 ack trims OQ, and
+            the Level-1 ack derived from it goes back to Nu in every Push reply (Algorithm 4).
+  standby   Backup batches from Nu -> decompress -> IQ' -> operator -> OQ', kept, not sent (Algorithm 2);
+            the Level-0 ack, forwarded by the primary in each heartbeat reply, trims OQ' (Algorithm 3).
+            Missed heartbeats start the takeover (seed 000 section 3.6; steps in core/recovery.py).
+
+Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat` watches the primary
+(standby only). Handlers validate a whole frame before changing anything, so bad input leaves state as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import NodeConfig
+from ..core import messages as m
+from ..core import tuples
+from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
+from ..core.admission import admit_runs
+from ..core.codec import BatchDecoder
+from ..core.detector import FailureDetector
+from ..core.queues import InputQueue, KeyedQueue
+from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
+from ..core.retry import fenced_by
+from ..core.roles import Role
+from ..core.seq import (
+    OversizedMessage,
+    PerStreamSequence,
+    QueueFull,
+    Status,
+    StreamRegistry,
+    UnknownEpoch,
+)
+from ..core.tuples import TupleBatch
+from ..operators.base import Operator
+from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
+from ..transport.peer import Peer, PeerError
+from .common import Backoff, NodeBase
+
+
+@dataclass(frozen=True, slots=True)
+class Jump:
+    """An IQ marker: resume from a checkpoint (the positions before it are covered by Nd's output)."""
+
+    checkpoint: Checkpoint
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _join_runs(items: list) -> list:
+    """Consecutive batches joined into one: the operator is called once per run, not once per frame (a
+    Spark micro-batch costs the same for 4,096 tuples as for 32,768). Jumps stay where they are."""
+    out: list = []
+    run: list[TupleBatch] = []
+    for it in items:
+        if isinstance(it, TupleBatch) and (not run or it.first == run[-1].end):
+            run.append(it)
+            continue
+        if run:
+            out.append(TupleBatch.concat(run))
+            run = []
+        if isinstance(it, TupleBatch):
+            run.append(it)
+        else:
+            out.append(it)
+    if run:
+        out.append(TupleBatch.concat(run))
+    return out
+
+
+class OperatorNode(NodeBase):
+    """N (role primary) or N' (role standby)."""
+
+    def __init__(self, cfg: NodeConfig, operator: Operator, peers: Callable[[str], Peer], **kw) -> None:
+        super().__init__(cfg, **kw)
+        self.operator = operator
+        self.peers = peers
+        self.registry = StreamRegistry(cfg.stream_names)
+        self.seqcheck = PerStreamSequence(cfg.name)
+        self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.iq_capacity)
+        self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
+        self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
+        self._decoding = threading.Lock()
+        self.received_through = 0
+        self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
+        self.processed = Checkpoint()
+        self.level1 = Level1Tracker()
+        self.level0 = 0
+        self.sent_next = 1
+        self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
+        self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
+        self.primary: Peer | None = None
+        self.detector: FailureDetector | None = None
+        self.recovery: dict = {}
+        self._wall_detected = 0.0
+        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
+        # Nd holds (Precise), and Nd's answer trims OQ.
+        self._resync_output = True
+        self._output_backoff = Backoff()
+        self._last_push = self.clock()
+        self.registered = threading.Event()
+        self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
+        self.batch_seconds = Buckets(BATCH_BOUNDS)
+        self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
+        if cfg.role == "primary":
+            self.state.become(Role.PRIMARY, epoch=1)
+        else:
+            self.state.become(Role.STANDBY, epoch=0)
+            self.primary = peers(cfg.primary) if cfg.primary else None
+
+    def start(self) -> None:
+        self.spawn("operator", self._operator_loop)
+        self.spawn("output", self._output_loop)
+        self.spawn("announce", self._announce_loop)
+        if self.state.role is Role.STANDBY:
+            # In the background: Nu may start after us, and registration waits for it.
+            t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
+            t.start()
+            self._threads.append(t)
+            self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
+            self.spawn("heartbeat", self._heartbeat_loop)
+
+    def _register_with_upstream(self) -> None:
+        """A standby starts empty: Nu re-cuts its backup from the trim point for it."""
+        if self.upstream is None:
+            return
+        backoff = Backoff(0.05, 1.0)
+        while not self.stopped:
+            try:
+                reply = self.upstream.register_standby(
+                    m.RegisterStandby(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
+            except PeerError as e:
+                self.links.note("upstream", self.upstream.address, e)
+                self.log.info("%s: registering with Nu failed (%s); retrying", self.name, e)
+                self.sleep(backoff.next())
+                continue
+            self.links.note("upstream", self.upstream.address, None)
+            with self.lock:
+                self.state.fence.advance(reply.epoch)
+                if self.primary is None and reply.primary_address:
+                    self.primary = self.peers(reply.primary_address)
+                self.registered.set()
+            return
+
+    # --- input: frames and batches -> IQ ---------------------------------------------------------------
+    def _check_tuples(self, batch: TupleBatch, what: str) -> TupleBatch:
+        """What this deployment allows in a run of tuples: known stream ids, tuples within the size limit."""
+        self.registry.check_ids(batch.streams, batch.seqs, node=self.name)
+        biggest = max(map(len, batch.payloads), default=0)
+        if biggest > self.cfg.max_tuple_bytes:
+            raise OversizedMessage(f"{self.name}: {what} holds a {biggest}-byte tuple; "
+                                   f"the limit is {self.cfg.max_tuple_bytes}")
+        return batch
+
+    def _admit(self, batches: list[TupleBatch], ckpt: Checkpoint) -> None:
+        """Queue `batches` in IQ if they follow on from what this node holds. Everything is checked
+        before anything changes: a refused frame leaves the node as it was."""
+        jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches], ckpt)
+        joined = TupleBatch.concat(batches)
+        pending = self.seqcheck.check(joined.streams, joined.seqs, fresh=jump, skip=StreamRegistry.CONTROL)
+        if len(self.iq) and len(self.iq) + len(joined) > self.iq.capacity:
+            raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
+        # Checked; now change state.
+        if jump:
+            self._jump(ckpt)
+        self.seqcheck.commit(pending)
+        self.iq.offer(joined)
+        self.received_through = joined.last
+        self.lock.notify_all()
+
+    def _plausible(self, ckpt: Checkpoint) -> bool:
+        """A standby skips to a trim point that comes without batches only as far as the primary has
+        received (its heartbeats say): a Level-1 ack never covers a position the primary does not hold. One
+        past that (forged, or newer than the last heartbeat) is not applied, and the standby answers what
+        it holds; Nu sends its trim point again. (Batches that start just after their checkpoint are the
+        ordinary jump and are admitted as they come.)"""
+        return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
+
+    def _jump(self, ckpt: Checkpoint) -> None:
+        """Skip to a checkpoint: every input through it produced only outputs Nd already holds."""
+        self.iq.offer(Jump(ckpt))  # type: ignore[arg-type]
+        self.received_through = ckpt.input_pos
+        self.seqcheck.reset()  # the per-stream history restarts after the skipped positions
+        self.counters["jumps"] += 1
+        self.lock.notify_all()
+
+    def handle_push(self, msg: m.Frame) -> m.FrameAck:
+        with self.lock:
+            role = self.state.role
+            if role not in (Role.PRIMARY, Role.PROMOTING):
+                raise self._wrong("Push")
+            self._check_epoch(msg.epoch, msg.sender, "frame")
+        self._last_push = self.clock()
+        if msg.batch is not None:
+            batch = self._check_tuples(msg.batch, f"frame {msg.batch.first}")
+            with self.lock:
+                self._admit([batch], msg.checkpoint)
+                self.counters["input_tuples"] += len(batch)
+        with self.lock:
+            return m.FrameAck(epoch=self.state.epoch, level1=self._level1(), received_through=self.received_through)
+
+    def _check_epoch(self, epoch: int, sender: str, what: str) -> None:
+        """Calls from Nu speak for Nu's epoch: an older one is refused (StaleEpoch); a newer one moves
+        nothing here (only this node's own takeover, or what Nu and the primary tell it, moves its epoch)."""
+        self.state.fence.check(epoch, sender=sender, what=what)
+        if self.state.role is not Role.STANDBY and self.state.fence.is_newer(epoch):
+            raise UnknownEpoch(f"{self.name}: {what} from {sender} in epoch {epoch}; this primary is in epoch "
+                               f"{self.state.epoch} and no takeover it knows of made epoch {epoch}")
+
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
+        """Algorithm 2: decompress each batch, then queue its tuples in IQ' in order.
+
+        Decompression runs outside the node lock (heartbeats and the operator go on meanwhile), one backup
+        call at a time, bounded by what each batch declares; the decoder moves on only when the batches
+        are admitted."""
+        with self.lock:
+            if self.state.role is not Role.STANDBY:
+                raise self._wrong("Backup")
+            self._check_epoch(msg.epoch, msg.sender, "backup")
+        with self._decoding:
+            raws, position = self.decoder.decode_many([bb.encoded for bb in msg.batches])
+            decoded = [self._check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
+                                                              what=f"{self.name}: backup batch {bb.first}"),
+                                          f"backup batch {bb.first}")
+                       for bb, raw in zip(msg.batches, raws, strict=True)]
+            with self.lock:
+                if self.state.role is not Role.STANDBY:
+                    raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
+                if decoded:
+                    self._admit(decoded, msg.checkpoint)
+                    self.counters["backup_tuples"] += sum(map(len, decoded))
+                    self.counters["backup_batches"] += len(decoded)
+                elif msg.checkpoint.input_pos > self.received_through:
+                    # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
+                    # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
+                    if self._plausible(msg.checkpoint):
+                        self._jump(msg.checkpoint)
+                    else:
+                        self.counters["checkpoints_deferred"] += 1
+                self.decoder.commit(position)
+                return m.BackupAck(applied_through=self.received_through)
+
+    # --- operator: IQ -> OQ ----------------------------------------------------------------------------
+    def _operator_loop(self) -> None:
+        with self.lock:
+            while not self.stopped and self.iq.empty():
+                self.lock.wait(0.1)
+            items = _join_runs(self.iq.take_all(self._take))
+        for it in items:
+            if isinstance(it, Jump):
+                self.operator.restore(it.checkpoint.input_pos)
+                with self.lock:
+                    self.processed = it.checkpoint
+                    self.oq.trim(it.checkpoint.output_count)
+                continue
+            start = it.first
+            while start < it.end and not self.stopped:
+                piece = it.slice(start, start + self._room_for(it.end - start))
+                if len(piece):
+                    self._process(piece)
+                start = piece.end
+
+    def _room_for(self, wanted: int) -> int:
+        """How many inputs the next operator call may take: at most one output per input, so never more
+        than OQ has room for. A call sized to the room left cannot wait for room that will never come
+        (an operator call's outputs larger than the whole OQ once spun for ever); with OQ full, this waits
+        for Nd's acks (backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED)."""
+        with self.lock:
+            while not self.stopped and self.oq.room() == 0:
+                self.counters["oq_full_waits"] += 1
+                self.lock.wait(0.05)
+            return min(wanted, self.oq.room())
+
+    def _process(self, batch: TupleBatch) -> None:
+        t0 = self.clock()
+        selected = self.operator.process(batch)
+        took = self.clock() - t0
+        with self.lock:
+            self.batch_seconds.observe(took)
+            self.counters["operator_batches"] += 1
+            base = self.processed.output_count
+            out = batch.select(selected, first=base + 1)
+            # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
+            fresh = out.slice(self.oq.trimmed_through + 1, out.end)
+            if len(fresh):
+                self.oq.append(fresh)  # fits: the call took no more inputs than OQ had room for
+            self.counters["processed_tuples"] += len(batch)
+            self.counters["output_tuples"] += len(out)
+            self.processed = Checkpoint(batch.last, base + len(out))
+            self.lock.notify_all()
+
+    def _level1(self) -> Checkpoint:
+        return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq))
+
+    # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
+    def _output_loop(self) -> None:
+        poll = self.cfg.ack_poll_ms / 1000
+        with self.lock:
+            deadline = self.clock() + poll
+            # An idle primary still sends an empty frame now and then: a primary that was paused and
+            # replaced learns at once that it is fenced, and a restarted Nd is found again.
+            while not self.stopped and (self.state.role is not Role.PRIMARY or
+                                        (not self._resync_output and self.oq.last < self.sent_next
+                                         and self.clock() < deadline)):
+                self.lock.wait(poll)
+                if self.state.role is not Role.PRIMARY:
+                    deadline = self.clock() + poll
+            if self.stopped or self.downstream is None:
+                return
+            batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
+            epoch, peer = self.state.epoch, self.downstream
+        frame = m.OutputFrame(epoch=epoch, sender=self.name, batch=batch)
+        try:
+            ack = peer.deliver(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            self.links.note("downstream", peer.address, e)
+            with self.lock:
+                self.counters[f"deliver_error_{e.status.lower()}"] += 1
+                if fenced_by(e.status):
+                    self._fence(f"Nd refused epoch {epoch}: {e.message}")
+                    return
+                self._resync_output = True
+            if e.status is Status.FAILED_PRECONDITION:
+                self._announce(peer, epoch)  # Nd does not know this epoch (it restarted): tell it
+            self.sleep(self._output_backoff.next())
+            return
+        self.links.note("downstream", peer.address, None)
+        with self.lock:
+            self._output_backoff.reset()
+            self._resync_output = False
+            self.counters["output_bytes"] += ack.wire_bytes
+            if batch is not None:
+                self.counters["delivered_tuples"] += len(batch)
+            self._on_level0(ack.received_through)
+            self.sent_next = ack.received_through + 1
+
+    def _announce_loop(self) -> None:
+        """A live Nu pushes to its primary at least every ack_poll_ms. A primary that hears nothing for a
+        while announces itself to Nu: a Nu restarted without knowing this primary learns it; a Nu that knows
+        it answers and changes nothing; a Nu in a newer epoch refuses, and this node is fenced."""
+        self.sleep(1.0)
+        silent = max(1.0, 20 * self.cfg.ack_poll_ms / 1000)
+        with self.lock:
+            due = (self.state.role is Role.PRIMARY and self.upstream is not None
+                   and self.clock() - self._last_push > silent)
+            epoch = self.state.epoch
+        if due:
+            assert self.upstream is not None
+            self._announce(self.upstream, epoch)
+
+    def _announce(self, peer: Peer, epoch: int) -> None:
+        """Tell a peer that restarted without knowing it which primary runs `epoch`: the same Takeover this
+        node made (or, for the first primary, would have made), which the peer accepts once."""
+        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
+                                resend_from=self.received_through + 1)
+        role = "upstream" if peer is self.upstream else "downstream"
+        try:
+            peer.takeover(req, self.cfg.rpc_timeout)
+        except PeerError as e:
+            self.links.note(role, peer.address, e)
+            if fenced_by(e.status):
+                self.log.warning("%s: %s refused the announcement of epoch %d: %s", self.name, peer.address, epoch, e)
+                with self.lock:
+                    self._fence(f"{peer.address} refused epoch {epoch}: {e.message}")
+            return
+        self.links.note(role, peer.address, None)
+        self.counters["announced"] += 1
+        self.log.warning("%s: announced itself to %s as the primary of epoch %d", self.name, peer.address, epoch)
+
+    def _on_level0(self, k: int) -> None:
+        """Algorithm 3 (and the primary's own OQ): drop outputs Nd holds; refresh the Level-1 ack."""
+        if k > self.level0:
+            self.level0 = k
+        self.oq.trim(self.level0)
+        self._level1()
+        self.lock.notify_all()
+
+    def _fence(self, why: str) -> None:
+        if self.state.role in (Role.PRIMARY, Role.PROMOTING):
+            self.log.warning("%s: fenced (%s); stops sending", self.name, why)
+            self.state.become(Role.FENCED)
+            self.counters["fenced"] += 1
+
+    # --- heartbeats (standby) and failover -------------------------------------------------------------
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
+        with self.lock:
+            self.counters["heartbeats_answered"] += 1
+            return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
+                                    received_through=self.received_through)
+
+    def _heartbeat_loop(self) -> None:
+        det = self.detector
+        assert det is not None
+        if self.state.role is not Role.STANDBY or not self.registered.is_set():
+            # Until Nu has answered, this standby knows neither the epoch nor that the system runs.
+            self.sleep(0.05)
+            det.ok(self.clock(), 0.0)
+            return
+        t0 = self.clock()
+        peer = self.primary
+        try:
+            if peer is None:
+                raise PeerError(Status.UNAVAILABLE, "no primary known")
+            reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch),
+                                   self.cfg.heartbeat_interval)
+        except PeerError as e:
+            self.links.note("primary", peer.address if peer is not None else "", e)
+            det.missed(self.clock())
+            self.counters["heartbeat_misses"] += 1
+        else:
+            self.links.note("primary", peer.address, None)
+            now = self.clock()
+            if reply.role is Role.PRIMARY:
+                det.ok(now, now - t0)
+                with self.lock:
+                    self.counters["heartbeats"] += 1
+                    self.state.fence.advance(reply.epoch)
+                    self.primary_received = max(self.primary_received, reply.received_through)
+                    self._on_level0(reply.level0)
+            else:
+                # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
+                det.missed(now)
+                self.counters["heartbeat_not_primary"] += 1
+        if det.suspects(self.clock()):
+            self.take_over()
+            return
+        self.sleep(max(0.0, self.cfg.heartbeat_interval - (self.clock() - t0)))
+
+    def take_over(self) -> None:
+        """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""
+        times = self._detect()  # 1
+        epoch = self._fence_self(times)  # 2
+        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise)
+        nd = self._connect_nd(req)  # 3
+        if nd is None:
+            return
+        plan = self._plan(epoch, nd)  # 4
+        nu = self._connect_nu(req, plan)  # 5
+        if nu is None:
+            return
+        times.connected = self.clock()
+        self._replay(plan, nu)  # 6
+        self._resume(plan, nu, times)  # 7
+
+    def _detect(self) -> RecoveryTimes:
+        """1. detect: the detector suspects the primary; the recovery is timed from its last good heartbeat."""
+        det = self.detector
+        now = self.clock()
+        self._wall_detected = time.time()
+        return RecoveryTimes(last_ok=det.last_ok if det else now, detected=now)
+
+    def _fence_self(self, times: RecoveryTimes) -> int:
+        """2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen."""
+        with self.lock:
+            epoch = self.state.epoch + 1
+            self.state.become(Role.PROMOTING, epoch=epoch)
+        self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
+                         times.detection * 1000, epoch)
+        return epoch
+
+    def _connect_nd(self, req: m.TakeoverRequest) -> m.TakeoverReply | None:
+        """3. connect Nd: it refuses the old epoch from now on and tells what it holds. A refusal (someone
+        newer won) sends this node back to standby."""
+        assert self.downstream is not None
+        nd = self.downstream
+        return self._retry(nd, "downstream", req, on_refusal=self._back_to_standby)
+
+    def _plan(self, epoch: int, nd: m.TakeoverReply) -> TakeoverPlan:
+        """4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received."""
+        with self.lock:
+            self._on_level0(nd.delivered_through)
+            return plan_takeover(epoch=epoch, delivered_through=nd.delivered_through,
+                                 received_through=self.received_through, oq_first=self.oq.first, oq_last=self.oq.last)
+
+    def _connect_nu(self, req: m.TakeoverRequest, plan: TakeoverPlan) -> m.TakeoverReply | None:
+        """5. connect Nu: it fences the old primary, stops the backup and resends what we lack."""
+        assert self.upstream is not None
+        nu, req.resend_from = self.upstream, plan.resend_from
+        reply = self._retry(nu, "upstream", req)
+        if reply is not None:
+            with self.lock:
+                if reply.checkpoint.input_pos > self.received_through:
+                    self._jump(reply.checkpoint)  # Nu resends from after its trim point; the rest is in Nd
+        return reply
+
+    def _replay(self, plan: TakeoverPlan, nu: m.TakeoverReply) -> None:
+        """6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds)."""
+        with self.lock:
+            self.sent_next = plan.delivered_through + 1
+            self._resync_output = False  # Nd just said where it stands (step 3)
+            self.state.become(Role.PRIMARY)
+            self.counters["takeovers"] += 1
+            self.counters["replayed_from_oq"] += plan.replay_count
+            self.recovery = {
+                "epoch": plan.epoch,
+                "replayed_from_oq": plan.replay_count,
+                "resend_from": nu.resend_from,
+                "resent_by_nu": max(0, nu.head_pos - nu.resend_from + 1),
+                "head_at_takeover": nu.head_pos,
+                "delivered_at_takeover": plan.delivered_through,
+                "received_at_takeover": plan.resend_from - 1,
+            }
+            self.lock.notify_all()
+
+    def _resume(self, plan: TakeoverPlan, nu: m.TakeoverReply, times: RecoveryTimes) -> None:
+        """7. resume: live once every input Nu held at takeover is processed and its outputs are in Nd.
+        (Not "IQ empty": under continuous load that target keeps moving and measures the load, not the
+        recovery.)"""
+        with self.lock:
+            while not self.stopped and self.state.role is Role.PRIMARY and self.processed.input_pos < nu.head_pos:
+                self.lock.wait(0.005)
+            target = self.processed.output_count
+            while not self.stopped and self.state.role is Role.PRIMARY and self.level0 < target:
+                self.lock.wait(0.005)
+            times.live = self.clock()
+            phases = times.phases()
+            for phase, buckets in self.recovery_seconds.items():
+                buckets.observe(phases[phase])
+            self.recovery.update({f"{p}_ms": v * 1000 for p, v in phases.items()})
+            self.recovery["recovery_ms"] = (phases["reconnection"] + phases["data_recovery"]) * 1000
+            self.recovery["total_ms"] = sum(phases.values()) * 1000
+            self.recovery["detected_at"] = self._wall_detected
+            self.recovery["live_at"] = self._wall_detected + (times.live - times.detected)
+        self.log.warning("%s: live as primary in epoch %d: %s", self.name, plan.epoch, self.recovery)
+
+    def _back_to_standby(self) -> None:
+        """Nd refused our epoch: nothing changed anywhere. Learn the epoch in force and watch again."""
+        assert self.downstream is not None
+        try:
+            epoch = self.downstream.status(self.cfg.rpc_timeout).epoch
+        except PeerError:
+            epoch = self.state.epoch + 1
+        with self.lock:
+            self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
+            if self.detector:
+                self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
+        self.counters["takeovers_refused"] += 1
+
+    def _retry(self, peer: Peer, who: str, req: m.TakeoverRequest,
+               on_refusal: Callable[[], None] | None = None) -> m.TakeoverReply | None:
+        """Takeover at `peer` until answered; a refusal (stale epoch) ends the takeover: back to standby,
+        or fenced."""
+        backoff = Backoff(0.02, 0.5)
+        while not self.stopped:
+            try:
+                reply = peer.takeover(req, self.cfg.rpc_timeout)
+                self.links.note(who, peer.address, None)
+                return reply
+            except PeerError as e:
+                self.links.note(who, peer.address, e)
+                if fenced_by(e.status):
+                    self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
+                    if on_refusal is not None:
+                        on_refusal()
+                        return None
+                    with self.lock:
+                        self._fence(f"{who} refused the takeover")
+                    return None
+                self.counters[f"takeover_retry_{who}"] += 1
+                self.sleep(backoff.next())
+        return None
+
+    def snapshot(self) -> dict:
+        s = super().snapshot()
+        s.update({
+            "received_through": self.received_through,
+            "processed": [self.processed.input_pos, self.processed.output_count],
+            "level0": self.level0,
+            "level1": [self.level1.current.input_pos, self.level1.current.output_count],
+            "iq_depth": len(self.iq),
+            "oq_depth": len(self.oq),
+            "oq_first": self.oq.first,
+            "oq_last": self.oq.last,
+            "operator": self.operator.name,
+            "operator_switches": getattr(self.operator, "switches", []),
+            "recovery": self.recovery,
+            "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
+            "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
+        })
+        return s

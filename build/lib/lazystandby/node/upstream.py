@@ -1,0 +1,432 @@
+"""Nu: numbers the source tuples into one link order, sends every tuple to the primary at once, ships the
+backup to the standby in Bsize batches (Algorithm 1), and trims OQu by Level-1 acks (Algorithm 4).
+
+Three loops, one lock:
+  source   source -> OQu; blocks when OQu is full (backpressure to the source, never an unbounded queue)
+  primary  OQu[cursor..] -> primary in frames of up to frame_max tuples, flushed after linger_ms;
+           each reply carries the primary's Level-1 ack
+  backup   OQu[batched_through+1..] -> standby, Bsize tuples per batch, each compressed by the codec
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from ..config import NodeConfig
+from ..core import messages as m
+from ..core import tuples
+from ..core.acks import Checkpoint
+from ..core.authz import PermissionDenied
+from ..core.batching import BackupBatcher, format_bsize
+from ..core.codec import BatchEncoder, train_dictionary
+from ..core.queues import KeyedQueue
+from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
+from ..core.retry import after_backup_error, after_push_error
+from ..core.roles import Role
+from ..core.seq import (
+    DuplicateSequence,
+    MalformedRecord,
+    NonMonotonicSequence,
+    PerStreamSequence,
+    SequenceGap,
+    SourceUnavailable,
+    Status,
+    StreamRegistry,
+    UnknownStream,
+)
+from ..core.tuples import TupleBatch
+from ..formats.control import validate_control
+from ..formats.ticks import validate
+from ..sources.base import DeadLetters, Membership, Record, Source, SourceGap
+from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
+from ..transport.peer import Peer, PeerError
+from .common import Backoff, NodeBase
+
+
+class UpstreamNode(NodeBase):
+    """Nu. The first primary runs in epoch 1; each takeover raises it."""
+
+    def __init__(self, cfg: NodeConfig, source: Source, peers: Callable[[str], Peer],
+                 dead_letters: DeadLetters | None = None, **kw) -> None:
+        super().__init__(cfg, **kw)
+        self.source = source
+        self.peers = peers
+        self.dead_letters = dead_letters or DeadLetters()
+        self.registry = StreamRegistry(cfg.stream_names)
+        self.seqcheck = PerStreamSequence(cfg.name)
+        self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
+        self.batcher = BackupBatcher(cfg.bsize)
+        self.encoder = BatchEncoder(cfg.codec, level=cfg.codec_level)
+        self.fence = self.state.fence
+        self.state.become(Role.UPSTREAM, epoch=1)
+        self.primary_addr = cfg.primary
+        self.primary: Peer = peers(cfg.primary)
+        self.standby: Peer | None = peers(cfg.standby) if cfg.standby else None
+        self.standby_retry_at = 0.0
+        self._standby_checkpoint = 0
+        self._next_checkpoint_at = 0.0
+        self.checkpoint = Checkpoint()
+        self.cursor = 1
+        self.generation = 0
+        self.received_by_primary = 0
+        self._resync_primary = False
+        self._resync_backup = False
+        self._last_send = self.clock()
+        self._primary_backoff = Backoff()
+        self._samples: list[bytes] = []
+        self.takeovers = TakeoverLog(cfg.name)
+        self.control: list[bytes] = []
+        self._admitted: deque[tuple[int, float]] = deque()
+        self.e2e_seconds = Buckets(LATENCY_BOUNDS)
+        self.e2e_recent = RecentWindow()
+        self._committed_through = 0  # the last position whose commit latency was observed
+        self.source_gap = ""
+        restored = source.restore()
+        if restored is not None:
+            self._restore(restored)
+        if self.standby is not None:
+            self.links.ok("standby", self.standby.address)  # alive until a call says otherwise
+
+    def _restore(self, r) -> None:
+        """A restarted Nu: the same positions for the same tuples, the epoch and primary it had."""
+        self.oqu = KeyedQueue(f"{self.cfg.name} OQu", capacity=self.cfg.oq_capacity, start=r.checkpoint.input_pos)
+        self.oqu.append(r.held)
+        self._committed_through = self.oqu.last  # restored tuples have no admission time to measure from
+        self.checkpoint = r.checkpoint
+        self.fence.advance(r.epoch)
+        if r.primary and r.primary != self.primary_addr:
+            self.primary = self.peers(r.primary)
+            self.primary_addr = r.primary
+        standby = r.standby if r.standby is not None else (self.cfg.standby if r.primary != self.cfg.standby else "")
+        if (self.standby.address if self.standby else "") != standby:
+            self.standby = self.peers(standby) if standby else None
+        self.seqcheck.commit({self.registry.id_of(k): v for k, v in r.last_seqs.items()})
+        self.batcher.restart(r.checkpoint.input_pos)
+        # Ask the receivers where they are before sending: they may hold more than the checkpoint.
+        self._resync_primary = self._resync_backup = True
+        self.counters["restored_tuples"] = len(r.held)
+        self.log.warning("%s: restored at checkpoint %s with %d tuples held, epoch %d, primary %s",
+                         self.name, r.checkpoint, len(r.held), self.fence.epoch, self.primary_addr)
+
+    def start(self) -> None:
+        self.spawn("source", self._source_loop)
+        self.spawn("primary", self._primary_loop)
+        self.spawn("backup", self._backup_loop)
+
+    # --- source -> OQu ---------------------------------------------------------------------------------
+    def inject_control(self, payload: bytes) -> None:
+        """Queue an in-band control tuple (operator parameter change) to enter at the next position."""
+        with self.lock:
+            self.control.append(payload)
+
+    def _source_loop(self) -> None:
+        if self.source_gap:
+            self.sleep(0.5)  # everything before the gap still flows, is backed up and acknowledged
+            return
+        with self.lock:
+            room = self.oqu.room()
+            if room == 0:
+                self.counters["source_blocked"] += 1
+                self.lock.wait(0.05)
+                return
+        try:
+            records = self.source.poll(min(room, 1024))
+        except SourceGap as e:
+            self.source_gap = str(e)
+            self.counters["source_gaps"] += 1
+            self.log.error("%s: source gap, admission stopped: %s", self.name, e)
+            return
+        with self.lock:
+            batch = self._admit(records)
+        if len(batch):
+            # Durable link order before the tuples exist anywhere else (a restarted Nu replays it).
+            self.source.record_order(batch, self.registry.names_by_id)
+            self.dead_letters.flush()
+        with self.lock:
+            if len(batch):
+                self.oqu.append(batch)
+                self._admitted.append((batch.last, self.clock()))
+                self.counters["source_tuples"] += len(batch)
+                self.lock.notify_all()
+        if not records:
+            self.sleep(0.0005 if not self.source.exhausted else 0.01)
+
+    def _admit(self, records: list[Record]) -> TupleBatch:
+        """Validate records from outside; refused ones go to the dead letters with the reason."""
+        batch = TupleBatch(first=self.oqu.last + 1)
+        while self.control:
+            batch.streams.append(StreamRegistry.CONTROL)
+            batch.seqs.append(batch.end)
+            batch.payloads.append(self.control.pop(0))
+        limit = self.cfg.max_tuple_bytes
+        for r in records:
+            try:
+                sid = self.registry.id_of(r.stream, node=self.name)
+                try:
+                    pending = self.seqcheck.check((sid,), (r.seq,))
+                except (DuplicateSequence, NonMonotonicSequence):
+                    last = self.seqcheck.last.get(sid, 0)
+                    raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}") from None
+                if sid == StreamRegistry.CONTROL:
+                    validate_control(r.payload)
+                    self.counters["control_tuples"] += 1
+                else:
+                    validate(r.payload, max_bytes=limit)
+            except (UnknownStream, MalformedRecord) as e:
+                self.dead_letters.put(e.message, r)
+                self.counters["dead_letters"] += 1
+                self.counters[f"dead_letters_{e.counter}"] += 1
+                continue
+            self.seqcheck.commit(pending)
+            batch.streams.append(sid)
+            batch.seqs.append(r.seq)
+            batch.payloads.append(r.payload)
+        return batch
+
+    # --- OQu -> primary --------------------------------------------------------------------------------
+    def _primary_loop(self) -> None:
+        cfg = self.cfg
+        linger, poll = cfg.linger_ms / 1000, cfg.ack_poll_ms / 1000
+        with self.lock:
+            while not self.stopped:
+                avail = self.oqu.last - max(self.cursor, self.oqu.first) + 1
+                idle = self.clock() - self._last_send
+                if self._resync_primary or avail >= cfg.frame_max or (avail > 0 and idle >= linger):
+                    break
+                if idle >= poll:
+                    avail = 0
+                    break
+                self.lock.wait(linger if avail > 0 else poll - idle)
+            if self.stopped:
+                return
+            batch = None if self._resync_primary else self.oqu.read(self.cursor, cfg.frame_max)
+            gen, peer, epoch, ckpt = self.generation, self.primary, self.fence.epoch, self.checkpoint
+            self._last_send = self.clock()
+        frame = m.Frame(epoch=epoch, sender=self.name, checkpoint=ckpt, batch=batch)
+        try:
+            ack = peer.push(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            self.links.note("primary", peer.address, e)
+            self._primary_failed(e, gen)
+            return
+        self.links.note("primary", peer.address, None)
+        with self.lock:
+            self.counters["primary_bytes"] += ack.wire_bytes
+            if gen != self.generation:
+                return  # a takeover happened meanwhile: this reply speaks for a fenced primary
+            self._resync_primary = False
+            self._primary_backoff.reset()
+            if batch is not None:
+                self.counters["primary_tuples"] += len(batch)
+                self.counters["primary_frames"] += 1
+            self.received_by_primary = ack.received_through
+            self.cursor = ack.received_through + 1
+            self._apply_level1(ack.epoch, ack.level1)
+            self.lock.notify_all()
+
+    def _primary_failed(self, e: PeerError, gen: int) -> None:
+        with self.lock:
+            if gen != self.generation:
+                return
+            self.counters[f"primary_error_{e.status.lower()}"] += 1
+            # The receiver's received_through is the truth; an empty frame fetches it before resending.
+            self._resync_primary = after_push_error(e.status).resync
+        if e.status is not Status.RESOURCE_EXHAUSTED:
+            self.log.debug("%s: push failed: %s", self.name, e)
+        self.sleep(self._primary_backoff.next())
+
+    def _apply_level1(self, epoch: int, ack: Checkpoint) -> None:
+        """Algorithm 4: drop from OQu every tuple at or below the Level-1 ack."""
+        if epoch != self.fence.epoch or ack.input_pos <= self.checkpoint.input_pos:
+            return
+        if ack.input_pos > self.oqu.last:
+            self.counters["level1_beyond_head"] += 1
+            return
+        self.checkpoint = ack
+        self.counters["trimmed_tuples"] += self.oqu.trim(ack.input_pos)
+        # End-to-end commit latency: admitted into OQu -> covered by a Level-1 ack (its outputs are in Nd).
+        now = self.clock()
+        while self._admitted and self._admitted[0][0] <= ack.input_pos:
+            last, at = self._admitted.popleft()
+            self.e2e_seconds.observe(now - at)
+            self.e2e_recent.observe(now - at, last - self._committed_through)
+            self._committed_through = last
+        self.source.covered(self.checkpoint, self._membership())
+
+    # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
+    def _backup_loop(self) -> None:
+        with self.lock:
+            now = self.clock()
+            if self.standby is None or now < self.standby_retry_at:
+                self.lock.wait(0.05)
+                return
+            peer, epoch, ckpt = self.standby, self.fence.epoch, self.checkpoint
+            resync = self._resync_backup
+            batches = [] if resync else self.batcher.due(self.oqu, self.cfg.max_batches_per_rpc)
+            # With nothing to batch, still tell the standby when the trim point passed what it holds:
+            # it skips ahead and never needs those positions (this is all an Upstream Backup standby gets).
+            advance = ckpt.input_pos > self._standby_checkpoint and self.clock() >= self._next_checkpoint_at
+            if not resync and not batches and not advance:
+                self.lock.wait(self.cfg.linger_ms / 1000)
+                return
+            if not batches:
+                self._next_checkpoint_at = self.clock() + self.cfg.ack_poll_ms / 1000
+            msgs = self._encode_backup(batches)
+            last = batches[-1].last if batches else 0
+        frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, batches=msgs)
+        try:
+            ack = peer.backup(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            if peer is self.standby:
+                self.links.note("standby", peer.address, e)
+            with self.lock:
+                self.counters[f"backup_error_{e.status.lower()}"] += 1
+                if peer is not self.standby:
+                    # A new standby registered while this call was in flight (closing the old channel cancels
+                    # it); the registration already re-cut the batches, and the newcomer is not to wait.
+                    return
+                self.batcher.rewind()
+                self.encoder.reset()
+                retry = after_backup_error(e.status)
+                self._resync_backup = retry.resync
+                self.standby_retry_at = self.clock() + retry.delay
+            return
+        with self.lock:
+            if peer is not self.standby:
+                return
+            self.links.note("standby", peer.address, None)
+            self.counters["backup_bytes"] += ack.wire_bytes
+            self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
+            if resync:
+                # The standby's applied position is the truth after an error; re-cut from there.
+                self.batcher.restart(max(ack.applied_through, self.oqu.trimmed_through))
+                self._resync_backup = False
+                return
+            self.batcher.confirm(min(ack.applied_through, last))
+            self.counters["backup_batches"] += len(msgs)
+            self.counters["backup_tuples"] += sum(b.count for b in msgs)
+            self.counters["backup_raw_bytes"] += sum(b.encoded.raw_bytes for b in msgs)
+            self.counters["backup_payload_bytes"] += sum(len(b.encoded.payload) for b in msgs)
+            self.counters["backup_rpcs"] += 1
+
+    def _encode_backup(self, batches: list[TupleBatch]) -> list[m.BackupBatch]:
+        if self.encoder.needs_dictionary:
+            # Train on single tuples, the unit a dictionary helps most (Bsize 1).
+            for batch in batches:
+                for i in range(len(batch)):
+                    self._samples.append(tuples.encode(batch.slice(batch.first + i, batch.first + i + 1)))
+            if len(self._samples) >= self.cfg.dict_samples:
+                self.encoder.set_dictionary(train_dictionary(self._samples, self.cfg.dict_size))
+                self._samples = []
+        encoded = self.encoder.encode_many([tuples.encode(b) for b in batches])
+        return [m.BackupBatch(first=b.first, count=len(b), encoded=enc)
+                for b, enc in zip(batches, encoded, strict=True)]
+
+    # --- failover and membership -----------------------------------------------------------------------
+    def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
+        """Step 5 of recovery, Nu's side: fence the old primary, stop the backup, rewind the cursor. The
+        takeover is made durable where Nu's restart state lives before Nu answers, so a Nu restarted right
+        after it still knows the new primary and epoch."""
+        old = None
+        with self.lock:
+            record = self.takeovers.retry_of(msg.epoch, msg.node)
+            if record is None and msg.epoch == self.fence.epoch and msg.address == self.primary_addr:
+                # The primary of this epoch announcing itself (this Nu restarted and already knows it).
+                return m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
+                                       resend_from=self.cursor)
+            if record is None:
+                self._check_takeover(msg)
+                old = self.primary
+                record = self._take_over(msg)
+            members = self._membership()
+        if old is not None:
+            old.close()
+        if not record.facts.get("durable"):
+            try:
+                self.source.record_membership(members)
+            except Exception as e:  # the standby retries; the retry finds this record and tries again
+                raise SourceUnavailable(f"{self.name}: takeover by {msg.node} in epoch {msg.epoch} accepted but "
+                                        f"not yet durable: {e}") from None
+            record.facts["durable"] = True
+        return record.reply  # type: ignore[return-value]
+
+    def _check_takeover(self, msg: m.TakeoverRequest) -> None:
+        """A new takeover: a newer epoch (else StaleEpoch), from the standby this Nu knows, asking for
+        positions this Nu can have (a standby claiming more than Nu ever held was fed a forged checkpoint)."""
+        self.takeovers.check(self.fence, msg.epoch, msg.node)
+        if self.standby is not None and msg.address != self.standby.address:
+            raise PermissionDenied(f"{self.name}: takeover by {msg.node} at {msg.address} refused; this Nu's "
+                                   f"standby is {self.standby.address}")
+        if msg.resend_from > self.oqu.last + 1:
+            raise SequenceGap(f"{self.name}: takeover by {msg.node} asks to resend from position {msg.resend_from}; "
+                              f"this Nu holds positions up to {self.oqu.last}")
+
+    def _take_over(self, msg: m.TakeoverRequest) -> TakeoverRecord:
+        self.fence.advance(msg.epoch)
+        self.primary = self.peers(msg.address)
+        self.primary_addr = msg.address
+        self.standby = None
+        self.links.forget("standby")
+        self.links.forget("primary")
+        self.generation += 1
+        start = resend_start(msg.resend_from, self.checkpoint)
+        self.cursor = start
+        self._resync_primary = False
+        resent = max(0, self.oqu.last - start + 1)
+        self.counters["resent_tuples"] += resent
+        self.counters["takeovers"] += 1
+        reply = m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
+                                resend_from=start)
+        self.log.warning("%s: %s took over as primary in epoch %d; resending %d tuples from %d",
+                         self.name, msg.node, msg.epoch, resent, start)
+        self.lock.notify_all()
+        return self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(), reply, {"resent": resent}))
+
+    def _membership(self) -> Membership:
+        return Membership(self.fence.epoch, self.primary_addr, self.standby.address if self.standby else "")
+
+    def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
+        """A new (empty) standby: everything after the trim point is to be batched for it again."""
+        with self.lock:
+            if self.standby is not None:
+                self.standby.close()
+            self.standby = self.peers(msg.address)
+            self.links.ok("standby", msg.address)
+            self.standby_retry_at = 0.0
+            self._standby_checkpoint = 0
+            self.batcher.restart(self.oqu.trimmed_through)
+            self.encoder.reset()
+            self._resync_backup = False
+            self.counters["standby_registrations"] += 1
+            self.source.covered(self.checkpoint, self._membership())
+            self.lock.notify_all()
+            return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
+
+    def snapshot(self) -> dict:
+        s = super().snapshot()
+        c = self.counters
+        s.update({
+            "head": self.oqu.last,
+            "trimmed_through": self.oqu.trimmed_through,
+            "oqu_depth": len(self.oqu),
+            "oqu_unbatched": self.batcher.unbatched(self.oqu),
+            "oqu_batched": len(self.oqu) - self.batcher.unbatched(self.oqu),
+            "batched_through": self.batcher.batched_through,
+            "cursor": self.cursor,
+            "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
+            "primary": self.primary_addr,
+            "standby": self.standby.address if self.standby else "",
+            "bsize": format_bsize(self.cfg.bsize),
+            "codec": self.cfg.codec,
+            "source_exhausted": self.source.exhausted,
+            "source_lag": self.source.lag(),
+            "source_gap": self.source_gap,
+            "e2e_commit_p50_ms": round(self.e2e_recent.quantile(0.5) * 1000, 2),
+            "e2e_commit_p99_ms": round(self.e2e_recent.quantile(0.99) * 1000, 2),
+            "overhead": c["backup_bytes"] / c["primary_bytes"] if c["primary_bytes"] else 0.0,
+            "compression_ratio": (c["backup_payload_bytes"] / c["backup_raw_bytes"]
+                                  if c["backup_raw_bytes"] else 1.0),
+            "takeovers": self.takeovers.as_status(),
+        })
+        return s

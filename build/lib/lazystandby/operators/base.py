@@ -1,0 +1,34 @@
+"""The operator contract that N and N' run, whatever engine is behind it (Python, Spark)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from ..core.tuples import TupleBatch
+
+
+class Operator(ABC):
+    """A deterministic operator over one link-ordered input.
+
+    Contract (the Lazy Standby protocol depends on each point):
+    - `process(batch)` returns the indices (into the batch) of the tuples that produce an output, in
+      increasing order: at most one output per input, in input order, so that Level-1 acks can map an
+      output back to the input that made it.
+    - The result depends only on the tuples seen so far, in link order: N and N' fed the same positions
+      make the same outputs with the same sequence numbers. Parameters change only through control tuples
+      (stream id 0) in the link order, so both switch at the same position (seed 003).
+    - `process` is called from one thread, batches in increasing position order, none skipped except
+      through `restore`, which resets to a checkpoint taken at `position`.
+    """
+
+    name = "operator"
+
+    @abstractmethod
+    def process(self, batch: TupleBatch) -> list[int]:
+        """Indices of the tuples of `batch` that are selected."""
+
+    def restore(self, position: int) -> None:  # noqa: B027 - stateless operators need nothing here
+        """Resume after a jump to a checkpoint at input `position` (parameters in force are kept)."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release engine resources."""

@@ -1,0 +1,135 @@
+"""The selection run by Spark Structured Streaming, behind the Operator contract: the node's thin adapter.
+
+Why this shape: Spark runs Python data sources in its own worker processes, so the node cannot hand it
+tuples in memory. The node keeps a feed (spark/lazystandby_spark/feed.py) and serves it on loopback gRPC;
+the query (spark/lazystandby_spark/query.py) reads ranges of it and reports per range which offsets were
+selected. `process(batch)` appends the batch to the feed and waits for its ranges.
+
+A parameter change (control tuple) stops the query once everything before it is done and starts a new
+one with the new predicate at the next offset: the switch happens at one position, on N and N' alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from lazystandby_spark import query as spark_query
+from lazystandby_spark.feed import Feed
+
+from ..config import NodeConfig
+from ..core.seq import MalformedRecord, StreamRegistry
+from ..core.tuples import TupleBatch
+from ..formats import control
+from ..formats.predicate import compile_predicate
+from ..v1 import lazystandby_pb2_grpc as pb_grpc
+from .base import Operator
+
+log = logging.getLogger(__name__)
+
+
+class SparkSelection(Operator):
+    """Selection run by Spark Structured Streaming; one query at a time, restarted on parameter change."""
+
+    name = "spark"
+
+    def __init__(self, predicate: str, cfg: NodeConfig) -> None:
+        compile_predicate(predicate)  # refuse a bad predicate here, with our error, before Spark starts
+        self.cfg = cfg
+        self.predicate = predicate
+        self.feed = Feed()
+        # Each start is a new query over a new feed (the node's state comes from the protocol, not Spark's
+        # checkpoint), so checkpoints live under a fresh directory, inside spark_checkpoint_dir if given.
+        base = cfg.spark_checkpoint_dir or None
+        if base:
+            Path(base).mkdir(parents=True, exist_ok=True)
+        self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-", dir=base)
+        # The JVM first: forking it while gRPC threads run is what gRPC warns about, and once lost the gateway.
+        self.spark = spark_query.session(cfg.name, master=cfg.spark_master, driver_memory=cfg.spark_driver_memory)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
+                                  options=[("grpc.max_send_message_length", 256 << 20),
+                                           ("grpc.max_receive_message_length", 256 << 20)])
+        pb_grpc.add_OperatorFeedServicer_to_server(self.feed, self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.address = f"127.0.0.1:{port}"
+        self.query = None
+        self.generation = 0
+        self.batches = 0
+        self.batch_ms: list[float] = []
+        self.switches: list[tuple[int, str]] = []
+        self._start_query()
+        # Spark's first micro-batch is slow (JIT, Python workers); pay for it now, not during a failover.
+        # Enough tuples for every partition, so each Python worker Spark needs is started here too.
+        self._run(["WARMUP,1.0,1,1,X"] * (1000 * max(1, cfg.spark_partitions)))
+        self.batches, self.batch_ms = 0, []
+
+    def _start_query(self) -> None:
+        self.generation += 1
+        with self.feed.cond:
+            self.feed.query_start = self.feed.end
+        cfg = self.cfg
+        self.query = spark_query.start_selection(
+            self.spark, address=self.address, predicate=self.predicate, max_rows=cfg.spark_max_rows,
+            partitions=cfg.spark_partitions, checkpoint=f"{self.workdir}/checkpoint-{self.generation}",
+            trigger=cfg.spark_trigger, name=f"selection_{self.generation}")
+        log.info("%s: Spark query %d started with predicate %r", self.cfg.name, self.generation, self.predicate)
+
+    def _run(self, payloads: list[str]) -> list[int]:
+        t0 = time.monotonic()
+        first = self.feed.append(payloads)
+        end = first + len(payloads)
+        deadline = 120.0
+        while True:
+            try:
+                self.feed.wait_done(end, 1.0)
+                break
+            except TimeoutError:
+                exc = self.query.exception() if self.query is not None and not self.query.isActive else None
+                if exc is not None:
+                    raise RuntimeError(f"Spark query failed: {exc}") from None
+                deadline -= 1.0
+                if deadline <= 0:
+                    raise
+        self.batches += 1
+        self.batch_ms.append((time.monotonic() - t0) * 1000)
+        log.debug("%s: Spark answered %d tuples in %.0f ms", self.cfg.name, len(payloads), self.batch_ms[-1])
+        return [o - first for o in self.feed.take_selected(first, end)]
+
+    def process(self, batch: TupleBatch) -> list[int]:
+        out: list[int] = []
+        seg_start = 0
+        streams = batch.streams
+        for i in [*(i for i, s in enumerate(streams) if s == StreamRegistry.CONTROL), len(batch)]:
+            if i > seg_start:
+                seg = [p.decode("utf-8", "replace") for p in batch.payloads[seg_start:i]]
+                out.extend(seg_start + j for j in self._run(seg))
+            if i < len(batch):
+                self._switch(batch.first + i, batch.payloads[i])
+            seg_start = i + 1
+        return out
+
+    def _switch(self, pos: int, payload: bytes) -> None:
+        try:
+            text = control.decode(payload)
+        except MalformedRecord:  # ignored identically on N and N', as the Python operator does
+            return
+        if self.query is not None:
+            self.query.stop()
+        self.predicate = text
+        self.switches.append((pos, text))
+        self._start_query()
+
+    def close(self) -> None:
+        try:
+            if self.query is not None:
+                self.query.stop()
+            self.spark.stop()
+        finally:
+            self.server.stop(grace=0)
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,80 @@
+"""The load generator: writes the tick streams to their Kafka topics (key = symbol; the tick's event time
+stays in the payload), at a fixed rate or as fast as the broker takes them, optionally with malformed records
+mixed in."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+from kafka import KafkaProducer
+
+from .generator import interleave
+from .kafka_source import Topics, all_topics, ensure_topics
+
+# The last is oversized for a pipeline whose max_tuple_bytes is below 300 (the tests set 200).
+MALFORMED = [b"\xff\xfe not utf-8", b"ACME,not-a-price,100,1,XTKS", b"only,three,fields", b"",
+             b"ACME,101.5,100,1764000000000," + b"X" * 270]
+
+
+def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.0, seed: int = 7,
+             topics: Topics | None = None, malformed_every: int = 0, start: int = 0,
+             stop: threading.Event | None = None) -> int:
+    """Write tuples start .. total-1 of the deterministic interleaving (fewer if `stop` is set first);
+    returns how many were written."""
+    topics = topics or Topics()
+    ensure_topics(bootstrap, all_topics(topics, streams))
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=256 << 10,
+                      max_request_size=4 << 20)
+    t0 = time.monotonic()
+    n = 0
+    for i, (stream, _seq, payload) in enumerate(interleave(streams, total, seed)):
+        if i < start:
+            continue
+        if malformed_every and i and i % malformed_every == 0:
+            p.send(topics.source(stream), MALFORMED[(i // malformed_every) % len(MALFORMED)], partition=0)
+        # No record timestamp from the tick: event times in the past would put the records under time-based
+        # retention at once on a topic the pipeline did not create (LogAppendTime guards the ones it did).
+        p.send(topics.source(stream), payload, key=payload.partition(b",")[0], partition=0)
+        n += 1
+        if stop is not None and n % 100 == 0 and stop.is_set():
+            break
+        if rate > 0 and n % 100 == 0:
+            ahead = n / rate - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+    p.flush()
+    p.close()
+    return n
+
+
+def set_predicate(bootstrap: str, predicate: str, topics: Topics | None = None) -> None:
+    """Publish an operator parameter change; Nu puts it in the link order, N and N' switch there."""
+    from ..formats import control
+
+    topics = topics or Topics()
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    p.send(topics.control, control.encode(predicate), partition=0).get(timeout=30)
+    p.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="lazystandby-generator")
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--streams", default="I1,I2")
+    ap.add_argument("--total", type=int, default=100_000)
+    ap.add_argument("--rate", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--prefix", default="ls.")
+    ap.add_argument("--malformed-every", type=int, default=0)
+    a = ap.parse_args(argv)
+    n = generate(a.bootstrap, a.streams.split(","), a.total, rate=a.rate, seed=a.seed, topics=Topics(a.prefix),
+                 malformed_every=a.malformed_every)
+    print(n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,380 @@
+"""Nu's Kafka adapters: the source streams, the link log, offset commits, and the dead-letter topic.
+
+Each source stream is one single-partition topic (`<prefix>I1`, ...), so a record's sequence number is its
+offset + 1 and a restarted Nu finds the same numbers. The order in which Nu interleaves the streams
+depends on arrival timing, so Nu writes it down before any tuple leaves: the link log topic holds, per
+admitted poll, the runs `(stream, first_seq, count)` at positions `first_pos..`. Offsets are committed only
+for what Level-1 acks cover, with metadata naming the checkpoint (P, C), the epoch, the primary, and the
+link-log offset from which a restart replays. A restarted Nu rebuilds OQu from there, position for
+position, so N, N' and Nd see nothing change (seed 001: senders keep and resend from their buffer).
+
+Operator parameter changes come through the `<prefix>control` topic as control records (stream id 0);
+their payload is kept in the link log itself, so the truth-table checker knows where each took effect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import OffsetOutOfRangeError
+from kafka.structs import OffsetAndMetadata
+
+from ..core.acks import Checkpoint
+from ..core.seq import StreamRegistry
+from ..core.tuples import TupleBatch
+from .base import Membership, Record, Restored, Source, SourceGap
+
+log = logging.getLogger(__name__)
+
+CONTROL = "_control"
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Topic names for one deployment."""
+
+    prefix: str = "ls."
+
+    def source(self, stream: str) -> str:
+        return f"{self.prefix}{stream}"
+
+    @property
+    def control(self) -> str:
+        return f"{self.prefix}control"
+
+    @property
+    def linklog(self) -> str:
+        return f"{self.prefix}linklog"
+
+    @property
+    def results(self) -> str:
+        return f"{self.prefix}results"
+
+    @property
+    def deadletters(self) -> str:
+        return f"{self.prefix}deadletters"
+
+
+# The broker stamps arrival time on what the pipeline creates: time-based retention then counts from when a
+# record arrived, never from a producer's event time (ticks stamped a year ago were deleted within the
+# five-minute retention check, before anyone had read them).
+TOPIC_CONFIGS = {"message.timestamp.type": "LogAppendTime"}
+
+
+def ensure_topics(bootstrap: str, names: list[str]) -> None:
+    """Create single-partition topics that do not exist yet (ordering per stream needs one partition)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        existing = set(admin.list_topics())
+        new = [NewTopic(n, num_partitions=1, replication_factor=1, topic_configs=dict(TOPIC_CONFIGS))
+               for n in names if n not in existing]
+        if new:
+            try:
+                admin.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+
+
+def check_retained(consumer: KafkaConsumer, tp: TopicPartition, offset: int) -> None:
+    """Raise SourceGap when `offset` of `tp` is no longer held by the broker."""
+    begin = consumer.beginning_offsets([tp])[tp]
+    if offset < begin:
+        raise SourceGap(f"{tp.topic}: records at offsets {offset}..{begin - 1} (seq {offset + 1}..{begin}) were "
+                        f"deleted by the broker (retention or truncation) and cannot be read")
+
+
+def all_topics(topics: Topics, streams: list[str]) -> list[str]:
+    return [*(topics.source(s) for s in streams), topics.control, topics.linklog, topics.results,
+            topics.deadletters]
+
+
+def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
+    """Maximal runs of consecutive positions on one stream with consecutive seqs: [stream, first_seq, count],
+    and for control records [_control, seq, 1, payload]."""
+    runs: list[list] = []
+    for sid, seq, payload in zip(batch.streams, batch.seqs, batch.payloads, strict=True):
+        name = names[sid]
+        if sid == StreamRegistry.CONTROL:
+            runs.append([CONTROL, seq, 1, payload.decode()])
+        elif runs and runs[-1][0] == name and len(runs[-1]) == 3 and runs[-1][1] + runs[-1][2] == seq:
+            runs[-1][2] += 1
+        else:
+            runs.append([name, seq, 1])
+    return runs
+
+
+def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0, *, tail: int = 0) -> list:
+    """Every record of partition 0 of `topic` from offset `start` (or, with `tail`, the last `tail`
+    records) to the end it has now. Raises SourceGap if the broker no longer holds `start`.
+
+    An empty poll is not the end (a busy broker can take seconds to answer): only the end offset is.
+    """
+    import time
+
+    tp = TopicPartition(topic, 0)
+    # No reset policy: a position the broker dropped must be an error here, never a silent jump.
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="none",
+                      max_partition_fetch_bytes=8 << 20)
+    try:
+        end = c.end_offsets([tp])[tp]
+        if tail:
+            start = max(c.beginning_offsets([tp])[tp], end - tail)
+        out: list = []
+        if end <= start:
+            return out
+        check_retained(c, tp, start)
+        c.assign([tp])
+        c.seek(tp, start)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
+            try:
+                out.extend(c.poll(timeout_ms=500).get(tp, []))
+            except OffsetOutOfRangeError as e:
+                raise SourceGap(f"{topic}: offset {start} was deleted while being read ({e})") from e
+    finally:
+        c.close()
+    if not out or out[-1].offset < end - 1:
+        raise TimeoutError(f"{topic}: read {len(out)} of {end - start} records in {timeout}s")
+    return out
+
+
+def read_linklog(bootstrap: str, topics: Topics, start: int = 0) -> list[tuple[int, dict]]:
+    """(log offset, entry) for every link-log entry from `start` to the current end."""
+    return [(r.offset, json.loads(r.value)) for r in read_partition(bootstrap, topics.linklog, start)]
+
+
+def fetch_range(consumer: KafkaConsumer, topic: str, first_seq: int, count: int) -> list[bytes]:
+    """Payloads of records with seq first_seq .. first_seq+count-1 (offset = seq - 1)."""
+    import time
+
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    check_retained(consumer, tp, first_seq - 1)
+    consumer.seek(tp, first_seq - 1)
+    out: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(out) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: records {first_seq}..{first_seq + count - 1} cannot be read back")
+        got = consumer.poll(timeout_ms=1000, max_records=count - len(out))
+        out.extend(r.value for r in got.get(tp, []))
+    return out[:count]
+
+
+class KafkaSource(Source):
+    """Consumes the source topics (and the control topic), keeps the link log, commits covered offsets."""
+
+    def __init__(self, bootstrap: str, streams: list[str], *, topics: Topics | None = None,
+                 group: str = "", poll_ms: int = 50, commit_interval: float = 0.2) -> None:
+        self.bootstrap = bootstrap
+        self.streams = streams
+        self.topics = topics or Topics()
+        # One consumer group per deployment (topic prefix): its commits hold this pipeline's checkpoint.
+        self.group = group or f"lazystandby-nu-{self.topics.prefix.rstrip('.')}"
+        self.poll_ms = poll_ms
+        self._by_topic = {self.topics.source(s): s for s in streams}
+        self._by_topic[self.topics.control] = CONTROL
+        self._tps = [TopicPartition(t, 0) for t in self._by_topic]
+        ensure_topics(bootstrap, all_topics(self.topics, streams))
+        # No reset policy: if the broker drops records Nu has not read yet, poll raises and Nu stops there
+        # (SourceGap) instead of jumping to whatever is left. A fresh deployment starts at the beginning.
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                      auto_offset_reset="none", max_partition_fetch_bytes=8 << 20)
+        self.consumer.assign(self._tps)
+        for tp in self._tps:
+            if self.consumer.committed(tp) is None:
+                self.consumer.seek_to_beginning(tp)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0,
+                                      max_in_flight_requests_per_connection=1, retries=10)
+        # (first_pos, last_pos, log offset, per-stream last seq after the entry)
+        self._entries: deque[tuple[int, int, int, dict[str, int]]] = deque()
+        self._last_seqs: dict[str, int] = {}
+        self._pending: tuple[Checkpoint, Membership] | None = None
+        self._committed: tuple[Checkpoint, Membership] | None = None
+        self._commit_error = ""
+        self._done = threading.Condition()  # signalled when a commit lands
+        self._wake = threading.Event()
+        self._covered_seqs: dict[str, int] = {}
+        self._log_next = 0  # the link-log offset after the last entry a commit has covered
+        self._lag: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._commit_interval = commit_interval
+        self._committer = threading.Thread(target=self._commit_loop, name="kafka-commit", daemon=True)
+        self._committer.start()
+
+    # --- restart ---------------------------------------------------------------------------------------
+    def restore(self) -> Restored | None:
+        committed = {tp: self.consumer.committed(tp, metadata=True) for tp in self._tps}
+        meta = next((json.loads(m.metadata) for m in committed.values() if m and m.metadata), None)
+        start_log = meta["log"] if meta else 0
+        entries = read_linklog(self.bootstrap, self.topics, start_log)
+        if not entries and not meta:
+            return None
+        ckpt = Checkpoint(meta["pos"], meta["count"]) if meta else Checkpoint()
+        held = TupleBatch(first=ckpt.input_pos + 1)
+        reader = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none")
+        last_seqs: dict[str, int] = dict(meta.get("seqs", {})) if meta else {}
+        reg = StreamRegistry(self.streams)
+        for off, e in entries:
+            pos = e["first_pos"]
+            for run in e["runs"]:
+                stream, first_seq, count = run[0], run[1], run[2]
+                payloads = ([run[3].encode()] if stream == CONTROL
+                            else fetch_range(reader, self.topics.source(stream), first_seq, count))
+                for i, p in enumerate(payloads):
+                    if pos + i > ckpt.input_pos:
+                        held.streams.append(reg.id_of(stream))
+                        held.seqs.append(first_seq + i)
+                        held.payloads.append(p)
+                pos += count
+                last_seqs[stream] = first_seq + count - 1
+            self._entries.append((e["first_pos"], pos - 1, off, dict(last_seqs)))
+        reader.close()
+        self._last_seqs = last_seqs
+        # Consume each topic after the last record the link log holds (dead letters after it come again).
+        for tp in self._tps:
+            name = self._by_topic[tp.topic]
+            if name in last_seqs:
+                self.consumer.seek(tp, last_seqs[name])
+            elif committed.get(tp) is not None:
+                self.consumer.seek(tp, committed[tp].offset)
+        data_seqs = {k: v for k, v in last_seqs.items() if k != CONTROL}
+        return Restored(checkpoint=ckpt, epoch=meta["epoch"] if meta else 1,
+                        primary=meta["primary"] if meta else "", held=held, last_seqs=data_seqs,
+                        standby=meta.get("standby") if meta else None)
+
+    # --- normal operation ------------------------------------------------------------------------------
+    def poll(self, max_records: int) -> list[Record]:
+        try:
+            got = self.consumer.poll(timeout_ms=self.poll_ms, max_records=max_records)
+        except OffsetOutOfRangeError as e:
+            gaps = ", ".join(f"{tp.topic} from seq {off + 1}" for tp, off in e.args[0].items())
+            raise SourceGap(f"records not yet read were deleted by the broker (retention or truncation): {gaps}; "
+                            f"Nu stops admitting here rather than skip them") from e
+        out: list[Record] = []
+        for tp in self._tps:  # a fixed topic order within one poll; the link log records what it was
+            for r in got.get(tp, []):
+                out.append(Record(self._by_topic[tp.topic], r.offset + 1, r.value if r.value is not None else b""))
+        return out
+
+    def record_order(self, batch: TupleBatch, names: dict[int, str]) -> None:
+        runs = runs_of(batch, names)
+        entry = json.dumps({"first_pos": batch.first, "runs": runs}).encode()
+        md = self.producer.send(self.topics.linklog, entry, partition=0).get(timeout=30)
+        with self._lock:
+            for r in runs:
+                self._last_seqs[r[0]] = r[1] + r[2] - 1
+            self._entries.append((batch.first, batch.last, md.offset, dict(self._last_seqs)))
+
+    def covered(self, checkpoint: Checkpoint, members: Membership) -> None:
+        with self._lock:
+            self._pending = (checkpoint, members)
+
+    def record_membership(self, members: Membership, timeout: float = 10.0) -> None:
+        """Committed with the offsets, by the committer thread (the one that owns commits), woken at once;
+        returns once the broker has it."""
+        with self._lock:
+            ckpt = self._pending[0] if self._pending else (self._committed[0] if self._committed else Checkpoint())
+            want = self._pending = (ckpt, members)
+        self._wake.set()
+        with self._done:
+            if not self._done.wait_for(lambda: self._committed == want, timeout):
+                raise TimeoutError(f"the takeover to epoch {members.epoch} could not be recorded in Kafka within "
+                                   f"{timeout}s{': ' + self._commit_error if self._commit_error else ''}")
+
+    def _commit_loop(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            self._wake.wait(self._commit_interval)
+            self._wake.clear()
+            self.commit_now()
+            n += 1
+            if n % 5 == 0:
+                self._measure_lag()
+
+    def commit_now(self) -> None:
+        with self._lock:
+            # Skipped only when nothing changed: a takeover with the checkpoint standing still is a change.
+            if self._pending is None or self._pending == self._committed:
+                return
+            state = self._pending
+            ckpt, members = state
+            # The per-stream seqs and the restart offset move together, as entries are dropped, whether or
+            # not the commit below succeeds: a restart must never pair a new offset with older seqs.
+            while self._entries and self._entries[0][1] <= ckpt.input_pos:
+                _, _, off, self._covered_seqs = self._entries.popleft()
+                self._log_next = off + 1
+            seqs = dict(self._covered_seqs)
+            # A restart replays the link log from the first entry not fully covered; when every entry is
+            # covered, from just past the last one.
+            log_from = self._entries[0][2] if self._entries else self._log_next
+            meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "epoch": members.epoch,
+                               "primary": members.primary, "standby": members.standby, "log": log_from,
+                               "seqs": seqs or {}})
+        offsets = {}
+        for tp in self._tps:
+            name = self._by_topic[tp.topic]
+            if name in seqs:
+                offsets[tp] = OffsetAndMetadata(seqs[name], meta, -1)
+        if not offsets:
+            # Nothing fully covered yet on any topic: still record the checkpoint on the first one.
+            committed = self.consumer.committed(self._tps[0]) or 0
+            offsets[self._tps[0]] = OffsetAndMetadata(committed, meta, -1)
+        try:
+            self.consumer.commit(offsets)
+        except Exception as e:  # a failed commit is retried next round; it never blocks the pipeline
+            log.warning("offset commit failed: %s", e)
+            self._commit_error = str(e)
+            return
+        with self._done:
+            self._committed, self._commit_error = state, ""
+            self._done.notify_all()
+
+    def lag(self) -> dict[str, int]:
+        return dict(self._lag)
+
+    def _measure_lag(self) -> None:
+        try:
+            ends = self.consumer.end_offsets(self._tps)
+            self._lag = {self._by_topic[tp.topic]: max(0, ends[tp] - self.consumer.position(tp))
+                         for tp in self._tps if self._by_topic[tp.topic] != CONTROL}
+        except Exception as e:  # monitoring only: never disturbs the pipeline
+            log.debug("lag measurement failed: %s", e)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._committer.join(timeout=2)
+        self.consumer.close()
+        self.producer.close()
+
+
+class KafkaDeadLetters:
+    """Refused records go to `<prefix>deadletters` with the reason in a header, keyed by stream:seq."""
+
+    def __init__(self, bootstrap: str, topics: Topics | None = None) -> None:
+        self.topics = topics or Topics()
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        self.count = 0
+
+    def put(self, reason: str, record: Record) -> None:
+        key = f"{record.stream}:{record.seq}".encode()
+        self.producer.send(self.topics.deadletters, record.payload[:1 << 20], key=key,
+                           headers=[("reason", reason.encode()), ("stream", record.stream.encode()),
+                                    ("seq", str(record.seq).encode())])
+        self.count += 1
+
+    def flush(self) -> None:
+        self.producer.flush()

@@ -1,0 +1,124 @@
+"""The gRPC adapter: a servicer that hands each call to the node's handler, and a client Peer.
+
+Standard shape (grpc route_guide): pure handlers live in node/; messages are converted in wire.py; this
+file only carries them and turns protocol errors into gRPC statuses.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from ..core.authz import authorize
+from ..core.seq import LazyStandbyError
+from ..v1 import lazystandby_pb2_grpc as pb_grpc
+from . import wire
+from .peer import Handler, PeerBase, PeerError
+from .refusals import RefusalLog, refuse
+from .tls import TlsFiles, peer_common_name
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 64 << 20  # frames of many tuples; gRPC's 4 MB default is too small for a backlog resend
+SERVICE = "lazystandby.v1.LazyStandby"
+
+
+def channel_options(max_message: int = MAX_MESSAGE) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", max_message),
+        ("grpc.max_receive_message_length", max_message),
+        ("grpc.enable_retries", 0),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.initial_reconnect_backoff_ms", 50),
+        ("grpc.max_reconnect_backoff_ms", 500),
+    ]
+
+
+def _method(handler: Handler, rpc: wire.Rpc, refusals: RefusalLog, tls: bool):
+    def call(request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            if tls:
+                # One place decides who may send what; handlers never look at identity.
+                authorize(rpc.name, peer_common_name(context), node=handler.name)
+            return wire.serve_bytes(rpc, handler, request, node=handler.name)
+        except LazyStandbyError as e:
+            refuse(handler, refusals, rpc.name, e)
+            context.abort(getattr(grpc.StatusCode, e.status.value), e.message)
+
+    return call
+
+
+def service(handler: Handler, *, tls: bool = False) -> grpc.GenericRpcHandler:
+    """Every RPC of the node service, delegated to `handler`. Requests arrive as bytes and are parsed in
+    wire.py, so bytes that are not protobuf are answered INVALID_ARGUMENT by the protocol's own error
+    (gRPC's generated servicer would answer INTERNAL with a traceback); protocol errors become gRPC
+    statuses, the node's state untouched."""
+    refusals = RefusalLog(handler.name)
+    return grpc.method_handlers_generic_handler(SERVICE, {
+        name: grpc.unary_unary_rpc_method_handler(_method(handler, rpc, refusals, tls))
+        for name, rpc in wire.RPCS.items()})
+
+
+def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, workers: int = 8,
+          tls: TlsFiles | None = None) -> grpc.Server:
+    """Start a gRPC server for `handler` on `address` with grpc.health.v1 registered; returns it started.
+    With `tls`, only clients with a certificate from the deployment's CA get through the handshake, and
+    each RPC is accepted only from the roles that may send it."""
+    # No SO_REUSEPORT (gRPC's default on Linux): a second server on a taken port must fail, not share it.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         options=[*channel_options(max_message), ("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers((service(handler, tls=tls is not None),))
+    health_pb2_grpc.add_HealthServicer_to_server(RoleHealth(handler), server)
+    try:
+        bound = server.add_secure_port(address, tls.server()) if tls else server.add_insecure_port(address)
+    except RuntimeError as e:  # grpcio raises this for an address in use
+        raise OSError(f"cannot listen on {address}: {e}") from e
+    if bound == 0:
+        raise OSError(f"cannot listen on {address}")
+    server.start()
+    return server
+
+
+class RoleHealth(health.HealthServicer):
+    """grpc.health.v1 that follows the node's role: a fenced (or stopping) node is NOT_SERVING, so an
+    orchestrator's health check sees a demoted primary as unhealthy, not as a working node."""
+
+    def __init__(self, handler: Handler) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def Check(self, request, context):
+        if request.service not in ("", SERVICE):
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        serving = self.handler.serving()
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING if serving
+                                              else health_pb2.HealthCheckResponse.NOT_SERVING)
+
+
+class GrpcPeer(PeerBase):
+    """A Peer over a gRPC channel. Channels reconnect by themselves; a dead peer raises UNAVAILABLE."""
+
+    def __init__(self, address: str, *, max_message: int = MAX_MESSAGE, tls: TlsFiles | None = None) -> None:
+        self.address = address
+        # A private subchannel pool: gRPC otherwise shares connections between channels to one address, and
+        # closing one peer (a replaced standby) should not touch another's connection to the same node.
+        options = [*channel_options(max_message), ("grpc.use_local_subchannel_pool", 1)]
+        self._channel = (grpc.secure_channel(address, tls.channel(), options=options) if tls
+                         else grpc.insecure_channel(address, options=options))
+        self._stub = pb_grpc.LazyStandbyStub(self._channel)
+
+    def _call(self, rpc: str, msg, timeout: float):
+        r = wire.RPCS[rpc]
+        request = r.req_to(msg)
+        try:
+            return wire.reply_with_size(r, getattr(self._stub, rpc)(request, timeout=timeout), request)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+            details = e.details() if hasattr(e, "details") else str(e)
+            raise PeerError(code.name, f"{self.address} {rpc}: {details}") from None
+
+    def close(self) -> None:
+        self._channel.close()

@@ -1,0 +1,87 @@
+"""What a node needs from another node, independent of how the call travels (gRPC or in memory).
+
+Both sides speak core types (core/messages.py); transport/wire.py maps them onto the wire."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..core import messages as m
+from ..core.seq import Status
+
+
+class PeerError(Exception):
+    """A call to a peer failed with `status` (UNAVAILABLE when unreachable)."""
+
+    def __init__(self, status: Status | str, message: str) -> None:
+        self.status = Status(status)
+        super().__init__(f"{self.status}: {message}")
+        self.message = message
+
+    @property
+    def unreachable(self) -> bool:
+        return self.status.unreachable
+
+
+class Peer(Protocol):
+    """One remote node. Every call raises PeerError on failure."""
+
+    address: str
+
+    def push(self, msg: m.Frame, timeout: float) -> m.FrameAck: ...
+    def backup(self, msg: m.BackupFrame, timeout: float) -> m.BackupAck: ...
+    def deliver(self, msg: m.OutputFrame, timeout: float) -> m.Level0Ack: ...
+    def heartbeat(self, msg: m.HeartbeatRequest, timeout: float) -> m.HeartbeatReply: ...
+    def takeover(self, msg: m.TakeoverRequest, timeout: float) -> m.TakeoverReply: ...
+    def register_standby(self, msg: m.RegisterStandby, timeout: float) -> m.RegisterStandbyReply: ...
+    def status(self, timeout: float) -> m.StatusReply: ...
+    def close(self) -> None: ...
+
+
+class PeerBase:
+    """The named calls of a Peer, each one `_call(rpc, msg, timeout)`; a transport implements `_call`."""
+
+    address: str
+
+    def _call(self, rpc: str, msg, timeout: float):
+        raise NotImplementedError
+
+    def push(self, msg: m.Frame, timeout: float) -> m.FrameAck:
+        return self._call("Push", msg, timeout)
+
+    def backup(self, msg: m.BackupFrame, timeout: float) -> m.BackupAck:
+        return self._call("Backup", msg, timeout)
+
+    def deliver(self, msg: m.OutputFrame, timeout: float) -> m.Level0Ack:
+        return self._call("Deliver", msg, timeout)
+
+    def heartbeat(self, msg: m.HeartbeatRequest, timeout: float) -> m.HeartbeatReply:
+        return self._call("Heartbeat", msg, timeout)
+
+    def takeover(self, msg: m.TakeoverRequest, timeout: float) -> m.TakeoverReply:
+        return self._call("Takeover", msg, timeout)
+
+    def register_standby(self, msg: m.RegisterStandby, timeout: float) -> m.RegisterStandbyReply:
+        return self._call("RegisterStandby", msg, timeout)
+
+    def status(self, timeout: float) -> m.StatusReply:
+        return self._call("Status", None, timeout)
+
+    def close(self) -> None:
+        pass
+
+
+class Handler(Protocol):
+    """The server side of a node: one method per RPC, raising LazyStandbyError on bad input."""
+
+    name: str
+
+    def handle_push(self, msg: m.Frame) -> m.FrameAck: ...
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck: ...
+    def handle_deliver(self, msg: m.OutputFrame) -> m.Level0Ack: ...
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply: ...
+    def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply: ...
+    def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply: ...
+    def handle_status(self, msg: None) -> m.StatusReply: ...
+    def count_error(self, counter: str) -> None: ...
+    def serving(self) -> bool: ...

@@ -1,0 +1,282 @@
+"""Protobuf <-> core: the one place that knows the wire format of the node protocol.
+
+Every message a node sends or receives is a core type (core/messages.py); the gRPC servicer and client
+and the in-memory twin convert here, in both directions. Decoding a message checks what the format alone
+can check (a frame's tuples against its header, enum values) and raises the core error for it, so a
+handler only ever sees well-formed core values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from ..core import messages as m
+from ..core import tuples
+from ..core.acks import Checkpoint
+from ..core.codec import CodecName, EncodedBatch
+from ..core.roles import Role
+from ..core.seq import MalformedMessage
+from ..v1 import lazystandby_pb2 as pb
+
+_CODEC_PB = {
+    CodecName.NONE: pb.CODEC_NONE,
+    CodecName.ZLIB: pb.CODEC_ZLIB,
+    CodecName.ZSTD: pb.CODEC_ZSTD,
+    CodecName.ZSTD_DICT: pb.CODEC_ZSTD_DICT,
+    CodecName.ZSTD_STREAM: pb.CODEC_ZSTD_STREAM,
+    CodecName.ZSTD_STREAM_DICT: pb.CODEC_ZSTD_STREAM_DICT,
+}
+_CODEC_FROM_PB = {v: k for k, v in _CODEC_PB.items()}
+
+_ROLE_PB = {
+    Role.UPSTREAM: pb.ROLE_UPSTREAM,
+    Role.PRIMARY: pb.ROLE_PRIMARY,
+    Role.STANDBY: pb.ROLE_STANDBY,
+    Role.PROMOTING: pb.ROLE_PROMOTING,
+    Role.FENCED: pb.ROLE_FENCED,
+    Role.DOWNSTREAM: pb.ROLE_DOWNSTREAM,
+}
+_ROLE_FROM_PB = {v: k for k, v in _ROLE_PB.items()}
+
+
+# --- small pieces -------------------------------------------------------------------------------------
+def codec_to_pb(codec: CodecName) -> int:
+    return _CODEC_PB[codec]
+
+
+def codec_from_pb(value: int) -> CodecName:
+    try:
+        return _CODEC_FROM_PB[value]
+    except KeyError:
+        raise MalformedMessage(f"unknown codec {value}; expected one of {sorted(_CODEC_FROM_PB)}") from None
+
+
+def role_to_pb(role: Role) -> int:
+    return _ROLE_PB.get(role, pb.ROLE_UNSPECIFIED)
+
+
+def role_from_pb(value: int) -> Role:
+    return _ROLE_FROM_PB.get(value, Role.STARTING)
+
+
+def level1_to_pb(c: Checkpoint, epoch: int) -> pb.Level1Ack:
+    return pb.Level1Ack(epoch=epoch, input_pos=c.input_pos, output_count=c.output_count)
+
+
+def checkpoint_from_pb(msg: pb.Level1Ack) -> Checkpoint:
+    return Checkpoint(msg.input_pos, msg.output_count)
+
+
+def _batch(data: bytes, first: int, count: int, what: str) -> tuples.TupleBatch | None:
+    """A frame's tuples, checked against its header; None for an empty frame (a poll)."""
+    if not count and not data:
+        return None
+    return tuples.decode_frame(data, first, count, what=what)
+
+
+# --- Push -----------------------------------------------------------------------------------------------
+def frame_to_pb(f: m.Frame) -> pb.Frame:
+    out = pb.Frame(epoch=f.epoch, sender=f.sender, checkpoint=level1_to_pb(f.checkpoint, f.epoch))
+    if f.batch is not None:
+        out.first_pos, out.count, out.tuples = f.batch.first, len(f.batch), tuples.encode(f.batch)
+    return out
+
+
+def frame_from_pb(msg: pb.Frame, *, node: str) -> m.Frame:
+    return m.Frame(epoch=msg.epoch, sender=msg.sender, checkpoint=checkpoint_from_pb(msg.checkpoint),
+                   batch=_batch(msg.tuples, msg.first_pos, msg.count, f"{node}: frame {msg.first_pos}"))
+
+
+def frame_ack_to_pb(a: m.FrameAck) -> pb.FrameAck:
+    return pb.FrameAck(level1=level1_to_pb(a.level1, a.epoch), received_through=a.received_through)
+
+
+def frame_ack_from_pb(msg: pb.FrameAck) -> m.FrameAck:
+    return m.FrameAck(epoch=msg.level1.epoch, level1=checkpoint_from_pb(msg.level1),
+                      received_through=msg.received_through)
+
+
+# --- Backup ---------------------------------------------------------------------------------------------
+def backup_frame_to_pb(f: m.BackupFrame) -> pb.BackupFrame:
+    return pb.BackupFrame(epoch=f.epoch, sender=f.sender, checkpoint=level1_to_pb(f.checkpoint, f.epoch), batches=[
+        pb.BackupBatch(first_pos=b.first, count=b.count, codec=codec_to_pb(b.encoded.codec),
+                       session=b.encoded.session, index=b.encoded.index, payload=b.encoded.payload,
+                       dictionary=b.encoded.dictionary, raw_bytes=b.encoded.raw_bytes)
+        for b in f.batches])
+
+
+def backup_frame_from_pb(msg: pb.BackupFrame, *, node: str = "") -> m.BackupFrame:
+    return m.BackupFrame(epoch=msg.epoch, sender=msg.sender, checkpoint=checkpoint_from_pb(msg.checkpoint), batches=[
+        m.BackupBatch(first=b.first_pos, count=b.count, encoded=EncodedBatch(
+            codec=codec_from_pb(b.codec), session=b.session, index=b.index, payload=b.payload,
+            raw_bytes=b.raw_bytes, dictionary=b.dictionary))
+        for b in msg.batches])
+
+
+def backup_ack_to_pb(a: m.BackupAck) -> pb.BackupAck:
+    return pb.BackupAck(applied_through=a.applied_through)
+
+
+def backup_ack_from_pb(msg: pb.BackupAck) -> m.BackupAck:
+    return m.BackupAck(applied_through=msg.applied_through)
+
+
+# --- Deliver --------------------------------------------------------------------------------------------
+def output_frame_to_pb(f: m.OutputFrame) -> pb.OutputFrame:
+    out = pb.OutputFrame(epoch=f.epoch, sender=f.sender)
+    if f.batch is not None:
+        out.first_oseq, out.count, out.tuples = f.batch.first, len(f.batch), tuples.encode(f.batch)
+    return out
+
+
+def output_frame_from_pb(msg: pb.OutputFrame, *, node: str) -> m.OutputFrame:
+    return m.OutputFrame(epoch=msg.epoch, sender=msg.sender,
+                         batch=_batch(msg.tuples, msg.first_oseq, msg.count, f"{node}: output frame {msg.first_oseq}"))
+
+
+def level0_to_pb(a: m.Level0Ack) -> pb.Level0Ack:
+    return pb.Level0Ack(epoch=a.epoch, received_through=a.received_through)
+
+
+def level0_from_pb(msg: pb.Level0Ack) -> m.Level0Ack:
+    return m.Level0Ack(epoch=msg.epoch, received_through=msg.received_through)
+
+
+# --- Heartbeat, Takeover, RegisterStandby, Status ------------------------------------------------------
+def heartbeat_to_pb(h: m.HeartbeatRequest) -> pb.HeartbeatRequest:
+    return pb.HeartbeatRequest(sender=h.sender, epoch=h.epoch)
+
+
+def heartbeat_from_pb(msg: pb.HeartbeatRequest, *, node: str = "") -> m.HeartbeatRequest:
+    return m.HeartbeatRequest(sender=msg.sender, epoch=msg.epoch)
+
+
+def heartbeat_reply_to_pb(r: m.HeartbeatReply) -> pb.HeartbeatReply:
+    return pb.HeartbeatReply(node=r.node, role=role_to_pb(r.role), epoch=r.epoch,
+                             level0=pb.Level0Ack(epoch=r.epoch, received_through=r.level0),
+                             received_through=r.received_through)
+
+
+def heartbeat_reply_from_pb(msg: pb.HeartbeatReply) -> m.HeartbeatReply:
+    return m.HeartbeatReply(node=msg.node, role=role_from_pb(msg.role), epoch=msg.epoch,
+                            level0=msg.level0.received_through, received_through=msg.received_through)
+
+
+def takeover_to_pb(t: m.TakeoverRequest) -> pb.TakeoverRequest:
+    return pb.TakeoverRequest(node=t.node, epoch=t.epoch, address=t.address, resend_from=t.resend_from)
+
+
+def takeover_from_pb(msg: pb.TakeoverRequest, *, node: str = "") -> m.TakeoverRequest:
+    return m.TakeoverRequest(node=msg.node, epoch=msg.epoch, address=msg.address, resend_from=msg.resend_from)
+
+
+def takeover_reply_to_pb(r: m.TakeoverReply) -> pb.TakeoverReply:
+    return pb.TakeoverReply(epoch=r.epoch, delivered_through=r.delivered_through,
+                            checkpoint=level1_to_pb(r.checkpoint, r.epoch), head_pos=r.head_pos,
+                            resend_from=r.resend_from)
+
+
+def takeover_reply_from_pb(msg: pb.TakeoverReply) -> m.TakeoverReply:
+    return m.TakeoverReply(epoch=msg.epoch, delivered_through=msg.delivered_through,
+                           checkpoint=checkpoint_from_pb(msg.checkpoint), head_pos=msg.head_pos,
+                           resend_from=msg.resend_from)
+
+
+def register_to_pb(r: m.RegisterStandby) -> pb.RegisterStandbyRequest:
+    return pb.RegisterStandbyRequest(node=r.node, address=r.address)
+
+
+def register_from_pb(msg: pb.RegisterStandbyRequest, *, node: str = "") -> m.RegisterStandby:
+    return m.RegisterStandby(node=msg.node, address=msg.address)
+
+
+def register_reply_to_pb(r: m.RegisterStandbyReply) -> pb.RegisterStandbyReply:
+    return pb.RegisterStandbyReply(epoch=r.epoch, primary_address=r.primary_address)
+
+
+def register_reply_from_pb(msg: pb.RegisterStandbyReply) -> m.RegisterStandbyReply:
+    return m.RegisterStandbyReply(epoch=msg.epoch, primary_address=msg.primary_address)
+
+
+def status_to_pb(_: None) -> pb.StatusRequest:
+    return pb.StatusRequest()
+
+
+def status_from_pb(_: pb.StatusRequest, *, node: str = "") -> None:
+    return None
+
+
+def status_reply_to_pb(r: m.StatusReply) -> pb.StatusReply:
+    return pb.StatusReply(node=r.node, role=role_to_pb(r.role), epoch=r.epoch, json=json.dumps(r.snapshot))
+
+
+def status_reply_from_pb(msg: pb.StatusReply) -> m.StatusReply:
+    return m.StatusReply(node=msg.node, role=role_from_pb(msg.role), epoch=msg.epoch,
+                         snapshot=json.loads(msg.json) if msg.json else {})
+
+
+# --- the RPC table --------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Rpc:
+    """One RPC: the handler method it calls and the conversions around it. Request decoders take the
+    receiving node's name, for their error messages. `counts_bytes`: the reply carries the request's size."""
+
+    name: str
+    handler: str
+    req_pb: type
+    reply_pb: type
+    req_to: Callable[[Any], Any]
+    req_from: Callable[..., Any]
+    reply_to: Callable[[Any], Any]
+    reply_from: Callable[[Any], Any]
+    counts_bytes: bool = False
+
+
+RPCS: dict[str, Rpc] = {r.name: r for r in [
+    Rpc("Push", "handle_push", pb.Frame, pb.FrameAck, frame_to_pb, frame_from_pb, frame_ack_to_pb,
+        frame_ack_from_pb, counts_bytes=True),
+    Rpc("Backup", "handle_backup", pb.BackupFrame, pb.BackupAck, backup_frame_to_pb, backup_frame_from_pb,
+        backup_ack_to_pb, backup_ack_from_pb, counts_bytes=True),
+    Rpc("Deliver", "handle_deliver", pb.OutputFrame, pb.Level0Ack, output_frame_to_pb, output_frame_from_pb,
+        level0_to_pb, level0_from_pb, counts_bytes=True),
+    Rpc("Heartbeat", "handle_heartbeat", pb.HeartbeatRequest, pb.HeartbeatReply, heartbeat_to_pb,
+        heartbeat_from_pb, heartbeat_reply_to_pb, heartbeat_reply_from_pb),
+    Rpc("Takeover", "handle_takeover", pb.TakeoverRequest, pb.TakeoverReply, takeover_to_pb, takeover_from_pb,
+        takeover_reply_to_pb, takeover_reply_from_pb),
+    Rpc("RegisterStandby", "handle_register_standby", pb.RegisterStandbyRequest, pb.RegisterStandbyReply,
+        register_to_pb, register_from_pb, register_reply_to_pb, register_reply_from_pb),
+    Rpc("Status", "handle_status", pb.StatusRequest, pb.StatusReply, status_to_pb, status_from_pb,
+        status_reply_to_pb, status_reply_from_pb),
+]}
+
+
+def parse_request(rpc: Rpc, data: bytes, *, node: str):
+    """A request's bytes as protobuf; MalformedMessage when they are not one."""
+    try:
+        return rpc.req_pb.FromString(data)
+    except DecodeError as e:
+        raise MalformedMessage(f"{node}: {rpc.name} request of {len(data)} bytes is not a protobuf "
+                               f"{rpc.req_pb.__name__}: {e}") from None
+
+
+def serve_call(rpc: Rpc, handler, request_pb, *, node: str):
+    """The server side of one call: decode, hand to the node, encode the reply (errors propagate)."""
+    return rpc.reply_to(getattr(handler, rpc.handler)(rpc.req_from(request_pb, node=node)))
+
+
+def serve_bytes(rpc: Rpc, handler, data: bytes, *, node: str) -> bytes:
+    """The server side of one call, from the request's bytes to the reply's."""
+    return serve_call(rpc, handler, parse_request(rpc, data, node=node), node=node).SerializeToString()
+
+
+def reply_with_size(rpc: Rpc, reply_pb, request_pb):
+    """The client side's decoded reply, with the request's size on the wire where the reply carries it."""
+    reply = rpc.reply_from(reply_pb)
+    if rpc.counts_bytes:
+        reply.wire_bytes = request_pb.ByteSize()
+    return reply

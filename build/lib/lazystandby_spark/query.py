@@ -1,0 +1,71 @@
+"""The selection as a Spark Structured Streaming query over a node's feed.
+
+The query reads ranges of the feed through the Python data source (source.py), parses the ticks with
+Spark SQL expressions generated from the one tick schema (formats/ticks.py), applies the predicate (a Spark
+SQL expression: the same text the Python operator understands), and its sink reports per range which
+offsets were selected. One marker row per range reports ranges the filter emptied.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import lazystandby
+import lazystandby_spark
+from lazystandby.formats.ticks import spark_columns
+
+log = logging.getLogger(__name__)
+
+FORMAT = "lazystandby_feed"
+
+
+def worker_python_path() -> list[str]:
+    """Where Spark's Python workers find this package and `lazystandby` (they inherit the JVM's
+    environment, not the driver's sys.path)."""
+    return [str(Path(m.__file__).resolve().parents[1]) for m in (lazystandby, lazystandby_spark)]
+
+
+def session(name: str, *, master: str, driver_memory: str):
+    """A Spark session for one node, with the feed's data source registered."""
+    from pyspark.sql import SparkSession
+
+    from .source import FeedDataSource
+
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*(p for p in worker_python_path() if p not in paths), *paths])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(master).appName(f"lazystandby-{name}")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "1")
+               .config("spark.driver.memory", driver_memory)
+               .config("spark.sql.streaming.pollingDelay", "5ms")
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.sql.ansi.enabled", "true")
+               .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+    try:
+        spark = builder.getOrCreate()
+    except Exception as e:  # a gateway that died at birth (seen once under load): one more try
+        log.warning("%s: Spark did not start (%s); trying once more", name, e)
+        time.sleep(2)
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(FeedDataSource)
+    return spark
+
+
+def start_selection(spark, *, address: str, predicate: str, max_rows: int, partitions: int, checkpoint: str,
+                    trigger: str, name: str):
+    """Start the selection over the feed at `address`; returns the running StreamingQuery."""
+    df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(max_rows))
+          .option("partitions", str(partitions)).load())
+    parsed = df.selectExpr("off", "rstart", "marker", *spark_columns("payload"))
+    out = parsed.where(f"marker OR ({predicate})").select("off", "rstart", "marker")
+    # The sink reads rstart/marker from the rows; give it the reader's full schema back.
+    out = out.selectExpr("off", "rstart", "marker", "CAST(NULL AS STRING) AS payload")
+    return (out.writeStream.format(FORMAT).option("address", address).option("checkpointLocation", checkpoint)
+            .trigger(processingTime=trigger).queryName(name).start())

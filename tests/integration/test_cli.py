@@ -1,0 +1,109 @@
+"""The command line as a newcomer meets it: every bad value refused in one line that names the setting,
+within a few seconds, with no traceback; SIGTERM stops the whole topology; `pip install .` in a fresh
+virtual environment gives a `lazystandby` command that runs the pipeline with no PYTHONPATH."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": f"{ROOT / 'services'}:{ROOT / 'spark'}:{ROOT}"}
+
+BAD = [  # (arguments, extra env, the setting the one line must name, seconds allowed)
+    (["launch", "--bsize", "0"], {}, "bsize (--bsize, env LS_BSIZE)", 5),
+    (["launch", "--bsize", "-1"], {}, "bsize (--bsize, env LS_BSIZE)", 5),
+    (["launch", "--bsize", "abc"], {}, "bsize (--bsize, env LS_BSIZE)", 5),
+    (["launch", "--codec", "lz4"], {}, "codec (--codec, env LS_CODEC): expected one of none, zlib, zstd", 5),
+    (["launch", "--heartbeat-interval", "x"], {}, "heartbeat_interval (--heartbeat-interval", 5),
+    (["launch"], {"LS_RATE": "x"}, "rate (--rate, env LS_RATE)", 5),
+    (["launch", "--predicate", "price >>> 3"], {}, "predicate (--predicate, env LS_PREDICATE)", 5),
+    (["launch"], {"LS_PREDICATE": "price >>> 3"}, "predicate (--predicate, env LS_PREDICATE)", 5),
+    (["failover-check", "--operator", "flink"], {}, "operator (--operator, env LS_OPERATOR)", 5),
+    (["launch", "--kafka"], {"KAFKA_BOOTSTRAP": "127.0.0.1:9"}, "kafka_bootstrap (KAFKA_BOOTSTRAP", 15),
+    (["node", "--bsize", "0"], {}, "bsize (--bsize, env LS_BSIZE)", 5),
+    (["launch", "--fault", "meteor"], {}, "fault (--fault): expected one of", 5),
+]
+
+
+@pytest.mark.parametrize("argv, env, names, bound", BAD, ids=[" ".join(b[0]) + str(b[1]) for b in BAD])
+def test_a_bad_value_is_one_line_naming_the_setting(argv, env, names, bound):
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "lazystandby.cli", *argv], env={**ENV, **env}, capture_output=True,
+                       text=True, timeout=60)
+    took = time.monotonic() - t0
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and names in lines[0], p.stderr
+    assert "Traceback" not in p.stderr + p.stdout
+    assert took < bound, took
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_to_launch_stops_every_node_of_its_topology(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "lazystandby.cli", "launch", "--total", "2000000", "--rate", "5000"],
+                         env={**ENV, "LS_RUN_DIR": str(tmp_path)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        deadline = time.monotonic() + 60
+        nodes: set[int] = set()
+        while time.monotonic() < deadline and len(nodes) < 4:
+            nodes = {c for c in _descendants(p.pid) if "lazystandby.cli" in Path(f"/proc/{c}/cmdline").read_text()}
+            time.sleep(0.2)
+        assert len(nodes) == 4, nodes
+        time.sleep(1.0)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 130
+        assert "every node of the topology was stopped" in p.stderr.read()
+        time.sleep(0.5)
+        assert [n for n in nodes if _alive(n)] == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+@pytest.mark.slow
+def test_pip_install_in_a_fresh_venv_gives_a_working_command(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(ROOT)], capture_output=True, text=True,
+                         timeout=900)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    helped = subprocess.run([str(venv / "bin" / "lazystandby"), "--help"], env=clean, capture_output=True, text=True)
+    assert helped.returncode == 0
+    for cmd in ("node", "launch", "failover-check", "chaos-campaign", "stack-check", "dashboards-check"):
+        assert f"  {cmd} " in helped.stdout, helped.stdout
+    ran = subprocess.run([str(venv / "bin" / "lazystandby"), "launch", "--total", "20000", "--rate", "10000"],
+                         env={**clean, "LS_RUN_DIR": str(tmp_path / "run")}, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    summary = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert ran.returncode == 0 and summary["ok"] and summary["lost"] == 0 and summary["duplicated"] == 0, ran.stderr
