@@ -40,7 +40,8 @@ RATE = "4000"
 
 def compose(*args: str, check: bool = True, total: int = 40_000) -> subprocess.CompletedProcess:
     # A finite load for each fault (the compose default is a long one); the environment may override it.
-    env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": RATE, "LS_OPERATOR": "python",
+    # The operator is the stack's own (compose's LS_OPERATOR, spark by default), unless the caller sets it.
+    env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": RATE,
            "COMPOSE_PROFILES": "spares", **os.environ}
     return subprocess.run(["docker", "compose", "-p", PROJECT, *FILES, *args], check=check, capture_output=True,
                           text=True, env=env)

@@ -1,9 +1,23 @@
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def python_operator():
+    """The system tier runs the stack with the Python operator: two Spark JVMs in containers on CI's 2 cores
+    would take most of its time budget. `make chaos` runs the stack's own default (spark)."""
+    before = os.environ.get("LS_OPERATOR")
+    os.environ["LS_OPERATOR"] = "python"
+    yield
+    if before is None:
+        os.environ.pop("LS_OPERATOR", None)
+    else:
+        os.environ["LS_OPERATOR"] = before
 
 
 @pytest.fixture(scope="session")
