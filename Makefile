@@ -61,7 +61,7 @@ prometheus:
 
 # A small pipeline, a real Prometheus, one failover; every dashboard panel query run; JSON summary last.
 dashboards-check: setup prometheus
-	$(VPY) -m lazystandby.cli dashboards-check --render docs/dashboards
+	$(VPY) -m lazystandby.cli dashboards-check --render $(if $(PUBLISH),docs/dashboards,run/dashboards)
 
 # A development CA and a certificate per node for mutual TLS (run/tls/; the compose stack makes its own).
 certs:
@@ -110,12 +110,12 @@ RUNS ?= 10
 chaos-campaign: setup kafka-jars
 	$(VPY) -m lazystandby.cli chaos-campaign --runs $(RUNS) $(if $(SEED),--seed $(SEED))
 
-# Benchmarks (results, plots and a JSON summary under bench/results/; JSON summary as the last line).
+# Benchmarks (results and plots under run/bench/, or docs/bench/ with PUBLISH=1; JSON summary as the last line).
 bench-quick: setup kafka-jars
-	$(VPY) -m bench.harness --quick
+	$(VPY) -m bench.harness --quick $(if $(PUBLISH),--publish)
 
 bench: setup kafka-jars
-	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS))
+	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS)) $(if $(PUBLISH),--publish)
 
 clean:
 	rm -rf $(VENV) run .cache .pytest_cache .ruff_cache services/lazystandby/v1/*_pb2*

@@ -13,7 +13,8 @@ time, and records the bandwidth overhead (backup bytes / primary bytes on Nu's l
 the moment of the kill) and the recovery time split as seed 000 does: reconnection (N' connecting to Nd
 and Nu) and data recovery (replay and reprocessing until N' is live). `failover_ms` adds detection: from
 the kill to N' live. Every trial is also checked against the truth table; a failed check fails the run.
-Results: bench/results/<name>.json and .csv, PNG plots, and a JSON summary as the last line printed.
+Results: run/bench/<name>.json and .csv (docs/bench with --publish), PNG plots, and a JSON summary as the last
+line printed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ from lazystandby.core.codec import CodecName
 from lazystandby.harness.launcher import Topology, run_trial
 from lazystandby.harness.wait import wait_until
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+# Results and plots go under run/bench; --publish writes them where the README shows them (docs/bench).
+RESULTS = ROOT / "run" / "bench"
+PUBLISHED = ROOT / "docs" / "bench"
 CODECS = [c.value for c in CodecName]
 
 
@@ -265,7 +269,7 @@ def spark_peer() -> dict:
     if os.environ.get("KAFKA_BOOTSTRAP"):
         b = os.environ["KAFKA_BOOTSTRAP"]
         return {"restart": restart_recovery(b), "throughput": direct_throughput(b)}
-    broker = LocalKafka(RESULTS.parent.parent / "run" / "bench-kafka")
+    broker = LocalKafka(ROOT / "run" / "bench-kafka")
     broker.start()
     try:
         return {"restart": restart_recovery(broker.bootstrap), "throughput": direct_throughput(broker.bootstrap)}
@@ -274,7 +278,7 @@ def spark_peer() -> dict:
 
 
 def replot(name: str) -> list[Path]:
-    """Draw the plots again from a finished run's files (bench/results/<name>.csv and .json)."""
+    """Draw the plots again from a finished run's files (run/bench, or docs/bench with --publish)."""
     with open(RESULTS / f"{name}.csv", newline="") as f:
         rows = [{k: (v if k in ("bsize", "codec") else float(v)) for k, v in r.items()} for r in csv.DictReader(f)]
     d = json.loads((RESULTS / f"{name}.json").read_text())
@@ -287,7 +291,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=None, help="per Bsize and codec (quick 2, full 30)")
     ap.add_argument("--codecs", default="", help="comma-separated (default: every codec)")
     ap.add_argument("--replot", default="", help="only draw the plots of a finished run (quick or full)")
+    ap.add_argument("--publish", action="store_true", help="write into docs/bench (the README's), not run/bench")
     a = ap.parse_args(argv)
+    global RESULTS
+    if a.publish:
+        RESULTS = PUBLISHED
     if a.replot:
         print("\n".join(str(p) for p in replot(a.replot)))
         return 0
@@ -336,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark_pipeline_vs_direct": round(spark_op["tuples_per_s"] / spark["throughput"]["tuples_per_s"], 3),
         "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / max(
             v["failover_ms_p95"] for per in summary.values() for v in per.values()), 1),
-        "plots": [str(p.relative_to(RESULTS.parent.parent)) for p in pngs],
+        "plots": [str(p.relative_to(ROOT)) for p in pngs],
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
     flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"]} for c, v in per.items()}

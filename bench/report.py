@@ -1,4 +1,4 @@
-"""Markdown tables from a results file, for the README: `python -m bench.report bench/results/quick.json`."""
+"""Markdown tables from a results file, for the README: `python -m bench.report docs/bench/quick.json`."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def throughput_table(d: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    d = json.loads(Path(argv[0] if argv else "bench/results/quick.json").read_text())
+    d = json.loads(Path(argv[0] if argv else "docs/bench/quick.json").read_text())
     print(f"`{d['name']}` on {d['machine']}, {d['seconds']} s\n")
     print(tradeoff_table(d))
     print()
