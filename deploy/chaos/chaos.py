@@ -126,9 +126,15 @@ def collect_logs(client: docker.DockerClient, fault: str) -> Path:
     return where
 
 
+def say(msg: str, t0: list[float] = [time.monotonic()]) -> None:  # noqa: B006 - the clock of this process
+    print(f"[{time.monotonic() - t0[0]:6.1f} s] {msg}", file=sys.stderr, flush=True)
+
+
 def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> dict:
+    say(f"{fault.name}: starting the stack (operator {os.environ.get('LS_OPERATOR', 'the compose default')})")
     compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES, total=fault.load)
     compose("up", "-d", "generator", total=fault.load)
+    say(f"{fault.name}: stack healthy; load of {fault.load:,} ticks on")
     time.sleep(4)  # load on
     c = container(client, SERVICE_OF_ROLE[fault.target])
     t0 = time.time()
@@ -146,6 +152,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
         c.kill()
         time.sleep(1)
         c.start()
+    say(f"{fault.name}: {fault.action} {fault.target} done; waiting for the load to finish")
     gen = container(client, "generator")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -156,6 +163,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     result: dict = {}
     while time.monotonic() < deadline:
         result = stack_check()
+        say(f"{fault.name}: results topic holds {result['got']:,} of {result['expected']:,} expected outputs")
         if result["got"] >= result["expected"] > 0:
             break
         time.sleep(3)

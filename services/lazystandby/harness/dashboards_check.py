@@ -30,15 +30,22 @@ def run(render: Path | None = None, settle: float = 12.0) -> dict:
     settings = {"total": 0, "rate": 5000.0, "bsize": 10}
     summary: dict = {"dashboards": 0, "panels": 0, "queries": 0, "empty": 0, "errors": 0, "failovers": 0,
                      "empty_queries": [], "error_queries": []}
+    def say(msg: str) -> None:
+        print(f"dashboards-check: {msg}", file=sys.stderr, flush=True)
+
     with Topology(settings, work) as topo:
+        say("starting a pipeline and a real Prometheus scraping it")
         topo.start_all()
         targets = {JOBS[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()}
         with LocalPrometheus(work / "prometheus", targets) as prom:
             t0 = time.time()
             time.sleep(settle / 2)
+            say("killing N; waiting for N' to take over")
             topo.signal("n", signal.SIGKILL)
             wait_until(lambda: bool(topo.status("n2")["recovery"].get("live_at")), 30)
+            say(f"failed over; letting Prometheus scrape for {settle:g} s")
             time.sleep(settle)
+            say("running every panel query")
             summary["failovers"] = int(topo.status("nd")["counters"].get("takeovers", 0))
             files = sorted(DASHBOARDS.glob("*.json"))
             summary["dashboards"] = len(files)

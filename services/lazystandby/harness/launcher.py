@@ -330,9 +330,12 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
               seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
               extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
               param_change_at: tuple[int, str] | None = None, tls: bool = False,
-              per_node: dict[str, dict[str, Any]] | None = None) -> dict:
+              per_node: dict[str, dict[str, Any]] | None = None, progress: Callable[[str], None] | None = None,
+              ) -> dict:
     """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
-    tuples or None/'inf'; `extra` holds further NodeConfig settings, typed."""
+    tuples or None/'inf'; `extra` holds further NodeConfig settings, typed; `progress` hears what the trial
+    is doing, every few seconds while it waits."""
+    say = progress or (lambda _: None)
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
     bsize = parse_bsize(bsize)
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
@@ -348,8 +351,12 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     ok = False
     with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None) as topo:
         try:
+            op = settings.get("operator", "python")
+            say(f"starting Nu, N, N', Nd ({op} operator{': a Spark session takes 20-60 s' if op == 'spark' else ''})"
+                f" in {workdir}")
             topo.start_all()
             t_start = time.monotonic()
+            say(f"nodes ready; load on; {f.name} in {kill_after:.1f} s")
             if kafka:
                 gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
                                  param_change_at)
@@ -364,6 +371,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
             t_fault = time.time()
             events = inject(topo, f, timeout)
+            say(f"{f.name} injected: " + ", ".join(f"{e['action']} {e['target']}" for e in events))
             if not (topo.alive("n") or topo.alive("n2")):
                 # Both operators gone (faults composed at random): a new standby in N's place takes over.
                 events.append({"at": time.time(), "target": "primary", "action": "start (repair)",
@@ -379,7 +387,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             for e in events:
                 if "started" in e:
                     topo.wait_ready(e["started"])
-            delivered = wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+            delivered = wait_until(_reporting(lambda: topo.status("nd")["delivered_through"], len(expected), say),
+                                   timeout)
             took_over = True
             if f.takes_over:
                 # A takeover is over when the new primary says it is live (a pause shorter than the
@@ -415,6 +424,20 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     if ok and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _reporting(held: Callable[[], int], want: int, say: Callable[[str], None], every: float = 5.0):
+    """A wait condition (Nd holds `want` outputs) that reports progress every `every` seconds."""
+    last = [time.monotonic()]
+
+    def cond() -> bool:
+        got = held()
+        if time.monotonic() - last[0] >= every:
+            last[0] = time.monotonic()
+            say(f"Nd holds {got:,} of {want:,} expected outputs")
+        return got >= want
+
+    return cond
 
 
 def _live_primary(topo: Topology, statuses: dict[str, dict] | None = None) -> str | None:
@@ -559,7 +582,8 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     print(f"launch: {args.fault} halfway through {settings['total']} tuples at {settings['rate']:g}/s "
           f"({settings['operator']} operator{', Kafka' if bootstrap else ''}) ...", file=sys.stderr, flush=True)
     r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
-                  malformed_every=997 if bootstrap else 0, timeout=300.0, **_trial_args(settings))
+                  malformed_every=997 if bootstrap else 0, timeout=300.0, progress=_stderr_progress(),
+                  **_trial_args(settings))
     nu = r.get("after", {}).get("nu", {})
     summary = {
         "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
@@ -577,6 +601,11 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
     print(json.dumps(summary))
     return 0 if r["ok"] else 1
+
+
+def _stderr_progress() -> Callable[[str], None]:
+    t0 = time.monotonic()
+    return lambda msg: print(f"[{time.monotonic() - t0:5.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
 def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
