@@ -126,8 +126,11 @@ def collect_logs(client: docker.DockerClient, fault: str) -> Path:
     return where
 
 
-def say(msg: str, t0: list[float] = [time.monotonic()]) -> None:  # noqa: B006 - the clock of this process
-    print(f"[{time.monotonic() - t0[0]:6.1f} s] {msg}", file=sys.stderr, flush=True)
+STARTED = time.monotonic()
+
+
+def say(msg: str) -> None:
+    print(f"[{time.monotonic() - STARTED:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
 def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> dict:
