@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import platform
 import statistics
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 
 from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
+from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.launcher import Topology, run_trial
 from lazystandby.harness.wait import wait_until
 
@@ -352,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             **{k: result[k] for k in ("throughput_tuples_per_s", "throughput_no_ha_tuples_per_s", "ha_cost_ratio",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
-                                      "spark_pipeline_vs_direct", "failover_speedup_vs_spark", "seconds")}}
+                                      "spark_pipeline_vs_direct", "failover_speedup_vs_spark", "seconds")},
+            "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
     print(json.dumps(flat))
     return 0
 

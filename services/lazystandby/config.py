@@ -141,6 +141,71 @@ class NodeConfig:
         return [s for s in self.streams.split(",") if s]
 
 
+# What each setting does: the README's settings table is generated from this (`python -m lazystandby.config`),
+# and a test keeps the two equal.
+HELP: dict[str, str] = {
+    "role": "upstream (Nu), primary (N), standby (N') or downstream (Nd)",
+    "name": "the node's name in logs, metrics and messages (default: Nu, N, N', Nd by role)",
+    "listen": "host:port the node's gRPC server binds",
+    "advertise": "host:port peers use to reach this node (default: listen)",
+    "upstream": "N, N': Nu's address",
+    "downstream": "N, N': Nd's address",
+    "primary": "Nu: the primary's address; N': the primary it watches (empty: learn it from Nu)",
+    "standby": "Nu: the standby's address (a standby may also register itself)",
+    "bsize": "tuples per backup batch: 1 = Active Standby ... inf = Upstream Backup",
+    "codec": "backup codec: none, zlib, zstd, zstd-dict, zstd-stream, zstd-stream-dict",
+    "codec_level": "zstd level; 0 = by codec (9 for the streaming codecs, 3 for per-batch frames)",
+    "dict_samples": "single tuples sampled before a dictionary codec trains its dictionary",
+    "dict_size": "bytes of the trained zstd dictionary",
+    "max_batches_per_rpc": "backup batches that may share one RPC (each still compressed on its own)",
+    "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
+    "heartbeat_misses": "missed heartbeats after which the standby takes over",
+    "rpc_timeout": "seconds a call to a peer may take",
+    "frame_max": "most tuples per frame on every link",
+    "linger_ms": "how long a link waits to fill a frame before it sends",
+    "ack_poll_ms": "how often an idle link polls for acks (and a primary hears from Nu)",
+    "oq_capacity": "most tuples an output queue holds (Nu's OQu, N's OQ); beyond it, backpressure",
+    "iq_capacity": "most tuples an input queue holds; beyond it, RESOURCE_EXHAUSTED to the sender",
+    "max_tuple_bytes": "larger source records go to the dead letters; larger tuples are refused",
+    "max_message_bytes": "largest gRPC message, and largest decoded backup batch",
+    "operator": "python or spark",
+    "predicate": "the selection: a Spark-SQL boolean expression over symbol, price, volume, ts, venue",
+    "operator_batch": "most tuples per operator call; 0 = by operator (32,768 python, 131,072 spark)",
+    "spark_master": "Spark master URL for the Spark operator",
+    "spark_driver_memory": "spark.driver.memory of the node's Spark session",
+    "spark_trigger": "the query's processing-time trigger",
+    "spark_max_rows": "most feed rows per micro-batch",
+    "spark_partitions": "input partitions per micro-batch",
+    "spark_checkpoint_dir": "where the query's checkpoints go (default: a fresh temporary directory)",
+    "streams": "source stream names, comma-separated",
+    "seed": "the generator's seed (same seed, same tuples)",
+    "total": "tuples the generator makes; 0 = forever",
+    "rate": "tuples/s the generator makes; 0 = as fast as the pipeline takes them",
+    "kafka_bootstrap": "Kafka bootstrap servers (also KAFKA_BOOTSTRAP); empty = the generator and a file sink",
+    "topic_prefix": "prefix of every topic the pipeline uses",
+    "sink": "Nd without Kafka: a file of delivered outputs; empty = keep counts only",
+    "tls_ca": "mutual TLS: the CA certificate (all three empty = plaintext, for loopback)",
+    "tls_cert": "mutual TLS: this node's certificate (its role in the common name, ROLE:NAME)",
+    "tls_key": "mutual TLS: this node's private key",
+    "metrics_port": "port of the Prometheus /metrics endpoint; 0 = off",
+    "overhead_budget": "backup/primary bytes above which BandwidthOverheadAboveBudget fires",
+    "log_level": "DEBUG, INFO, WARNING or ERROR",
+}
+
+
+def settings_markdown() -> str:
+    """The settings table of the README, from NodeConfig and HELP."""
+    rows = ["| setting | flag | env | default | meaning |", "|---|---|---|---|---|"]
+    for f in fields(NodeConfig):
+        if f.name == "extra":
+            continue
+        default = to_text(f.name, f.default) if f.default is not MISSING else ""
+        shown = f"`{default}`" if default else "(empty)"
+        rows.append(f"| `{f.name}` | `--{f.name.replace('_', '-')}` | `LS_{f.name.upper()}` | {shown} | "
+                    f"{HELP[f.name]} |")
+    return "\n".join(rows) + "\n"
+
+
 _FIELDS = {f.name: f for f in fields(NodeConfig)}
 
 
@@ -209,3 +274,7 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> No
         if f.name != "extra" and getattr(args, f.name, None) is not None:
             values[f.name] = _convert(f.name, hints[f.name], getattr(args, f.name))
     return NodeConfig(**values)
+
+
+if __name__ == "__main__":
+    print(settings_markdown(), end="")
