@@ -6,6 +6,7 @@ Every expression here is also run against a real Prometheus by `make dashboards-
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 R = "[$__rate_interval]"
@@ -75,15 +76,42 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
 }
 
 
+DS = {"type": "prometheus", "uid": "${ds}"}
+_NODE_METRIC = re.compile(r"\b(lazystandby_[a-z0-9_]+)(\{([^}]*)\})?")
+
+
+def by_node(expr: str) -> str:
+    """Every lazystandby_* selector narrowed to the nodes picked in the dashboard's `node` variable."""
+    def add(m: re.Match) -> str:
+        inner = m.group(3)
+        return f'{m.group(1)}{{node=~"$node"{"," + inner if inner else ""}}}'
+    return _NODE_METRIC.sub(add, expr)
+
+
 def panel(i: int, title: str, unit: str, targets: list[tuple[str, str]]) -> dict:
     return {
-        "id": i + 1, "type": "timeseries", "title": title,
-        "datasource": {"type": "prometheus", "uid": "prometheus"},
+        "id": i + 1, "type": "timeseries", "title": title, "datasource": DS,
         "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "targets": [{"refId": chr(65 + j), "expr": e, "legendFormat": leg,
-                     "datasource": {"type": "prometheus", "uid": "prometheus"}} for j, (e, leg) in enumerate(targets)],
+        "targets": [{"refId": chr(65 + j), "expr": by_node(e), "legendFormat": leg, "datasource": DS}
+                    for j, (e, leg) in enumerate(targets)],
     }
+
+
+TEMPLATING = {"list": [
+    {"name": "ds", "label": "Data source", "type": "datasource", "query": "prometheus", "current": {},
+     "hide": 0},
+    {"name": "node", "label": "Node", "type": "query", "datasource": DS,
+     "query": "label_values(lazystandby_epoch, node)", "definition": "label_values(lazystandby_epoch, node)",
+     "refresh": 2, "multi": True, "includeAll": True, "allValue": ".*",
+     "current": {"text": "All", "value": "$__all"}, "hide": 0},
+]}
+# A mark on every panel where an epoch changed: a takeover.
+ANNOTATIONS = {"list": [
+    {"name": "Failovers", "enable": True, "iconColor": "red", "datasource": DS,
+     "expr": "max(changes(lazystandby_epoch[1m])) > 0", "step": "5s", "titleFormat": "failover",
+     "textFormat": "the epoch changed: a standby took over"},
+]}
 
 
 def build(out: Path) -> list[Path]:
@@ -92,6 +120,7 @@ def build(out: Path) -> list[Path]:
     for uid, (title, panels) in DASHBOARDS.items():
         d = {"uid": f"lazystandby-{uid}", "title": title, "schemaVersion": 39, "version": 1, "editable": True,
              "refresh": "5s", "time": {"from": "now-15m", "to": "now"}, "tags": ["lazystandby"],
+             "templating": TEMPLATING, "annotations": ANNOTATIONS,
              "panels": [panel(i, *p) for i, p in enumerate(panels)]}
         p = out / f"{uid}.json"
         p.write_text(json.dumps(d, indent=2) + "\n")

@@ -16,7 +16,8 @@ COPY pyproject.toml setup.py README.md /tmp/src/
 COPY proto /tmp/src/proto
 COPY services /tmp/src/services
 COPY spark/lazystandby_spark /tmp/src/spark/lazystandby_spark
-RUN /opt/venv/bin/pip install --no-cache-dir --no-deps /tmp/src && rm -rf /tmp/src /tmp/requirements.lock
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps /tmp/src && rm -rf /tmp/src /tmp/requirements.lock \
+    && /opt/venv/bin/python -m pip uninstall -y -q pip setuptools  # no build tools left in the image
 COPY deploy/tls/make-certs.sh /app/deploy/tls/make-certs.sh
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin lazystandby && chown -R lazystandby /app
 USER 10001

@@ -127,3 +127,14 @@ def test_control_record_encode_decode_and_refusals():
     for bad in (b"{}", b"not json", b'{"predicate": 5}', control.encode("price >>> 3")):
         with pytest.raises(MalformedRecord, match="control record refused"):
             control.decode(bad)
+
+
+def test_the_readme_settings_table_is_generated_from_the_config():
+    from pathlib import Path
+
+    from lazystandby.config import HELP, NodeConfig, settings_markdown
+
+    assert set(HELP) == {f for f in NodeConfig.__dataclass_fields__ if f != "extra"}  # every setting explained
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("<!-- settings:begin -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
+    assert table == settings_markdown(), "run: python -m lazystandby.config, and paste it into the README"

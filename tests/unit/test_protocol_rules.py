@@ -177,10 +177,10 @@ def test_the_fault_catalog_is_data_every_runner_can_read():
                                                  "kill-primary-repeatedly"}
 
 
-def test_the_readme_lists_every_fault_of_the_catalog():
+def test_the_fault_docs_list_every_fault_of_the_catalog():
     from pathlib import Path
 
     from lazystandby.harness.faults import CATALOG
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert [n for n in CATALOG if f"`{n}`" not in readme] == []
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "faults.md").read_text()
+    assert [n for n in CATALOG if f"`{n}`" not in doc] == []

@@ -19,10 +19,16 @@ DASHBOARDS = ROOT / "grafana" / "dashboards"
 JOBS = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
 
 
+def concrete(expr: str) -> str:
+    """An expression with Grafana's variables as Grafana would fill them (every node)."""
+    return expr.replace("$__rate_interval", "10s").replace('node=~"$node"', 'node=~".*"')
+
+
 def panel_queries(path: Path) -> list[tuple[str, str]]:
-    """(panel title, expression) for every target, with Grafana's variables made concrete."""
+    """(panel or annotation title, expression) for every target and annotation, variables made concrete."""
     d = json.loads(path.read_text())
-    return [(p["title"], t["expr"].replace("$__rate_interval", "10s")) for p in d["panels"] for t in p["targets"]]
+    return ([(p["title"], concrete(t["expr"])) for p in d["panels"] for t in p["targets"]]
+            + [(f"annotation {a['name']}", concrete(a["expr"])) for a in d.get("annotations", {}).get("list", [])])
 
 
 def run(render: Path | None = None, settle: float = 12.0) -> dict:
@@ -66,6 +72,34 @@ def run(render: Path | None = None, settle: float = 12.0) -> dict:
     return summary
 
 
+UNITS = {"ops": "per second", "s": "seconds", "Bps": "bytes/s", "bytes": "bytes", "percentunit": "ratio",
+         "short": "count"}
+ROLE_ORDER = ("upstream", "downstream", "standby", "promoting", "primary", "fenced")
+
+
+def _draw_states(ax, series: list, start: float) -> None:
+    """Roles drawn as states: one step line per node, its role on the y axis (not every role at 1.0)."""
+    by_node: dict[str, dict[float, str]] = {}
+    for _, ser in series:
+        node, role = ser["metric"].get("node", "?"), ser["metric"].get("role", "?")
+        for t, v in ser["values"]:
+            if float(v) == 1.0:
+                by_node.setdefault(node, {})[float(t)] = role
+    for node, states in sorted(by_node.items()):
+        ts = sorted(states)
+        ax.step([t - start for t in ts], [ROLE_ORDER.index(states[t]) if states[t] in ROLE_ORDER else -1 for t in ts],
+                where="post", label=node)
+    ax.set_yticks(range(len(ROLE_ORDER)), ROLE_ORDER)
+    ax.set_ylim(-0.5, len(ROLE_ORDER) - 0.5)
+
+
+def failover_times(prom: LocalPrometheus, start: float, end: float) -> list[float]:
+    """When the highest epoch went up: the moments the dashboards' failover annotation marks."""
+    res = prom.query_range("max(lazystandby_epoch)", start, end, "1s")["data"]["result"]
+    values = [(float(t), float(v)) for t, v in res[0]["values"]] if res else []
+    return [t for (_, a), (t, b) in zip(values, values[1:], strict=False) if b > a]
+
+
 def render_pngs(prom: LocalPrometheus, files: list[Path], start: float, end: float, out: Path) -> list[Path]:
     """One PNG per dashboard: each panel drawn from Prometheus range queries (Grafana cannot run here)."""
     import matplotlib
@@ -77,26 +111,32 @@ def render_pngs(prom: LocalPrometheus, files: list[Path], start: float, end: flo
     written = []
     for f in files:
         d = json.loads(f.read_text())
+        annotations = failover_times(prom, start, end) if d.get("annotations", {}).get("list") else []
         panels = d["panels"]
         cols = 2
         rows = (len(panels) + 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(12, 3 * rows), squeeze=False)
         for ax, p in zip(axes.flat, panels, strict=False):
-            for t in p["targets"]:
-                expr = t["expr"].replace("$__rate_interval", "10s")
-                res = prom.query_range(expr, start, end, "1s")["data"]["result"]
-                for series in res[:8]:
-                    xs = [float(v[0]) - start for v in series["values"]]
-                    ys = [float(v[1]) for v in series["values"]]
+            unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
+            series = [(t, ser) for t in p["targets"]
+                      for ser in prom.query_range(concrete(t["expr"]), start, end, "1s")["data"]["result"]]
+            if p["title"].startswith("Role"):
+                _draw_states(ax, series, start)
+            else:
+                for t, ser in series:  # every series, as Grafana would
                     label = t.get("legendFormat", "")
-                    for k, v in series["metric"].items():
+                    for k, v in ser["metric"].items():
                         label = label.replace("{{" + k + "}}", v)
-                    ax.plot(xs, ys, label=label or expr[:40])
+                    ax.plot([float(v[0]) - start for v in ser["values"]], [float(v[1]) for v in ser["values"]],
+                            label=label or t["expr"][:40])
+                ax.set_ylabel(UNITS.get(unit, unit), fontsize=8)
+            for at in annotations:
+                ax.axvline(at - start, color="red", linestyle=":", linewidth=1)
             ax.set_title(p["title"], fontsize=9)
-            ax.set_xlabel("s since start", fontsize=8)
+            ax.set_xlabel("s since start (red: failover)", fontsize=8)
             ax.tick_params(labelsize=7)
             if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=6)
+                ax.legend(fontsize=6, ncol=2 if len(series) > 6 else 1)
         for ax in list(axes.flat)[len(panels):]:
             ax.axis("off")
         fig.suptitle(f"{d['title']} (N killed mid-run; rendered from Prometheus)", fontsize=11)
