@@ -87,7 +87,8 @@ demo-local: setup
 	$(VPY) -m lazystandby.cli launch --bsize $(BSIZE) --codec $(CODEC)
 
 failover-check: setup
-	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC)
+	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC) \
+	  $(if $(OPERATOR),--operator $(OPERATOR)) $(if $(KAFKA),--kafka)
 
 # The compose stack. Here (no registry): dockerd and Compose v2 installed if missing, local base images
 # built (debootstrap + docker import; Kafka from the Maven jars; Prometheus from Debian), no Grafana.
