@@ -86,7 +86,7 @@ demo: setup kafka-jars
 demo-local: setup
 	$(VPY) -m lazystandby.cli launch --bsize $(BSIZE) --codec $(CODEC)
 
-failover-check: setup
+failover-check: setup $(if $(KAFKA),kafka-jars)
 	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC) \
 	  $(if $(OPERATOR),--operator $(OPERATOR)) $(if $(KAFKA),--kafka)
 
