@@ -418,7 +418,10 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             # A call from a client that is no node must change nothing: refused, and no failover follows.
             forged = [e for e in events if e["action"] in FORGED]
             result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
-            ok = done and check.ok and (not forged or (result["forged_refused"] and result["failovers"] == 0))
+            # Forged calls alone must cause no failover; composed with a real fault, they still must be refused.
+            only_forged = len(forged) == len(f.steps)
+            ok = done and check.ok and (not forged or (result["forged_refused"]
+                                                       and (result["failovers"] == 0 or not only_forged)))
         finally:
             result["ok"] = ok
     if ok and not keep:
