@@ -84,6 +84,7 @@ def make_certs(out: Path, specs: list[str]) -> None:
 
 def _kill(topo: Topology, key: str, step: Step) -> dict:
     topo.signal(key, signal.SIGKILL)
+    topo.procs[key].wait(timeout=10)  # gone before the next step looks at who is alive
     return {}
 
 
