@@ -29,6 +29,16 @@ def test_kill_upstream_then_restart_rebuilds_the_same_link_order(kafka):
     r = trial(kafka, fault="kill-upstream-restart", kill_after=0.8)
     assert "restored_tuples" in r["after"]["nu"]["counters"]  # the restarted Nu went through restore
     assert r["after"]["n"]["errors"].get("sequence_gap", 0) == 0
+    # Nu's restart state is in its own consumer group (one per topic prefix), not in a group every
+    # pipeline on the cluster would share.
+    from kafka import KafkaConsumer, TopicPartition
+
+    prefix = r["topic_prefix"]
+    c = KafkaConsumer(bootstrap_servers=kafka, group_id=f"lazystandby-nu-{prefix.rstrip('.')}")
+    try:
+        assert c.committed(TopicPartition(f"{prefix}I1", 0), metadata=True) is not None
+    finally:
+        c.close()
 
 
 def test_kill_downstream_then_restart_reads_its_state_from_the_results_topic(kafka):

@@ -348,7 +348,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
         expected = []
     else:
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
-    result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir)}
+    result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir),
+                    "topic_prefix": settings.get("topic_prefix", "")}
     ok = False
     with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None) as topo:
         try:

@@ -189,7 +189,7 @@ class KafkaSource(Source):
         ensure_topics(bootstrap, all_topics(self.topics, streams))
         # No reset policy: if the broker drops records Nu has not read yet, poll raises and Nu stops there
         # (SourceGap) instead of jumping to whatever is left. A fresh deployment starts at the beginning.
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=self.group, enable_auto_commit=False,
                                       auto_offset_reset="none", max_partition_fetch_bytes=8 << 20)
         self.consumer.assign(self._tps)
         for tp in self._tps:
