@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
                               kafka=bootstrap, seed=rng.randrange(1000),
                               extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5})
             except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
-                r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": False,
+                r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
                      "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}
             row = {"run": i + 1, "fault": fault.name, "double": fault.double, "at_s": at, "ok": r["ok"],
                    "lost": r["lost"], "duplicated": r["duplicated"], "expected": r["expected"], "got": r["got"],
@@ -104,7 +104,8 @@ def main(argv: list[str]) -> int:
     summary = {
         "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
         "stalled": sum(r["stalled"] for r in runs), "double_faults": sum(r["double"] for r in runs),
-        "failed_runs": sum(not r["ok"] for r in runs), "bound_s": a.bound, "seed": seed,
+        "failed_runs": sum(not r["ok"] for r in runs), "harness_errors": sum(bool(r["error"]) for r in runs),
+        "bound_s": a.bound, "seed": seed,
         "faults": {n: sum(r["fault"] == n for r in runs) for n in sorted({r["fault"] for r in runs})},
         "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 2),

@@ -235,12 +235,16 @@ class Topology:
     def alive(self, key: str) -> bool:
         return key in self.procs and self.procs[key].poll() is None
 
-    def rss_mb(self, key: str) -> float:
-        """Resident memory of the node's process, in MB (Linux /proc)."""
-        for line in Path(f"/proc/{self.procs[key].pid}/status").read_text().splitlines():
+    def rss_mb(self, key: str) -> float | None:
+        """Resident memory of the node's process, in MB (Linux /proc); None when it is not running."""
+        try:
+            status = Path(f"/proc/{self.procs[key].pid}/status").read_text()
+        except OSError:
+            return None
+        for line in status.splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
-        return 0.0
+        return None
 
     def start_all(self) -> None:
         # Downstream first, upstream last: the source starts only when the path to Nd exists.
