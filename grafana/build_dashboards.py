@@ -106,10 +106,11 @@ TEMPLATING = {"list": [
      "refresh": 2, "multi": True, "includeAll": True, "allValue": ".*",
      "current": {"text": "All", "value": "$__all"}, "hide": 0},
 ]}
-# A mark on every panel where an epoch changed: a takeover.
+# A mark on every panel at the moment the last takeover went live (the series' value is that time).
 ANNOTATIONS = {"list": [
     {"name": "Failovers", "enable": True, "iconColor": "red", "datasource": DS,
-     "expr": "max(changes(lazystandby_epoch[1m])) > 0", "step": "5s", "titleFormat": "failover",
+     "expr": "max(lazystandby_last_failover_time_seconds) * 1000 > 0", "useValueForTime": True, "step": "5s",
+     "titleFormat": "failover",
      "textFormat": "the epoch changed: a standby took over"},
 ]}
 

@@ -82,6 +82,8 @@ class NodeCollector(Collector):
                        c.get("heartbeat_misses", 0))
         yield _counter("lazystandby_failovers", "Takeovers this node took part in", name, c.get("takeovers", 0))
         rec = s.get("recovery") or {}
+        yield _gauge("lazystandby_last_failover_time_seconds", "Unix time the last takeover this node made went live "
+                     "(0: none); the dashboards' failover annotation", name, rec.get("live_at", 0.0))
         ph = GaugeMetricFamily("lazystandby_last_recovery_seconds", "Phases of the last failover",
                                labels=[*lbl, "phase"])
         for phase in ("detection", "reconnection", "data_recovery"):

@@ -94,10 +94,9 @@ def _draw_states(ax, series: list, start: float) -> None:
 
 
 def failover_times(prom: LocalPrometheus, start: float, end: float) -> list[float]:
-    """When the highest epoch went up: the moments the dashboards' failover annotation marks."""
-    res = prom.query_range("max(lazystandby_epoch)", start, end, "1s")["data"]["result"]
-    values = [(float(t), float(v)) for t, v in res[0]["values"]] if res else []
-    return [t for (_, a), (t, b) in zip(values, values[1:], strict=False) if b > a]
+    """The moment the dashboards' failover annotation marks: when the last takeover went live."""
+    res = prom.query("max(lazystandby_last_failover_time_seconds) > 0")["data"]["result"]
+    return [float(res[0]["value"][1])] if res else []
 
 
 def render_pngs(prom: LocalPrometheus, files: list[Path], start: float, end: float, out: Path) -> list[Path]:
