@@ -462,3 +462,17 @@ def test_nd_refuses_replays_from_a_node_that_is_not_the_primary_and_keeps_its_al
         assert e.value.status == "PERMISSION_DENIED" and "N is the primary of epoch 1" in e.value.message
     assert nd.counters["duplicates_dropped"] == 0 and nd.errors["sequence_gap"] == 0
     assert nd.errors["not_the_primary"] == 2 and len(nd.sink.rows) == 5
+
+
+def test_a_standby_that_skips_a_parameter_change_still_switches_at_its_position(net, standby):
+    """A control record inside the positions a checkpoint skips is never seen by the standby; the params
+    sent with the checkpoint switch it as if it had (once a standby missed it, and after a failover its
+    output followed the old predicate)."""
+    from lazystandby.formats import control
+
+    standby.primary_received = 100  # the primary's heartbeats showed it got that far
+    frame_ = pb.BackupFrame(epoch=1, sender="Nu", checkpoint=pb.Level1Ack(epoch=1, input_pos=20, output_count=3),
+                            params=pb.Params(pos=7, payload=control.encode("price < 5")))
+    assert net.call_pb("s", "Backup", frame_).applied_through == 20
+    standby._operator_loop()
+    assert standby.operator.switches == [(7, "price < 5")] and standby.processed.input_pos == 20

@@ -16,6 +16,14 @@ from .roles import Role
 from .tuples import TupleBatch
 
 
+@dataclass(frozen=True, slots=True)
+class Params:
+    """The operator parameters in force at a position: the latest control record at or before it."""
+
+    pos: int
+    payload: bytes
+
+
 @dataclass(slots=True)
 class Frame:
     """Nu -> primary: input tuples at link positions batch.first..; no batch = a poll for acks.
@@ -25,6 +33,7 @@ class Frame:
     sender: str
     checkpoint: Checkpoint
     batch: TupleBatch | None = None
+    params: Params | None = None  # in force at the checkpoint
 
 
 @dataclass(slots=True)
@@ -54,6 +63,7 @@ class BackupFrame:
     sender: str
     checkpoint: Checkpoint
     batches: list[BackupBatch] = field(default_factory=list)
+    params: Params | None = None  # in force at the checkpoint
 
 
 @dataclass(slots=True)
@@ -116,6 +126,7 @@ class TakeoverReply:
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     head_pos: int = 0
     resend_from: int = 0
+    params: Params | None = None  # from Nu: in force at its checkpoint
 
 
 @dataclass(slots=True)

@@ -48,6 +48,7 @@ class Jump:
     """An IQ marker: resume from a checkpoint (the positions before it are covered by Nd's output)."""
 
     checkpoint: Checkpoint
+    params: m.Params | None = None  # the control record in force there (its position may be inside the skip)
 
     def __len__(self) -> int:
         return 0
@@ -158,7 +159,7 @@ class OperatorNode(NodeBase):
                                    f"the limit is {self.cfg.max_tuple_bytes}")
         return batch
 
-    def _admit(self, batches: list[TupleBatch], ckpt: Checkpoint) -> None:
+    def _admit(self, batches: list[TupleBatch], ckpt: Checkpoint, params: m.Params | None = None) -> None:
         """Queue `batches` in IQ if they follow on from what this node holds. Everything is checked
         before anything changes: a refused frame leaves the node as it was."""
         jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches], ckpt)
@@ -168,7 +169,7 @@ class OperatorNode(NodeBase):
             raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
         # Checked; now change state.
         if jump:
-            self._jump(ckpt)
+            self._jump(ckpt, params)
         self.seqcheck.commit(pending)
         self.iq.offer(joined)
         self.received_through = joined.last
@@ -182,9 +183,10 @@ class OperatorNode(NodeBase):
         ordinary jump and are admitted as they come.)"""
         return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
 
-    def _jump(self, ckpt: Checkpoint) -> None:
-        """Skip to a checkpoint: every input through it produced only outputs Nd already holds."""
-        self.iq.offer(Jump(ckpt))  # type: ignore[arg-type]
+    def _jump(self, ckpt: Checkpoint, params: m.Params | None = None) -> None:
+        """Skip to a checkpoint: every input through it produced only outputs Nd already holds. `params`,
+        the control record in force at the checkpoint, switches the operator as if it had seen it."""
+        self.iq.offer(Jump(ckpt, params))  # type: ignore[arg-type]
         self.received_through = ckpt.input_pos
         self.seqcheck.reset()  # the per-stream history restarts after the skipped positions
         self.counters["jumps"] += 1
@@ -200,7 +202,7 @@ class OperatorNode(NodeBase):
         if msg.batch is not None:
             batch = self._check_tuples(msg.batch, f"frame {msg.batch.first}")
             with self.lock:
-                self._admit([batch], msg.checkpoint)
+                self._admit([batch], msg.checkpoint, msg.params)
                 self.counters["input_tuples"] += len(batch)
         with self.lock:
             return m.FrameAck(epoch=self.state.epoch, level1=self._level1(), received_through=self.received_through)
@@ -233,14 +235,14 @@ class OperatorNode(NodeBase):
                 if self.state.role is not Role.STANDBY:
                     raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
                 if decoded:
-                    self._admit(decoded, msg.checkpoint)
+                    self._admit(decoded, msg.checkpoint, msg.params)
                     self.counters["backup_tuples"] += sum(map(len, decoded))
                     self.counters["backup_batches"] += len(decoded)
                 elif msg.checkpoint.input_pos > self.received_through:
                     # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
                     # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
                     if self._plausible(msg.checkpoint):
-                        self._jump(msg.checkpoint)
+                        self._jump(msg.checkpoint, msg.params)
                     else:
                         self.counters["checkpoints_deferred"] += 1
                 self.decoder.commit(position)
@@ -254,7 +256,7 @@ class OperatorNode(NodeBase):
             items = _join_runs(self.iq.take_all(self._take))
         for it in items:
             if isinstance(it, Jump):
-                self.operator.restore(it.checkpoint.input_pos)
+                self.operator.restore(it.checkpoint.input_pos, it.params)
                 with self.lock:
                     self.processed = it.checkpoint
                     self.oq.trim(it.checkpoint.output_count)
@@ -486,7 +488,7 @@ class OperatorNode(NodeBase):
         if reply is not None:
             with self.lock:
                 if reply.checkpoint.input_pos > self.received_through:
-                    self._jump(reply.checkpoint)  # Nu resends from after its trim point; the rest is in Nd
+                    self._jump(reply.checkpoint, reply.params)  # Nu resends from after its trim point
         return reply
 
     def _replay(self, plan: TakeoverPlan, nu: m.TakeoverReply) -> None:

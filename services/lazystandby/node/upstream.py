@@ -77,6 +77,7 @@ class UpstreamNode(NodeBase):
         self._samples: list[bytes] = []
         self.takeovers = TakeoverLog(cfg.name)
         self.control: list[bytes] = []
+        self.params: list[m.Params] = []  # every control record admitted, by position (they are rare)
         self._admitted: deque[tuple[int, float]] = deque()
         self.e2e_seconds = Buckets(LATENCY_BOUNDS)
         self.e2e_recent = RecentWindow()
@@ -102,6 +103,9 @@ class UpstreamNode(NodeBase):
         if (self.standby.address if self.standby else "") != standby:
             self.standby = self.peers(standby) if standby else None
         self.seqcheck.commit({self.registry.id_of(k): v for k, v in r.last_seqs.items()})
+        self.params = [m.Params(*r.params)] if r.params else []
+        self.params += [m.Params(r.held.first + i, p) for i, (sid, p) in enumerate(zip(r.held.streams, r.held.payloads,
+                        strict=True)) if sid == StreamRegistry.CONTROL]  # restore only: not the data path
         self.batcher.restart(r.checkpoint.input_pos)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
         self._resync_primary = self._resync_backup = True
@@ -156,6 +160,7 @@ class UpstreamNode(NodeBase):
         """Validate records from outside; refused ones go to the dead letters with the reason."""
         batch = TupleBatch(first=self.oqu.last + 1)
         while self.control:
+            self.params.append(m.Params(batch.end, self.control[0]))
             batch.streams.append(StreamRegistry.CONTROL)
             batch.seqs.append(batch.end)
             batch.payloads.append(self.control.pop(0))
@@ -179,10 +184,17 @@ class UpstreamNode(NodeBase):
                 self.counters[f"dead_letters_{e.counter}"] += 1
                 continue
             self.seqcheck.commit(pending)
+            if sid == StreamRegistry.CONTROL:
+                self.params.append(m.Params(batch.end, r.payload))
             batch.streams.append(sid)
             batch.seqs.append(r.seq)
             batch.payloads.append(r.payload)
         return batch
+
+    def _params_at(self, pos: int) -> m.Params | None:
+        """The control record in force at `pos` (sent with every checkpoint: a receiver that skips to it
+        never sees the control records inside the skipped positions)."""
+        return next((p for p in reversed(self.params) if p.pos <= pos), None)
 
     # --- OQu -> primary --------------------------------------------------------------------------------
     def _primary_loop(self) -> None:
@@ -203,7 +215,8 @@ class UpstreamNode(NodeBase):
             batch = None if self._resync_primary else self.oqu.read(self.cursor, cfg.frame_max)
             gen, peer, epoch, ckpt = self.generation, self.primary, self.fence.epoch, self.checkpoint
             self._last_send = self.clock()
-        frame = m.Frame(epoch=epoch, sender=self.name, checkpoint=ckpt, batch=batch)
+        frame = m.Frame(epoch=epoch, sender=self.name, checkpoint=ckpt, batch=batch,
+                        params=self._params_at(ckpt.input_pos))
         try:
             ack = peer.push(frame, self.cfg.rpc_timeout)
         except PeerError as e:
@@ -274,7 +287,8 @@ class UpstreamNode(NodeBase):
                 self._next_checkpoint_at = self.clock() + self.cfg.ack_poll_ms / 1000
             msgs = self._encode_backup(batches)
             last = batches[-1].last if batches else 0
-        frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, batches=msgs)
+        frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, batches=msgs,
+                              params=self._params_at(ckpt.input_pos))
         try:
             ack = peer.backup(frame, self.cfg.rpc_timeout)
         except PeerError as e:
@@ -377,7 +391,7 @@ class UpstreamNode(NodeBase):
         self.counters["resent_tuples"] += resent
         self.counters["takeovers"] += 1
         reply = m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
-                                resend_from=start)
+                                resend_from=start, params=self._params_at(self.checkpoint.input_pos))
         self.log.warning("%s: %s took over as primary in epoch %d; resending %d tuples from %d",
                          self.name, msg.node, msg.epoch, resent, start)
         self.lock.notify_all()

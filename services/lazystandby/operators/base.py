@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from ..core.messages import Params
 from ..core.tuples import TupleBatch
 
 
@@ -27,8 +28,11 @@ class Operator(ABC):
     def process(self, batch: TupleBatch) -> list[int]:
         """Indices of the tuples of `batch` that are selected."""
 
-    def restore(self, position: int) -> None:  # noqa: B027 - stateless operators need nothing here
-        """Resume after a jump to a checkpoint at input `position` (parameters in force are kept)."""
+    def restore(self, position: int, params: Params | None = None) -> None:  # noqa: B027 - stateless: nothing
+        """Resume after a jump to a checkpoint at input `position`. `params` is the control record in force
+        there (the latest at or before `position`, None when there was none): an operator that has not
+        applied it yet switches to it, at its own position, exactly as if it had seen it in the link order
+        (the control record may lie inside the positions the jump skipped)."""
 
     def close(self) -> None:  # noqa: B027
         """Release engine resources."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.messages import Params
 from ..core.seq import MalformedRecord, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..formats import control
@@ -33,6 +34,10 @@ class Selection(Operator):
         fn = compile_predicate(text)
         self.predicate, self._fn = text, fn
         self.switches.append((pos, text))
+
+    def restore(self, position: int, params: Params | None = None) -> None:
+        if params is not None and (not self.switches or self.switches[-1][0] < params.pos):
+            self._switch(params.pos, params.payload)
 
     def process(self, batch: TupleBatch) -> list[int]:
         fn = self._fn

@@ -23,6 +23,7 @@ from lazystandby_spark import query as spark_query
 from lazystandby_spark.feed import Feed
 
 from ..config import NodeConfig
+from ..core.messages import Params
 from ..core.seq import MalformedRecord, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..formats import control
@@ -113,6 +114,10 @@ class SparkSelection(Operator):
                 self._switch(batch.first + i, batch.payloads[i])
             seg_start = i + 1
         return out
+
+    def restore(self, position: int, params: Params | None = None) -> None:
+        if params is not None and (not self.switches or self.switches[-1][0] < params.pos):
+            self._switch(params.pos, params.payload)
 
     def _switch(self, pos: int, payload: bytes) -> None:
         try:

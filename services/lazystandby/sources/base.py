@@ -44,6 +44,7 @@ class Restored:
     held: TupleBatch
     last_seqs: dict[str, int]
     standby: str | None = None  # None: not recorded (a state written before standbys were kept)
+    params: tuple[int, bytes] | None = None  # the control record in force at the checkpoint (position, payload)
 
 
 class Source(ABC):

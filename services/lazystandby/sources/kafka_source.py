@@ -191,6 +191,9 @@ class KafkaSource(Source):
         # (SourceGap) instead of jumping to whatever is left. A fresh deployment starts at the beginning.
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=self.group, enable_auto_commit=False,
                                       auto_offset_reset="none", max_partition_fetch_bytes=8 << 20)
+        # KafkaConsumer is not thread-safe: the source thread polls it, the committer thread commits through
+        # it and measures lag; every use goes through this lock (a poll holds it for at most poll_ms).
+        self._consumer_lock = threading.Lock()
         self.consumer.assign(self._tps)
         for tp in self._tps:
             if self.consumer.committed(tp) is None:
@@ -206,6 +209,7 @@ class KafkaSource(Source):
         self._done = threading.Condition()  # signalled when a commit lands
         self._wake = threading.Event()
         self._covered_seqs: dict[str, int] = {}
+        self._controls: list[tuple[int, str]] = []  # (position, payload) of every control record admitted
         self._log_next = 0  # the link-log offset after the last entry a commit has covered
         self._lag: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -253,12 +257,14 @@ class KafkaSource(Source):
         data_seqs = {k: v for k, v in last_seqs.items() if k != CONTROL}
         return Restored(checkpoint=ckpt, epoch=meta["epoch"] if meta else 1,
                         primary=meta["primary"] if meta else "", held=held, last_seqs=data_seqs,
-                        standby=meta.get("standby") if meta else None)
+                        standby=meta.get("standby") if meta else None,
+                        params=(meta["params"][0], meta["params"][1].encode()) if meta and meta.get("params") else None)
 
     # --- normal operation ------------------------------------------------------------------------------
     def poll(self, max_records: int) -> list[Record]:
         try:
-            got = self.consumer.poll(timeout_ms=self.poll_ms, max_records=max_records)
+            with self._consumer_lock:
+                got = self.consumer.poll(timeout_ms=self.poll_ms, max_records=max_records)
         except OffsetOutOfRangeError as e:
             gaps = ", ".join(f"{tp.topic} from seq {off + 1}" for tp, off in e.args[0].items())
             raise SourceGap(f"records not yet read were deleted by the broker (retention or truncation): {gaps}; "
@@ -271,6 +277,12 @@ class KafkaSource(Source):
 
     def record_order(self, batch: TupleBatch, names: dict[int, str]) -> None:
         runs = runs_of(batch, names)
+        pos = batch.first
+        for r in runs:
+            if r[0] == CONTROL:
+                with self._lock:
+                    self._controls.append((pos, r[3]))
+            pos += r[2]
         entry = json.dumps({"first_pos": batch.first, "runs": runs}).encode()
         md = self.producer.send(self.topics.linklog, entry, partition=0).get(timeout=30)
         with self._lock:
@@ -320,9 +332,10 @@ class KafkaSource(Source):
             # A restart replays the link log from the first entry not fully covered; when every entry is
             # covered, from just past the last one.
             log_from = self._entries[0][2] if self._entries else self._log_next
+            params = next((c for c in reversed(self._controls) if c[0] <= ckpt.input_pos), None)
             meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "epoch": members.epoch,
                                "primary": members.primary, "standby": members.standby, "log": log_from,
-                               "seqs": seqs or {}})
+                               "seqs": seqs or {}, "params": params})
         offsets = {}
         for tp in self._tps:
             name = self._by_topic[tp.topic]
@@ -330,10 +343,12 @@ class KafkaSource(Source):
                 offsets[tp] = OffsetAndMetadata(seqs[name], meta, -1)
         if not offsets:
             # Nothing fully covered yet on any topic: still record the checkpoint on the first one.
-            committed = self.consumer.committed(self._tps[0]) or 0
+            with self._consumer_lock:
+                committed = self.consumer.committed(self._tps[0]) or 0
             offsets[self._tps[0]] = OffsetAndMetadata(committed, meta, -1)
         try:
-            self.consumer.commit(offsets)
+            with self._consumer_lock:
+                self.consumer.commit(offsets)
         except Exception as e:  # a failed commit is retried next round; it never blocks the pipeline
             log.warning("offset commit failed: %s", e)
             self._commit_error = str(e)
@@ -347,8 +362,10 @@ class KafkaSource(Source):
 
     def _measure_lag(self) -> None:
         try:
-            ends = self.consumer.end_offsets(self._tps)
-            self._lag = {self._by_topic[tp.topic]: max(0, ends[tp] - self.consumer.position(tp))
+            with self._consumer_lock:
+                ends = self.consumer.end_offsets(self._tps)
+                positions = {tp: self.consumer.position(tp) for tp in self._tps}
+            self._lag = {self._by_topic[tp.topic]: max(0, ends[tp] - positions[tp])
                          for tp in self._tps if self._by_topic[tp.topic] != CONTROL}
         except Exception as e:  # monitoring only: never disturbs the pipeline
             log.debug("lag measurement failed: %s", e)
@@ -357,7 +374,8 @@ class KafkaSource(Source):
         self._stop.set()
         self._wake.set()
         self._committer.join(timeout=2)
-        self.consumer.close()
+        with self._consumer_lock:
+            self.consumer.close()
         self.producer.close()
 
 

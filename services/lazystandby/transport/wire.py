@@ -72,6 +72,14 @@ def checkpoint_from_pb(msg: pb.Level1Ack) -> Checkpoint:
     return Checkpoint(msg.input_pos, msg.output_count)
 
 
+def params_to_pb(p: m.Params | None) -> pb.Params | None:
+    return None if p is None else pb.Params(pos=p.pos, payload=p.payload)
+
+
+def params_from_pb(msg, field: str = "params") -> m.Params | None:
+    return m.Params(msg.params.pos, msg.params.payload) if msg.HasField(field) else None
+
+
 def _batch(data: bytes, first: int, count: int, what: str) -> tuples.TupleBatch | None:
     """A frame's tuples, checked against its header; None for an empty frame (a poll)."""
     if not count and not data:
@@ -81,7 +89,8 @@ def _batch(data: bytes, first: int, count: int, what: str) -> tuples.TupleBatch 
 
 # --- Push -----------------------------------------------------------------------------------------------
 def frame_to_pb(f: m.Frame) -> pb.Frame:
-    out = pb.Frame(epoch=f.epoch, sender=f.sender, checkpoint=level1_to_pb(f.checkpoint, f.epoch))
+    out = pb.Frame(epoch=f.epoch, sender=f.sender, checkpoint=level1_to_pb(f.checkpoint, f.epoch),
+                   params=params_to_pb(f.params))
     if f.batch is not None:
         out.first_pos, out.count, out.tuples = f.batch.first, len(f.batch), tuples.encode(f.batch)
     return out
@@ -89,7 +98,8 @@ def frame_to_pb(f: m.Frame) -> pb.Frame:
 
 def frame_from_pb(msg: pb.Frame, *, node: str) -> m.Frame:
     return m.Frame(epoch=msg.epoch, sender=msg.sender, checkpoint=checkpoint_from_pb(msg.checkpoint),
-                   batch=_batch(msg.tuples, msg.first_pos, msg.count, f"{node}: frame {msg.first_pos}"))
+                   batch=_batch(msg.tuples, msg.first_pos, msg.count, f"{node}: frame {msg.first_pos}"),
+                   params=params_from_pb(msg))
 
 
 def frame_ack_to_pb(a: m.FrameAck) -> pb.FrameAck:
@@ -103,7 +113,8 @@ def frame_ack_from_pb(msg: pb.FrameAck) -> m.FrameAck:
 
 # --- Backup ---------------------------------------------------------------------------------------------
 def backup_frame_to_pb(f: m.BackupFrame) -> pb.BackupFrame:
-    return pb.BackupFrame(epoch=f.epoch, sender=f.sender, checkpoint=level1_to_pb(f.checkpoint, f.epoch), batches=[
+    return pb.BackupFrame(epoch=f.epoch, sender=f.sender, checkpoint=level1_to_pb(f.checkpoint, f.epoch),
+                          params=params_to_pb(f.params), batches=[
         pb.BackupBatch(first_pos=b.first, count=b.count, codec=codec_to_pb(b.encoded.codec),
                        session=b.encoded.session, index=b.encoded.index, payload=b.encoded.payload,
                        dictionary=b.encoded.dictionary, raw_bytes=b.encoded.raw_bytes)
@@ -111,7 +122,8 @@ def backup_frame_to_pb(f: m.BackupFrame) -> pb.BackupFrame:
 
 
 def backup_frame_from_pb(msg: pb.BackupFrame, *, node: str = "") -> m.BackupFrame:
-    return m.BackupFrame(epoch=msg.epoch, sender=msg.sender, checkpoint=checkpoint_from_pb(msg.checkpoint), batches=[
+    return m.BackupFrame(epoch=msg.epoch, sender=msg.sender, checkpoint=checkpoint_from_pb(msg.checkpoint),
+                         params=params_from_pb(msg), batches=[
         m.BackupBatch(first=b.first_pos, count=b.count, encoded=EncodedBatch(
             codec=codec_from_pb(b.codec), session=b.session, index=b.index, payload=b.payload,
             raw_bytes=b.raw_bytes, dictionary=b.dictionary))
@@ -178,13 +190,13 @@ def takeover_from_pb(msg: pb.TakeoverRequest, *, node: str = "") -> m.TakeoverRe
 def takeover_reply_to_pb(r: m.TakeoverReply) -> pb.TakeoverReply:
     return pb.TakeoverReply(epoch=r.epoch, delivered_through=r.delivered_through,
                             checkpoint=level1_to_pb(r.checkpoint, r.epoch), head_pos=r.head_pos,
-                            resend_from=r.resend_from)
+                            resend_from=r.resend_from, params=params_to_pb(r.params))
 
 
 def takeover_reply_from_pb(msg: pb.TakeoverReply) -> m.TakeoverReply:
     return m.TakeoverReply(epoch=msg.epoch, delivered_through=msg.delivered_through,
                            checkpoint=checkpoint_from_pb(msg.checkpoint), head_pos=msg.head_pos,
-                           resend_from=msg.resend_from)
+                           resend_from=msg.resend_from, params=params_from_pb(msg))
 
 
 def register_to_pb(r: m.RegisterStandby) -> pb.RegisterStandbyRequest:
