@@ -6,6 +6,7 @@ the handshake; over plaintext, the protocol's own checks refuse it.
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,25 +65,11 @@ def bomb_payload(size: int = 1 << 30) -> bytes:
     about 32 KB for 1 GiB."""
     c = zstd.ZstdCompressor(level=3, write_content_size=True)
     chunk = b"\0" * (1 << 20)
-    with c.stream_writer(out := _Buffer(), size=size, closefd=False) as w:
+    out = io.BytesIO()
+    with c.stream_writer(out, size=size, closefd=False) as w:
         for _ in range(size // len(chunk)):
             w.write(chunk)
     return out.getvalue()
-
-
-class _Buffer:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def write(self, b) -> int:
-        self.parts.append(bytes(b))
-        return len(b)
-
-    def flush(self) -> None:
-        pass
-
-    def getvalue(self) -> bytes:
-        return b"".join(self.parts)
 
 
 def bomb(address: str, epoch: int, ca: str = "", payload: bytes | None = None) -> Answer:

@@ -415,7 +415,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             result["before"] = {k: _brief(v) for k, v in before.items()}
             result["after"] = {k: _brief(v) for k, v in after.items()}
             live = _live_primary(topo, after)
-            rec = after.get(live, {}).get("recovery") or {} if live else {}
+            rec = (after[live].get("recovery") or {}) if live else {}
             result["recovery"] = rec
             if rec.get("live_at"):
                 result["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
