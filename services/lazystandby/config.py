@@ -55,6 +55,10 @@ class NodeConfig:
     dict_samples: int = 2000
     dict_size: int = 4096
     max_batches_per_rpc: int = 512
+    # Most tuples Nu admits past what a responsive standby has acknowledged. Without a bound the source
+    # and the primary outrun the backup whenever CPU is short, and Nu trims past batches never sent: the
+    # run then looks as cheap as no standby while the standby holds nothing. 0 = no bound.
+    backup_lag_max: int = 32768
     # failure detection
     heartbeat_interval: float = 0.1
     heartbeat_misses: int = 3
@@ -126,7 +130,7 @@ class NodeConfig:
                      "max_message_bytes", "max_batches_per_rpc", "spark_partitions", "spark_max_rows"):
             if getattr(self, name) < 1:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
-        for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port"):
+        for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
@@ -158,6 +162,7 @@ HELP: dict[str, str] = {
     "dict_samples": "single tuples sampled before a dictionary codec trains its dictionary",
     "dict_size": "bytes of the trained zstd dictionary",
     "max_batches_per_rpc": "backup batches that may share one RPC (each still compressed on its own)",
+    "backup_lag_max": "most tuples Nu admits ahead of a responsive standby's acks (backpressure); 0 = no bound",
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
     "heartbeat_misses": "missed heartbeats after which the standby takes over",
     "rpc_timeout": "seconds a call to a peer may take",

@@ -17,7 +17,7 @@ from lazystandby.node.operator_node import OperatorNode
 from lazystandby.operators.selection import Selection
 from lazystandby.sinks.base import MemorySink
 from lazystandby.transport.memory import MemoryNetwork
-from lazystandby.transport.peer import PeerError
+from lazystandby.transport.peer import PeerBase, PeerError
 from lazystandby.transport.wire import codec_to_pb
 from lazystandby.v1 import lazystandby_pb2 as pb
 
@@ -166,8 +166,8 @@ def nd(net):
 
 def out_frame(first, n, epoch=1, sender=None):
     """An output frame from the primary of `epoch`: N in epoch 1, then N' (which took over)."""
-    b = run(first, n)
-    b.sources = list(range(first, first + n))
+    r = run(first, n)
+    b = TupleBatch(r.first, r.streams, r.seqs, r.payloads, sources=list(range(first, first + n)))
     return pb.OutputFrame(epoch=epoch, sender=sender or ("N" if epoch == 1 else "N'"), first_oseq=first, count=n,
                           tuples=tuples.encode(b))
 
@@ -232,7 +232,7 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
     net.register("s2", newcomer)
     nu_box = []
 
-    class Replaced:
+    class Replaced(PeerBase):
         address = "s1"
 
         def backup(self, frame, timeout):

@@ -40,29 +40,40 @@ class BackupBatcher:
         self.bsize = bsize
         self.batched_through = 0
         self.confirmed_through = 0
+        self.skipped = 0  # positions trimmed before they were batched: the standby never gets them
 
     def unbatched(self, oqu: KeyedQueue) -> int:
         """Tuples in OQu that no batch has covered yet."""
         return max(0, oqu.last - max(self.batched_through, oqu.trimmed_through))
 
     def due(self, oqu: KeyedQueue, max_batches: int) -> list[TupleBatch]:
-        """Lines 12-16: while Bsize tuples are queued past the watermark, cut them into a batch.
+        """Lines 12-16: while Bsize tuples are queued past the watermark, cut them into a batch."""
+        run = self.due_run(oqu, max_batches)
+        if run is None:
+            return []
+        assert self.bsize is not None
+        return [run.slice(k, k + self.bsize) for k in range(run.first, run.end, self.bsize)]
+
+    def due_run(self, oqu: KeyedQueue, max_batches: int) -> TupleBatch | None:
+        """The tuples of the next (at most `max_batches`) whole batches, as one run of a multiple of Bsize
+        tuples (the caller cuts it: tuples.encode_runs), or None when not one batch is due.
 
         Positions trimmed by a Level-1 ack before they were batched are skipped: Nd already holds their
         outputs, so the standby never needs them (it resumes from the checkpoint that trimmed them).
         """
         if self.bsize is INFINITE:
-            return []
+            return None
         if oqu.trimmed_through > self.batched_through:
+            self.skipped += oqu.trimmed_through - self.batched_through
             self.batched_through = oqu.trimmed_through
             self.confirmed_through = max(self.confirmed_through, oqu.trimmed_through)
-        out: list[TupleBatch] = []
-        while len(out) < max_batches and oqu.last - self.batched_through >= self.bsize:
-            batch = oqu.read(self.batched_through + 1, self.bsize)
-            assert batch is not None and len(batch) == self.bsize
-            out.append(batch)
-            self.batched_through = batch.last
-        return out
+        k = min(max_batches, (oqu.last - self.batched_through) // self.bsize)
+        if k <= 0:
+            return None
+        run = oqu.read(self.batched_through + 1, k * self.bsize)
+        assert run is not None and len(run) == k * self.bsize
+        self.batched_through = run.last
+        return run
 
     def confirm(self, through: int) -> None:
         self.confirmed_through = max(self.confirmed_through, through)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .acks import Checkpoint
-from .codec import EncodedBatch
+from .codec import EncodedBatch, EncodedRun
 from .roles import Role
 from .tuples import TupleBatch
 
@@ -56,6 +56,20 @@ class BackupBatch:
 
 
 @dataclass(slots=True)
+class BackupRun:
+    """Consecutive Bsize batches of Algorithm 1 travelling as one (each still compressed on its own):
+    positions first .. first+sum(counts)-1, batch i holding counts[i] tuples."""
+
+    first: int
+    counts: list[int]
+    encoded: EncodedRun
+
+    @property
+    def end(self) -> int:
+        return self.first + sum(self.counts)
+
+
+@dataclass(slots=True)
 class BackupFrame:
     """Nu -> standby: batches, and Nu's trim checkpoint (all an idle or Upstream Backup standby gets)."""
 
@@ -64,6 +78,7 @@ class BackupFrame:
     checkpoint: Checkpoint
     batches: list[BackupBatch] = field(default_factory=list)
     params: Params | None = None  # in force at the checkpoint
+    runs: list[BackupRun] = field(default_factory=list)  # after `batches`, in order (what Nu sends)
 
 
 @dataclass(slots=True)

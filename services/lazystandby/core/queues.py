@@ -113,7 +113,7 @@ class KeyedQueue:
         for c in self._chunks:
             if c.first <= key <= c.last:
                 assert c.sources is not None, f"{self.name} holds inputs, not outputs"
-                return c.sources[key - c.first]
+                return int(c.sources[key - c.first])
         return None
 
 

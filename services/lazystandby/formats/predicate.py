@@ -1,8 +1,9 @@
 """A small, safe boolean-expression language over tick fields, e.g. `price > 100 AND venue = 'XTKS'`.
 
 It is a subset of Spark SQL, so the same configured text drives the Python operator, the Spark operator
-and the truth-table checker. Compiled once into a Python function over the split payload fields; the
-generated code comes only from validated tokens, with literals rendered by repr().
+and the truth-table checker. Compiled once, either into a Python function over one tick's split fields
+(`compile_predicate`) or into Arrow compute calls over a batch's columns (`compile_columnar`, the data
+path); the generated code comes only from validated tokens, with literals rendered by repr().
 """
 
 from __future__ import annotations
@@ -37,11 +38,17 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
+_ARROW_OPS = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater",
+              ">=": "greater_equal"}
+
+
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, columnar: bool = False) -> None:
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
+        self.columnar = columnar
+        self.fields: set[str] = set()
 
     def peek(self) -> tuple[str, str] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -64,21 +71,29 @@ class _Parser:
         parts = [self.term()]
         while self.word("OR"):
             parts.append(self.term())
-        return "(" + " or ".join(parts) + ")"
+        return self._join(parts, "or")
+
+    def _join(self, parts: list[str], op: str) -> str:
+        if not self.columnar:
+            return "(" + f" {op} ".join(parts) + ")"
+        out = parts[0]
+        for p in parts[1:]:
+            out = f"_{op}({out}, {p})"
+        return out
 
     def term(self) -> str:
         parts = [self.factor()]
         while self.word("AND"):
             parts.append(self.factor())
-        return "(" + " and ".join(parts) + ")"
+        return self._join(parts, "and")
 
     def factor(self) -> str:
         if self.word("NOT"):
-            return f"(not {self.factor()})"
+            return f"_not({self.factor()})" if self.columnar else f"(not {self.factor()})"
         if self.word("TRUE"):
-            return "True"
+            return "_const(True, n)" if self.columnar else "True"
         if self.word("FALSE"):
-            return "False"
+            return "_const(False, n)" if self.columnar else "False"
         kind, val = self.take()
         if kind == "paren" and val == "(":
             inner = self.expr()
@@ -103,6 +118,9 @@ class _Parser:
                 raise PredicateError(f"predicate {self.text!r}: {field} compares with a number")
             value = float(lit)
             access = f"{typ.__name__}(f[{FIELD_INDEX[field]}])"
+        if self.columnar:
+            self.fields.add(field)
+            return f"_cmp({_ARROW_OPS[_OPS[op]]!r}, c[{field!r}], {value!r})"
         return f"({access} {_OPS[op]} {value!r})"
 
     def parse(self) -> str:
@@ -117,3 +135,23 @@ def compile_predicate(text: str) -> Callable[[list[str]], bool]:
     code = _Parser(text).parse()
     fn = eval(f"lambda f: {code}", {"__builtins__": {}, "int": int, "float": float})  # noqa: S307
     return fn
+
+
+def compile_columnar(text: str) -> tuple[Callable[[dict, int], object], set[str]]:
+    """Arrow compute over a batch: a function of ({field: column}, n) giving a boolean array of length n
+    (null where a field is null: not selected), and the fields it reads (only those need parsing)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parser = _Parser(text, columnar=True)
+    code = parser.parse()
+    env = {
+        "__builtins__": {},
+        "_and": pc.and_kleene,
+        "_or": pc.or_kleene,
+        "_not": pc.invert,
+        "_cmp": lambda op, col, value: getattr(pc, op)(col, value),
+        "_const": lambda value, n: pa.array(np.full(n, value)),
+    }
+    return eval(f"lambda c, n: {code}", env), parser.fields  # noqa: S307

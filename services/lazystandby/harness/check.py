@@ -22,7 +22,7 @@ def expected_outputs(streams: list[str], *, seed: int, total: int, predicate: st
     recs = list(interleave(streams, total, seed))
     batch = TupleBatch(first=1, streams=[reg.id_of(s) for s, _, _ in recs], seqs=[q for _, q, _ in recs],
                        payloads=[p for _, _, p in recs])
-    return [(recs[i][0], recs[i][1]) for i in sel.process(batch)]
+    return [(recs[i][0], recs[i][1]) for i in sel.process(batch).tolist()]
 
 
 @dataclass

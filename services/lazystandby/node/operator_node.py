@@ -22,7 +22,7 @@ from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
 from ..core.admission import admit_runs
-from ..core.codec import BatchDecoder
+from ..core.codec import BatchDecoder, DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
@@ -153,7 +153,7 @@ class OperatorNode(NodeBase):
     def _check_tuples(self, batch: TupleBatch, what: str) -> TupleBatch:
         """What this deployment allows in a run of tuples: known stream ids, tuples within the size limit."""
         self.registry.check_ids(batch.streams, batch.seqs, node=self.name)
-        biggest = max(map(len, batch.payloads), default=0)
+        biggest = batch.max_payload_bytes()
         if biggest > self.cfg.max_tuple_bytes:
             raise OversizedMessage(f"{self.name}: {what} holds a {biggest}-byte tuple; "
                                    f"the limit is {self.cfg.max_tuple_bytes}")
@@ -231,13 +231,16 @@ class OperatorNode(NodeBase):
                                                               what=f"{self.name}: backup batch {bb.first}"),
                                           f"backup batch {bb.first}")
                        for bb, raw in zip(msg.batches, raws, strict=True)]
+            for run in msg.runs:
+                batch, position = self._decode_run(run, position)
+                decoded.append(batch)
             with self.lock:
                 if self.state.role is not Role.STANDBY:
                     raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
                 if decoded:
                     self._admit(decoded, msg.checkpoint, msg.params)
                     self.counters["backup_tuples"] += sum(map(len, decoded))
-                    self.counters["backup_batches"] += len(decoded)
+                    self.counters["backup_batches"] += len(msg.batches) + sum(len(r.counts) for r in msg.runs)
                 elif msg.checkpoint.input_pos > self.received_through:
                     # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
                     # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
@@ -247,6 +250,23 @@ class OperatorNode(NodeBase):
                         self.counters["checkpoints_deferred"] += 1
                 self.decoder.commit(position)
                 return m.BackupAck(applied_through=self.received_through)
+
+    def _decode_run(self, run: m.BackupRun, position: DecoderPosition) -> tuple[TupleBatch, DecoderPosition]:
+        """A run of backup batches decoded and checked as one batch (its batches are consecutive), and where
+        the decoder will stand after it (nothing moves until the frame is admitted)."""
+        what = f"{self.name}: backup run {run.first}"
+        raw, position = self.decoder.decode_run(run.encoded, position)
+        sizes = set(run.counts)
+        if len(sizes) == 1:
+            batch = tuples.decode_runs(raw, run.first, run.counts[0], run.encoded.raw_sizes, what=what)
+        else:  # batches of different sizes (not what Nu sends): one at a time
+            parts, off, first = [], 0, run.first
+            for count, size in zip(run.counts, run.encoded.raw_sizes, strict=True):
+                parts.append(tuples.decode_frame(raw[off:off + size], first, count, what=what))
+                off += size
+                first += count
+            batch = TupleBatch.concat(parts)
+        return self._check_tuples(batch, f"backup run {run.first}"), position
 
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
     def _operator_loop(self) -> None:

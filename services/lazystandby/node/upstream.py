@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
 
 from ..config import NodeConfig
 from ..core import messages as m
@@ -35,13 +38,29 @@ from ..core.seq import (
     StreamRegistry,
     UnknownStream,
 )
-from ..core.tuples import TupleBatch
+from ..core.tuples import STREAM_DTYPE, TupleBatch
 from ..formats.control import validate_control
-from ..formats.ticks import validate
-from ..sources.base import DeadLetters, Membership, Record, Source, SourceGap
+from ..formats.ticks import valid_mask, validate
+from ..sources.base import DeadLetters, Membership, Records, Source, SourceGap
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
-from ..transport.peer import Peer, PeerError
+from ..transport.peer import Peer, PeerError, Pending
 from .common import Backoff, NodeBase
+
+
+@dataclass(slots=True)
+class _BackupCall:
+    """A backup call prepared by the backup loop, then in flight."""
+
+    peer: Peer
+    gen: int  # the backup generation it was cut in (a failure or a new standby starts a new one)
+    checkpoint: Checkpoint
+    resync: bool
+    runs: list[m.BackupRun]
+    last: int  # last position it carries (0: none)
+    frame: m.BackupFrame
+    encode_s: float = 0.0
+    sent_at: float = 0.0
+    pending: Pending | None = None
 
 
 class UpstreamNode(NodeBase):
@@ -57,7 +76,12 @@ class UpstreamNode(NodeBase):
         self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
         self.batcher = BackupBatcher(cfg.bsize)
-        self.encoder = BatchEncoder(cfg.codec, level=cfg.codec_level)
+        self.encoder = BatchEncoder(cfg.codec, level=cfg.codec_level)  # used by the backup thread only
+        self._encoder_reset = False
+        self._backup_gen = 0
+        self._inflight: _BackupCall | None = None
+        self.backup_encode_seconds = 0.0  # time spent cutting and compressing runs
+        self.backup_call_seconds = 0.0  # time backup calls were in flight
         self.fence = self.state.fence
         self.state.become(Role.UPSTREAM, epoch=1)
         self.primary_addr = cfg.primary
@@ -104,8 +128,8 @@ class UpstreamNode(NodeBase):
             self.standby = self.peers(standby) if standby else None
         self.seqcheck.commit({self.registry.id_of(k): v for k, v in r.last_seqs.items()})
         self.params = [m.Params(*r.params)] if r.params else []
-        self.params += [m.Params(r.held.first + i, p) for i, (sid, p) in enumerate(zip(r.held.streams, r.held.payloads,
-                        strict=True)) if sid == StreamRegistry.CONTROL]  # restore only: not the data path
+        self.params += [m.Params(r.held.first + i, r.held.payload(i))
+                        for i in np.flatnonzero(r.held.streams == StreamRegistry.CONTROL).tolist()]
         self.batcher.restart(r.checkpoint.input_pos)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
         self._resync_primary = self._resync_backup = True
@@ -129,13 +153,13 @@ class UpstreamNode(NodeBase):
             self.sleep(0.5)  # everything before the gap still flows, is backed up and acknowledged
             return
         with self.lock:
-            room = self.oqu.room()
+            room = min(self.oqu.room(), self._backup_room())
             if room == 0:
-                self.counters["source_blocked"] += 1
+                self.counters["source_blocked" if self.oqu.room() == 0 else "source_waited_for_backup"] += 1
                 self.lock.wait(0.05)
                 return
         try:
-            records = self.source.poll(min(room, 1024))
+            records = self.source.poll(min(room, self.cfg.frame_max))
         except SourceGap as e:
             self.source_gap = str(e)
             self.counters["source_gaps"] += 1
@@ -156,14 +180,67 @@ class UpstreamNode(NodeBase):
         if not records:
             self.sleep(0.0005 if not self.source.exhausted else 0.01)
 
-    def _admit(self, records: list[Record]) -> TupleBatch:
-        """Validate records from outside; refused ones go to the dead letters with the reason."""
-        batch = TupleBatch(first=self.oqu.last + 1)
-        while self.control:
-            self.params.append(m.Params(batch.end, self.control[0]))
-            batch.streams.append(StreamRegistry.CONTROL)
-            batch.seqs.append(batch.end)
-            batch.payloads.append(self.control.pop(0))
+    def _backup_bounded(self) -> bool:
+        """Whether the backup holds the pipeline back (backup_lag_max): only while a standby answers. One
+        that fails is retried later and holds up nothing (its backlog is trimmed by Level-1 acks meanwhile)."""
+        return bool(self.cfg.backup_lag_max and self.standby is not None and self.cfg.bsize is not None
+                    and self.clock() >= self.standby_retry_at)
+
+    def _backup_room(self) -> int:
+        """How many more tuples the source may admit before the standby falls more than backup_lag_max
+        behind what it has acknowledged."""
+        if not self._backup_bounded():
+            return 1 << 62
+        return max(0, self.cfg.backup_lag_max - (self.oqu.last - self.batcher.confirmed_through))
+
+    def _trim(self) -> None:
+        """Algorithm 4's trim of OQu to the Level-1 ack, but, while the backup is bounded, never past what
+        has been cut into batches: otherwise a fast primary path trims tuples before the backup thread cuts
+        them, the standby never gets them, and a standby that cannot keep up passes for a cheap one."""
+        through = self.checkpoint.input_pos
+        if self._backup_bounded():
+            through = min(through, max(self.batcher.batched_through, self.oqu.trimmed_through))
+        self.counters["trimmed_tuples"] += self.oqu.trim(through)
+
+    def _admit(self, records: Records) -> TupleBatch:
+        """Validate records from outside and number the admitted ones; refused ones go to the dead letters
+        with the reason. Columnar: a poll in which every record is good (the common case) costs a few array
+        operations; only a poll with a bad record is gone through record by record, to name each."""
+        first = self.oqu.last + 1
+        head = None
+        if self.control:
+            pending, self.control = self.control, []
+            for k, payload in enumerate(pending):
+                self.params.append(m.Params(first + k, payload))
+            n = len(pending)
+            head = TupleBatch(first, [StreamRegistry.CONTROL] * n, range(first, first + n), pending)
+            first += n
+        body = self._admit_records(records, first)
+        if head is None:
+            return body
+        return TupleBatch.concat([head, body]) if len(body) else head
+
+    def _admit_records(self, records: Records, first: int) -> TupleBatch:
+        if not len(records):
+            return TupleBatch(first)
+        ids = np.array([self.registry.known(name) for name in records.names] or [-1], np.int64)
+        sids = ids[records.stream]
+        fast = bool((sids > StreamRegistry.CONTROL).all())
+        if fast:
+            fast = valid_mask(records.payloads, max_bytes=self.cfg.max_tuple_bytes) is None
+        if fast:
+            try:
+                pending = self.seqcheck.check(sids, records.seqs)
+            except (DuplicateSequence, NonMonotonicSequence):
+                fast = False
+        if not fast:
+            return self._admit_one_by_one(records, first)
+        self.seqcheck.commit(pending)
+        return TupleBatch._of(first, sids.astype(STREAM_DTYPE), records.seqs, records.payloads, None)
+
+    def _admit_one_by_one(self, records: Records, first: int) -> TupleBatch:
+        """The slow path: a poll with at least one record to refuse; every record judged on its own."""
+        streams, seqs, payloads = [], [], []
         limit = self.cfg.max_tuple_bytes
         for r in records:
             try:
@@ -185,11 +262,11 @@ class UpstreamNode(NodeBase):
                 continue
             self.seqcheck.commit(pending)
             if sid == StreamRegistry.CONTROL:
-                self.params.append(m.Params(batch.end, r.payload))
-            batch.streams.append(sid)
-            batch.seqs.append(r.seq)
-            batch.payloads.append(r.payload)
-        return batch
+                self.params.append(m.Params(first + len(streams), r.payload))
+            streams.append(sid)
+            seqs.append(r.seq)
+            payloads.append(r.payload)
+        return TupleBatch(first, streams, seqs, payloads)
 
     def _params_at(self, pos: int) -> m.Params | None:
         """The control record in force at `pos` (sent with every checkpoint: a receiver that skips to it
@@ -257,7 +334,7 @@ class UpstreamNode(NodeBase):
             self.counters["level1_beyond_head"] += 1
             return
         self.checkpoint = ack
-        self.counters["trimmed_tuples"] += self.oqu.trim(ack.input_pos)
+        self._trim()
         # End-to-end commit latency: admitted into OQu -> covered by a Level-1 ack (its outputs are in Nd).
         now = self.clock()
         while self._admitted and self._admitted[0][0] <= ack.input_pos:
@@ -269,73 +346,115 @@ class UpstreamNode(NodeBase):
 
     # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
     def _backup_loop(self) -> None:
+        """One backup call in flight while the next run is cut and compressed (double buffering): the
+        standby decodes one run while Nu encodes the next. Calls stay one at a time, so the standby gets
+        the codec session's batches in order; a failed call discards what was prepared after it."""
+        inflight = self._inflight
+        prepared = None if (inflight is not None and inflight.resync) else self._prepare_backup(idle=inflight is None)
+        if inflight is not None:
+            self._inflight = None
+            self._finish_backup(inflight)
+        if prepared is None:
+            return
+        if prepared.peer is not self.standby or prepared.gen != self._backup_gen:
+            return  # a failure or a new standby since it was cut: the batcher was rewound meanwhile
+        prepared.sent_at = self.clock()
+        prepared.pending = prepared.peer.backup_async(prepared.frame, self.cfg.rpc_timeout)
+        if prepared.pending.done():  # a transport that answers at once (in memory): nothing to overlap
+            self._finish_backup(prepared)
+        else:
+            self._inflight = prepared
+
+    def _prepare_backup(self, *, idle: bool) -> _BackupCall | None:
+        """The next backup call, encoded (outside the lock), or None when there is nothing to send (after
+        waiting a little when no call is in flight either)."""
         with self.lock:
             now = self.clock()
             if self.standby is None or now < self.standby_retry_at:
-                self.lock.wait(0.05)
-                return
-            peer, epoch, ckpt = self.standby, self.fence.epoch, self.checkpoint
+                if idle:
+                    self.lock.wait(0.05)
+                return None
+            peer, epoch, ckpt, gen = self.standby, self.fence.epoch, self.checkpoint, self._backup_gen
             resync = self._resync_backup
-            batches = [] if resync else self.batcher.due(self.oqu, self.cfg.max_batches_per_rpc)
+            run = None if resync else self.batcher.due_run(self.oqu, self.cfg.max_batches_per_rpc)
+            if run is not None:
+                self._trim()  # what was held back for this run can go now (the run is a view of it)
             # With nothing to batch, still tell the standby when the trim point passed what it holds:
             # it skips ahead and never needs those positions (this is all an Upstream Backup standby gets).
-            advance = ckpt.input_pos > self._standby_checkpoint and self.clock() >= self._next_checkpoint_at
-            if not resync and not batches and not advance:
-                self.lock.wait(self.cfg.linger_ms / 1000)
-                return
-            if not batches:
-                self._next_checkpoint_at = self.clock() + self.cfg.ack_poll_ms / 1000
-            msgs = self._encode_backup(batches)
-            last = batches[-1].last if batches else 0
-        frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, batches=msgs,
+            advance = ckpt.input_pos > self._standby_checkpoint and now >= self._next_checkpoint_at
+            if not resync and run is None and not advance:
+                if idle:
+                    self.lock.wait(self.cfg.linger_ms / 1000)
+                return None
+            if run is None:
+                self._next_checkpoint_at = now + self.cfg.ack_poll_ms / 1000
+            if self._encoder_reset:
+                self.encoder.reset()
+                self._encoder_reset = False
+        # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
+        # wait for it. Only this thread uses the encoder (a registration asks for a reset through a flag).
+        t0 = self.clock()
+        runs = [self._encode_backup(run)] if run is not None else []
+        frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
                               params=self._params_at(ckpt.input_pos))
+        return _BackupCall(peer, gen, ckpt, resync, runs, run.last if run is not None else 0, frame,
+                           encode_s=self.clock() - t0)
+
+    def _finish_backup(self, call: _BackupCall) -> None:
+        peer, ckpt, runs = call.peer, call.checkpoint, call.runs
         try:
-            ack = peer.backup(frame, self.cfg.rpc_timeout)
+            assert call.pending is not None
+            ack = call.pending.result()
         except PeerError as e:
             if peer is self.standby:
                 self.links.note("standby", peer.address, e)
             with self.lock:
                 self.counters[f"backup_error_{e.status.lower()}"] += 1
-                if peer is not self.standby:
+                if peer is not self.standby or call.gen != self._backup_gen:
                     # A new standby registered while this call was in flight (closing the old channel cancels
                     # it); the registration already re-cut the batches, and the newcomer is not to wait.
                     return
+                self._backup_gen += 1  # what was prepared after this call is void
                 self.batcher.rewind()
-                self.encoder.reset()
+                self._encoder_reset = True
                 retry = after_backup_error(e.status)
                 self._resync_backup = retry.resync
                 self.standby_retry_at = self.clock() + retry.delay
+                self._trim()  # the backup holds nothing back while the standby is not answering
             return
         with self.lock:
-            if peer is not self.standby:
+            if peer is not self.standby or call.gen != self._backup_gen:
                 return
             self.links.note("standby", peer.address, None)
             self.counters["backup_bytes"] += ack.wire_bytes
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
-            if resync:
+            if call.resync:
                 # The standby's applied position is the truth after an error; re-cut from there.
                 self.batcher.restart(max(ack.applied_through, self.oqu.trimmed_through))
                 self._resync_backup = False
                 return
-            self.batcher.confirm(min(ack.applied_through, last))
-            self.counters["backup_batches"] += len(msgs)
-            self.counters["backup_tuples"] += sum(b.count for b in msgs)
-            self.counters["backup_raw_bytes"] += sum(b.encoded.raw_bytes for b in msgs)
-            self.counters["backup_payload_bytes"] += sum(len(b.encoded.payload) for b in msgs)
+            self.batcher.confirm(min(ack.applied_through, call.last))
+            self.lock.notify_all()  # the source may be waiting for the standby to catch up
+            self.counters["backup_batches"] += sum(len(r.counts) for r in runs)
+            self.counters["backup_tuples"] += sum(sum(r.counts) for r in runs)
+            self.counters["backup_raw_bytes"] += sum(sum(r.encoded.raw_sizes) for r in runs)
+            self.counters["backup_payload_bytes"] += sum(len(r.encoded.payload) for r in runs)
             self.counters["backup_rpcs"] += 1
+            self.backup_encode_seconds += call.encode_s
+            self.backup_call_seconds += self.clock() - call.sent_at
 
-    def _encode_backup(self, batches: list[TupleBatch]) -> list[m.BackupBatch]:
+    def _encode_backup(self, run: TupleBatch) -> m.BackupRun:
+        """Cut a run into Bsize batches, each encoded and compressed on its own (Algorithm 1), sent as one."""
+        bsize = self.cfg.bsize
+        assert bsize is not None
         if self.encoder.needs_dictionary:
             # Train on single tuples, the unit a dictionary helps most (Bsize 1).
-            for batch in batches:
-                for i in range(len(batch)):
-                    self._samples.append(tuples.encode(batch.slice(batch.first + i, batch.first + i + 1)))
+            self._samples.extend(tuples.encode_runs(run.slice(run.first, run.first + 256), 1))
             if len(self._samples) >= self.cfg.dict_samples:
                 self.encoder.set_dictionary(train_dictionary(self._samples, self.cfg.dict_size))
                 self._samples = []
-        encoded = self.encoder.encode_many([tuples.encode(b) for b in batches])
-        return [m.BackupBatch(first=b.first, count=len(b), encoded=enc)
-                for b, enc in zip(batches, encoded, strict=True)]
+        raws = tuples.encode_runs(run, bsize)
+        return m.BackupRun(first=run.first, counts=[bsize] * len(raws), encoded=self.encoder.encode_run(raws))
 
     # --- failover and membership -----------------------------------------------------------------------
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
@@ -381,6 +500,8 @@ class UpstreamNode(NodeBase):
         self.primary = self.peers(msg.address)
         self.primary_addr = msg.address
         self.standby = None
+        self._backup_gen += 1
+        self._trim()
         self.links.forget("standby")
         self.links.forget("primary")
         self.generation += 1
@@ -410,7 +531,8 @@ class UpstreamNode(NodeBase):
             self.standby_retry_at = 0.0
             self._standby_checkpoint = 0
             self.batcher.restart(self.oqu.trimmed_through)
-            self.encoder.reset()
+            self._backup_gen += 1
+            self._encoder_reset = True
             self._resync_backup = False
             self.counters["standby_registrations"] += 1
             self.source.covered(self.checkpoint, self._membership())
@@ -427,6 +549,9 @@ class UpstreamNode(NodeBase):
             "oqu_unbatched": self.batcher.unbatched(self.oqu),
             "oqu_batched": len(self.oqu) - self.batcher.unbatched(self.oqu),
             "batched_through": self.batcher.batched_through,
+            "backup_skipped": self.batcher.skipped,
+            "backup_encode_seconds": round(self.backup_encode_seconds, 3),
+            "backup_call_seconds": round(self.backup_call_seconds, 3),
             "cursor": self.cursor,
             "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
             "primary": self.primary_addr,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import numpy as np
+
 from ..core.messages import Params
 from ..core.tuples import TupleBatch
 
@@ -13,8 +15,8 @@ class Operator(ABC):
 
     Contract (the Lazy Standby protocol depends on each point):
     - `process(batch)` returns the indices (into the batch) of the tuples that produce an output, in
-      increasing order: at most one output per input, in input order, so that Level-1 acks can map an
-      output back to the input that made it.
+      increasing order, as an int64 numpy array (a list of ints is accepted too): at most one output
+      per input, in input order, so that Level-1 acks can map an output back to the input that made it.
     - The result depends only on the tuples seen so far, in link order: N and N' fed the same positions
       make the same outputs with the same sequence numbers. Parameters change only through control tuples
       (stream id 0) in the link order, so both switch at the same position (seed 003).
@@ -25,7 +27,7 @@ class Operator(ABC):
     name = "operator"
 
     @abstractmethod
-    def process(self, batch: TupleBatch) -> list[int]:
+    def process(self, batch: TupleBatch) -> np.ndarray | list[int]:
         """Indices of the tuples of `batch` that are selected."""
 
     def restore(self, position: int, params: Params | None = None) -> None:  # noqa: B027 - stateless: nothing

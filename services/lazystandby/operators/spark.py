@@ -19,6 +19,7 @@ from concurrent import futures
 from pathlib import Path
 
 import grpc
+import numpy as np
 from lazystandby_spark import query as spark_query
 from lazystandby_spark.feed import Feed
 
@@ -105,13 +106,13 @@ class SparkSelection(Operator):
     def process(self, batch: TupleBatch) -> list[int]:
         out: list[int] = []
         seg_start = 0
-        streams = batch.streams
-        for i in [*(i for i, s in enumerate(streams) if s == StreamRegistry.CONTROL), len(batch)]:
+        controls = np.flatnonzero(batch.streams == StreamRegistry.CONTROL).tolist()
+        for i in [*controls, len(batch)]:
             if i > seg_start:
-                seg = [p.decode("utf-8", "replace") for p in batch.payloads[seg_start:i]]
+                seg = [p.decode("utf-8", "replace") for p in batch.payloads.slice(seg_start, i - seg_start).to_pylist()]
                 out.extend(seg_start + j for j in self._run(seg))
             if i < len(batch):
-                self._switch(batch.first + i, batch.payloads[i])
+                self._switch(batch.first + i, batch.payload(i))
             seg_start = i + 1
         return out
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from ..core.acks import Checkpoint
-from ..core.tuples import TupleBatch
-from .generator import ticks
+from ..core.tuples import TupleBatch, payload_array
+from .generator import Interleaved
 
 
 class SourceGap(RuntimeError):
@@ -22,6 +26,52 @@ class Record:
     stream: str
     seq: int
     payload: bytes
+
+
+class Records:
+    """Records in arrival order, in columns: `stream[i]` indexes `names` (a dictionary encoding, so a poll
+    of a million records names each stream once), `seqs` and `payloads` are the records' own."""
+
+    __slots__ = ("names", "stream", "seqs", "payloads")
+
+    def __init__(self, names: list[str], stream: Any, seqs: Any, payloads: Any) -> None:
+        self.names = names
+        self.stream = np.asarray(stream, dtype=np.int64)
+        self.seqs = np.asarray(seqs, dtype=np.int64)
+        self.payloads: pa.BinaryArray = payload_array(payloads)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def record(self, i: int) -> Record:
+        """The i-th record as an object (cold paths: dead letters, errors)."""
+        return Record(self.names[int(self.stream[i])], int(self.seqs[i]), self.payloads[i].as_py() or b"")
+
+    def __iter__(self):
+        return (self.record(i) for i in range(len(self)))
+
+    @classmethod
+    def of(cls, records: list[Record]) -> Records:
+        """From record objects (sources whose client hands out one object per record)."""
+        names: dict[str, int] = {}
+        codes = [names.setdefault(r.stream, len(names)) for r in records]
+        return cls(list(names), codes, [r.seq for r in records], [r.payload for r in records])
+
+    @classmethod
+    def concat(cls, parts: list[Records]) -> Records:
+        """One poll's records from several places (topics, partitions), in the order given."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls([], [], [], [])
+        if len(parts) == 1:
+            return parts[0]
+        names: dict[str, int] = {}
+        codes = []
+        for p in parts:
+            remap = np.array([names.setdefault(n, len(names)) for n in p.names] or [0], np.int64)
+            codes.append(remap[p.stream])
+        return cls(list(names), np.concatenate(codes), np.concatenate([p.seqs for p in parts]),
+                   pa.concat_arrays([p.payloads for p in parts]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +100,15 @@ class Restored:
 class Source(ABC):
     """Nu's input.
 
-    Lifecycle: `restore()` once at start; then `poll` hands out records in arrival order; Nu validates
+    Lifecycle: `restore()` once at start; then `poll` hands out records in arrival order, in columns
+    (Records, possibly empty); Nu validates
     them, numbers the admitted ones, calls `record_order(batch)` (durable when it returns) and only then
     puts them in OQu; `covered(...)` reports Level-1 progress so the source may commit. `exhausted` is True
     once a finite source has handed out everything.
     """
 
     @abstractmethod
-    def poll(self, max_records: int) -> list[Record]: ...
+    def poll(self, max_records: int) -> Records: ...
 
     @property
     def exhausted(self) -> bool:
@@ -93,9 +144,12 @@ class GeneratorSource(Source):
         self.streams = streams
         self.total = total
         self.rate = rate
-        self._gens = [(s, ticks(s, seed)) for s in streams]
-        self._n = 0
+        self._gen = Interleaved(streams, seed)
         self._t0: float | None = None
+
+    @property
+    def _n(self) -> int:
+        return self._gen.n
 
     @property
     def exhausted(self) -> bool:
@@ -105,7 +159,7 @@ class GeneratorSource(Source):
         left = max(0, self.total - self._n) if self.total else 0
         return {s: left // len(self.streams) for s in self.streams}
 
-    def poll(self, max_records: int) -> list[Record]:
+    def poll(self, max_records: int) -> Records:
         if self._t0 is None:
             self._t0 = time.monotonic()
         want = max_records
@@ -114,14 +168,10 @@ class GeneratorSource(Source):
             want = min(want, max(0, allowed))
         if self.total:
             want = min(want, self.total - self._n)
-        out = []
-        gens = self._gens
-        for _ in range(want):
-            name, gen = gens[self._n % len(gens)]
-            seq, payload = next(gen)
-            out.append(Record(name, seq, payload))
-            self._n += 1
-        return out
+        if want <= 0:
+            return Records(self.streams, [], [], [])
+        stream, seqs, payloads = self._gen.take(want)
+        return Records(self.streams, stream, seqs, payloads)
 
 
 class DeadLetters:

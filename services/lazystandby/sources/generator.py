@@ -1,38 +1,135 @@
 """A deterministic generator of the source streams I1 and I2: stock ticks of 30-60 bytes.
 
-Same seed, same tuples: the truth-table checker regenerates them to rebuild the expected output.
+Same seed, same tuples, however they are asked for (one at a time or a million): each stream is made in
+fixed blocks of BLOCK ticks by numpy's PCG64 seeded from (seed, stream), and the text is built column by
+column with Arrow. The truth-table checker regenerates them to rebuild the expected output. A tick is
+`symbol,price,volume,ts_ms,venue` (formats/ticks.py); prices follow a random walk per symbol.
 """
 
 from __future__ import annotations
 
-import random
+import hashlib
 from collections.abc import Iterator
 
-from ..formats.ticks import Tick
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core.tuples import payload_array
 
 SYMBOLS = ("ACME", "GLOBX", "INITECH", "UMBRL", "HOOLI", "STARK", "WAYNE", "TYREL", "CYBDN", "SOYLNT")
 VENUES = ("XTKS", "XNYS", "XLON", "XNAS")
+BLOCK = 8192
+_SYMBOLS = pa.array(SYMBOLS)
+_VENUES = pa.array(VENUES)
 
 
-def ticks(stream: str, seed: int = 7, start_ts: int = 1_764_000_000_000) -> Iterator[tuple[int, bytes]]:
-    """(seq, payload) for one stream, seq = 1, 2, ... forever."""
-    rng = random.Random(f"{seed}:{stream}")
-    prices = {s: rng.uniform(20, 200) for s in SYMBOLS}
-    ts = start_ts
-    seq = 0
+def _seed_of(seed: int, stream: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{stream}".encode()).digest()[:8], "little")
+
+
+class TickStream:
+    """One stream's ticks, seq = 1, 2, ...: `take(n)` hands out the next n as (seqs, payloads)."""
+
+    def __init__(self, stream: str, seed: int = 7, start_ts: int = 1_764_000_000_000) -> None:
+        self.stream = stream
+        self._rng = np.random.Generator(np.random.PCG64(_seed_of(seed, stream)))
+        self._log_price = np.log(self._rng.uniform(20, 200, len(SYMBOLS)))
+        self._ts = start_ts
+        self._next_seq = 1  # seq of the first tick not yet handed out
+        self._made = 0  # ticks generated so far
+        self._buf = pa.array([], pa.binary())
+        self._buf_first = 1  # seq of _buf[0]
+
+    def _block(self) -> pa.Array:
+        rng, n = self._rng, BLOCK
+        sym = rng.integers(0, len(SYMBOLS), n)
+        step = rng.normal(0.0, 0.002, n)
+        gaps = rng.integers(1, 5, n)
+        volume = rng.integers(1, 50, n) * 100
+        venue = rng.integers(0, len(VENUES), n)
+        log_price = np.empty(n)
+        for k in range(len(SYMBOLS)):
+            at = np.flatnonzero(sym == k)
+            if len(at):
+                walk = self._log_price[k] + np.cumsum(step[at])
+                log_price[at] = walk
+                self._log_price[k] = walk[-1]
+        cents = np.maximum(100, np.rint(np.exp(log_price) * 100)).astype(np.int64)
+        ts = self._ts + np.cumsum(gaps)
+        self._ts = int(ts[-1])
+        price = pc.binary_join_element_wise(
+            pa.array(cents // 100).cast(pa.string()),
+            pc.utf8_lpad(pa.array(cents % 100).cast(pa.string()), 2, "0"), ".")
+        text = pc.binary_join_element_wise(
+            _SYMBOLS.take(pa.array(sym)), price, pa.array(volume).cast(pa.string()),
+            pa.array(ts).cast(pa.string()), _VENUES.take(pa.array(venue)), ",")
+        self._made += n
+        return text.cast(pa.binary())
+
+    def take(self, n: int) -> tuple[np.ndarray, pa.BinaryArray]:
+        parts = []
+        want = n
+        while want:
+            have = len(self._buf) - (self._next_seq - self._buf_first)
+            if have == 0:
+                self._buf_first = self._made + 1
+                self._buf = self._block()
+                continue
+            k = min(want, have)
+            parts.append(self._buf.slice(self._next_seq - self._buf_first, k))
+            self._next_seq += k
+            want -= k
+        seqs = np.arange(self._next_seq - n, self._next_seq, dtype=np.int64)
+        payloads = payload_array(pa.concat_arrays(parts)) if len(parts) > 1 else (
+            parts[0] if parts else payload_array([]))
+        return seqs, payloads
+
+
+class Interleaved:
+    """Streams round robin: tuple i (from 0) is stream i % len(streams)'s tick number i // len(streams) + 1."""
+
+    def __init__(self, streams: list[str], seed: int = 7) -> None:
+        self.streams = list(streams)
+        self._gens = [TickStream(s, seed) for s in streams]
+        self.n = 0  # tuples handed out so far
+
+    def take(self, count: int) -> tuple[np.ndarray, np.ndarray, pa.BinaryArray]:
+        """The next `count` tuples as (stream index into `streams`, seq, payload) columns."""
+        s = len(self.streams)
+        idx = (np.arange(self.n, self.n + count) % s).astype(np.int64)
+        seqs = np.empty(count, np.int64)
+        parts, where = [], []
+        for k, gen in enumerate(self._gens):
+            at = np.flatnonzero(idx == k)
+            if not len(at):
+                continue
+            q, p = gen.take(len(at))
+            seqs[at] = q
+            parts.append(p)
+            where.append(at)
+        self.n += count
+        if len(parts) <= 1:
+            return idx, seqs, parts[0] if parts else payload_array([])
+        order = np.argsort(np.concatenate(where), kind="stable")
+        return idx, seqs, pa.concat_arrays(parts).take(pa.array(order))
+
+
+def ticks(stream: str, seed: int = 7) -> Iterator[tuple[int, bytes]]:
+    """(seq, payload) for one stream, seq = 1, 2, ... forever (one at a time: tests and tools)."""
+    gen = TickStream(stream, seed)
     while True:
-        seq += 1
-        sym = SYMBOLS[rng.randrange(len(SYMBOLS))]
-        prices[sym] = max(1.0, prices[sym] * (1 + rng.gauss(0, 0.002)))
-        ts += rng.randrange(1, 5)
-        tick = Tick(sym, prices[sym], rng.randrange(1, 50) * 100, ts, VENUES[rng.randrange(len(VENUES))])
-        yield seq, tick.encode()
+        seqs, payloads = gen.take(1024)
+        yield from zip(seqs.tolist(), payloads.to_pylist(), strict=True)
 
 
 def interleave(streams: list[str], total: int, seed: int = 7) -> Iterator[tuple[str, int, bytes]]:
     """`total` tuples from all streams, round robin: (stream, seq, payload)."""
-    gens = [(s, ticks(s, seed)) for s in streams]
-    for i in range(total):
-        name, gen = gens[i % len(gens)]
-        seq, payload = next(gen)
-        yield name, seq, payload
+    gen = Interleaved(streams, seed)
+    left = total
+    while left:
+        k = min(left, 65536)
+        idx, seqs, payloads = gen.take(k)
+        names = [streams[i] for i in idx.tolist()]
+        yield from zip(names, seqs.tolist(), payloads.to_pylist(), strict=True)
+        left -= k

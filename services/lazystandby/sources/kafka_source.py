@@ -20,6 +20,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
@@ -27,7 +28,7 @@ from kafka.structs import OffsetAndMetadata
 from ..core.acks import Checkpoint
 from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
-from .base import Membership, Record, Restored, Source, SourceGap
+from .base import Membership, Record, Records, Restored, Source, SourceGap
 
 log = logging.getLogger(__name__)
 
@@ -102,15 +103,20 @@ def all_topics(topics: Topics, streams: list[str]) -> list[str]:
 def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
     """Maximal runs of consecutive positions on one stream with consecutive seqs: [stream, first_seq, count],
     and for control records [_control, seq, 1, payload]."""
+    n = len(batch)
+    if not n:
+        return []
+    s, q = batch.streams, batch.seqs
+    control = s == StreamRegistry.CONTROL
+    breaks = (s[1:] != s[:-1]) | (q[1:] != q[:-1] + 1) | control[1:] | control[:-1]
+    starts = [0, *(np.flatnonzero(breaks) + 1).tolist(), n]
     runs: list[list] = []
-    for sid, seq, payload in zip(batch.streams, batch.seqs, batch.payloads, strict=True):
-        name = names[sid]
+    for a, b in zip(starts, starts[1:], strict=False):
+        sid, seq = int(s[a]), int(q[a])
         if sid == StreamRegistry.CONTROL:
-            runs.append([CONTROL, seq, 1, payload.decode()])
-        elif runs and runs[-1][0] == name and len(runs[-1]) == 3 and runs[-1][1] + runs[-1][2] == seq:
-            runs[-1][2] += 1
+            runs.append([CONTROL, seq, 1, batch.payload(a).decode()])
         else:
-            runs.append([name, seq, 1])
+            runs.append([names[sid], seq, b - a])
     return runs
 
 
@@ -227,7 +233,9 @@ class KafkaSource(Source):
         if not entries and not meta:
             return None
         ckpt = Checkpoint(meta["pos"], meta["count"]) if meta else Checkpoint()
-        held = TupleBatch(first=ckpt.input_pos + 1)
+        h_streams: list[int] = []
+        h_seqs: list[int] = []
+        h_payloads: list[bytes] = []
         reader = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none")
         last_seqs: dict[str, int] = dict(meta.get("seqs", {})) if meta else {}
         reg = StreamRegistry(self.streams)
@@ -239,13 +247,14 @@ class KafkaSource(Source):
                             else fetch_range(reader, self.topics.source(stream), first_seq, count))
                 for i, p in enumerate(payloads):
                     if pos + i > ckpt.input_pos:
-                        held.streams.append(reg.id_of(stream))
-                        held.seqs.append(first_seq + i)
-                        held.payloads.append(p)
+                        h_streams.append(reg.id_of(stream))
+                        h_seqs.append(first_seq + i)
+                        h_payloads.append(p)
                 pos += count
                 last_seqs[stream] = first_seq + count - 1
             self._entries.append((e["first_pos"], pos - 1, off, dict(last_seqs)))
         reader.close()
+        held = TupleBatch(ckpt.input_pos + 1, h_streams, h_seqs, h_payloads)
         self._last_seqs = last_seqs
         # Consume each topic after the last record the link log holds (dead letters after it come again).
         for tp in self._tps:
@@ -261,7 +270,7 @@ class KafkaSource(Source):
                         params=(meta["params"][0], meta["params"][1].encode()) if meta and meta.get("params") else None)
 
     # --- normal operation ------------------------------------------------------------------------------
-    def poll(self, max_records: int) -> list[Record]:
+    def poll(self, max_records: int) -> Records:
         try:
             with self._consumer_lock:
                 got = self.consumer.poll(timeout_ms=self.poll_ms, max_records=max_records)
@@ -269,11 +278,14 @@ class KafkaSource(Source):
             gaps = ", ".join(f"{tp.topic} from seq {off + 1}" for tp, off in e.args[0].items())
             raise SourceGap(f"records not yet read were deleted by the broker (retention or truncation): {gaps}; "
                             f"Nu stops admitting here rather than skip them") from e
-        out: list[Record] = []
+        parts = []
         for tp in self._tps:  # a fixed topic order within one poll; the link log records what it was
-            for r in got.get(tp, []):
-                out.append(Record(self._by_topic[tp.topic], r.offset + 1, r.value if r.value is not None else b""))
-        return out
+            recs = got.get(tp)
+            if recs:
+                parts.append(Records([self._by_topic[tp.topic]], np.zeros(len(recs), np.int64),
+                                     [r.offset + 1 for r in recs],
+                                     [r.value if r.value is not None else b"" for r in recs]))
+        return Records.concat(parts)
 
     def record_order(self, batch: TupleBatch, names: dict[int, str]) -> None:
         runs = runs_of(batch, names)

@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..core.authz import authorize
-from ..core.seq import LazyStandbyError
+from ..core.seq import LazyStandbyError, Status
 from ..v1 import lazystandby_pb2_grpc as pb_grpc
 from . import wire
 from .peer import Handler, PeerBase, PeerError
@@ -98,6 +98,32 @@ class RoleHealth(health.HealthServicer):
                                               else health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
+def _closed(e: ValueError, address: str, rpc: str) -> PeerError:
+    """A call begun on a peer that another thread closed meanwhile (a replaced standby): to the caller
+    this is a cancelled call, never an exception that ends its loop."""
+    if "closed channel" not in str(e):
+        raise e
+    return PeerError(Status.CANCELLED, f"{address} {rpc}: the channel was closed")
+
+
+class _GrpcPending:
+    """A gRPC call in flight; `result()` maps its outcome as a blocking call would."""
+
+    def __init__(self, future, rpc: wire.Rpc, request, what: str) -> None:
+        self._future, self._rpc, self._request, self._what = future, rpc, request, what
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self):
+        try:
+            return wire.reply_with_size(self._rpc, self._future.result(), self._request)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+            details = e.details() if hasattr(e, "details") else str(e)
+            raise PeerError(code.name, f"{self._what}: {details}") from None
+
+
 class GrpcPeer(PeerBase):
     """A Peer over a gRPC channel. Channels reconnect by themselves; a dead peer raises UNAVAILABLE."""
 
@@ -111,14 +137,19 @@ class GrpcPeer(PeerBase):
         self._stub = pb_grpc.LazyStandbyStub(self._channel)
 
     def _call(self, rpc: str, msg, timeout: float):
+        return self._call_async(rpc, msg, timeout).result()
+
+    def backup_async(self, msg, timeout: float) -> _GrpcPending:
+        return self._call_async("Backup", msg, timeout)
+
+    def _call_async(self, rpc: str, msg, timeout: float) -> _GrpcPending:
         r = wire.RPCS[rpc]
         request = r.req_to(msg)
         try:
-            return wire.reply_with_size(r, getattr(self._stub, rpc)(request, timeout=timeout), request)
-        except grpc.RpcError as e:
-            code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
-            details = e.details() if hasattr(e, "details") else str(e)
-            raise PeerError(code.name, f"{self.address} {rpc}: {details}") from None
+            future = getattr(self._stub, rpc).future(request, timeout=timeout)
+        except ValueError as e:
+            raise _closed(e, self.address, rpc) from None
+        return _GrpcPending(future, r, request, f"{self.address} {rpc}")
 
     def close(self) -> None:
         self._channel.close()

@@ -23,6 +23,32 @@ class PeerError(Exception):
         return self.status.unreachable
 
 
+class Pending(Protocol):
+    """A call in flight: `result()` waits for its reply (raising PeerError as the call would have)."""
+
+    def result(self): ...
+    def done(self) -> bool: ...
+
+
+class Done:
+    """A call already made (transports without asynchronous calls)."""
+
+    def __init__(self, call) -> None:
+        self._reply, self._error = None, None
+        try:
+            self._reply = call()
+        except PeerError as e:
+            self._error = e
+
+    def done(self) -> bool:
+        return True
+
+    def result(self):
+        if self._error is not None:
+            raise self._error
+        return self._reply
+
+
 class Peer(Protocol):
     """One remote node. Every call raises PeerError on failure."""
 
@@ -30,6 +56,7 @@ class Peer(Protocol):
 
     def push(self, msg: m.Frame, timeout: float) -> m.FrameAck: ...
     def backup(self, msg: m.BackupFrame, timeout: float) -> m.BackupAck: ...
+    def backup_async(self, msg: m.BackupFrame, timeout: float) -> Pending: ...
     def deliver(self, msg: m.OutputFrame, timeout: float) -> m.Level0Ack: ...
     def heartbeat(self, msg: m.HeartbeatRequest, timeout: float) -> m.HeartbeatReply: ...
     def takeover(self, msg: m.TakeoverRequest, timeout: float) -> m.TakeoverReply: ...
@@ -51,6 +78,10 @@ class PeerBase:
 
     def backup(self, msg: m.BackupFrame, timeout: float) -> m.BackupAck:
         return self._call("Backup", msg, timeout)
+
+    def backup_async(self, msg: m.BackupFrame, timeout: float) -> Pending:
+        """`backup` without waiting for the reply, where the transport can (here: it waits)."""
+        return Done(lambda: self.backup(msg, timeout))
 
     def deliver(self, msg: m.OutputFrame, timeout: float) -> m.Level0Ack:
         return self._call("Deliver", msg, timeout)

@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint
-from ..core.codec import CodecName, EncodedBatch
+from ..core.codec import CodecName, EncodedBatch, EncodedRun
 from ..core.roles import Role
 from ..core.seq import MalformedMessage
 from ..v1 import lazystandby_pb2 as pb
@@ -112,13 +112,33 @@ def frame_ack_from_pb(msg: pb.FrameAck) -> m.FrameAck:
 
 
 # --- Backup ---------------------------------------------------------------------------------------------
+def _run_to_pb(r: m.BackupRun) -> pb.BackupRun:
+    e = r.encoded
+    return pb.BackupRun(first_pos=r.first, codec=codec_to_pb(e.codec), session=e.session, first_index=e.first_index,
+                        counts=r.counts, payload_sizes=e.payload_sizes, raw_sizes=e.raw_sizes, payloads=e.payload,
+                        dictionary=e.dictionary)
+
+
+def _run_from_pb(r: pb.BackupRun, what: str) -> m.BackupRun:
+    n = len(r.counts)
+    if len(r.payload_sizes) != n or len(r.raw_sizes) != n:
+        raise MalformedMessage(f"{what}: backup run from {r.first_pos} has {n} counts, {len(r.payload_sizes)} "
+                               f"payload sizes and {len(r.raw_sizes)} raw sizes")
+    if sum(r.payload_sizes) != len(r.payloads):
+        raise MalformedMessage(f"{what}: backup run from {r.first_pos} says {sum(r.payload_sizes)} payload bytes; "
+                               f"{len(r.payloads)} arrived")
+    return m.BackupRun(first=r.first_pos, counts=list(r.counts), encoded=EncodedRun(
+        codec=codec_from_pb(r.codec), session=r.session, first_index=r.first_index, payload=r.payloads,
+        payload_sizes=list(r.payload_sizes), raw_sizes=list(r.raw_sizes), dictionary=r.dictionary))
+
+
 def backup_frame_to_pb(f: m.BackupFrame) -> pb.BackupFrame:
     return pb.BackupFrame(epoch=f.epoch, sender=f.sender, checkpoint=level1_to_pb(f.checkpoint, f.epoch),
                           params=params_to_pb(f.params), batches=[
         pb.BackupBatch(first_pos=b.first, count=b.count, codec=codec_to_pb(b.encoded.codec),
                        session=b.encoded.session, index=b.encoded.index, payload=b.encoded.payload,
                        dictionary=b.encoded.dictionary, raw_bytes=b.encoded.raw_bytes)
-        for b in f.batches])
+        for b in f.batches], runs=[_run_to_pb(r) for r in f.runs])
 
 
 def backup_frame_from_pb(msg: pb.BackupFrame, *, node: str = "") -> m.BackupFrame:
@@ -127,7 +147,7 @@ def backup_frame_from_pb(msg: pb.BackupFrame, *, node: str = "") -> m.BackupFram
         m.BackupBatch(first=b.first_pos, count=b.count, encoded=EncodedBatch(
             codec=codec_from_pb(b.codec), session=b.session, index=b.index, payload=b.payload,
             raw_bytes=b.raw_bytes, dictionary=b.dictionary))
-        for b in msg.batches])
+        for b in msg.batches], runs=[_run_from_pb(r, node) for r in msg.runs])
 
 
 def backup_ack_to_pb(a: m.BackupAck) -> pb.BackupAck:
