@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "run" / "bench"
 PUBLISHED = ROOT / "docs" / "bench"
 CODECS = [c.value for c in CodecName]
+# Enough tuples for several seconds at the columnar pipeline's rate (a run of under a second measures start-up).
+THROUGHPUT_TUPLES = 2_000_000
 
 
 def progress(i: int, n: int, what: str) -> None:
@@ -106,6 +108,19 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
+def _peak_rss_mb(pid: int) -> float:
+    """Peak resident memory of a node process and everything it started (VmHWM, MB)."""
+    total = 0
+    for p in _descendants(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return round(total / 1024, 1)
+
+
 def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: str = "python",
                extra: dict[str, Any] | None = None) -> dict:
     """The pipeline as fast as it goes (generator rate 0): tuples/s through N to Nd, per-second samples."""
@@ -137,15 +152,40 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         elapsed = time.monotonic() - t0
         nu = topo.status("nu")
         cpu = {k: round((_cpu_seconds(p.pid) - cpu0[k]) / elapsed, 3) for k, p in topo.procs.items()}
+        rss = {k: _peak_rss_mb(p.pid) for k, p in topo.procs.items()}
     full = samples[:-1] or samples  # the last second is partial
     mean = statistics.mean(full)
     return {"bsize": bsize, "codec": codec, "standby": standby, "operator": operator, "tuples": total,
             "tuples_per_s": round(total / elapsed), "mean_per_s": round(mean), "worst_second_ratio":
-            round(min(full) / mean, 3) if mean else 0.0, "cpu_cores_per_node": cpu,
+            round(min(full) / mean, 3) if mean else 0.0, "cpu_cores_per_node": cpu, "max_rss_mb": rss,
             "e2e_commit_p50_ms": nu["e2e_commit_p50_ms"], "e2e_commit_p99_ms": nu["e2e_commit_p99_ms"],
             # A backup that fell behind is trimmed before it is sent: N' then gets only checkpoints and the
             # run looks as cheap as no HA. The share of tuples N' actually received shows it.
             "backup_coverage": round(nu["counters"].get("backup_tuples", 0) / total, 3) if standby else 0.0}
+
+
+def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = True) -> dict:
+    """The same pipeline with the Kafka source and the results topic: `total` ticks written to the source
+    topics first, then the nodes started; tuples/s from Nu's first admission to the last output in Nd."""
+    import random
+
+    from lazystandby.sources.kafka_generator import generate
+    from lazystandby.sources.kafka_source import Topics
+
+    prefix = f"b{random.getrandbits(32):x}."
+    generate(bootstrap, ["I1", "I2"], total, topics=Topics(prefix))
+    settings = {"bsize": 10, "codec": "zstd-stream-dict", "rate": 0.0, "operator": "python",
+                "kafka_bootstrap": bootstrap, "topic_prefix": prefix}
+    with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
+        topo.start_all()
+        wait_until(lambda: topo.status("nu")["counters"].get("source_tuples", 0) > 0, 60)
+        t0 = time.monotonic()
+        wait_until(lambda: topo.status("n")["processed"][0] >= total, 300)
+        n = topo.status("n")
+        wait_until(lambda: topo.status("nd")["delivered_through"] >= n["processed"][1], 60)
+        elapsed = time.monotonic() - t0
+        cpu = {k: round(_cpu_seconds(p.pid), 2) for k, p in topo.procs.items()}
+    return {"tuples": total, "standby": standby, "tuples_per_s": round(total / elapsed), "cpu_seconds": cpu}
 
 
 def median_run(rs: list[dict]) -> dict:
@@ -262,19 +302,24 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
 
 
 def spark_peer() -> dict:
-    """Spark's restart recovery and direct throughput on a broker of their own (or KAFKA_BOOTSTRAP)."""
+    """Spark's restart recovery and direct throughput, and our pipeline's throughput on Kafka, on a broker
+    of their own (or KAFKA_BOOTSTRAP)."""
     import os
 
     from bench.spark_peer import direct_throughput, restart_recovery
     from lazystandby.harness.kafka_broker import LocalKafka
 
+    def measure(b: str) -> dict:
+        print("Kafka path: the pipeline with the Kafka source and the results topic", file=sys.stderr, flush=True)
+        kafka = kafka_throughput(b)
+        return {"restart": restart_recovery(b), "throughput": direct_throughput(b), "kafka": kafka}
+
     if os.environ.get("KAFKA_BOOTSTRAP"):
-        b = os.environ["KAFKA_BOOTSTRAP"]
-        return {"restart": restart_recovery(b), "throughput": direct_throughput(b)}
+        return measure(os.environ["KAFKA_BOOTSTRAP"])
     broker = LocalKafka(ROOT / "run" / "bench-kafka")
     broker.start()
     try:
-        return {"restart": restart_recovery(broker.bootstrap), "throughput": direct_throughput(broker.bootstrap)}
+        return measure(broker.bootstrap)
     finally:
         broker.stop()
 
@@ -310,15 +355,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = tradeoff(bsizes, codecs, trials, total=20_000, rate=10_000.0, kill_after=1.0)
     # Throughput on 2 cores swings by up to 20 % between identical runs (thread scheduling in a GIL-bound
     # Nu): the configurations take turns, `reps` rounds, and each reports its median run.
-    configs = (("10", "zstd", True), ("10", "zstd", False), ("1", "zstd-stream-dict", True),
-               ("inf", "zstd-stream-dict", True))
+    configs = (("10", "zstd-stream-dict", True), ("10", "zstd-stream-dict", False), ("1", "zstd-stream-dict", True),
+               ("inf", "zstd-stream-dict", True), ("10", "zstd", True))
     reps = 3
     runs: dict[tuple, list[dict]] = {c: [] for c in configs}
     for rep in range(reps):
         for bsize, codec, standby in configs:
             print(f"throughput {rep + 1}/{reps}: Bsize {bsize} {codec} standby={standby}", file=sys.stderr, flush=True)
             runs[(bsize, codec, standby)].append(throughput(bsize=bsize, codec=codec, standby=standby,
-                                                            total=300_000))
+                                                            total=THROUGHPUT_TUPLES))
     thr = [median_run(rs) for rs in runs.values()]
     print("throughput: Bsize 10 zstd standby=True, Spark operator", file=sys.stderr, flush=True)
     spark_op = throughput(bsize="10", codec="zstd", standby=True, total=300_000, operator="spark")
@@ -331,18 +376,22 @@ def main(argv: list[str] | None = None) -> int:
         w.writeheader()
         w.writerows(rows)
     pngs = plot(rows, thr, name, spark)
-    ha = next(t for t in thr if t["standby"] and t["bsize"] == "10" and t["operator"] == "python")
+    ha = next(t for t in thr if t["standby"] and t["bsize"] == "10" and t["codec"] == "zstd-stream-dict"
+              and t["operator"] == "python")
     no_ha = next(t for t in thr if not t["standby"])
     result = {
         "name": name, "machine": f"{platform.machine()} {platform.node()} cores=2", "seconds": round(time.time() - t0),
         "tradeoff": summary, "throughput": thr,
         "throughput_tuples_per_s": ha["tuples_per_s"], "throughput_no_ha_tuples_per_s": no_ha["tuples_per_s"],
         "ha_cost_ratio": round(ha["tuples_per_s"] / no_ha["tuples_per_s"], 3),
+        "backup_coverage": ha["backup_coverage"], "worst_second_ratio": ha["worst_second_ratio"],
+        "max_rss_mb": ha["max_rss_mb"],
         "spark": spark,
         "spark_restart_recovery_ms": spark["restart"]["restart_recovery_ms"],
         "spark_restart_duplicated": spark["restart"]["duplicated"],
         "spark_direct_tuples_per_s": spark["throughput"]["tuples_per_s"],
         "spark_pipeline_tuples_per_s": spark_op["tuples_per_s"],
+        "kafka_throughput_tuples_per_s": spark["kafka"]["tuples_per_s"],
         "spark_pipeline_vs_direct": round(spark_op["tuples_per_s"] / spark["throughput"]["tuples_per_s"], 3),
         "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / max(
             v["failover_ms_p95"] for per in summary.values() for v in per.values()), 1),
@@ -352,8 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"]} for c, v in per.items()}
                          for b, per in summary.items()},
             **{k: result[k] for k in ("throughput_tuples_per_s", "throughput_no_ha_tuples_per_s", "ha_cost_ratio",
+                                      "backup_coverage", "worst_second_ratio", "max_rss_mb",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
+                                      "kafka_throughput_tuples_per_s",
                                       "spark_pipeline_vs_direct", "failover_speedup_vs_spark", "seconds")},
             "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
     print(json.dumps(flat))

@@ -42,7 +42,9 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
         if kafka:
             from .sources.kafka_source import KafkaDeadLetters, KafkaSource
 
-            return UpstreamNode(cfg, KafkaSource(kafka, cfg.stream_names, topics=topics), peers,
+            source = KafkaSource(kafka, cfg.source_streams, topics=topics, partitions=cfg.partitions,
+                                 replication_factor=cfg.replication_factor)
+            return UpstreamNode(cfg, source, peers,
                                 dead_letters=KafkaDeadLetters(kafka, topics))
         source = GeneratorSource(cfg.stream_names, seed=cfg.seed, total=cfg.total, rate=cfg.rate)
         return UpstreamNode(cfg, source, peers)
@@ -51,7 +53,7 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
         if kafka:
             from .sinks.kafka_sink import KafkaSink
 
-            return DownstreamNode(cfg, KafkaSink(kafka, registry, topics))
+            return DownstreamNode(cfg, KafkaSink(kafka, registry, topics, replication_factor=cfg.replication_factor))
         return DownstreamNode(cfg, FileSink(cfg.sink, registry) if cfg.sink else MemorySink())
     return OperatorNode(cfg, make_operator(cfg), peers)
 
@@ -69,7 +71,11 @@ def run_node(argv: list[str]) -> int:
     if tls is None:
         log.warning("%s: TLS is off: any client that can reach %s can call this node; run plaintext only on "
                     "loopback or in tests (set tls_ca, tls_cert, tls_key; make certs)", cfg.name, cfg.listen)
-    node = build_node(cfg, partial(GrpcPeer, max_message=cfg.max_message_bytes, tls=tls))
+    try:
+        node = build_node(cfg, partial(GrpcPeer, max_message=cfg.max_message_bytes, tls=tls))
+    except ValueError as e:  # what the deployment cannot be run with (a topic of another partition count)
+        print(f"lazystandby node: {e}", file=sys.stderr, flush=True)
+        return 2
     server = serve(node, cfg.listen, max_message=cfg.max_message_bytes, tls=tls)
     if cfg.metrics_port:
         from .metrics import serve_metrics

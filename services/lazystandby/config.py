@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 
 from .core.batching import format_bsize, parse_bsize
 from .core.codec import CodecName
+from .core.seq import partition_streams
 
 
 class SettingError(ValueError):
@@ -91,6 +92,10 @@ class NodeConfig:
     # Kafka: when set, Nu consumes the source topics and Nd writes the results topic (else generator/file)
     kafka_bootstrap: str = ""
     topic_prefix: str = "ls."
+    # Partitions of each source topic: each partition is a stream of its own in the link order (its own
+    # stream id, seq = offset + 1). A source topic that exists with another count is refused at start.
+    partitions: int = 1
+    replication_factor: int = 1
     # sink (Nd)
     sink: str = ""  # a file of delivered outputs; empty = keep nothing but counts
     # mutual TLS between nodes (deploy/tls/make-certs.sh); all three empty = plaintext (loopback only)
@@ -126,7 +131,8 @@ class NodeConfig:
         for name in ("heartbeat_interval", "rpc_timeout", "linger_ms", "ack_poll_ms"):
             if not getattr(self, name) > 0:
                 raise refuse(name, "a number > 0", getattr(self, name))
-        for name in ("heartbeat_misses", "frame_max", "oq_capacity", "iq_capacity", "max_tuple_bytes",
+        for name in ("partitions", "replication_factor", "heartbeat_misses", "frame_max", "oq_capacity",
+                     "iq_capacity", "max_tuple_bytes",
                      "max_message_bytes", "max_batches_per_rpc", "spark_partitions", "spark_max_rows"):
             if getattr(self, name) < 1:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
@@ -141,8 +147,15 @@ class NodeConfig:
             self.kafka_bootstrap = kafka_bootstrap_from_env()
 
     @property
-    def stream_names(self) -> list[str]:
+    def source_streams(self) -> list[str]:
+        """The source streams as configured (one topic each on Kafka)."""
         return [s for s in self.streams.split(",") if s]
+
+    @property
+    def stream_names(self) -> list[str]:
+        """The streams of the link order: one per partition of each source stream (`I1/0`, `I1/1`, ...),
+        or the source streams themselves with one partition."""
+        return partition_streams(self.source_streams, self.partitions)
 
 
 # What each setting does: the README's settings table is generated from this (`python -m lazystandby.config`),
@@ -188,6 +201,8 @@ HELP: dict[str, str] = {
     "rate": "tuples/s the generator makes; 0 = as fast as the pipeline takes them",
     "kafka_bootstrap": "Kafka bootstrap servers (also KAFKA_BOOTSTRAP); empty = the generator and a file sink",
     "topic_prefix": "prefix of every topic the pipeline uses",
+    "partitions": "partitions of each source topic (each one a stream of the link order); others have one",
+    "replication_factor": "replication factor of the topics the pipeline creates",
     "sink": "Nd without Kafka: a file of delivered outputs; empty = keep counts only",
     "tls_ca": "mutual TLS: the CA certificate (all three empty = plaintext, for loopback)",
     "tls_cert": "mutual TLS: this node's certificate (its role in the common name, ROLE:NAME)",

@@ -89,3 +89,43 @@ def test_restart_of_an_idle_upstream_restores_nothing_and_repeats_nothing(kafka)
     r = trial(kafka, fault="kill-upstream-restart", kill_after=TOTAL / RATE + 1.5)
     assert r["after"]["nu"]["counters"]["restored_tuples"] == 0
     assert r["after"]["n"]["received_through"] == r["after"]["nu"]["head"]
+
+
+@pytest.mark.parametrize("fault", ["kill-primary", "kill-upstream-restart"])
+def test_three_partition_source_topics_are_read_whole_and_stay_exact(kafka, fault):
+    """Each partition is a stream of its own (I1/0, I1/1, I1/2, ...): all of it is read, and the output is
+    exact under kill -9 of N and under a restart of Nu (which rebuilds the link order per partition)."""
+    from kafka import KafkaConsumer
+
+    from lazystandby.sources.kafka_source import Topics, read_linklog
+
+    r = trial(kafka, fault=fault, kill_after=0.8, extra={"partitions": 3})
+    prefix = r["topic_prefix"]
+    c = KafkaConsumer(bootstrap_servers=kafka)
+    try:
+        assert c.partitions_for_topic(f"{prefix}I1") == {0, 1, 2}
+    finally:
+        c.close()
+    assert r["expected"] > 1000
+    admitted = {run[0] for _, entry in read_linklog(kafka, Topics(prefix)) for run in entry["runs"]}
+    assert admitted == {f"I{s}/{p}" for s in (1, 2) for p in range(3)}  # every partition was read
+
+
+def test_a_source_topic_with_another_partition_count_is_refused_at_start(kafka):
+    """A topic that exists with 3 partitions, a pipeline set to 1: Nu refuses to start, in one line,
+    instead of reading partition 0 alone."""
+    import random
+    import subprocess
+    import sys
+
+    from lazystandby.sources.kafka_source import Topics, ensure_topics
+
+    prefix = f"p{random.getrandbits(32):x}."
+    ensure_topics(kafka, [f"{prefix}I1", f"{prefix}I2"], partitions={f"{prefix}I1": 3, f"{prefix}I2": 3})
+    p = subprocess.run([sys.executable, "-m", "lazystandby.cli", "node", "--role", "upstream", "--listen",
+                        "127.0.0.1:0", "--primary", "127.0.0.1:1", "--kafka-bootstrap", kafka,
+                        "--topic-prefix", prefix], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert f"topic {Topics(prefix).source('I1')} has 3 partitions" in last and "partitions" in last
+    assert "Traceback" not in p.stderr

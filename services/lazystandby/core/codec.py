@@ -196,7 +196,7 @@ class _Session:
     """One codec session of a link: the decompression context its batches share (streaming codecs) and
     the dictionary it was opened with."""
 
-    def __init__(self, codec: CodecName, session: int, dictionary: bytes) -> None:
+    def __init__(self, codec: CodecName, session: int, dictionary: bytes, max_write: int = 1 << 20) -> None:
         self.codec = codec
         self.session = session
         self.dictionary = dictionary
@@ -205,7 +205,13 @@ class _Session:
         # Built once per session: loading a dictionary costs far more than decoding one small batch.
         self.dctx = zstd.ZstdDecompressor(dict_data=d, max_window_size=1 << 27)
         self.sink = _Capped()
-        self.stream = self.dctx.stream_writer(self.sink, write_size=1 << 16) if codec.streaming else None
+        # python-zstandard's writer emits at most write_size bytes of output per write; whatever a write
+        # decodes beyond that comes out only with the next write (flush does not drain it). So consecutive
+        # batches are written together only while their declared output fits one write, and write_size (1 MiB)
+        # bounds both that and what a bomb can inflate to before the cap sees it. (A single batch of more
+        # than 1 MiB, Bsize times the tuple size, is refused as corrupt: its tail would lag a write behind.)
+        self.max_write = max_write
+        self.stream = (self.dctx.stream_writer(self.sink, write_size=max_write) if codec.streaming else None)
 
     def decode(self, batch: EncodedBatch) -> bytes:
         """The batch's bytes, never more than it declared (`raw_bytes`): every path is bounded, including
@@ -227,14 +233,26 @@ class _Session:
             raise OversizedMessage(f"its zstd frame declares {declared} bytes")
         return self.dctx.decompress(batch.payload, max_output_size=limit)
 
-    def decode_stream(self, payloads: list, limit: int) -> bytes:
-        """Blocks of this session's stream, in order, each flushed by the sender (so each write gives all
-        of its output), never more than `limit` bytes in all."""
+    def decode_stream(self, payloads: list, limit: int, sizes: list[int] | None = None) -> bytes:
+        """Blocks of this session's stream, in order, each flushed by the sender, never more than `limit`
+        bytes in all. Consecutive blocks are written together while their declared sizes (`sizes`) fit one
+        write's output; a block that inflates past its size fails at the cap."""
         assert self.stream is not None
         self.sink.take(limit)
         try:
-            for p in payloads:
-                self.stream.write(p)
+            if sizes is None:
+                for p in payloads:
+                    self.stream.write(p)
+            else:
+                group, room = [], self.max_write
+                for p, size in zip(payloads, sizes, strict=True):
+                    if group and size > room:
+                        self.stream.write(b"".join(group))
+                        group, room = [], self.max_write
+                    group.append(p)
+                    room -= size
+                if group:
+                    self.stream.write(b"".join(group))
             self.stream.flush()
         finally:
             parts, self.sink.parts = self.sink.parts, []
@@ -309,7 +327,8 @@ class BatchDecoder:
         for size in run.payload_sizes:
             cuts.append(cuts[-1] + size)
         try:
-            raw = ses.decode_stream([view[a:b] for a, b in zip(cuts, cuts[1:], strict=False)], total)
+            raw = ses.decode_stream([view[a:b] for a, b in zip(cuts, cuts[1:], strict=False)], total,
+                                    run.raw_sizes)
         except OversizedMessage as e:
             ses.broken = True
             raise OversizedMessage(f"{where}: refused: {e.message}; the sender declared {total}") from None
@@ -361,8 +380,7 @@ class BatchDecoder:
             raise CorruptBatch(f"{where}: codec {batch.codec} in a {ses.codec} session")
         return ses
 
-    @staticmethod
-    def _open(batch: EncodedBatch, current: _Session | None) -> _Session:
+    def _open(self, batch: EncodedBatch, current: _Session | None) -> _Session:
         """A context for the session `batch` opens; a dictionary session without a dictionary of its own
         keeps the one the link had."""
         dictionary = b""

@@ -147,6 +147,14 @@ class MalformedRecord(LazyStandbyError):
     counter = "malformed_record"
 
 
+def partition_streams(streams: list[str], partitions: int) -> list[str]:
+    """The streams of the link order for source streams of `partitions` partitions each: `I1/0`, `I1/1`,
+    ... (with one partition, the source streams themselves)."""
+    if partitions == 1:
+        return list(streams)
+    return [f"{s}/{p}" for s in streams for p in range(partitions)]
+
+
 class StreamRegistry:
     """The source streams a deployment knows, by name and by small integer id.
 

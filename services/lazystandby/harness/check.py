@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from ..core.seq import StreamRegistry
+from ..core.seq import StreamRegistry, partition_streams
 from ..core.tuples import TupleBatch
 from ..operators.selection import Selection
 from ..sources.generator import interleave
@@ -82,7 +82,7 @@ def compare(expected: list[tuple[str, int]], got: list[tuple[int, str, int]], *,
 
 
 def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix: str = "ls.",
-                   max_tuple_bytes: int = 65536) -> tuple[list[tuple[str, int]], int]:
+                   max_tuple_bytes: int = 65536, partitions: int = 1) -> tuple[list[tuple[str, int]], int]:
     """Expected output rebuilt from the source topics themselves: every valid record, selected by the
     predicate in force at its position. Parameter changes come from the link log's control entries
     (each says after which seq of every stream it took effect). Returns (expected, malformed records)."""
@@ -104,8 +104,10 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
     fns = {p: compile_predicate(p) for p in {predicate, *(h[1] for h in history)}}
     expected: list[tuple[str, int]] = []
     malformed = 0
-    for stream in streams:
-        for r in read_partition(bootstrap, topics.source(stream)):
+    links = [(source, part, stream) for source in streams
+             for part, stream in enumerate(partition_streams([source], partitions))]
+    for source, part, stream in links:
+        for r in read_partition(bootstrap, topics.source(source), partition=part):
             seq = r.offset + 1
             try:
                 validate(r.value or b"", max_bytes=max_tuple_bytes)

@@ -311,9 +311,10 @@ class _KafkaLoad(threading.Thread):
     """The generator writing the source topics during a trial, with an optional parameter change."""
 
     def __init__(self, bootstrap: str, prefix: str, total: int, rate: float, seed: int, malformed_every: int,
-                 param_change_at: tuple[int, str] | None) -> None:
+                 param_change_at: tuple[int, str] | None, partitions: int = 1) -> None:
         super().__init__(daemon=True)
         self.args = (bootstrap, prefix, total, rate, seed, malformed_every, param_change_at)
+        self.partitions = partitions
 
     def run(self) -> None:
         from ..sources.kafka_generator import generate, set_predicate
@@ -321,13 +322,14 @@ class _KafkaLoad(threading.Thread):
 
         bootstrap, prefix, total, rate, seed, bad, change = self.args
         topics = Topics(prefix)
+        kw = {"rate": rate, "seed": seed, "topics": topics, "malformed_every": bad, "partitions": self.partitions}
         if change is None:
-            generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad)
+            generate(bootstrap, ["I1", "I2"], total, **kw)
             return
         at, predicate = change
-        generate(bootstrap, ["I1", "I2"], at, rate=rate, seed=seed, topics=topics, malformed_every=bad)
+        generate(bootstrap, ["I1", "I2"], at, **kw)
         set_predicate(bootstrap, predicate, topics)
-        generate(bootstrap, ["I1", "I2"], total, rate=rate, seed=seed, topics=topics, malformed_every=bad, start=at)
+        generate(bootstrap, ["I1", "I2"], total, start=at, **kw)
 
 
 def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 10, codec: str = "zstd-stream-dict",
@@ -365,7 +367,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             say(f"nodes ready; load on; {f.name} in {kill_after:.1f} s")
             if kafka:
                 gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
-                                 param_change_at)
+                                 param_change_at, int(settings.get("partitions", 1)))
                 gen.start()
             if quiesce:
                 # Let the source finish and the backup drain: the figures then count the mechanism alone.
@@ -388,7 +390,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 assert gen is not None
                 gen.join()
                 expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
-                                                     max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)))
+                                                     max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
+                                                     partitions=int(settings.get("partitions", 1)))
                 result["malformed"] = malformed
             for e in events:
                 if "started" in e:

@@ -226,7 +226,7 @@ class UpstreamNode(NodeBase):
         ids = np.array([self.registry.known(name) for name in records.names] or [-1], np.int64)
         sids = ids[records.stream]
         fast = bool((sids > StreamRegistry.CONTROL).all())
-        if fast:
+        if fast and not self.source.well_formed:
             fast = valid_mask(records.payloads, max_bytes=self.cfg.max_tuple_bytes) is None
         if fast:
             try:

@@ -33,10 +33,11 @@ def read_results(bootstrap: str, topic: str) -> list[tuple[int, str, int, bytes]
 class KafkaSink(Sink):
     """Writes in order, waits for the broker before acking (Nd's Level-0 ack means "durable here")."""
 
-    def __init__(self, bootstrap: str, registry: StreamRegistry, topics: Topics | None = None) -> None:
+    def __init__(self, bootstrap: str, registry: StreamRegistry, topics: Topics | None = None, *,
+                 replication_factor: int = 1) -> None:
         self.topics = topics or Topics()
         self.registry = registry
-        ensure_topics(bootstrap, [self.topics.results])
+        ensure_topics(bootstrap, [self.topics.results], replication_factor=replication_factor)
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=1,
                                       max_in_flight_requests_per_connection=1, retries=10,
                                       batch_size=512 << 10)
@@ -49,7 +50,8 @@ class KafkaSink(Sink):
         topic = self.topics.results
         self._epoch = max(self._epoch, epoch)
         ep = b"%d" % self._epoch
-        for i, (sid, seq, payload) in enumerate(zip(outputs.streams, outputs.seqs, outputs.payloads, strict=True)):
+        rows = zip(outputs.streams.tolist(), outputs.seqs.tolist(), outputs.payload_list(), strict=True)
+        for i, (sid, seq, payload) in enumerate(rows):
             name = self.registry.name_of(sid).encode()
             self.producer.send(topic, payload, key=b"%s:%d" % (name, seq), partition=0,
                                headers=[("oseq", b"%d" % (outputs.first + i)), ("stream", name),

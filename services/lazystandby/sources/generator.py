@@ -22,6 +22,7 @@ VENUES = ("XTKS", "XNYS", "XLON", "XNAS")
 BLOCK = 8192
 _SYMBOLS = pa.array(SYMBOLS)
 _VENUES = pa.array(VENUES)
+_VOLUMES = pa.array([str(k * 100) for k in range(50)])
 
 
 def _seed_of(seed: int, stream: str) -> int:
@@ -46,7 +47,7 @@ class TickStream:
         sym = rng.integers(0, len(SYMBOLS), n)
         step = rng.normal(0.0, 0.002, n)
         gaps = rng.integers(1, 5, n)
-        volume = rng.integers(1, 50, n) * 100
+        volume = rng.integers(1, 50, n)  # hundreds
         venue = rng.integers(0, len(VENUES), n)
         log_price = np.empty(n)
         for k in range(len(SYMBOLS)):
@@ -58,11 +59,13 @@ class TickStream:
         cents = np.maximum(100, np.rint(np.exp(log_price) * 100)).astype(np.int64)
         ts = self._ts + np.cumsum(gaps)
         self._ts = int(ts[-1])
-        price = pc.binary_join_element_wise(
-            pa.array(cents // 100).cast(pa.string()),
-            pc.utf8_lpad(pa.array(cents % 100).cast(pa.string()), 2, "0"), ".")
+        # The price as a decimal with two places: Arrow prints it as "123.45" in one cast (the fastest way
+        # to two fixed decimals found: an integer cast and a join of the parts costs half as much again).
+        unscaled = np.zeros((n, 2), np.int64)  # decimal128: 16-byte little-endian integers, all positive
+        unscaled[:, 0] = cents
+        price = pa.Array.from_buffers(pa.decimal128(18, 2), n, [None, pa.py_buffer(unscaled)]).cast(pa.string())
         text = pc.binary_join_element_wise(
-            _SYMBOLS.take(pa.array(sym)), price, pa.array(volume).cast(pa.string()),
+            _SYMBOLS.take(pa.array(sym)), price, _VOLUMES.take(pa.array(volume)),
             pa.array(ts).cast(pa.string()), _VENUES.take(pa.array(venue)), ",")
         self._made += n
         return text.cast(pa.binary())

@@ -8,6 +8,7 @@ import argparse
 import sys
 import threading
 import time
+import zlib
 
 from kafka import KafkaProducer
 
@@ -21,11 +22,12 @@ MALFORMED = [b"\xff\xfe not utf-8", b"ACME,not-a-price,100,1,XTKS", b"only,three
 
 def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.0, seed: int = 7,
              topics: Topics | None = None, malformed_every: int = 0, start: int = 0,
-             stop: threading.Event | None = None) -> int:
+             stop: threading.Event | None = None, partitions: int = 1) -> int:
     """Write tuples start .. total-1 of the deterministic interleaving (fewer if `stop` is set first);
-    returns how many were written."""
+    returns how many were written. With several partitions a tick goes to the partition of its symbol
+    (crc32 of the key), so each partition holds its symbols' ticks in order."""
     topics = topics or Topics()
-    ensure_topics(bootstrap, all_topics(topics, streams))
+    ensure_topics(bootstrap, all_topics(topics, streams), partitions={topics.source(s): partitions for s in streams})
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=256 << 10,
                       max_request_size=4 << 20)
     t0 = time.monotonic()
@@ -33,11 +35,13 @@ def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.
     for i, (stream, _seq, payload) in enumerate(interleave(streams, total, seed)):
         if i < start:
             continue
+        key = payload.partition(b",")[0]
+        part = zlib.crc32(key) % partitions
         if malformed_every and i and i % malformed_every == 0:
-            p.send(topics.source(stream), MALFORMED[(i // malformed_every) % len(MALFORMED)], partition=0)
+            p.send(topics.source(stream), MALFORMED[(i // malformed_every) % len(MALFORMED)], partition=part)
         # No record timestamp from the tick: event times in the past would put the records under time-based
         # retention at once on a topic the pipeline did not create (LogAppendTime guards the ones it did).
-        p.send(topics.source(stream), payload, key=payload.partition(b",")[0], partition=0)
+        p.send(topics.source(stream), payload, key=key, partition=part)
         n += 1
         if stop is not None and n % 100 == 0 and stop.is_set():
             break
@@ -69,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--prefix", default="ls.")
     ap.add_argument("--malformed-every", type=int, default=0)
+    ap.add_argument("--partitions", type=int, default=1)
     a = ap.parse_args(argv)
     n = generate(a.bootstrap, a.streams.split(","), a.total, rate=a.rate, seed=a.seed, topics=Topics(a.prefix),
-                 malformed_every=a.malformed_every)
+                 malformed_every=a.malformed_every, partitions=a.partitions)
     print(n)
     return 0
 

@@ -26,7 +26,7 @@ from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
 
 from ..core.acks import Checkpoint
-from ..core.seq import StreamRegistry
+from ..core.seq import StreamRegistry, partition_streams
 from ..core.tuples import TupleBatch
 from .base import Membership, Record, Records, Restored, Source, SourceGap
 
@@ -67,22 +67,36 @@ class Topics:
 TOPIC_CONFIGS = {"message.timestamp.type": "LogAppendTime"}
 
 
-def ensure_topics(bootstrap: str, names: list[str]) -> None:
-    """Create single-partition topics that do not exist yet (ordering per stream needs one partition)."""
+def ensure_topics(bootstrap: str, names: list[str], *, partitions: dict[str, int] | None = None,
+                  replication_factor: int = 1) -> None:
+    """Create the topics that do not exist yet: one partition each (ordering), except those `partitions`
+    names (the source topics), with `replication_factor` replicas. A topic in `partitions` that exists
+    with another partition count is an error (ValueError naming it): reading part of it would pass off
+    part of a stream as the whole."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
+    partitions = partitions or {}
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         existing = set(admin.list_topics())
-        new = [NewTopic(n, num_partitions=1, replication_factor=1, topic_configs=dict(TOPIC_CONFIGS))
+        new = [NewTopic(n, num_partitions=partitions.get(n, 1), replication_factor=replication_factor,
+                        topic_configs=dict(TOPIC_CONFIGS))
                for n in names if n not in existing]
         if new:
             try:
                 admin.create_topics(new)
             except TopicAlreadyExistsError:
                 pass
+        check = [n for n in partitions if n in existing]
+        if check:
+            for t in admin.describe_topics(check):
+                have = len(t.get("partitions", []))
+                if have != partitions[t["name"]]:
+                    raise ValueError(f"topic {t['name']} has {have} partitions; this pipeline is set to "
+                                     f"{partitions[t['name']]} (setting partitions, LS_PARTITIONS): every partition "
+                                     f"is a stream of its own, and a part of a topic is not the stream")
     finally:
         admin.close()
 
@@ -120,7 +134,8 @@ def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
     return runs
 
 
-def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0, *, tail: int = 0) -> list:
+def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0, *, tail: int = 0,
+                   partition: int = 0) -> list:
     """Every record of partition 0 of `topic` from offset `start` (or, with `tail`, the last `tail`
     records) to the end it has now. Raises SourceGap if the broker no longer holds `start`.
 
@@ -128,7 +143,7 @@ def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 
     """
     import time
 
-    tp = TopicPartition(topic, 0)
+    tp = TopicPartition(topic, partition)
     # No reset policy: a position the broker dropped must be an error here, never a silent jump.
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="none",
                       max_partition_fetch_bytes=8 << 20)
@@ -160,11 +175,11 @@ def read_linklog(bootstrap: str, topics: Topics, start: int = 0) -> list[tuple[i
     return [(r.offset, json.loads(r.value)) for r in read_partition(bootstrap, topics.linklog, start)]
 
 
-def fetch_range(consumer: KafkaConsumer, topic: str, first_seq: int, count: int) -> list[bytes]:
-    """Payloads of records with seq first_seq .. first_seq+count-1 (offset = seq - 1)."""
+def fetch_range(consumer: KafkaConsumer, topic: str, first_seq: int, count: int, partition: int = 0) -> list[bytes]:
+    """Payloads of records with seq first_seq .. first_seq+count-1 (offset = seq - 1) of one partition."""
     import time
 
-    tp = TopicPartition(topic, 0)
+    tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     check_retained(consumer, tp, first_seq - 1)
     consumer.seek(tp, first_seq - 1)
@@ -182,17 +197,23 @@ class KafkaSource(Source):
     """Consumes the source topics (and the control topic), keeps the link log, commits covered offsets."""
 
     def __init__(self, bootstrap: str, streams: list[str], *, topics: Topics | None = None,
-                 group: str = "", poll_ms: int = 50, commit_interval: float = 0.2) -> None:
+                 group: str = "", poll_ms: int = 50, commit_interval: float = 0.2, partitions: int = 1,
+                 replication_factor: int = 1) -> None:
         self.bootstrap = bootstrap
         self.streams = streams
         self.topics = topics or Topics()
         # One consumer group per deployment (topic prefix): its commits hold this pipeline's checkpoint.
         self.group = group or f"lazystandby-nu-{self.topics.prefix.rstrip('.')}"
         self.poll_ms = poll_ms
-        self._by_topic = {self.topics.source(s): s for s in streams}
-        self._by_topic[self.topics.control] = CONTROL
-        self._tps = [TopicPartition(t, 0) for t in self._by_topic]
-        ensure_topics(bootstrap, all_topics(self.topics, streams))
+        # Each partition of a source topic is a stream of the link order (config.partition_streams names it).
+        self._by_tp = {TopicPartition(self.topics.source(s), p): name
+                       for s in streams for p, name in enumerate(partition_streams([s], partitions))}
+        self._by_tp[TopicPartition(self.topics.control, 0)] = CONTROL
+        self._tp_of = {name: tp for tp, name in self._by_tp.items()}
+        self._tps = list(self._by_tp)
+        ensure_topics(bootstrap, all_topics(self.topics, streams),
+                      partitions={self.topics.source(s): partitions for s in streams},
+                      replication_factor=replication_factor)
         # No reset policy: if the broker drops records Nu has not read yet, poll raises and Nu stops there
         # (SourceGap) instead of jumping to whatever is left. A fresh deployment starts at the beginning.
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=self.group, enable_auto_commit=False,
@@ -238,13 +259,14 @@ class KafkaSource(Source):
         h_payloads: list[bytes] = []
         reader = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none")
         last_seqs: dict[str, int] = dict(meta.get("seqs", {})) if meta else {}
-        reg = StreamRegistry(self.streams)
+        reg = StreamRegistry(list(self._tp_of)[:-1])  # the link streams (all but the control topic)
         for off, e in entries:
             pos = e["first_pos"]
             for run in e["runs"]:
                 stream, first_seq, count = run[0], run[1], run[2]
                 payloads = ([run[3].encode()] if stream == CONTROL
-                            else fetch_range(reader, self.topics.source(stream), first_seq, count))
+                            else fetch_range(reader, self._tp_of[stream].topic, first_seq, count,
+                                             self._tp_of[stream].partition))
                 for i, p in enumerate(payloads):
                     if pos + i > ckpt.input_pos:
                         h_streams.append(reg.id_of(stream))
@@ -258,7 +280,7 @@ class KafkaSource(Source):
         self._last_seqs = last_seqs
         # Consume each topic after the last record the link log holds (dead letters after it come again).
         for tp in self._tps:
-            name = self._by_topic[tp.topic]
+            name = self._by_tp[tp]
             if name in last_seqs:
                 self.consumer.seek(tp, last_seqs[name])
             elif committed.get(tp) is not None:
@@ -282,7 +304,7 @@ class KafkaSource(Source):
         for tp in self._tps:  # a fixed topic order within one poll; the link log records what it was
             recs = got.get(tp)
             if recs:
-                parts.append(Records([self._by_topic[tp.topic]], np.zeros(len(recs), np.int64),
+                parts.append(Records([self._by_tp[tp]], np.zeros(len(recs), np.int64),
                                      [r.offset + 1 for r in recs],
                                      [r.value if r.value is not None else b"" for r in recs]))
         return Records.concat(parts)
@@ -350,7 +372,7 @@ class KafkaSource(Source):
                                "seqs": seqs or {}, "params": params})
         offsets = {}
         for tp in self._tps:
-            name = self._by_topic[tp.topic]
+            name = self._by_tp[tp]
             if name in seqs:
                 offsets[tp] = OffsetAndMetadata(seqs[name], meta, -1)
         if not offsets:
@@ -377,8 +399,8 @@ class KafkaSource(Source):
             with self._consumer_lock:
                 ends = self.consumer.end_offsets(self._tps)
                 positions = {tp: self.consumer.position(tp) for tp in self._tps}
-            self._lag = {self._by_topic[tp.topic]: max(0, ends[tp] - positions[tp])
-                         for tp in self._tps if self._by_topic[tp.topic] != CONTROL}
+            self._lag = {self._by_tp[tp]: max(0, ends[tp] - positions[tp])
+                         for tp in self._tps if self._by_tp[tp] != CONTROL}
         except Exception as e:  # monitoring only: never disturbs the pipeline
             log.debug("lag measurement failed: %s", e)
 

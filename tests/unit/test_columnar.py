@@ -1,0 +1,242 @@
+"""The columnar data plane: generator, validation, parsing, predicates, run encoding, admission, trimming."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lazystandby.config import NodeConfig
+from lazystandby.core import messages as m
+from lazystandby.core import tuples
+from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName, EncodedRun
+from lazystandby.core.seq import (
+    CorruptBatch,
+    DuplicateSequence,
+    MalformedMessage,
+    MalformedRecord,
+    NonMonotonicSequence,
+    OversizedMessage,
+    PerStreamSequence,
+)
+from lazystandby.core.tuples import TupleBatch
+from lazystandby.formats.predicate import compile_columnar, compile_predicate
+from lazystandby.formats.ticks import parse_columns, valid_mask, validate
+from lazystandby.sources.base import GeneratorSource, Records
+from lazystandby.sources.generator import Interleaved, TickStream, interleave
+from lazystandby.transport import wire
+
+BAD = [
+    b"ACME,1e5,100,1,XNYS",  # exponent
+    b"ACME,nan,100,1,XNYS",
+    b"ACME, 5.0,100,1,XNYS",  # space
+    b"ACME,5.0,1_000,1,XNYS",  # Python's int() takes it; the format does not
+    b",5.0,100,1,XNYS",  # empty symbol
+    b"ACME,5.0,100,1",  # four fields
+    b"ACME,5.0,100,1,XNYS,extra",
+    b"ACME,5.0,1.5,1,XNYS",  # volume is an integer
+    b"\xff\xfe,5.0,100,1,XNYS",  # not UTF-8
+    b"",
+]
+
+
+def ticks_batch(n: int, first: int = 1) -> TupleBatch:
+    idx, seqs, payloads = Interleaved(["I1", "I2"]).take(n)
+    return TupleBatch(first, idx + 1, seqs, payloads)
+
+
+def test_the_generator_is_the_same_however_it_is_asked():
+    one = TickStream("I1", seed=3)
+    chunks = [one.take(k) for k in (1, 7, 9000, 3, 8192)]
+    whole = TickStream("I1", seed=3).take(sum(len(s) for s, _ in chunks))
+    assert pa.concat_arrays([p for _, p in chunks]).equals(whole[1])
+    assert np.concatenate([s for s, _ in chunks]).tolist() == list(range(1, len(whole[0]) + 1))
+    assert TickStream("I1", seed=4).take(10)[1] != whole[1].slice(0, 10)  # the seed matters
+    rows = list(interleave(["I1", "I2"], 6, seed=3))
+    assert [(s, q) for s, q, _ in rows] == [("I1", 1), ("I2", 1), ("I1", 2), ("I2", 2), ("I1", 3), ("I2", 3)]
+    assert [p for s, _, p in rows if s == "I1"] == whole[1].slice(0, 3).to_pylist()
+
+
+def test_generated_ticks_are_well_formed_as_the_generator_source_claims():
+    assert GeneratorSource.well_formed
+    b = ticks_batch(20_000)
+    assert valid_mask(b.payloads, max_bytes=65536) is None
+    for p in b.payloads.slice(0, 200).to_pylist():
+        validate(p, max_bytes=65536)
+
+
+def test_columnar_validation_agrees_with_the_per_record_check():
+    good = ticks_batch(5).payload_list()
+    payloads = pa.array(good + BAD + [b"A," + b"1" * 100 + b",1,1,X"], pa.binary())
+    mask = valid_mask(payloads, max_bytes=60)
+    assert mask is not None
+    for p, ok in zip(payloads.to_pylist(), mask.tolist(), strict=True):
+        try:
+            validate(p, max_bytes=60)
+            assert ok, p
+        except MalformedRecord:
+            assert not ok, p
+
+
+def test_parse_columns_nulls_malformed_ticks_and_casts_only_what_is_asked():
+    payloads = pa.array([b"ACME,101.50,200,17,XNYS", BAD[0], b"WAYNE,99.00,300,18,XLON"], pa.binary())
+    ok, cols = parse_columns(payloads, {"price", "venue"})
+    assert ok.to_pylist() == [True, False, True]
+    assert cols["price"].to_pylist() == [101.5, None, 99.0]
+    assert cols["venue"].to_pylist() == ["XNYS", None, "XLON"]
+    assert set(cols) == {"price", "venue"}
+    ok, cols = parse_columns(payloads.slice(0, 1), {"volume"})
+    assert ok is None and cols["volume"].type == pa.int64()
+
+
+@pytest.mark.parametrize("text", [
+    "price > 100", "price <= 50.5 OR venue = 'XLON'", "NOT (volume >= 2000) AND symbol != 'ACME'",
+    "TRUE", "FALSE OR ts > 1764000000100", "(price > 80 AND price < 120) OR NOT venue <> 'XNAS'",
+])
+def test_the_columnar_predicate_selects_what_the_row_predicate_does(text):
+    b = ticks_batch(3000)
+    row = compile_predicate(text)
+    want = [i for i, p in enumerate(b.payload_list()) if row(p.decode().split(","))]
+    fn, fields = compile_columnar(text)
+    _, cols = parse_columns(b.payloads, fields)
+    got = np.flatnonzero(np.asarray(fn(cols, len(b)).to_pylist(), dtype=bool)).tolist()
+    assert got == want
+
+
+@pytest.mark.parametrize("size", [1, 3, 10, 64])
+def test_runs_encode_as_single_batches_do_and_decode_as_one(size):
+    b = ticks_batch(640, first=101)
+    raws = tuples.encode_runs(b, size)
+    assert raws == [tuples.encode(b.slice(k, k + size)) for k in range(b.first, b.end, size)]
+    whole = b.slice(b.first, b.first + (len(b) // size) * size)
+    k = len(whole) // size
+    back = tuples.decode_runs(b"".join(raws[:k]), whole.first, size, [len(r) for r in raws[:k]])
+    assert back == whole
+
+
+@pytest.mark.parametrize("damage", ["magic", "first", "count", "sizes"])
+def test_decode_runs_refuses_a_run_whose_headers_disagree(damage):
+    b = ticks_batch(30, first=1)
+    raws = [bytearray(r) for r in tuples.encode_runs(b, 10)]
+    sizes = [len(r) for r in raws]
+    if damage == "magic":
+        raws[1][0:4] = b"XXXX"
+    elif damage == "first":
+        raws[2][5] ^= 1
+    elif damage == "count":
+        raws[0][13] = 9
+    else:
+        sizes[0] += 1
+        sizes[1] -= 1
+    with pytest.raises(CorruptBatch):
+        tuples.decode_runs(b"".join(raws), 1, 10, sizes)
+
+
+def test_select_and_file_lines_keep_positions():
+    b = ticks_batch(50, first=7)
+    out = b.select(np.array([0, 5, 49]), first=3)
+    assert out.sources.tolist() == [7, 12, 56] and out.first == 3 and len(out) == 3
+    assert out.payload_list() == [b.payload(0), b.payload(5), b.payload(49)]
+    assert b.select([], first=1).sources.tolist() == []
+
+
+def test_per_stream_sequence_checks_whole_arrays():
+    sq = PerStreamSequence("N")
+    pending = sq.check(np.array([1, 2, 1, 2, 0]), np.array([5, 9, 6, 10, 3]), skip=0)
+    assert pending == {1: 6, 2: 10}
+    sq.commit(pending)
+    with pytest.raises(DuplicateSequence, match="stream 2 repeated seq 10"):
+        sq.check(np.array([1, 2]), np.array([7, 10]))
+    with pytest.raises(NonMonotonicSequence, match="stream 1 seq went back to 4"):
+        sq.check(np.array([1, 1]), np.array([7, 4]))
+    assert sq.check(np.array([1]), np.array([4]), fresh=True) == {1: 4}
+
+
+def test_records_from_several_places_keep_each_stream_name():
+    a = Records(["I1"], [0, 0], [1, 2], [b"a", b"b"])
+    b = Records(["_control", "I2"], [1, 0, 1], [1, 1, 2], [b"x", b"c", b"y"])
+    both = Records.concat([a, Records([], [], [], []), b])
+    assert [(r.stream, r.seq, r.payload) for r in both] == [
+        ("I1", 1, b"a"), ("I1", 2, b"b"), ("I2", 1, b"x"), ("_control", 1, b"c"), ("I2", 2, b"y")]
+
+
+@pytest.mark.parametrize("codec", list(CodecName))
+def test_a_run_decodes_to_what_its_batches_decode_to(codec):
+    b = ticks_batch(200)
+    raws = tuples.encode_runs(b, 10)
+    enc = BatchEncoder(codec)
+    if codec.uses_dictionary:
+        enc.set_dictionary(b"".join(tuples.encode_runs(b, 1))[:2048])
+    first, second = enc.encode_run(raws[:7]), enc.encode_run(raws[7:])
+    dec = BatchDecoder("N'")
+    joined, pos = dec.decode_run(first)
+    dec.commit(pos)
+    assert joined == b"".join(raws[:7])
+    joined, pos = dec.decode_run(second)
+    assert joined == b"".join(raws[7:]) and pos.last_index == len(raws) - 1
+    with pytest.raises((DuplicateSequence, CorruptBatch)):  # a run that does not follow on
+        dec.decode_run(first)
+
+
+def test_a_run_that_inflates_past_its_declared_sizes_is_refused():
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    bomb = enc.encode_run([b"\0" * (8 << 20)])
+    bomb.raw_sizes = [100]
+    with pytest.raises(OversizedMessage):
+        BatchDecoder("N'").decode_run(bomb)
+
+
+def test_backup_runs_travel_packed_and_inconsistent_ones_are_malformed():
+    b = ticks_batch(40)
+    raws = tuples.encode_runs(b, 10)
+    run = m.BackupRun(first=1, counts=[10] * 4, encoded=BatchEncoder(CodecName.ZSTD_STREAM).encode_run(raws))
+    frame = m.BackupFrame(epoch=2, sender="Nu", checkpoint=m.Checkpoint(0, 0), runs=[run])
+    msg = wire.backup_frame_to_pb(frame)
+    back = wire.backup_frame_from_pb(type(msg).FromString(msg.SerializeToString()), node="N'")
+    assert back.runs[0].counts == [10] * 4 and back.runs[0].encoded.payload == run.encoded.payload
+    assert isinstance(back.runs[0].encoded, EncodedRun)
+    msg.runs[0].payload_sizes[0] += 1
+    with pytest.raises(MalformedMessage):
+        wire.backup_frame_from_pb(msg, node="N'")
+
+
+class _Net:
+    def __call__(self, addr):
+        from lazystandby.transport.peer import PeerBase
+
+        class Silent(PeerBase):
+            address = addr
+
+        return Silent()
+
+
+def _nu(**kw):
+    from lazystandby.node.upstream import UpstreamNode
+
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10", frame_max=100, **kw)
+    return UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), _Net())
+
+
+def test_nu_admits_no_more_than_backup_lag_max_past_a_responsive_standby():
+    nu = _nu(backup_lag_max=250)
+    for _ in range(10):
+        nu._source_loop()
+    assert nu.oqu.last == 250 and nu.counters["source_waited_for_backup"] >= 1
+    nu.batcher.confirm(200)
+    nu._source_loop()
+    assert nu.oqu.last == 350  # one frame's worth more, up to the bound again (frame_max 100)
+    nu.standby_retry_at = nu.clock() + 60  # a standby that does not answer holds nothing up
+    nu._source_loop()
+    assert nu.oqu.last == 450
+
+
+def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers():
+    nu = _nu()
+    while nu.oqu.last < 300:
+        nu._source_loop()
+    nu._apply_level1(1, m.Checkpoint(250, 90))
+    assert nu.checkpoint.input_pos == 250 and nu.oqu.trimmed_through == 0  # nothing cut yet
+    nu.batcher.due_run(nu.oqu, 10)  # cuts 1..100
+    nu._trim()
+    assert nu.oqu.trimmed_through == 100
+    nu.standby = None  # no standby (a takeover): trims go all the way
+    nu._trim()
+    assert nu.oqu.trimmed_through == 250 and nu.batcher.skipped == 0
