@@ -112,6 +112,16 @@ def test_runs_encode_as_single_batches_do_and_decode_as_one(size):
     assert back == whole
 
 
+@pytest.mark.parametrize("size", [1, 10])
+def test_runs_with_seq_steps_decode_only_as_a_run(size):
+    b = ticks_batch(200, first=11)
+    raws = tuples.encode_runs(b, size, seq_deltas=True)
+    assert tuples.decode_runs(b"".join(raws), 11, size, [len(r) for r in raws]) == b
+    assert sum(map(len, raws)) <= sum(map(len, tuples.encode_runs(b, size)))  # no bigger, and it compresses
+    with pytest.raises(CorruptBatch, match="steps"):  # a batch of such a run is not a batch on its own
+        tuples.decode(raws[3])
+
+
 @pytest.mark.parametrize("damage", ["magic", "first", "count", "sizes"])
 def test_decode_runs_refuses_a_run_whose_headers_disagree(damage):
     b = ticks_batch(30, first=1)

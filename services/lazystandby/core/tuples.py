@@ -28,6 +28,7 @@ from .seq import CorruptBatch
 _MAGIC = b"LSB1"
 _HEADER = struct.Struct("<4sBQI")
 _HAS_SOURCES = 1
+_SEQ_DELTAS = 2  # in a run only: each seq is the step from the stream's previous tuple in the run
 _EMPTY_PAYLOADS = pa.array([], pa.binary())
 
 STREAM_DTYPE = np.dtype("<u2")
@@ -198,13 +199,37 @@ def encode(batch: TupleBatch) -> bytes:
     return b"".join(parts)
 
 
-def encode_runs(batch: TupleBatch, size: int) -> list[bytes]:
-    """`encode` of batch[0:size], batch[size:2*size], ... (inputs; the last run may be shorter): the fixed
-    parts of every run are laid out by one structured array, so the per-run Python is two slices and a
-    join (Nu cuts a frame's worth of Bsize batches at once)."""
+def seq_steps(streams: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+    """Each seq as the step from the previous tuple of its stream (the first of each stream as it is):
+    mostly 1, which compresses to almost nothing where the seqs themselves cost bytes per tuple."""
+    out = seqs.copy()
+    for sid in np.unique(streams).tolist():
+        at = np.flatnonzero(streams == sid)
+        out[at[1:]] = np.diff(seqs[at])
+    return out
+
+
+def seq_sums(streams: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The inverse of `seq_steps`."""
+    out = steps.copy()
+    for sid in np.unique(streams).tolist():
+        at = np.flatnonzero(streams == sid)
+        out[at] = np.cumsum(steps[at])
+    return out
+
+
+def encode_runs(batch: TupleBatch, size: int, *, seq_deltas: bool = False) -> list[bytes]:
+    """`encode` of batch[0:size], batch[size:2*size], ... (inputs; the last one may be shorter): the fixed
+    parts of every batch are laid out by one structured array, so the per-batch Python is two slices and a
+    join (Nu cuts a frame's worth of Bsize batches at once). With `seq_deltas` the seqs are written as steps
+    per stream across the whole run (flag _SEQ_DELTAS): the batches then decode only as that run, in order
+    (`decode_runs`), as the backup's do."""
     n = len(batch)
     if batch.sources is not None:
         raise ValueError("encode_runs cuts input tuples, not outputs")
+    if seq_deltas:
+        batch = TupleBatch._of(batch.first, batch.streams, seq_steps(batch.streams, batch.seqs), batch.payloads,
+                               None)
     full, rest = divmod(n, size)
     out: list[bytes] = []
     if full:
@@ -214,7 +239,7 @@ def encode_runs(batch: TupleBatch, size: int) -> list[bytes]:
         off = offsets_of(batch.payloads)
         fixed = np.empty(full, dt)
         fixed["magic"] = _MAGIC
-        fixed["flags"] = 0
+        fixed["flags"] = _SEQ_DELTAS if seq_deltas else 0
         fixed["first"] = batch.first + np.arange(full, dtype=np.int64) * size
         fixed["n"] = size
         fixed["streams"] = batch.streams[:m].reshape(full, size)
@@ -227,7 +252,8 @@ def encode_runs(batch: TupleBatch, size: int) -> list[bytes]:
         join = b"".join
         out = [join((heads[r * fs:(r + 1) * fs], data[cuts[r]:cuts[r + 1]])) for r in range(full)]
     if rest:
-        out.append(encode(batch.slice(batch.first + full * size, batch.end)))
+        tail = encode(batch.slice(batch.first + full * size, batch.end))
+        out.append(tail[:4] + bytes([_SEQ_DELTAS]) + tail[5:] if seq_deltas else tail)
     return out
 
 
@@ -253,7 +279,8 @@ def decode_runs(data: bytes | memoryview, first: int, size: int, raw_sizes: Sequ
     raw = np.frombuffer(view, np.uint8)
     fixed = raw[starts[:, None] + np.arange(fs)].copy().view(dt).reshape(k)
     expect = first + np.arange(k, dtype=np.int64) * size
-    bad = ((fixed["magic"] != _MAGIC) | (fixed["flags"] != 0) | (fixed["n"] != size)
+    flags = int(fixed["flags"][0])
+    bad = ((fixed["magic"] != _MAGIC) | (fixed["flags"] != flags) | (flags & ~_SEQ_DELTAS != 0) | (fixed["n"] != size)
            | (fixed["first"].astype(np.int64) != expect)
            | (fixed["lens"].sum(axis=1, dtype=np.int64) != sizes - fs))
     if bad.any():
@@ -266,8 +293,11 @@ def decode_runs(data: bytes | memoryview, first: int, size: int, raw_sizes: Sequ
     lens = fixed["lens"].reshape(-1)
     offsets = np.zeros(k * size + 1, np.int32)
     np.cumsum(lens, out=offsets[1:], dtype=np.int32)
-    return TupleBatch._of(first, fixed["streams"].reshape(-1), fixed["seqs"].reshape(-1).view(KEY_DTYPE),
-                          binary_from(offsets, payload), None)
+    streams = fixed["streams"].reshape(-1)
+    seqs = fixed["seqs"].reshape(-1).view(KEY_DTYPE)
+    if flags & _SEQ_DELTAS:
+        seqs = seq_sums(streams, seqs)
+    return TupleBatch._of(first, streams, seqs, binary_from(offsets, payload), None)
 
 
 def decode(data: bytes | memoryview, *, what: str = "batch") -> TupleBatch:
@@ -279,6 +309,8 @@ def decode(data: bytes | memoryview, *, what: str = "batch") -> TupleBatch:
     magic, flags, first, n = _HEADER.unpack_from(view)
     if magic != _MAGIC:
         raise CorruptBatch(f"{what}: bad magic {magic!r}; expected {_MAGIC!r}")
+    if flags & _SEQ_DELTAS:
+        raise CorruptBatch(f"{what}: seqs written as steps decode only with the rest of their run")
     off = _HEADER.size
     per = 2 + 8 + 4 + (8 if flags & _HAS_SOURCES else 0)
     if off + per * n > len(view):

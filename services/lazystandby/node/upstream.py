@@ -76,7 +76,8 @@ class UpstreamNode(NodeBase):
         self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
         self.batcher = BackupBatcher(cfg.bsize)
-        self.encoder = BatchEncoder(cfg.codec, level=cfg.codec_level)  # used by the backup thread only
+        # Used by the backup thread only.
+        self.encoder = BatchEncoder(cfg.codec, level=cfg.codec_level, bsize=cfg.bsize)
         self._encoder_reset = False
         self._backup_gen = 0
         self._inflight: _BackupCall | None = None
@@ -449,11 +450,11 @@ class UpstreamNode(NodeBase):
         assert bsize is not None
         if self.encoder.needs_dictionary:
             # Train on single tuples, the unit a dictionary helps most (Bsize 1).
-            self._samples.extend(tuples.encode_runs(run.slice(run.first, run.first + 256), 1))
+            self._samples.extend(tuples.encode_runs(run.slice(run.first, run.first + 256), 1, seq_deltas=True))
             if len(self._samples) >= self.cfg.dict_samples:
                 self.encoder.set_dictionary(train_dictionary(self._samples, self.cfg.dict_size))
                 self._samples = []
-        raws = tuples.encode_runs(run, bsize)
+        raws = tuples.encode_runs(run, bsize, seq_deltas=True)
         return m.BackupRun(first=run.first, counts=[bsize] * len(raws), encoded=self.encoder.encode_run(raws))
 
     # --- failover and membership -----------------------------------------------------------------------
