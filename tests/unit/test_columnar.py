@@ -250,3 +250,14 @@ def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers
     nu.standby = None  # no standby (a takeover): trims go all the way
     nu._trim()
     assert nu.oqu.trimmed_through == 250 and nu.batcher.skipped == 0
+
+
+def test_admitted_ticks_parse_the_same_on_the_fast_path_and_anything_else_the_same_every_time():
+    good = ticks_batch(500).payloads
+    fast = parse_columns(good, {"price", "venue", "volume"}, admitted=True)
+    strict = parse_columns(good, {"price", "venue", "volume"})
+    assert fast[0] is None and strict[0] is None
+    assert all(fast[1][k].equals(strict[1][k]) for k in fast[1])
+    mixed = pa.array(good.slice(0, 3).to_pylist() + [b"ACME,5.0,100,1", b"\xff,1,1,1,X"], pa.binary())
+    ok, cols = parse_columns(mixed, {"price"}, admitted=True)  # falls back: field counts differ, not UTF-8
+    assert ok.to_pylist() == [True, True, True, False, False] and cols["price"].null_count == 2

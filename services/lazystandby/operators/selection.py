@@ -48,7 +48,7 @@ class Selection(Operator):
     def _select(self, batch: TupleBatch, lo: int, hi: int) -> np.ndarray:
         """Indices in [lo, hi) (all data tuples) that the current predicate selects."""
         payloads = batch.payloads.slice(lo, hi - lo)
-        ok, cols = parse_columns(payloads, self._fields)
+        ok, cols = parse_columns(payloads, self._fields, admitted=True)
         if ok is not None:
             self.unparseable += len(payloads) - pc.sum(ok).as_py()
         mask = pc.fill_null(self._fn(cols, hi - lo), False)
