@@ -16,7 +16,7 @@ CODEC ?= zstd-stream-dict
 DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
-.PHONY: setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
+.PHONY: quix-venv setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
@@ -112,10 +112,19 @@ chaos-campaign: setup kafka-jars
 	$(VPY) -m lazystandby.cli chaos-campaign --runs $(RUNS) $(if $(SEED),--seed $(SEED))
 
 # Benchmarks (results and plots under run/bench/, or docs/bench/ with PUBLISH=1; JSON summary as the last line).
-bench-quick: setup kafka-jars
+# Quix Streams (bench-quick's Kafka peer) in a venv of its own: it pins confluent-kafka below the runtime's.
+QUIX_VENV := .cache/quix-venv
+$(QUIX_VENV)/.installed: bench/requirements-quix.lock
+	test -x $(QUIX_VENV)/bin/python || $(PY) -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/python -m pip install -q -r bench/requirements-quix.lock
+	touch $@
+
+quix-venv: $(QUIX_VENV)/.installed
+
+bench-quick: setup kafka-jars quix-venv
 	$(VPY) -m bench.harness --quick $(if $(PUBLISH),--publish)
 
-bench: setup kafka-jars
+bench: setup kafka-jars quix-venv
 	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS)) $(if $(PUBLISH),--publish)
 
 clean:

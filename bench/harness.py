@@ -185,7 +185,25 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
         wait_until(lambda: topo.status("nd")["delivered_through"] >= n["processed"][1], 60)
         elapsed = time.monotonic() - t0
         cpu = {k: round(_cpu_seconds(p.pid), 2) for k, p in topo.procs.items()}
-    return {"tuples": total, "standby": standby, "tuples_per_s": round(total / elapsed), "cpu_seconds": cpu}
+    return {"tuples": total, "standby": standby, "tuples_per_s": round(total / elapsed), "cpu_seconds": cpu,
+            "topic_prefix": prefix}
+
+
+QUIX_PYTHON = ROOT / ".cache" / "quix-venv" / "bin" / "python"
+
+
+def quix_throughput(bootstrap: str, prefix: str, total: int) -> dict:
+    """Quix Streams with exactly-once doing the same selection over the same topics (bench/quix_peer.py,
+    in its own venv: `make quix-venv`)."""
+    import subprocess
+
+    if not QUIX_PYTHON.exists():
+        raise RuntimeError(f"{QUIX_PYTHON} is missing: run `make quix-venv` (bench-quick does)")
+    p = subprocess.run([str(QUIX_PYTHON), str(ROOT / "bench" / "quix_peer.py"), bootstrap, prefix, str(total)],
+                       capture_output=True, text=True, timeout=600, env={"PATH": os.environ.get("PATH", "")})
+    if p.returncode != 0:
+        raise RuntimeError(f"the Quix Streams peer failed: {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def median_run(rs: list[dict]) -> dict:
@@ -312,6 +330,8 @@ def spark_peer() -> dict:
     def measure(b: str) -> dict:
         print("Kafka path: the pipeline with the Kafka source and the results topic", file=sys.stderr, flush=True)
         kafka = kafka_throughput(b)
+        print("Kafka path: Quix Streams (exactly-once) over the same topics", file=sys.stderr, flush=True)
+        kafka["quix_eos"] = quix_throughput(b, kafka["topic_prefix"], kafka["tuples"])
         return {"restart": restart_recovery(b), "throughput": direct_throughput(b), "kafka": kafka}
 
     if os.environ.get("KAFKA_BOOTSTRAP"):
@@ -392,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         "spark_direct_tuples_per_s": spark["throughput"]["tuples_per_s"],
         "spark_pipeline_tuples_per_s": spark_op["tuples_per_s"],
         "kafka_throughput_tuples_per_s": spark["kafka"]["tuples_per_s"],
+        "quix_eos_tuples_per_s": spark["kafka"]["quix_eos"]["tuples_per_s"],
+        "kafka_vs_quix_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["quix_eos"]["tuples_per_s"], 2),
         "spark_pipeline_vs_direct": round(spark_op["tuples_per_s"] / spark["throughput"]["tuples_per_s"], 3),
         "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / max(
             v["failover_ms_p95"] for per in summary.values() for v in per.values()), 1),
@@ -404,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "backup_coverage", "worst_second_ratio", "max_rss_mb",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
-                                      "kafka_throughput_tuples_per_s",
+                                      "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",
                                       "spark_pipeline_vs_direct", "failover_speedup_vs_spark", "seconds")},
             "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
     print(json.dumps(flat))

@@ -9,6 +9,13 @@ if ! docker info >/dev/null 2>&1; then
     [[ $(id -u) == 0 ]] || { echo "engine.sh: dockerd missing and not root to install docker.io" >&2; exit 3; }
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
   fi
+  # State left by an engine that was killed (a machine restored from a snapshot, a killed container): a
+  # pid file naming a process that is gone makes dockerd wait for a containerd that never answers.
+  if ! pgrep -x dockerd >/dev/null && ! pgrep -x containerd >/dev/null; then
+    rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid \
+      /var/run/docker/containerd/containerd.sock /var/run/docker/containerd/containerd.sock.ttrpc \
+      /var/run/docker/containerd/containerd-debug.sock 2>/dev/null || true
+  fi
   (dockerd >/tmp/lazystandby-dockerd.log 2>&1 &)
   for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   if ! docker info >/dev/null 2>&1; then

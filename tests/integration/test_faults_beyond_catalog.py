@@ -152,7 +152,9 @@ def test_a_decompression_bomb_is_refused_fast_without_growth_or_failover():
     bomb = r["events"][0]
     assert bomb["answer"] == "RESOURCE_EXHAUSTED" and "declares 1073741824 bytes" in bomb["details"]
     assert bomb["answer_ms"] < 100
-    assert bomb["rss_mb"] < 64 + 100  # max_message_bytes (64 MiB) + 100 MB
+    # The node's resident memory grows by less than one max_message_bytes (64 MiB) while it refuses a batch
+    # that inflates to 1 GiB (pyarrow and numpy make the baseline some 150 MB; the growth is what counts).
+    assert bomb["rss_mb"] - bomb["rss_before_mb"] < 64, bomb
     assert r["failovers"] == 0 and r["after"]["n"]["role"] == "primary"
 
 

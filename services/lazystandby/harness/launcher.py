@@ -121,6 +121,7 @@ def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Top
         seen: list[int] = []
         wait_until(lambda: seen.append(topo.status("nd")["epoch"]) is None, 60)
         epoch = (seen[0] if seen else 1) + epoch_delta
+        rss_before = topo.rss_mb(key) if step.action is Action.BOMB else None
         a = call(topo.addrs[key], epoch, ca=topo.tls.ca if topo.tls else "")
         out = {"answer": a.status, "answer_ms": round(a.ms, 1), "details": a.details[:200]}
         if step.action is Action.FORGE_BACKUP and a.status == "OK":
@@ -128,6 +129,7 @@ def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Top
             out["answer"] = "APPLIED" if topo.status(key)["received_through"] >= 10**9 else "NOT_APPLIED"
         if step.action is Action.BOMB:
             out["rss_mb"] = topo.rss_mb(key)
+            out["rss_before_mb"] = rss_before
         return out
 
     return act

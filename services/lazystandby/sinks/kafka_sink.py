@@ -46,7 +46,10 @@ class KafkaSink(Sink):
         ensure_topics(bootstrap, [self.topics.results], replication_factor=replication_factor)
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 1, "batch.size": 1 << 20, "queue.buffering.max.messages": 1 << 20,
-                                  "message.send.max.retries": 10})
+                                  "message.send.max.retries": 10,
+                                  # Reports only for what failed: a Python callback per delivered output cost
+                                  # more than the produce itself.
+                                  "delivery.report.only.error": True})
         self._last, self._epoch = last_output(bootstrap, self.topics.results)
         self._errors: list[str] = []
 
