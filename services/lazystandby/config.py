@@ -84,6 +84,14 @@ class NodeConfig:
     spark_max_rows: int = 200_000
     spark_partitions: int = 2
     spark_checkpoint_dir: str = ""  # where the query's checkpoints go (default: a fresh temp dir per start)
+    # Any Spark setting, passed through to the node's session (after ours: yours win). Repeat the flag, or
+    # separate them with ';' in LS_SPARK_CONF.
+    spark_conf: tuple[str, ...] = field(default=(), metadata={"parse": lambda t: parse_spark_conf(t),
+                                                              "format": lambda v: ";".join(v), "repeat": True})
+    # Where the node serves its feed to Spark's Python workers, and the address they are told: on a cluster
+    # the workers run on other hosts, so bind a reachable interface and advertise this host's name.
+    spark_feed_bind: str = "127.0.0.1:0"
+    spark_feed_advertise: str = ""
     # source (Nu): the deterministic generator
     streams: str = "I1,I2"
     seed: int = 7
@@ -195,6 +203,9 @@ HELP: dict[str, str] = {
     "spark_max_rows": "most feed rows per micro-batch",
     "spark_partitions": "input partitions per micro-batch",
     "spark_checkpoint_dir": "where the query's checkpoints go (default: a fresh temporary directory)",
+    "spark_conf": "any Spark setting, key=value (repeat the flag; ';' between them in the env var)",
+    "spark_feed_bind": "host:port the node serves its feed to Spark's workers on (port 0: any free one)",
+    "spark_feed_advertise": "host[:port] Spark's workers reach the feed at (default: the bound address)",
     "streams": "source stream names, comma-separated",
     "seed": "the generator's seed (same seed, same tuples)",
     "total": "tuples the generator makes; 0 = forever",
@@ -229,6 +240,16 @@ def settings_markdown() -> str:
 _FIELDS = {f.name: f for f in fields(NodeConfig)}
 
 
+def parse_spark_conf(text: str) -> tuple[str, ...]:
+    """`key=value` items separated by ';' or new lines; a key is a Spark setting (spark.*)."""
+    items = tuple(i.strip() for i in text.replace("\n", ";").split(";") if i.strip())
+    for item in items:
+        key, eq, _ = item.partition("=")
+        if not eq or not key.strip().startswith("spark."):
+            raise ValueError(item)
+    return items
+
+
 _ACCEPTS = {int: "a whole number", float: "a number", str: "text"}
 
 
@@ -243,6 +264,8 @@ def _convert(name: str, typ: Any, text: str) -> Any:
     except (TypeError, ValueError):
         if name == "bsize":
             accepts = "a whole number >= 1, or inf"
+        elif name == "spark_conf":
+            accepts = "spark.key=value items"
         elif isinstance(typ, type) and issubclass(typ, Enum):
             accepts = "one of " + ", ".join(typ)
         else:
@@ -288,11 +311,13 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> No
             values[f.name] = _convert(f.name, typ, env[envname])
         default = f.default if f.default is not MISSING else None
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
+                            action="append" if f.metadata.get("repeat") else "store",
                             help=f"(env {envname}, default {default!r})")
     args = parser.parse_args(argv)
     for f in fields(NodeConfig):
-        if f.name != "extra" and getattr(args, f.name, None) is not None:
-            values[f.name] = _convert(f.name, hints[f.name], getattr(args, f.name))
+        given = getattr(args, f.name, None) if f.name != "extra" else None
+        if given is not None:
+            values[f.name] = _convert(f.name, hints[f.name], ";".join(given) if f.metadata.get("repeat") else given)
     return NodeConfig(**values)
 
 

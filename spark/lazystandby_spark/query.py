@@ -29,8 +29,9 @@ def worker_python_path() -> list[str]:
     return [str(Path(m.__file__).resolve().parents[1]) for m in (lazystandby, lazystandby_spark)]
 
 
-def session(name: str, *, master: str, driver_memory: str):
-    """A Spark session for one node, with the feed's data source registered."""
+def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...] = ()):
+    """A Spark session for one node, with the feed's data source registered. `conf` (key=value items) comes
+    after our settings, so a user's setting wins."""
     from pyspark.sql import SparkSession
 
     from .source import FeedDataSource
@@ -47,6 +48,9 @@ def session(name: str, *, master: str, driver_memory: str):
                .config("spark.python.worker.reuse", "true")
                .config("spark.sql.ansi.enabled", "true")
                .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+    for item in conf:
+        key, _, value = item.partition("=")
+        builder = builder.config(key.strip(), value.strip())
     try:
         spark = builder.getOrCreate()
     except Exception as e:  # a gateway that died at birth (seen once under load): one more try

@@ -139,3 +139,19 @@ def test_the_readme_settings_table_is_generated_from_the_config():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     table = readme.split("<!-- settings:begin -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
     assert table == settings_markdown(), "run: python -m lazystandby.config, and paste it into the README"
+
+
+def test_spark_settings_pass_through_and_the_feed_address_follows_bind_and_advertise():
+    from lazystandby.config import SettingError, load, to_args
+    from lazystandby.operators.spark import feed_address
+
+    c = load(["--spark-conf", "spark.executor.memory=2g", "--spark-conf", "spark.sql.shuffle.partitions=4"],
+             env={"LS_SPARK_CONF": "spark.ignored=1"})
+    assert c.spark_conf == ("spark.executor.memory=2g", "spark.sql.shuffle.partitions=4")  # flags win
+    assert load(to_args({"spark_conf": c.spark_conf}), env={}).spark_conf == c.spark_conf
+    assert load([], env={"LS_SPARK_CONF": "spark.a=1; spark.b=x=y"}).spark_conf == ("spark.a=1", "spark.b=x=y")
+    with pytest.raises(SettingError, match="spark_conf"):
+        load(["--spark-conf", "executor.memory=2g"], env={})
+    assert feed_address("127.0.0.1:0", "", 5000) == "127.0.0.1:5000"
+    assert feed_address("0.0.0.0:0", "node-1", 5001) == "node-1:5001"
+    assert feed_address("0.0.0.0:0", "node-1:9000", 5001) == "node-1:9000"

@@ -35,6 +35,23 @@ from .base import Operator
 log = logging.getLogger(__name__)
 
 
+def feed_address(bind: str, advertise: str, port: int) -> str:
+    """What Spark's workers are told: the advertised address if it names a port; else the advertised host,
+    or the bound one (a wildcard bind: this host's name), with the port the feed got."""
+    import socket
+
+    if advertise:
+        host, sep, given = advertise.rpartition(":")
+        if sep and given not in ("", "0"):
+            return advertise
+        host = host if sep else advertise
+    else:
+        host = bind.rpartition(":")[0]
+    if host in ("", "0.0.0.0", "[::]", "::"):
+        host = socket.gethostname()
+    return f"{host}:{port}"
+
+
 class SparkSelection(Operator):
     """Selection run by Spark Structured Streaming; one query at a time, restarted on parameter change."""
 
@@ -52,14 +69,17 @@ class SparkSelection(Operator):
             Path(base).mkdir(parents=True, exist_ok=True)
         self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-", dir=base)
         # The JVM first: forking it while gRPC threads run is what gRPC warns about, and once lost the gateway.
-        self.spark = spark_query.session(cfg.name, master=cfg.spark_master, driver_memory=cfg.spark_driver_memory)
+        self.spark = spark_query.session(cfg.name, master=cfg.spark_master, driver_memory=cfg.spark_driver_memory,
+                                         conf=cfg.spark_conf)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
                                   options=[("grpc.max_send_message_length", 256 << 20),
                                            ("grpc.max_receive_message_length", 256 << 20)])
         pb_grpc.add_OperatorFeedServicer_to_server(self.feed, self.server)
-        port = self.server.add_insecure_port("127.0.0.1:0")
+        port = self.server.add_insecure_port(cfg.spark_feed_bind)
+        if not port:
+            raise ValueError(f"spark_feed_bind {cfg.spark_feed_bind!r}: the feed cannot listen there")
         self.server.start()
-        self.address = f"127.0.0.1:{port}"
+        self.address = feed_address(cfg.spark_feed_bind, cfg.spark_feed_advertise, port)
         self.query = None
         self.generation = 0
         self.batches = 0
