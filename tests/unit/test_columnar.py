@@ -261,3 +261,26 @@ def test_admitted_ticks_parse_the_same_on_the_fast_path_and_anything_else_the_sa
     mixed = pa.array(good.slice(0, 3).to_pylist() + [b"ACME,5.0,100,1", b"\xff,1,1,1,X"], pa.binary())
     ok, cols = parse_columns(mixed, {"price"}, admitted=True)  # falls back: field counts differ, not UTF-8
     assert ok.to_pylist() == [True, True, True, False, False] and cols["price"].null_count == 2
+
+
+def test_a_standby_reports_how_far_it_is_behind_the_primary():
+    from lazystandby.core.acks import Checkpoint
+    from lazystandby.node.operator_node import OperatorNode
+    from lazystandby.operators.selection import Selection
+
+    t = [100.0]
+    n2 = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 1"), _Net(), clock=lambda: t[0])
+    try:
+        assert n2.standby_lag() == (0, 0.0)
+        n2.primary_received = 500
+        n2._primary_seen.extend([(100.0, 200), (101.0, 500)])
+        n2.processed = Checkpoint(150, 10)
+        t[0] = 103.0
+        assert n2.standby_lag() == (350, 3.0)  # position 151 was at the primary from t=100 on
+        n2.processed = Checkpoint(300, 20)
+        assert n2.standby_lag() == (200, 2.0)  # 301 from t=101
+        n2.processed = Checkpoint(500, 30)
+        assert n2.standby_lag() == (0, 0.0)
+        assert n2.snapshot()["standby_lag_tuples"] == 0
+    finally:
+        n2.stop()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -90,6 +91,7 @@ class OperatorNode(NodeBase):
         self._decoding = threading.Lock()
         self.received_through = 0
         self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
+        self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
         self.processed = Checkpoint()
         self.level1 = Level1Tracker()
         self.level0 = 0
@@ -443,7 +445,9 @@ class OperatorNode(NodeBase):
                 with self.lock:
                     self.counters["heartbeats"] += 1
                     self.state.fence.advance(reply.epoch)
-                    self.primary_received = max(self.primary_received, reply.received_through)
+                    if reply.received_through > self.primary_received:
+                        self.primary_received = reply.received_through
+                        self._primary_seen.append((now, reply.received_through))
                     self._on_level0(reply.level0)
             else:
                 # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
@@ -588,9 +592,26 @@ class OperatorNode(NodeBase):
                 self.sleep(backoff.next())
         return None
 
+    def standby_lag(self) -> tuple[int, float]:
+        """How far this standby is behind the primary: inputs the primary holds that this node has not
+        processed yet, and for how long the oldest of them has been there (seconds since the primary's
+        heartbeats first showed a position this node has not reached). (0, 0.0) for a primary; a standby
+        with about one operator call of work left takes over in about one call."""
+        if self.state.role is not Role.STANDBY:
+            return 0, 0.0
+        done = self.processed.input_pos
+        seen = self._primary_seen
+        while seen and seen[0][1] <= done:
+            seen.popleft()
+        behind = max(0, self.primary_received - done)
+        return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
+
     def snapshot(self) -> dict:
+        lag_tuples, lag_seconds = self.standby_lag()
         s = super().snapshot()
         s.update({
+            "standby_lag_tuples": lag_tuples,
+            "standby_lag_seconds": round(lag_seconds, 3),
             "received_through": self.received_through,
             "processed": [self.processed.input_pos, self.processed.output_count],
             "level0": self.level0,
