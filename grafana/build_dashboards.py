@@ -55,6 +55,10 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Duplicates dropped and gaps at Nd (must stay 0)", "short", [
             ('sum(lazystandby_duplicates_dropped_total{node="Nd"})', "duplicates dropped"),
             ('sum(lazystandby_gaps_total{node="Nd"})', "gaps")]),
+        # N' works through the backup as it arrives: at a takeover it has this much left to process.
+        ("Standby lag: inputs behind the primary, and seconds the oldest waited", "short", [
+            ("max by (node) (lazystandby_standby_lag_tuples)", "{{node}} inputs"),
+            ("max by (node) (lazystandby_standby_lag_seconds)", "{{node}} seconds")]),
     ]),
     "backup-bandwidth": ("Lazy Standby: backup bandwidth", [
         ("Bytes/s per link", "Bps", [(f"sum by (link) (rate(lazystandby_link_bytes_total{R}))", "{{link}}")]),
