@@ -133,7 +133,9 @@ class OperatorNode(NodeBase):
         """A standby starts empty: Nu re-cuts its backup from the trim point for it."""
         if self.upstream is None:
             return
-        backoff = Backoff(0.05, 1.0)
+        # Retried every 0.2 s at most: until it registers, this standby watches no primary, so a primary lost
+        # in that window (Nu starts last) was detected only after the next retry, up to a second later.
+        backoff = Backoff(0.05, 0.2)
         while not self.stopped:
             try:
                 reply = self.upstream.register_standby(
