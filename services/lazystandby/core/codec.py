@@ -66,14 +66,19 @@ class EncodedRun:
     def __len__(self) -> int:
         return len(self.raw_sizes)
 
-    def batches(self) -> list[EncodedBatch]:
-        """The run as single batches (the per-batch path)."""
+    def payloads(self) -> list[memoryview]:
+        """Each batch's compressed bytes (views into `payload`)."""
         out, off, view = [], 0, memoryview(self.payload)
-        for i, (size, raw) in enumerate(zip(self.payload_sizes, self.raw_sizes, strict=True)):
-            out.append(EncodedBatch(self.codec, self.session, self.first_index + i, bytes(view[off:off + size]), raw,
-                                    self.dictionary if i == 0 else b""))
+        for size in self.payload_sizes:
+            out.append(view[off:off + size])
             off += size
         return out
+
+    def batches(self) -> list[EncodedBatch]:
+        """The run as single batches (the per-batch path)."""
+        return [EncodedBatch(self.codec, self.session, self.first_index + i, bytes(p), raw,
+                             self.dictionary if i == 0 else b"")
+                for i, (p, raw) in enumerate(zip(self.payloads(), self.raw_sizes, strict=True))]
 
 
 def train_dictionary(samples: list[bytes], size: int) -> bytes:
@@ -237,33 +242,29 @@ class _Session:
                 raise zlib.error("truncated zlib stream, or one that inflates past its declared size")
             return out
         if self.stream is not None:
-            return self.decode_stream([batch.payload], limit)
+            return self.decode_stream([batch.payload], [limit])
         declared = zstd.frame_content_size(batch.payload)
         if declared > limit:
             # python-zstandard allocates a frame's declared size whatever max_output_size says: refuse first.
             raise OversizedMessage(f"its zstd frame declares {declared} bytes")
         return self.dctx.decompress(batch.payload, max_output_size=limit)
 
-    def decode_stream(self, payloads: list, limit: int, sizes: list[int] | None = None) -> bytes:
-        """Blocks of this session's stream, in order, each flushed by the sender, never more than `limit`
-        bytes in all. Consecutive blocks are written together while their declared sizes (`sizes`) fit one
-        write's output; a block that inflates past its size fails at the cap."""
+    def decode_stream(self, payloads: list, sizes: list[int]) -> bytes:
+        """Blocks of this session's stream, in order, each flushed by the sender, never more than their
+        declared `sizes` in all. Consecutive blocks are written together while their sizes fit one write's
+        output; a block that inflates past its size fails at the cap."""
         assert self.stream is not None
-        self.sink.take(limit)
+        self.sink.take(sum(sizes))
         try:
-            if sizes is None:
-                for p in payloads:
-                    self.stream.write(p)
-            else:
-                group, room = [], self.max_write
-                for p, size in zip(payloads, sizes, strict=True):
-                    if group and size > room:
-                        self.stream.write(b"".join(group))
-                        group, room = [], self.max_write
-                    group.append(p)
-                    room -= size
-                if group:
+            group, room = [], self.max_write
+            for p, size in zip(payloads, sizes, strict=True):
+                if group and size > room:
                     self.stream.write(b"".join(group))
+                    group, room = [], self.max_write
+                group.append(p)
+                room -= size
+            if group:
+                self.stream.write(b"".join(group))
             self.stream.flush()
         finally:
             parts, self.sink.parts = self.sink.parts, []
@@ -333,22 +334,8 @@ class BatchDecoder:
             return b"".join(raws), pos
         head = EncodedBatch(run.codec, run.session, run.first_index, b"", 0, run.dictionary)
         ses = self._session_for(head, pos, where)
-        total = sum(run.raw_sizes)
-        view, cuts = memoryview(run.payload), [0]
-        for size in run.payload_sizes:
-            cuts.append(cuts[-1] + size)
-        try:
-            raw = ses.decode_stream([view[a:b] for a, b in zip(cuts, cuts[1:], strict=False)], total,
-                                    run.raw_sizes)
-        except OversizedMessage as e:
-            ses.broken = True
-            raise OversizedMessage(f"{where}: refused: {e.message}; the sender declared {total}") from None
-        except (zstd.ZstdError, zlib.error) as e:
-            ses.broken = True
-            raise CorruptBatch(f"{where}: {run.codec} does not decode: {e}") from None
-        if len(raw) != total:
-            ses.broken = True
-            raise CorruptBatch(f"{where}: decoded {len(raw)} bytes; the sender said {total}")
+        raw = self._decoded(ses, where, sum(run.raw_sizes),
+                            lambda: ses.decode_stream(run.payloads(), run.raw_sizes))
         return raw, DecoderPosition(ses, run.first_index + n - 1)
 
     def commit(self, pos: DecoderPosition) -> None:
@@ -359,19 +346,26 @@ class BatchDecoder:
         if batch.raw_bytes > self.max_batch_bytes:
             raise OversizedMessage(f"{where}: {batch.raw_bytes} raw bytes exceeds {self.max_batch_bytes}")
         ses = self._session_for(batch, pos, where)
+        raw = self._decoded(ses, where, batch.raw_bytes, lambda: ses.decode(batch))
+        return raw, DecoderPosition(ses, batch.index)
+
+    @staticmethod
+    def _decoded(ses: _Session, where: str, declared: int, decode) -> bytes:
+        """`decode()` in session `ses`, its failures as the protocol's errors and its size checked against
+        what the sender declared; a streaming context that failed is marked broken (the sender resets)."""
         try:
-            raw = ses.decode(batch)
+            raw = decode()
         except OversizedMessage as e:
             ses.broken = ses.codec.streaming
-            raise OversizedMessage(f"{where}: {batch.codec} batch refused: {e.message}; "
-                                   f"the sender declared {batch.raw_bytes}") from None
+            raise OversizedMessage(f"{where}: {ses.codec} batch refused: {e.message}; "
+                                   f"the sender declared {declared}") from None
         except (zstd.ZstdError, zlib.error) as e:
             ses.broken = ses.codec.streaming
-            raise CorruptBatch(f"{where}: {batch.codec} does not decode: {e}") from None
-        if len(raw) != batch.raw_bytes:
+            raise CorruptBatch(f"{where}: {ses.codec} does not decode: {e}") from None
+        if len(raw) != declared:
             ses.broken = ses.codec.streaming
-            raise CorruptBatch(f"{where}: decoded {len(raw)} bytes; the sender said {batch.raw_bytes}")
-        return raw, DecoderPosition(ses, batch.index)
+            raise CorruptBatch(f"{where}: decoded {len(raw)} bytes; the sender said {declared}")
+        return raw
 
     def _session_for(self, batch: EncodedBatch, pos: DecoderPosition, where: str) -> _Session:
         """The session `batch` (the first of a run) decodes in: the current one if it follows on there, a

@@ -218,6 +218,12 @@ def seq_sums(streams: np.ndarray, steps: np.ndarray) -> np.ndarray:
     return out
 
 
+def _run_dtype(size: int) -> np.dtype:
+    """The fixed part of the encoding of `size` input tuples (header and columns), as one packed record."""
+    return np.dtype([("magic", "S4"), ("flags", "u1"), ("first", "<u8"), ("n", "<u4"),
+                     ("streams", "<u2", (size,)), ("seqs", "<u8", (size,)), ("lens", "<u4", (size,))])
+
+
 def encode_runs(batch: TupleBatch, size: int, *, seq_deltas: bool = False) -> list[bytes]:
     """`encode` of batch[0:size], batch[size:2*size], ... (inputs; the last one may be shorter): the fixed
     parts of every batch are laid out by one structured array, so the per-batch Python is two slices and a
@@ -233,8 +239,7 @@ def encode_runs(batch: TupleBatch, size: int, *, seq_deltas: bool = False) -> li
     full, rest = divmod(n, size)
     out: list[bytes] = []
     if full:
-        dt = np.dtype([("magic", "S4"), ("flags", "u1"), ("first", "<u8"), ("n", "<u4"),
-                       ("streams", "<u2", (size,)), ("seqs", "<u8", (size,)), ("lens", "<u4", (size,))])
+        dt = _run_dtype(size)
         m = full * size
         off = offsets_of(batch.payloads)
         fixed = np.empty(full, dt)
@@ -267,8 +272,7 @@ def decode_runs(data: bytes | memoryview, first: int, size: int, raw_sizes: Sequ
     view = memoryview(data)
     if not k:
         return TupleBatch(first)
-    dt = np.dtype([("magic", "S4"), ("flags", "u1"), ("first", "<u8"), ("n", "<u4"),
-                   ("streams", "<u2", (size,)), ("seqs", "<u8", (size,)), ("lens", "<u4", (size,))])
+    dt = _run_dtype(size)
     fs = dt.itemsize
     sizes = np.asarray(raw_sizes, dtype=np.int64)
     if int(sizes.sum()) != len(view) or (sizes < fs).any():
