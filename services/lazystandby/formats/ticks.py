@@ -52,17 +52,22 @@ def valid_mask(payloads: pa.Array, *, max_bytes: int) -> np.ndarray | None:
     one length check, one UTF-8 check and one regular expression over the whole array."""
     if not len(payloads):
         return None
-    ok = pc.less_equal(pc.binary_length(payloads), max_bytes)
-    try:
-        text = payloads.cast(pa.string())
-    except pa.ArrowInvalid:  # some record is not UTF-8: find which, one at a time (rare)
-        utf8 = np.fromiter((_is_utf8(p) for p in payloads.to_pylist()), bool, len(payloads))
-        text = pc.if_else(pa.array(utf8), payloads, b"").cast(pa.string())
-        ok = pc.and_(ok, pa.array(utf8))
-    ok = pc.and_(ok, pc.match_substring_regex(text, PATTERN))
+    ok = pc.and_(pc.less_equal(pc.binary_length(payloads), max_bytes), _matches(payloads)[1])
     if pc.all(ok).as_py():
         return None
     return ok.to_numpy(zero_copy_only=False)
+
+
+def _matches(payloads: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The payloads as text and whether each is a tick (PATTERN). A record that is not UTF-8 is not one;
+    it is found one record at a time, only when the whole array does not cast (rare)."""
+    try:
+        text = payloads.cast(pa.string())
+        return text, pc.match_substring_regex(text, PATTERN)
+    except pa.ArrowInvalid:
+        utf8 = pa.array([_is_utf8(p) for p in payloads.to_pylist()])
+        text = pc.if_else(utf8, payloads, b"").cast(pa.string())
+        return text, pc.and_(utf8, pc.match_substring_regex(text, PATTERN))
 
 
 def _is_utf8(p: bytes | None) -> bool:
@@ -89,31 +94,12 @@ def parse_columns(payloads: pa.Array, names: set[str], *,
             return None, _split_cast(payloads.cast(pa.string()), names)
         except (pa.ArrowInvalid, ValueError):
             pass
-    try:
-        text = payloads.cast(pa.string())
-        ok = pc.match_substring_regex(text, PATTERN)
-    except pa.ArrowInvalid:
-        utf8 = pa.array([_is_utf8(p) for p in payloads.to_pylist()])
-        text = pc.if_else(utf8, payloads, b"").cast(pa.string())
-        ok = pc.and_(utf8, pc.match_substring_regex(text, PATTERN))
-    every = pc.all(ok).as_py()
-    if not every:
-        text = pc.if_else(ok, text, ",".join("0" for _ in FIELDS))  # parses; masked out below
-    cols: dict[str, pa.Array] = {}
-    if names:
-        parts = pc.split_pattern(text, ",")
-        flat = parts.flatten()
-        width = len(FIELDS)
-        for name in names:
-            i = FIELD_INDEX[name]
-            col = flat.take(pa.array(np.arange(i, width * len(text), width)))
-            typ = FIELD_TYPE[name]
-            if typ is not str:
-                col = col.cast(_ARROW_TYPE[typ])
-            if not every:
-                col = pc.if_else(ok, col, pa.scalar(None, col.type))
-            cols[name] = col
-    return (None if every else ok), cols
+    text, ok = _matches(payloads)
+    if pc.all(ok).as_py():
+        return None, _split_cast(text, names)
+    # The malformed ones replaced by a tick that parses, their fields then made null.
+    cols = _split_cast(pc.if_else(ok, text, ",".join("0" for _ in FIELDS)), names)
+    return ok, {name: pc.if_else(ok, col, pa.scalar(None, col.type)) for name, col in cols.items()}
 
 
 def _split_cast(text: pa.Array, names: set[str]) -> dict[str, pa.Array]:
