@@ -64,10 +64,6 @@ class BackupRun:
     counts: list[int]
     encoded: EncodedRun
 
-    @property
-    def end(self) -> int:
-        return self.first + sum(self.counts)
-
 
 @dataclass(slots=True)
 class BackupFrame:

@@ -53,9 +53,7 @@ class _BackupCall:
 
     peer: Peer
     gen: int  # the backup generation it was cut in (a failure or a new standby starts a new one)
-    checkpoint: Checkpoint
     resync: bool
-    runs: list[m.BackupRun]
     last: int  # last position it carries (0: none)
     frame: m.BackupFrame
     encode_s: float = 0.0
@@ -398,11 +396,10 @@ class UpstreamNode(NodeBase):
         runs = [self._encode_backup(run)] if run is not None else []
         frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
                               params=self._params_at(ckpt.input_pos))
-        return _BackupCall(peer, gen, ckpt, resync, runs, run.last if run is not None else 0, frame,
-                           encode_s=self.clock() - t0)
+        return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
 
     def _finish_backup(self, call: _BackupCall) -> None:
-        peer, ckpt, runs = call.peer, call.checkpoint, call.runs
+        peer, ckpt, runs = call.peer, call.frame.checkpoint, call.frame.runs
         try:
             assert call.pending is not None
             ack = call.pending.result()

@@ -51,13 +51,6 @@ class Records:
         return (self.record(i) for i in range(len(self)))
 
     @classmethod
-    def of(cls, records: list[Record]) -> Records:
-        """From record objects (sources whose client hands out one object per record)."""
-        names: dict[str, int] = {}
-        codes = [names.setdefault(r.stream, len(names)) for r in records]
-        return cls(list(names), codes, [r.seq for r in records], [r.payload for r in records])
-
-    @classmethod
     def concat(cls, parts: list[Records]) -> Records:
         """One poll's records from several places (topics, partitions), in the order given."""
         parts = [p for p in parts if len(p)]

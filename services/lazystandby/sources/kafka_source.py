@@ -206,6 +206,7 @@ class KafkaSource(Source):
         self.group = group or f"lazystandby-nu-{self.topics.prefix.rstrip('.')}"
         self.poll_ms = poll_ms
         # Each partition of a source topic is a stream of the link order (config.partition_streams names it).
+        self.link_streams = partition_streams(streams, partitions)
         self._by_tp = {TopicPartition(self.topics.source(s), p): name
                        for s in streams for p, name in enumerate(partition_streams([s], partitions))}
         self._by_tp[TopicPartition(self.topics.control, 0)] = CONTROL
@@ -261,7 +262,7 @@ class KafkaSource(Source):
         h_payloads: list[bytes] = []
         reader = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none")
         last_seqs: dict[str, int] = dict(meta.get("seqs", {})) if meta else {}
-        reg = StreamRegistry(list(self._tp_of)[:-1])  # the link streams (all but the control topic)
+        reg = StreamRegistry(self.link_streams)
         for off, e in entries:
             pos = e["first_pos"]
             for run in e["runs"]:
