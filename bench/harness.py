@@ -126,7 +126,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     """The pipeline as fast as it goes (generator rate 0): tuples/s through N to Nd, per-second samples."""
     settings = {"bsize": parse_bsize(bsize), "codec": codec, "total": total, "rate": 0.0, "operator": operator}
     if operator == "spark":
-        settings.update({"heartbeat_interval": 0.2, "heartbeat_misses": 5})  # two JVMs on 2 cores
+        settings.update({"heartbeat_interval": 0.1, "heartbeat_misses": 5})  # two JVMs on 2 cores
     settings.update(extra or {})
     with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
         topo.start_all()

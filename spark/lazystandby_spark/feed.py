@@ -3,40 +3,72 @@
 The node keeps a feed of contiguous offsets 0, 1, ... and serves it over gRPC; the query's Python data
 source (source.py, in Spark's worker processes) reads ranges of it, and its sink reports, per range, which
 offsets were selected. Results come back by offset, so N and N' select exactly the same tuples.
+
+Everything crosses as Arrow buffers: a range is fetched as a binary array's data and offsets, selected
+offsets come back as one int64 array. Several ranges may be handed over before the first is answered
+(`append` returns at once; `answer` is a future): Spark's micro-batches then follow one another with no
+round trip to the node in between.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
+from concurrent.futures import Future
 
 import grpc
+import numpy as np
+import pyarrow as pa
 
+from lazystandby.core.tuples import offsets_of
 from lazystandby.v1 import lazystandby_pb2 as pb
 from lazystandby.v1 import lazystandby_pb2_grpc as pb_grpc
 
+_OFFSETS = np.dtype("<i4")
+_SELECTED = np.dtype("<i8")
+
 
 class Feed(pb_grpc.OperatorFeedServicer):
-    """Tuples handed to Spark, by feed offset, and the results that came back."""
+    """Tuples handed to Spark, by feed offset, and the answers that came back."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
-        self.base = 0  # offset of payloads[0]
-        self.payloads: list[str] = []
+        self.base = 0  # offset of chunks[0][0]
+        self.chunks: deque[pa.BinaryArray] = deque()
+        self.end = 0  # one past the last offset handed over
         self.query_start = 0
         self.done: dict[int, int] = {}  # range start -> end, not yet folded into done_through
         self.done_through = 0  # every offset below is answered
-        self.selected: set[int] = set()
+        self.selected: list[np.ndarray] = []  # selected offsets not yet handed to a waiter
+        self.waiters: deque[tuple[int, int, Future]] = deque()  # (start, end, future), by end
 
-    @property
-    def end(self) -> int:
-        return self.base + len(self.payloads)
-
-    def append(self, payloads: list[str]) -> int:
+    def append(self, payloads: pa.BinaryArray) -> int:
+        """Hands `payloads` to Spark; returns the feed offset of the first."""
         with self.cond:
             first = self.end
-            self.payloads.extend(payloads)
+            if len(payloads):
+                self.chunks.append(payloads)
+                self.end += len(payloads)
             self.cond.notify_all()
             return first
+
+    def answer(self, start: int, end: int) -> Future:
+        """A future of the selected offsets in [start, end) (int64, increasing, relative to `start`), done
+        once Spark has answered every offset below `end`. Ask in increasing order of `end`."""
+        fut: Future = Future()
+        with self.cond:
+            self.waiters.append((start, end, fut))
+            ready = self._ready()
+        _resolve(ready)
+        return fut
+
+    def fail(self, error: BaseException) -> None:
+        """Every waiting future fails with `error` (the query died: nothing will answer them)."""
+        with self.cond:
+            waiting, self.waiters = list(self.waiters), deque()
+        for _, _, fut in waiting:
+            if not fut.done():
+                fut.set_exception(error)
 
     def wait_done(self, end: int, timeout: float) -> None:
         with self.cond:
@@ -44,16 +76,39 @@ class Feed(pb_grpc.OperatorFeedServicer):
                 raise TimeoutError(f"Spark did not answer offsets up to {end} within {timeout}s "
                                    f"(answered through {self.done_through})")
 
-    def take_selected(self, start: int, end: int) -> list[int]:
+    def oldest_waiting(self) -> int | None:
+        """Start of the oldest unanswered request, if any."""
         with self.cond:
-            out = sorted(o for o in self.selected if start <= o < end)
-            self.selected.difference_update(out)
-            # What Spark answered is no longer needed in the feed.
-            drop = self.done_through - self.base
-            if drop > 0:
-                del self.payloads[:drop]
-                self.base += drop
-            return out
+            return self.waiters[0][0] if self.waiters else None
+
+    def _ready(self) -> list[tuple[Future, np.ndarray]]:
+        """Holding the lock: the waiters now answered, with their offsets; trims what Spark answered."""
+        out = []
+        if self.waiters and self.waiters[0][1] <= self.done_through:
+            sel = np.sort(np.concatenate(self.selected)) if self.selected else np.empty(0, np.int64)
+            while self.waiters and self.waiters[0][1] <= self.done_through:
+                start, end, fut = self.waiters.popleft()
+                lo, hi = np.searchsorted(sel, [start, end])
+                out.append((fut, sel[lo:hi] - start))
+                sel = sel[hi:]
+            self.selected = [sel] if len(sel) else []
+        while self.chunks and self.base + len(self.chunks[0]) <= self.done_through:
+            self.base += len(self.chunks.popleft())
+        return out
+
+    def _range(self, start: int, end: int) -> pa.BinaryArray:
+        """Holding the lock: the payloads at [start, end), one array."""
+        parts, at = [], self.base
+        for chunk in self.chunks:
+            lo, hi = max(start, at), min(end, at + len(chunk))
+            if lo < hi:
+                parts.append(chunk.slice(lo - at, hi - lo))
+            at += len(chunk)
+            if at >= end:
+                break
+        if len(parts) == 1:
+            return parts[0]
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.binary())
 
     # --- the gRPC side, called from Spark's Python workers -----------------------------------------
     def Latest(self, request, context):
@@ -62,19 +117,48 @@ class Feed(pb_grpc.OperatorFeedServicer):
 
     def Fetch(self, request, context):
         with self.cond:
-            if request.start < self.base or request.end > self.end:
+            if request.start < self.base or request.end > self.end or request.start > request.end:
                 context.abort(grpc.StatusCode.OUT_OF_RANGE,
                               f"feed holds {self.base}..{self.end}; asked {request.start}..{request.end}")
-            return pb.FetchReply(payloads=self.payloads[request.start - self.base : request.end - self.base])
+            arr = self._range(request.start, request.end)
+        offsets = offsets_of(arr)
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        data = arr.buffers()[2]
+        return pb.FetchReply(data=b"" if data is None else data.slice(lo, hi - lo).to_pybytes(),
+                             offsets=(offsets - lo).astype(_OFFSETS, copy=False).tobytes())
 
     def Emit(self, request, context):
+        sel = np.frombuffer(request.selected, _SELECTED)
         with self.cond:
             for s, e in zip(request.range_starts, request.range_ends, strict=True):
                 if e <= self.done_through:
                     continue  # a retried task: already answered
                 self.done[s] = e
-            self.selected.update(o for o in request.selected if o >= self.done_through)
+            fresh = sel[sel >= self.done_through]
+            if len(fresh):
+                self.selected.append(fresh)
             while self.done_through in self.done:
                 self.done_through = self.done.pop(self.done_through)
+            ready = self._ready()
             self.cond.notify_all()
+        _resolve(ready)
         return pb.EmitReply()
+
+
+def _resolve(ready: list[tuple[Future, np.ndarray]]) -> None:
+    # Outside the feed's lock: a future's callbacks take the node's lock.
+    for fut, offsets in ready:
+        if not fut.done():
+            fut.set_result(offsets)
+
+
+def payloads_from(reply: pb.FetchReply) -> pa.StringArray:
+    """The payloads of a FetchReply as an Arrow string array (no copy; invalid UTF-8 becomes U+FFFD, as
+    Python's decoding did, so a bad tuple is unselected rather than failing the query)."""
+    offsets = np.frombuffer(reply.offsets, _OFFSETS)
+    n = len(offsets) - 1
+    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(reply.data)])
+    try:
+        return arr.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([b.decode("utf-8", "replace") for b in arr.to_pylist()], pa.string())

@@ -2,9 +2,11 @@
 
 Reader: offsets are the node's feed offsets; `latestOffset` asks the node how far it has handed over
 (capped at `maxRows` per micro-batch so a backlog never becomes one huge first batch); `read` fetches
-its range over gRPC and yields the tuples, plus one marker row per range so that a range whose tuples the
-filter drops entirely is still reported as done. Writer: each task sends its ranges and the selected
-offsets straight back to the node, idempotently, so Spark's task retries cannot duplicate anything.
+its range over gRPC as Arrow buffers and yields it as one `pyarrow.RecordBatch`, plus a one-row batch
+marking the range's end, so that a range whose tuples the filter drops entirely is still reported as
+done. Writer (`DataSourceStreamArrowWriter`): each task sends its ranges and the selected offsets, as
+arrays, straight back to the node, idempotently, so Spark's task retries cannot duplicate anything. No
+Python runs per row on either side.
 
 Spark runs these in its own Python processes, so everything here talks to the node over loopback gRPC.
 """
@@ -14,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import grpc
+import numpy as np
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     InputPartition,
@@ -24,6 +29,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 
 SCHEMA = "off long, rstart long, marker boolean, payload string"
+ARROW_SCHEMA = pa.schema([("off", pa.int64()), ("rstart", pa.int64()), ("marker", pa.bool_()),
+                          ("payload", pa.string())])
+# Fewest rows worth a task of their own: below it a second task (and its Python workers) costs more time
+# than it saves; a micro-batch of a few thousand rows runs as one.
+PER_TASK = 25_000
 _OPTS = [("grpc.max_send_message_length", 256 << 20), ("grpc.max_receive_message_length", 256 << 20)]
 
 
@@ -70,43 +80,49 @@ class FeedReader(DataSourceStreamReader):
         s, e = start["off"], end["off"]
         if e <= s:
             return []
-        n = max(1, min(self.partitions_n, (e - s + 999) // 1000))
+        n = max(1, min(self.partitions_n, (e - s + PER_TASK - 1) // PER_TASK))
         step = (e - s + n - 1) // n
         return [RangePartition(a, min(e, a + step)) for a in range(s, e, step)]
 
-    def read(self, partition: RangePartition) -> Iterator[tuple]:
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
         from lazystandby.v1 import lazystandby_pb2 as pb
+        from lazystandby_spark.feed import payloads_from
 
         reply = self.stub.Fetch(pb.FetchRequest(start=partition.start, end=partition.end), timeout=60)
-        if len(reply.payloads) != partition.end - partition.start:
-            raise RuntimeError(f"feed returned {len(reply.payloads)} tuples for {partition.start}..{partition.end}")
-        off = partition.start
-        for p in reply.payloads:
-            yield (off, partition.start, False, p)
-            off += 1
-        yield (partition.end, partition.start, True, None)
+        payloads = payloads_from(reply)
+        n = partition.end - partition.start
+        if len(payloads) != n:
+            raise RuntimeError(f"feed returned {len(payloads)} tuples for {partition.start}..{partition.end}")
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(np.arange(partition.start, partition.end, dtype=np.int64)),
+             pa.array(np.full(n, partition.start, np.int64)), pa.array(np.zeros(n, np.bool_)), payloads],
+            schema=ARROW_SCHEMA)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([partition.end], pa.int64()), pa.array([partition.start], pa.int64()),
+             pa.array([True]), pa.array([None], pa.string())], schema=ARROW_SCHEMA)
 
     def commit(self, end: dict) -> None:
         pass
 
 
-class EmitWriter(DataSourceStreamWriter):
+class EmitWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: dict) -> None:
         self.address = options["address"]
 
-    def write(self, iterator) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from lazystandby.v1 import lazystandby_pb2 as pb
 
         starts, ends, selected = [], [], []
-        for row in iterator:
-            if row.marker:
-                starts.append(row.rstart)
-                ends.append(row.off)
-            else:
-                selected.append(row.off)
-        if starts:
-            _stub(self.address).Emit(pb.EmitRequest(range_starts=starts, range_ends=ends, selected=selected),
-                                     timeout=60)
+        for rb in iterator:
+            off = rb.column("off").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            marker = rb.column("marker").to_numpy(zero_copy_only=False).astype(np.bool_, copy=False)
+            starts.append(rb.column("rstart").to_numpy(zero_copy_only=False)[marker])
+            ends.append(off[marker])
+            selected.append(off[~marker])
+        if starts and sum(map(len, starts)):
+            _stub(self.address).Emit(
+                pb.EmitRequest(range_starts=np.concatenate(starts).tolist(), range_ends=np.concatenate(ends).tolist(),
+                               selected=np.concatenate(selected).astype("<i8").tobytes()), timeout=60)
         return WriterCommitMessage()
 
     def commit(self, messages, batchId: int) -> None:

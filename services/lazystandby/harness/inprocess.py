@@ -9,6 +9,7 @@ from ..config import NodeConfig
 from ..node.downstream import DownstreamNode
 from ..node.operator_node import OperatorNode
 from ..node.upstream import UpstreamNode
+from ..operators.base import Operator
 from ..operators.selection import Selection
 from ..sinks.base import MemorySink
 from ..sources.base import GeneratorSource, Source
@@ -20,7 +21,8 @@ from .wait import wait_until
 class InProcessTopology:
     """Nu, N, N', Nd. `kill(key)` makes a node vanish (unreachable and stopped), as SIGKILL would."""
 
-    def __init__(self, transport: str = "memory", *, source: Source | None = None, **settings) -> None:
+    def __init__(self, transport: str = "memory", *, source: Source | None = None,
+                 operator: Callable[[str], Operator] = Selection, **settings) -> None:
         self.transport = transport
         self.settings = {"total": 20_000, "rate": 20_000.0, **settings}
         self.net = MemoryNetwork()
@@ -41,9 +43,9 @@ class InProcessTopology:
         self.nodes = {
             "nd": DownstreamNode(NodeConfig(role="downstream", listen=a["nd"], **s), self.sink),
             "n": OperatorNode(NodeConfig(role="primary", listen=a["n"], upstream=a["nu"], downstream=a["nd"], **s),
-                              Selection(predicate), peers),
+                              operator(predicate), peers),
             "n2": OperatorNode(NodeConfig(role="standby", listen=a["n2"], upstream=a["nu"], downstream=a["nd"],
-                                          primary=a["n"], **s), Selection(predicate), peers),
+                                          primary=a["n"], **s), operator(predicate), peers),
             "nu": UpstreamNode(NodeConfig(role="upstream", listen=a["nu"], primary=a["n"], standby=a["n2"], **s),
                                self.source, peers),
         }

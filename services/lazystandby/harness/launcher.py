@@ -529,9 +529,9 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
     defaults = {"total": 40_000, "rate": 20_000.0}
     if cfg.operator == "spark":
-        # Two Spark JVMs, a broker and four nodes share this machine's cores: a slower detector avoids
-        # failovers that only CPU starvation caused (correct anyway, thanks to epochs, but noisy).
-        defaults.update(heartbeat_interval=0.2, heartbeat_misses=5)
+        # Two Spark JVMs, a broker and four nodes share this machine's cores: five misses rather than three
+        # avoid failovers that only CPU starvation caused (correct anyway, thanks to epochs, but noisy).
+        defaults.update(heartbeat_interval=0.1, heartbeat_misses=5)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
     if settings["rate"] <= 0 or settings["total"] <= 0:
         raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
@@ -608,6 +608,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "data_recovery_ms": round(r["recovery"].get("data_recovery_ms", 0.0), 1),
         "replayed_from_oq": r["recovery"].get("replayed_from_oq", 0),
         "resent_by_nu": r["recovery"].get("resent_by_nu", 0),
+        "backlog_at_takeover": r["recovery"].get("backlog_at_takeover", 0),
         "overhead": round(nu.get("overhead", 0.0), 4), "dead_letters": r.get("malformed", 0),
         **_what_ran(args, settings, bootstrap), "ok": r["ok"],
     }

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ..config import NodeConfig
@@ -110,6 +111,10 @@ class OperatorNode(NodeBase):
         self.registered = threading.Event()
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)
+        # Operator calls submitted and not yet answered, oldest first: (batch, future, submitted at).
+        self._in_flight: deque[tuple[TupleBatch, Future, float]] = deque()
+        self._in_flight_tuples = 0
+        self._backlog_at_takeover = (0, 0)
         self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
@@ -275,11 +280,13 @@ class OperatorNode(NodeBase):
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
     def _operator_loop(self) -> None:
         with self.lock:
-            while not self.stopped and self.iq.empty():
+            while not self.stopped and self.iq.empty() and not self._head_done():
                 self.lock.wait(0.1)
             items = _join_runs(self.iq.take_all(self._take))
+        self._collect(block=False)
         for it in items:
             if isinstance(it, Jump):
+                self._collect(block=True)  # restore only with nothing in flight (the Operator contract)
                 self.operator.restore(it.checkpoint.input_pos, it.params)
                 with self.lock:
                     self.processed = it.checkpoint
@@ -289,37 +296,74 @@ class OperatorNode(NodeBase):
             while start < it.end and not self.stopped:
                 piece = it.slice(start, start + self._room_for(it.end - start))
                 if len(piece):
-                    self._process(piece)
+                    self._submit(piece)
                 start = piece.end
 
     def _room_for(self, wanted: int) -> int:
         """How many inputs the next operator call may take: at most one output per input, so never more
-        than OQ has room for. A call sized to the room left cannot wait for room that will never come
-        (an operator call's outputs larger than the whole OQ once spun for ever); with OQ full, this waits
-        for Nd's acks (backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED)."""
-        with self.lock:
-            while not self.stopped and self.oq.room() == 0:
-                self.counters["oq_full_waits"] += 1
-                self.lock.wait(0.05)
-            return min(wanted, self.oq.room())
+        than OQ has room for once what is in flight is answered, and never more in flight than the operator
+        takes. A call sized to the room left cannot wait for room that will never come (an operator call's
+        outputs larger than the whole OQ once spun for ever); with OQ full, this waits for Nd's acks
+        (backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED)."""
+        while True:
+            self._collect(block=False)
+            with self.lock:
+                room = self.oq.room() - self._in_flight_tuples
+                if self._in_flight:
+                    room = min(room, self.operator.in_flight_max - self._in_flight_tuples)
+                if room > 0 or self.stopped:
+                    return max(0, min(wanted, room))
+                self.counters["oq_full_waits" if self.oq.room() == 0 else "in_flight_waits"] += 1
+                if not self._head_done():
+                    self.lock.wait(0.05)
 
-    def _process(self, batch: TupleBatch) -> None:
-        t0 = self.clock()
-        selected = self.operator.process(batch)
-        took = self.clock() - t0
+    def _head_done(self) -> bool:
+        return bool(self._in_flight) and self._in_flight[0][1].done()
+
+    def _submit(self, batch: TupleBatch) -> None:
+        fut = self.operator.submit(batch)
         with self.lock:
-            self.batch_seconds.observe(took)
-            self.counters["operator_batches"] += 1
-            base = self.processed.output_count
-            out = batch.select(selected, first=base + 1)
-            # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
-            fresh = out.slice(self.oq.trimmed_through + 1, out.end)
-            if len(fresh):
-                self.oq.append(fresh)  # fits: the call took no more inputs than OQ had room for
-            self.counters["processed_tuples"] += len(batch)
-            self.counters["output_tuples"] += len(out)
-            self.processed = Checkpoint(batch.last, base + len(out))
+            self._in_flight.append((batch, fut, self.clock()))
+            self._in_flight_tuples += len(batch)
+        if fut.done():
+            self._collect(block=False)
+        else:
+            fut.add_done_callback(self._wake)
+
+    def _wake(self, _fut) -> None:
+        with self.lock:
             self.lock.notify_all()
+
+    def _collect(self, block: bool) -> None:
+        """Takes the operator's answers in submission order: those ready, or (block) all in flight."""
+        while self._in_flight and not self.stopped:
+            batch, fut, t0 = self._in_flight[0]
+            if not fut.done():
+                if not block:
+                    return
+                with self.lock:
+                    self.lock.wait_for(lambda f=fut: f.done() or self.stopped, 0.5)
+                continue
+            selected = fut.result()  # an operator failure ends this loop, as a failed call always did
+            with self.lock:
+                self._in_flight.popleft()
+                self._in_flight_tuples -= len(batch)
+                self._finish(batch, selected, self.clock() - t0)
+
+    def _finish(self, batch: TupleBatch, selected, took: float) -> None:
+        """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
+        self.batch_seconds.observe(took)
+        self.counters["operator_batches"] += 1
+        base = self.processed.output_count
+        out = batch.select(selected, first=base + 1)
+        # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
+        fresh = out.slice(self.oq.trimmed_through + 1, out.end)
+        if len(fresh):
+            self.oq.append(fresh)  # fits: calls take no more inputs than OQ has room for
+        self.counters["processed_tuples"] += len(batch)
+        self.counters["output_tuples"] += len(out)
+        self.processed = Checkpoint(batch.last, base + len(out))
+        self.lock.notify_all()
 
     def _level1(self) -> Checkpoint:
         return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq))
@@ -488,6 +532,8 @@ class OperatorNode(NodeBase):
         with self.lock:
             epoch = self.state.epoch + 1
             self.state.become(Role.PROMOTING, epoch=epoch)
+            # What this standby still had to process when it took over (the lag its operator carried).
+            self._backlog_at_takeover = (self.received_through - self.processed.input_pos, self._in_flight_tuples)
         self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
                          times.detection * 1000, epoch)
         return epoch
@@ -533,6 +579,8 @@ class OperatorNode(NodeBase):
                 "head_at_takeover": nu.head_pos,
                 "delivered_at_takeover": plan.delivered_through,
                 "received_at_takeover": plan.resend_from - 1,
+                "backlog_at_takeover": self._backlog_at_takeover[0],
+                "in_flight_at_takeover": self._backlog_at_takeover[1],
             }
             self.lock.notify_all()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -20,15 +21,31 @@ class Operator(ABC):
     - The result depends only on the tuples seen so far, in link order: N and N' fed the same positions
       make the same outputs with the same sequence numbers. Parameters change only through control tuples
       (stream id 0) in the link order, so both switch at the same position (seed 003).
-    - `process` is called from one thread, batches in increasing position order, none skipped except
-      through `restore`, which resets to a checkpoint taken at `position`.
+    - `process` and `submit` are called from one thread, batches in increasing position order, none
+      skipped except through `restore`, which resets to a checkpoint taken at `position`.
+
+    Pipelining: the node calls `submit(batch)`, which returns a future of what `process` would return, and
+    collects the futures in submission order; up to `in_flight_max` tuples may be submitted and not yet
+    collected (backpressure beyond that goes into IQ). An engine with a latency per call (Spark's
+    micro-batches) answers several calls at once that way. `restore` is called only with nothing in flight.
+    The default `submit` runs `process` at once: an operator without latency needs nothing else.
     """
 
     name = "operator"
+    in_flight_max = 0  # tuples submitted and not yet collected, at most (0: one call at a time)
 
     @abstractmethod
     def process(self, batch: TupleBatch) -> np.ndarray | list[int]:
         """Indices of the tuples of `batch` that are selected."""
+
+    def submit(self, batch: TupleBatch) -> Future:
+        """A future of `process(batch)`; done already unless the operator pipelines."""
+        fut: Future = Future()
+        try:
+            fut.set_result(self.process(batch))
+        except Exception as e:  # delivered where the node collects the result, as a pipelined failure is
+            fut.set_exception(e)
+        return fut
 
     def restore(self, position: int, params: Params | None = None) -> None:  # noqa: B027 - stateless: nothing
         """Resume after a jump to a checkpoint at input `position`. `params` is the control record in force

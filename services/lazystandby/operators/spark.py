@@ -3,7 +3,8 @@
 Why this shape: Spark runs Python data sources in its own worker processes, so the node cannot hand it
 tuples in memory. The node keeps a feed (spark/lazystandby_spark/feed.py) and serves it on loopback gRPC;
 the query (spark/lazystandby_spark/query.py) reads ranges of it and reports per range which offsets were
-selected. `process(batch)` appends the batch to the feed and waits for its ranges.
+selected. `submit(batch)` appends the batch to the feed and returns a future of its answer: up to
+`in_flight_max` tuples wait in the feed, so the query's micro-batches follow one another back to back.
 
 A parameter change (control tuple) stops the query once everything before it is done and starts a new
 one with the new predicate at the next offset: the switch happens at one position, on N and N' alike.
@@ -14,14 +15,19 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import threading
 import time
 from concurrent import futures
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 
 import grpc
 import numpy as np
+import pyarrow as pa
 from lazystandby_spark import query as spark_query
 from lazystandby_spark.feed import Feed
+from lazystandby_spark.source import PER_TASK as _PER_TASK
 
 from ..config import NodeConfig
 from ..core.messages import Params
@@ -33,6 +39,8 @@ from ..v1 import lazystandby_pb2_grpc as pb_grpc
 from .base import Operator
 
 log = logging.getLogger(__name__)
+
+_STALL = 120.0  # seconds with tuples waiting and no answer from Spark: the query is stuck
 
 
 def feed_address(bind: str, advertise: str, port: int) -> str:
@@ -81,15 +89,20 @@ class SparkSelection(Operator):
         self.server.start()
         self.address = feed_address(cfg.spark_feed_bind, cfg.spark_feed_advertise, port)
         self.query = None
+        self._closing = threading.Event()
+        # Two micro-batches' worth waiting in the feed: Spark starts the next as soon as one ends.
+        self.in_flight_max = 2 * cfg.spark_max_rows
         self.generation = 0
         self.batches = 0
         self.batch_ms: list[float] = []
         self.switches: list[tuple[int, str]] = []
         self._start_query()
-        # Spark's first micro-batch is slow (JIT, Python workers); pay for it now, not during a failover.
-        # Enough tuples for every partition, so each Python worker Spark needs is started here too.
-        self._run(["WARMUP,1.0,1,1,X"] * (1000 * max(1, cfg.spark_partitions)))
+        # Spark's first micro-batches are slow (JIT, Python workers); pay for them now, not during a failover:
+        # one with a task per partition, so each Python worker Spark needs is started, then small ones.
+        for rows in (_PER_TASK * max(1, cfg.spark_partitions), 100, 100, 100):
+            self._wait(self._append(pa.array([b"WARMUP,1.0,1,1,X"] * rows, pa.binary())))
         self.batches, self.batch_ms = 0, []
+        threading.Thread(target=self._watch, name=f"{cfg.name}:spark-watch", daemon=True).start()
 
     def _start_query(self) -> None:
         self.generation += 1
@@ -102,39 +115,65 @@ class SparkSelection(Operator):
             trigger=cfg.spark_trigger, name=f"selection_{self.generation}")
         log.info("%s: Spark query %d started with predicate %r", self.cfg.name, self.generation, self.predicate)
 
-    def _run(self, payloads: list[str]) -> list[int]:
-        t0 = time.monotonic()
-        first = self.feed.append(payloads)
-        end = first + len(payloads)
-        deadline = 120.0
+    def _wait(self, fut: Future) -> np.ndarray:
+        """The answer of `fut`, failing if the query died or Spark answered nothing for `_STALL` seconds."""
+        quiet_since = time.monotonic()
+        answered = self.feed.done_through
         while True:
             try:
-                self.feed.wait_done(end, 1.0)
-                break
-            except TimeoutError:
-                exc = self.query.exception() if self.query is not None and not self.query.isActive else None
-                if exc is not None:
-                    raise RuntimeError(f"Spark query failed: {exc}") from None
-                deadline -= 1.0
-                if deadline <= 0:
-                    raise
-        self.batches += 1
-        self.batch_ms.append((time.monotonic() - t0) * 1000)
-        log.debug("%s: Spark answered %d tuples in %.0f ms", self.cfg.name, len(payloads), self.batch_ms[-1])
-        return [o - first for o in self.feed.take_selected(first, end)]
+                return fut.result(timeout=1.0)
+            except FuturesTimeout:
+                self._check_query()
+                if self.feed.done_through != answered:
+                    answered, quiet_since = self.feed.done_through, time.monotonic()
+                elif time.monotonic() - quiet_since > _STALL:
+                    raise TimeoutError(f"{self.cfg.name}: Spark answered nothing for {_STALL:.0f} s "
+                                       f"(answered through feed offset {answered})") from None
 
-    def process(self, batch: TupleBatch) -> list[int]:
-        out: list[int] = []
+    def _check_query(self) -> None:
+        exc = self.query.exception() if self.query is not None and not self.query.isActive else None
+        if exc is not None:
+            error = RuntimeError(f"Spark query failed: {exc}")
+            self.feed.fail(error)
+            raise error
+
+    def _watch(self) -> None:
+        """Fails what waits in the feed if the query dies: the node would otherwise wait for ever."""
+        while not self._closing.wait(1.0):
+            try:
+                self._check_query()
+            except RuntimeError:
+                log.exception("%s: the Spark query died", self.cfg.name)
+                return
+
+    def _append(self, payloads: pa.BinaryArray) -> Future:
+        first = self.feed.append(payloads)
+        return self.feed.answer(first, first + len(payloads))
+
+    def submit(self, batch: TupleBatch) -> Future:
+        if not (batch.streams == StreamRegistry.CONTROL).any():
+            self.batches += 1
+            return self._append(batch.payloads)
+        # A control tuple: everything before it is answered, then the query restarts with the new
+        # predicate at the next offset. Rare, so done in place.
+        done: Future = Future()
+        done.set_result(self.process(batch))
+        return done
+
+    def process(self, batch: TupleBatch) -> np.ndarray:
+        out: list[np.ndarray] = []
         seg_start = 0
         controls = np.flatnonzero(batch.streams == StreamRegistry.CONTROL).tolist()
         for i in [*controls, len(batch)]:
             if i > seg_start:
-                seg = [p.decode("utf-8", "replace") for p in batch.payloads.slice(seg_start, i - seg_start).to_pylist()]
-                out.extend(seg_start + j for j in self._run(seg))
+                t0 = time.monotonic()
+                out.append(self._wait(self._append(batch.payloads.slice(seg_start, i - seg_start))) + seg_start)
+                self.batches += 1
+                self.batch_ms.append((time.monotonic() - t0) * 1000)
             if i < len(batch):
                 self._switch(batch.first + i, batch.payload(i))
             seg_start = i + 1
-        return out
+        return np.concatenate(out) if out else np.empty(0, np.int64)
 
     def restore(self, position: int, params: Params | None = None) -> None:
         if params is not None and (not self.switches or self.switches[-1][0] < params.pos):
@@ -146,12 +185,14 @@ class SparkSelection(Operator):
         except MalformedRecord:  # ignored identically on N and N', as the Python operator does
             return
         if self.query is not None:
+            self._wait(self.feed.answer(self.feed.end, self.feed.end))  # everything before the switch
             self.query.stop()
         self.predicate = text
         self.switches.append((pos, text))
         self._start_query()
 
     def close(self) -> None:
+        self._closing.set()
         try:
             if self.query is not None:
                 self.query.stop()

@@ -1,0 +1,67 @@
+"""The Spark feed without Spark: Arrow ranges out, selected offsets back, answers in order."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from lazystandby_spark.feed import Feed, payloads_from
+
+from lazystandby.v1 import lazystandby_pb2 as pb
+
+
+class Aborted(Exception):
+    pass
+
+
+class Context:
+    def abort(self, code, details):
+        raise Aborted(code, details)
+
+
+def emit(feed, ranges, selected):
+    feed.Emit(pb.EmitRequest(range_starts=[s for s, _ in ranges], range_ends=[e for _, e in ranges],
+                             selected=np.asarray(selected, "<i8").tobytes()), Context())
+
+
+def test_a_range_across_appends_comes_back_as_the_same_strings():
+    feed = Feed()
+    feed.append(pa.array([b"a", b"bb"], pa.binary()))
+    feed.append(pa.array([b"zz", b"ccc", b"", b"dd"], pa.binary()).slice(1, 2))  # a view into a larger array
+    assert feed.end == 4
+    reply = feed.Fetch(pb.FetchRequest(start=1, end=4), Context())
+    assert payloads_from(reply).to_pylist() == ["bb", "ccc", ""]
+    assert reply.data == b"bbccc", "only the range's bytes travel"
+
+
+def test_fetch_outside_the_feed_is_refused():
+    feed = Feed()
+    feed.append(pa.array([b"a"], pa.binary()))
+    with pytest.raises(Aborted):
+        feed.Fetch(pb.FetchRequest(start=0, end=2), Context())
+
+
+def test_answers_resolve_in_order_once_every_offset_below_is_answered():
+    feed = Feed()
+    first = feed.append(pa.array([b"x"] * 4, pa.binary()))
+    a = feed.answer(first, first + 4)
+    second = feed.append(pa.array([b"y"] * 3, pa.binary()))
+    b = feed.answer(second, second + 3)
+    emit(feed, [(4, 7)], [4, 6])  # the later range first: nothing is answered yet
+    assert not a.done() and not b.done()
+    emit(feed, [(0, 2), (2, 4)], [1, 3])
+    assert a.result(0).tolist() == [1, 3] and b.result(0).tolist() == [0, 2]
+    emit(feed, [(0, 2)], [0, 1])  # a retried task: ignored
+    assert feed.done_through == 7 and not feed.chunks, "what Spark answered is dropped from the feed"
+
+
+def test_a_dead_query_fails_every_waiting_answer():
+    feed = Feed()
+    fut = feed.answer(0, feed.append(pa.array([b"x"], pa.binary())) + 1)
+    feed.fail(RuntimeError("query died"))
+    with pytest.raises(RuntimeError, match="query died"):
+        fut.result(0)
+
+
+def test_invalid_utf8_reaches_spark_replaced_not_as_a_failure():
+    feed = Feed()
+    feed.append(pa.array([b"ok", b"\xff\xfe"], pa.binary()))
+    assert payloads_from(feed.Fetch(pb.FetchRequest(start=0, end=2), Context())).to_pylist() == ["ok", "\ufffd\ufffd"]
