@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lazystandby.config import NodeConfig
 from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
 from lazystandby.harness.campaign import cpu_model
@@ -164,29 +165,75 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
             "backup_coverage": round(nu["counters"].get("backup_tuples", 0) / total, 3) if standby else 0.0}
 
 
-def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = True) -> dict:
-    """The same pipeline with the Kafka source and the results topic: `total` ticks written to the source
-    topics first, then the nodes started; tuples/s from Nu's first admission to the last output in Nd."""
+def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = True, operator: str = "python",
+                     prefix: str = "", skip: int = 0) -> dict:
+    """The same pipeline with the Kafka source and the results topic: `total` ticks in the source topics
+    first (written here unless `prefix` names topics that hold them), then the nodes started; tuples/s from
+    Nu's first admission (or, given `skip`, from N's first `skip` tuples processed: the Spark operator's
+    first micro-batch) to the last output in Nd."""
     import random
 
     from lazystandby.sources.kafka_generator import generate
     from lazystandby.sources.kafka_source import Topics
 
-    prefix = f"b{random.getrandbits(32):x}."
-    generate(bootstrap, ["I1", "I2"], total, topics=Topics(prefix))
-    settings = {"bsize": 10, "codec": "zstd-stream-dict", "rate": 0.0, "operator": "python",
+    if not prefix:
+        prefix = f"b{random.getrandbits(32):x}."
+        generate(bootstrap, ["I1", "I2"], total, topics=Topics(prefix))
+    settings = {"bsize": 10, "codec": "zstd-stream-dict", "rate": 0.0, "operator": operator,
                 "kafka_bootstrap": bootstrap, "topic_prefix": prefix}
+    if operator == "spark":
+        settings.update({"heartbeat_interval": 0.1, "heartbeat_misses": 5})  # two JVMs on 2 cores
     with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
         topo.start_all()
         wait_until(lambda: topo.status("nu")["counters"].get("source_tuples", 0) > 0, 60)
-        t0 = time.monotonic()
-        wait_until(lambda: topo.status("n")["processed"][0] >= total, 300)
+        if skip:
+            wait_until(lambda: topo.status("n")["processed"][0] >= skip, 300, step=0.02)
+        t0, first = time.monotonic(), topo.status("n")["processed"][0] if skip else 0
+        wait_until(lambda: topo.status("n")["processed"][0] >= total, 600)
         n = topo.status("n")
         wait_until(lambda: topo.status("nd")["delivered_through"] >= n["processed"][1], 60)
         elapsed = time.monotonic() - t0
         cpu = {k: round(_cpu_seconds(p.pid), 2) for k, p in topo.procs.items()}
-    return {"tuples": total, "standby": standby, "tuples_per_s": round(total / elapsed), "cpu_seconds": cpu,
-            "topic_prefix": prefix}
+    return {"tuples": total, "standby": standby, "operator": operator, "tuples_per_s": round((total - first) / elapsed),
+            "cpu_seconds": cpu, "topic_prefix": prefix, "skipped_tuples": first}
+
+
+SPARK_FAIR_TUPLES = 1_000_000  # records in Kafka that the Spark pipeline and the direct query both read
+SPARK_MAX_ROWS = NodeConfig.spark_max_rows  # records per micro-batch, for both
+SPARK_KILLS = 5  # kills of N with the Spark operator (each trial starts two Spark sessions: about a minute)
+
+
+def spark_fair(bootstrap: str) -> dict:
+    """Our pipeline with the Spark operator (standby on) and a direct Spark query over the same records
+    already in Kafka, both without their session start and first micro-batch."""
+    import random
+
+    from bench.spark_peer import direct_throughput
+    from lazystandby.sources.kafka_generator import generate
+    from lazystandby.sources.kafka_source import Topics
+
+    prefix = f"sf{random.getrandbits(32):x}."
+    generate(bootstrap, ["I1", "I2"], SPARK_FAIR_TUPLES, topics=Topics(prefix))
+    print("Spark, fair peer: the direct query over the records in Kafka", file=sys.stderr, flush=True)
+    direct = direct_throughput(bootstrap, total=SPARK_FAIR_TUPLES, prefix=prefix, max_rows=SPARK_MAX_ROWS)
+    print("Spark, fair peer: the pipeline (Spark operator, standby on) over the same records", file=sys.stderr,
+          flush=True)
+    ours = kafka_throughput(bootstrap, total=SPARK_FAIR_TUPLES, operator="spark", prefix=prefix,
+                            skip=SPARK_MAX_ROWS)
+    return {"direct": direct, "pipeline": ours,
+            "ratio": round(ours["tuples_per_s"] / direct["tuples_per_s"], 3) if direct["tuples_per_s"] else 0.0}
+
+
+def spark_failover(kills: int = 5) -> dict:
+    """Kills of N with the Spark operator: `make failover-check OPERATOR=spark`'s own run, `kills` trials."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-m", "lazystandby.cli", "failover-check", "--operator", "spark",
+                        "--kills", str(kills)], capture_output=True, text=True, timeout=3600)
+    lines = p.stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"failover-check with the Spark operator printed nothing: {p.stderr[-2000:]}")
+    return json.loads(lines[-1])
 
 
 QUIX_PYTHON = ROOT / ".cache" / "quix-venv" / "bin" / "python"
@@ -324,7 +371,7 @@ def spark_peer() -> dict:
     of their own (or KAFKA_BOOTSTRAP)."""
     import os
 
-    from bench.spark_peer import direct_throughput, restart_recovery
+    from bench.spark_peer import restart_recovery
     from lazystandby.harness.kafka_broker import LocalKafka
 
     def measure(b: str) -> dict:
@@ -332,7 +379,8 @@ def spark_peer() -> dict:
         kafka = kafka_throughput(b)
         print("Kafka path: Quix Streams (exactly-once) over the same topics", file=sys.stderr, flush=True)
         kafka["quix_eos"] = quix_throughput(b, kafka["topic_prefix"], kafka["tuples"])
-        return {"restart": restart_recovery(b), "throughput": direct_throughput(b), "kafka": kafka}
+        fair = spark_fair(b)
+        return {"restart": restart_recovery(b), "throughput": fair["direct"], "fair": fair, "kafka": kafka}
 
     if os.environ.get("KAFKA_BOOTSTRAP"):
         return measure(os.environ["KAFKA_BOOTSTRAP"])
@@ -390,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     thr.append(spark_op)
     print("Spark's own recovery and throughput (spark/direct_query.py on Kafka)", file=sys.stderr, flush=True)
     spark = spark_peer()
+    print("Spark operator failovers: failover-check --operator spark", file=sys.stderr, flush=True)
+    spark_fo = spark_failover(SPARK_KILLS)
     summary = summarize(rows)
     with open(RESULTS / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -410,11 +460,16 @@ def main(argv: list[str] | None = None) -> int:
         "spark_restart_recovery_ms": spark["restart"]["restart_recovery_ms"],
         "spark_restart_duplicated": spark["restart"]["duplicated"],
         "spark_direct_tuples_per_s": spark["throughput"]["tuples_per_s"],
-        "spark_pipeline_tuples_per_s": spark_op["tuples_per_s"],
+        "spark_pipeline_tuples_per_s": spark["fair"]["pipeline"]["tuples_per_s"],
+        "spark_generator_tuples_per_s": spark_op["tuples_per_s"],
+        "spark_failover": spark_fo,
+        "spark_failover_ms_p95": spark_fo["recovery_ms_p95"],
+        "spark_failover_speedup": round(spark["restart"]["restart_recovery_ms"] / max(1.0, spark_fo["recovery_ms_p95"]),
+                                        1),
         "kafka_throughput_tuples_per_s": spark["kafka"]["tuples_per_s"],
         "quix_eos_tuples_per_s": spark["kafka"]["quix_eos"]["tuples_per_s"],
         "kafka_vs_quix_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["quix_eos"]["tuples_per_s"], 2),
-        "spark_pipeline_vs_direct": round(spark_op["tuples_per_s"] / spark["throughput"]["tuples_per_s"], 3),
+        "spark_pipeline_vs_direct": spark["fair"]["ratio"],
         "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / max(
             v["failover_ms_p95"] for per in summary.values() for v in per.values()), 1),
         "plots": [str(p.relative_to(ROOT)) for p in pngs],
@@ -427,7 +482,9 @@ def main(argv: list[str] | None = None) -> int:
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
                                       "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",
-                                      "spark_pipeline_vs_direct", "failover_speedup_vs_spark", "seconds")},
+                                      "spark_pipeline_vs_direct", "failover_speedup_vs_spark",
+                                      "spark_generator_tuples_per_s", "spark_failover_ms_p95",
+                                      "spark_failover_speedup", "seconds")},
             "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
     print(json.dumps(flat))
     return 0

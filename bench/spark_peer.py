@@ -107,13 +107,17 @@ def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float
             gen.join(timeout=30)
 
 
-def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = "price > 100") -> dict:
-    """The same query over `total` records already in the topics, as fast as it goes (availableNow)."""
-    prefix = f"sdt{random.getrandbits(32):x}."
-    topics = Topics(prefix)
-    generate(bootstrap, ["I1", "I2"], total, topics=topics)
+def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = "price > 100",
+                      prefix: str = "", max_rows: int = 0) -> dict:
+    """The same query over `total` records already in the topics (written here unless `prefix` names
+    topics that hold them), as fast as it goes (availableNow). `tuples_per_s` excludes the session start
+    and, given `max_rows` (records per micro-batch), the first micro-batch."""
+    if not prefix:
+        prefix = f"sdt{random.getrandbits(32):x}."
+        generate(bootstrap, ["I1", "I2"], total, topics=Topics(prefix))
     ckpt = Path(tempfile.mkdtemp(prefix="spark-direct-thr-"))
-    q = start_query(bootstrap, prefix, ckpt / "ckpt", "--available-now", "--predicate", predicate)
+    extra = ("--max-rows", str(max_rows)) if max_rows else ()
+    q = start_query(bootstrap, prefix, ckpt / "ckpt", "--available-now", "--predicate", predicate, *extra)
     try:
         assert q.stdout is not None
         line = q.stdout.readline()
@@ -122,11 +126,16 @@ def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = 
         t0 = float(line.split()[1])
         done = q.stdout.readline()
         elapsed = time.time() - t0
+        steady = q.stdout.readline().split()
         q.wait(timeout=60)
     finally:
         kill_query(q)
-    return {"tuples": total, "tuples_per_s": round(total / elapsed), "seconds": round(elapsed, 2),
-            "reported": done.strip()}
+    out = {"tuples": total, "tuples_per_s": round(total / elapsed), "seconds": round(elapsed, 2),
+           "reported": done.strip(), "topic_prefix": prefix}
+    if steady[:1] == ["steady"] and float(steady[2]) > 0:
+        out.update({"tuples_per_s": round(int(steady[1]) / float(steady[2])), "from_start_tuples_per_s":
+                    out["tuples_per_s"], "steady_tuples": int(steady[1]), "steady_seconds": float(steady[2])})
+    return out
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ topic, with a checkpoint as its only fault tolerance. Killed, it is restarted fr
 benchmark times that.
 
     python spark/direct_query.py --bootstrap 127.0.0.1:9092 --prefix ls. --checkpoint run/spark-direct \
-        [--predicate "price > 100"] [--available-now]
+        [--predicate "price > 100"] [--available-now] [--max-rows 200000]
 
-Prints `started <epoch seconds>` when the query runs and, with --available-now, `done <records>` at the end.
+Prints `started <epoch seconds>` when the query runs and, with --available-now, `done <records>` at the end,
+then `steady <records> <seconds>`: the records after the first micro-batch and the time from its end to the
+last one's (session start and the first micro-batch excluded, as for the pipeline it is compared with).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-topic", default="")
     ap.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     ap.add_argument("--trigger-ms", type=int, default=0, help="0: the next micro-batch as soon as one ends")
+    ap.add_argument("--max-rows", type=int, default=0, help="most records per micro-batch (0: no limit)")
     a = ap.parse_args(argv)
 
+    from lazystandby_spark.query import JVM_OPTIONS
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -48,12 +53,17 @@ def main(argv: list[str] | None = None) -> int:
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "1").config("spark.driver.memory", "1g")
              .config("spark.sql.streaming.pollingDelay", "5ms")
+             # the JVM settings of the pipeline's Spark sessions: a comparison on equal terms
+             .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     topics = ",".join(f"{a.prefix}{s}" for s in a.streams.split(","))
     src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", a.bootstrap)
            .option("subscribe", topics).option("startingOffsets", "earliest")
-           .option("failOnDataLoss", "true").load())
+           .option("failOnDataLoss", "true"))
+    if a.max_rows:
+        src = src.option("maxOffsetsPerTrigger", str(a.max_rows))
+    src = src.load()
     # The same parse as the pipeline's Spark operator, generated from the one tick schema.
     ticks = src.selectExpr("topic", "offset", "timestamp", *spark_columns("CAST(value AS STRING)"))
     # The same predicate language is a subset of Spark SQL, so the expression runs unchanged.
@@ -69,8 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"started {time.time():.3f}", flush=True)
     q.awaitTermination()
     if a.available_now:
-        n = sum(p["numInputRows"] for p in q.recentProgress)
-        print(f"done {n}", flush=True)
+        batches = [p for p in q.recentProgress if p["numInputRows"] > 0]
+        print(f"done {sum(p['numInputRows'] for p in batches)}", flush=True)
+        if len(batches) > 1:
+            def end(p) -> float:
+                return datetime.fromisoformat(p["timestamp"]).timestamp() + p["durationMs"]["triggerExecution"] / 1000
+
+            print(f"steady {sum(p['numInputRows'] for p in batches[1:])} {end(batches[-1]) - end(batches[0]):.3f}",
+                  flush=True)
     spark.stop()
     return 0
 

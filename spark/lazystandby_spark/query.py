@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import lazystandby
@@ -64,8 +66,24 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
         time.sleep(2)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if not master.startswith("local"):
+        # Executors on other hosts have neither package: ship both (PYTHONPATH above serves a worker on
+        # this host; the zip, any worker).
+        spark.sparkContext.addPyFile(str(package_zip()))
     spark.dataSource.register(FeedDataSource)
     return spark
+
+
+def package_zip() -> Path:
+    """`lazystandby` and `lazystandby_spark` in one zip, as Spark's pyFiles want them."""
+    dest = Path(tempfile.mkdtemp(prefix="lazystandby-pyfiles-")) / "lazystandby-packages.zip"
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
+        for module in (lazystandby, lazystandby_spark):
+            pkg = Path(module.__file__).resolve().parent
+            for f in sorted(pkg.rglob("*.py")):
+                if "__pycache__" not in f.parts:
+                    z.write(f, f.relative_to(pkg.parent))
+    return dest
 
 
 def start_selection(spark, *, address: str, predicate: str, max_rows: int, partitions: int, checkpoint: str,
