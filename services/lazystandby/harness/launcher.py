@@ -609,6 +609,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "replayed_from_oq": r["recovery"].get("replayed_from_oq", 0),
         "resent_by_nu": r["recovery"].get("resent_by_nu", 0),
         "backlog_at_takeover": r["recovery"].get("backlog_at_takeover", 0),
+        "catch_up_ms": round(r["recovery"].get("catch_up_ms", 0.0), 1),
         "overhead": round(nu.get("overhead", 0.0), 4), "dead_letters": r.get("malformed", 0),
         **_what_ran(args, settings, bootstrap), "ok": r["ok"],
     }

@@ -591,6 +591,7 @@ class OperatorNode(NodeBase):
         with self.lock:
             while not self.stopped and self.state.role is Role.PRIMARY and self.processed.input_pos < nu.head_pos:
                 self.lock.wait(0.005)
+            processed_at = self.clock()
             target = self.processed.output_count
             while not self.stopped and self.state.role is Role.PRIMARY and self.level0 < target:
                 self.lock.wait(0.005)
@@ -600,6 +601,8 @@ class OperatorNode(NodeBase):
                 buckets.observe(phases[phase])
             self.recovery.update({f"{p}_ms": v * 1000 for p, v in phases.items()})
             self.recovery["recovery_ms"] = (phases["reconnection"] + phases["data_recovery"]) * 1000
+            # Where data recovery went: the operator catching up to Nu's head, then Nd acknowledging.
+            self.recovery["catch_up_ms"] = (processed_at - times.connected) * 1000
             self.recovery["total_ms"] = sum(phases.values()) * 1000
             self.recovery["detected_at"] = self._wall_detected
             self.recovery["live_at"] = self._wall_detected + (times.live - times.detected)
