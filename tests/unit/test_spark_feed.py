@@ -65,3 +65,24 @@ def test_invalid_utf8_reaches_spark_replaced_not_as_a_failure():
     feed = Feed()
     feed.append(pa.array([b"ok", b"\xff\xfe"], pa.binary()))
     assert payloads_from(feed.Fetch(pb.FetchRequest(start=0, end=2), Context())).to_pylist() == ["ok", "\ufffd\ufffd"]
+
+
+def test_a_query_that_died_fails_the_wait_and_everything_waiting_in_the_feed():
+    from types import SimpleNamespace
+
+    from lazystandby.operators.spark import SparkSelection
+
+    class DeadQuery:
+        isActive = False
+
+        def exception(self):
+            return "py4j: the executor was lost"
+
+    op = object.__new__(SparkSelection)  # no Spark session: only the failure path is under test
+    op.feed, op.query, op.cfg = Feed(), DeadQuery(), SimpleNamespace(name="N")
+    first = op._append(pa.array([b"x"] * 3, pa.binary()))
+    later = op._append(pa.array([b"y"], pa.binary()))
+    with pytest.raises(RuntimeError, match="executor was lost"):
+        op._wait(first)
+    with pytest.raises(RuntimeError, match="executor was lost"):
+        later.result(0)
