@@ -35,7 +35,7 @@ from lazystandby.config import NodeConfig
 from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
 from lazystandby.harness.campaign import cpu_model
-from lazystandby.harness.launcher import Topology, run_trial
+from lazystandby.harness.launcher import SPARK_DETECTOR, Topology, run_trial
 from lazystandby.harness.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +127,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     """The pipeline as fast as it goes (generator rate 0): tuples/s through N to Nd, per-second samples."""
     settings = {"bsize": parse_bsize(bsize), "codec": codec, "total": total, "rate": 0.0, "operator": operator}
     if operator == "spark":
-        settings.update({"heartbeat_interval": 0.1, "heartbeat_misses": 5})  # two JVMs on 2 cores
+        settings.update(SPARK_DETECTOR)
     settings.update(extra or {})
     with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
         topo.start_all()
@@ -182,7 +182,7 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
     settings = {"bsize": 10, "codec": "zstd-stream-dict", "rate": 0.0, "operator": operator,
                 "kafka_bootstrap": bootstrap, "topic_prefix": prefix}
     if operator == "spark":
-        settings.update({"heartbeat_interval": 0.1, "heartbeat_misses": 5})  # two JVMs on 2 cores
+        settings.update(SPARK_DETECTOR)
     with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
         topo.start_all()
         wait_until(lambda: topo.status("nu")["counters"].get("source_tuples", 0) > 0, 60)
@@ -224,7 +224,7 @@ def spark_fair(bootstrap: str) -> dict:
             "ratio": round(ours["tuples_per_s"] / direct["tuples_per_s"], 3) if direct["tuples_per_s"] else 0.0}
 
 
-def spark_failover(kills: int = 5) -> dict:
+def spark_failover(kills: int) -> dict:
     """Kills of N with the Spark operator: `make failover-check OPERATOR=spark`'s own run, `kills` trials."""
     import subprocess
 

@@ -20,7 +20,7 @@ import grpc
 import numpy as np
 import pyarrow as pa
 
-from lazystandby.core.tuples import offsets_of
+from lazystandby.core.tuples import binary_from, offsets_of
 from lazystandby.v1 import lazystandby_pb2 as pb
 from lazystandby.v1 import lazystandby_pb2_grpc as pb_grpc
 
@@ -32,7 +32,7 @@ class Feed(pb_grpc.OperatorFeedServicer):
     """Tuples handed to Spark, by feed offset, and the answers that came back."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
         self.base = 0  # offset of chunks[0][0]
         self.chunks: deque[pa.BinaryArray] = deque()
         self.end = 0  # one past the last offset handed over
@@ -44,19 +44,18 @@ class Feed(pb_grpc.OperatorFeedServicer):
 
     def append(self, payloads: pa.BinaryArray) -> int:
         """Hands `payloads` to Spark; returns the feed offset of the first."""
-        with self.cond:
+        with self.lock:
             first = self.end
             if len(payloads):
                 self.chunks.append(payloads)
                 self.end += len(payloads)
-            self.cond.notify_all()
             return first
 
     def answer(self, start: int, end: int) -> Future:
         """A future of the selected offsets in [start, end) (int64, increasing, relative to `start`), done
         once Spark has answered every offset below `end`. Ask in increasing order of `end`."""
         fut: Future = Future()
-        with self.cond:
+        with self.lock:
             self.waiters.append((start, end, fut))
             ready = self._ready()
         _resolve(ready)
@@ -64,22 +63,11 @@ class Feed(pb_grpc.OperatorFeedServicer):
 
     def fail(self, error: BaseException) -> None:
         """Every waiting future fails with `error` (the query died: nothing will answer them)."""
-        with self.cond:
+        with self.lock:
             waiting, self.waiters = list(self.waiters), deque()
         for _, _, fut in waiting:
             if not fut.done():
                 fut.set_exception(error)
-
-    def wait_done(self, end: int, timeout: float) -> None:
-        with self.cond:
-            if not self.cond.wait_for(lambda: self.done_through >= end, timeout):
-                raise TimeoutError(f"Spark did not answer offsets up to {end} within {timeout}s "
-                                   f"(answered through {self.done_through})")
-
-    def oldest_waiting(self) -> int | None:
-        """Start of the oldest unanswered request, if any."""
-        with self.cond:
-            return self.waiters[0][0] if self.waiters else None
 
     def _ready(self) -> list[tuple[Future, np.ndarray]]:
         """Holding the lock: the waiters now answered, with their offsets; trims what Spark answered."""
@@ -112,11 +100,11 @@ class Feed(pb_grpc.OperatorFeedServicer):
 
     # --- the gRPC side, called from Spark's Python workers -----------------------------------------
     def Latest(self, request, context):
-        with self.cond:
+        with self.lock:
             return pb.FeedState(start=self.query_start, end=self.end)
 
     def Fetch(self, request, context):
-        with self.cond:
+        with self.lock:
             if request.start < self.base or request.end > self.end or request.start > request.end:
                 context.abort(grpc.StatusCode.OUT_OF_RANGE,
                               f"feed holds {self.base}..{self.end}; asked {request.start}..{request.end}")
@@ -129,7 +117,7 @@ class Feed(pb_grpc.OperatorFeedServicer):
 
     def Emit(self, request, context):
         sel = np.frombuffer(request.selected, _SELECTED)
-        with self.cond:
+        with self.lock:
             for s, e in zip(request.range_starts, request.range_ends, strict=True):
                 if e <= self.done_through:
                     continue  # a retried task: already answered
@@ -140,7 +128,6 @@ class Feed(pb_grpc.OperatorFeedServicer):
             while self.done_through in self.done:
                 self.done_through = self.done.pop(self.done_through)
             ready = self._ready()
-            self.cond.notify_all()
         _resolve(ready)
         return pb.EmitReply()
 
@@ -155,9 +142,7 @@ def _resolve(ready: list[tuple[Future, np.ndarray]]) -> None:
 def payloads_from(reply: pb.FetchReply) -> pa.StringArray:
     """The payloads of a FetchReply as an Arrow string array (no copy; invalid UTF-8 becomes U+FFFD, as
     Python's decoding did, so a bad tuple is unselected rather than failing the query)."""
-    offsets = np.frombuffer(reply.offsets, _OFFSETS)
-    n = len(offsets) - 1
-    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(reply.data)])
+    arr = binary_from(np.frombuffer(reply.offsets, _OFFSETS), reply.data)
     try:
         return arr.cast(pa.string())
     except pa.ArrowInvalid:

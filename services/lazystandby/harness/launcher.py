@@ -47,6 +47,11 @@ ROOT = Path(__file__).resolve().parents[3]
 SOURCE_TREE = (ROOT / "services" / "lazystandby").is_dir()
 PYTHONPATH = [ROOT / "services", ROOT / "spark", ROOT] if SOURCE_TREE else []
 
+# The detector for runs with the Spark operator: two Spark JVMs, a broker and four nodes share this machine's
+# cores, and five misses rather than three avoid failovers that only CPU starvation caused (correct anyway,
+# thanks to epochs, but noisy).
+SPARK_DETECTOR = {"heartbeat_interval": 0.1, "heartbeat_misses": 5}
+
 
 def run_dir() -> Path:
     """Where runs keep their work directories and logs: LS_RUN_DIR, else ./run."""
@@ -529,9 +534,7 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
     defaults = {"total": 40_000, "rate": 20_000.0}
     if cfg.operator == "spark":
-        # Two Spark JVMs, a broker and four nodes share this machine's cores: five misses rather than three
-        # avoid failovers that only CPU starvation caused (correct anyway, thanks to epochs, but noisy).
-        defaults.update(heartbeat_interval=0.1, heartbeat_misses=5)
+        defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
     if settings["rate"] <= 0 or settings["total"] <= 0:
         raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "

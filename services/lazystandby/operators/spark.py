@@ -93,20 +93,17 @@ class SparkSelection(Operator):
         # Two micro-batches' worth waiting in the feed: Spark starts the next as soon as one ends.
         self.in_flight_max = 2 * cfg.spark_max_rows
         self.generation = 0
-        self.batches = 0
-        self.batch_ms: list[float] = []
         self.switches: list[tuple[int, str]] = []
         self._start_query()
         # Spark's first micro-batches are slow (JIT, Python workers); pay for them now, not during a failover:
         # one with a task per partition, so each Python worker Spark needs is started, then small ones.
         for rows in (_PER_TASK * max(1, cfg.spark_partitions), 100, 100, 100):
             self._wait(self._append(pa.array([b"WARMUP,1.0,1,1,X"] * rows, pa.binary())))
-        self.batches, self.batch_ms = 0, []
         threading.Thread(target=self._watch, name=f"{cfg.name}:spark-watch", daemon=True).start()
 
     def _start_query(self) -> None:
         self.generation += 1
-        with self.feed.cond:
+        with self.feed.lock:
             self.feed.query_start = self.feed.end
         cfg = self.cfg
         self.query = spark_query.start_selection(
@@ -152,7 +149,6 @@ class SparkSelection(Operator):
 
     def submit(self, batch: TupleBatch) -> Future:
         if not (batch.streams == StreamRegistry.CONTROL).any():
-            self.batches += 1
             return self._append(batch.payloads)
         # A control tuple: everything before it is answered, then the query restarts with the new
         # predicate at the next offset. Rare, so done in place.
@@ -166,10 +162,7 @@ class SparkSelection(Operator):
         controls = np.flatnonzero(batch.streams == StreamRegistry.CONTROL).tolist()
         for i in [*controls, len(batch)]:
             if i > seg_start:
-                t0 = time.monotonic()
                 out.append(self._wait(self._append(batch.payloads.slice(seg_start, i - seg_start))) + seg_start)
-                self.batches += 1
-                self.batch_ms.append((time.monotonic() - t0) * 1000)
             if i < len(batch):
                 self._switch(batch.first + i, batch.payload(i))
             seg_start = i + 1
