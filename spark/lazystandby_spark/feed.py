@@ -8,11 +8,17 @@ Everything crosses as Arrow buffers: a range is fetched as a binary array's data
 offsets come back as one int64 array. Several ranges may be handed over before the first is answered
 (`append` returns at once; `answer` is a future): Spark's micro-batches then follow one another with no
 round trip to the node in between.
+
+Pacing: the feed decides how far the query may read (`Latest`). A primary's feed offers every row at once;
+a standby's holds rows back for up to `hold` seconds (or until `hold_rows` wait), so its query runs fewer,
+larger micro-batches while only the takeover needs its answers; `pace(0)` at takeover offers everything
+now. `Latest` is a long poll: Spark's reader waits in it for rows instead of polling an idle feed.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 
@@ -26,13 +32,16 @@ from lazystandby.v1 import lazystandby_pb2_grpc as pb_grpc
 
 _OFFSETS = np.dtype("<i4")
 _SELECTED = np.dtype("<i8")
+MAX_WAIT_MS = 1_000  # longest long poll a reader may ask for (a stopping query waits for it)
 
 
 class Feed(pb_grpc.OperatorFeedServicer):
     """Tuples handed to Spark, by feed offset, and the answers that came back."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock=time.monotonic) -> None:
         self.lock = threading.Lock()
+        self._changed = threading.Condition(self.lock)
+        self.clock = clock
         self.base = 0  # offset of chunks[0][0]
         self.chunks: deque[pa.BinaryArray] = deque()
         self.end = 0  # one past the last offset handed over
@@ -41,14 +50,35 @@ class Feed(pb_grpc.OperatorFeedServicer):
         self.done_through = 0  # every offset below is answered
         self.selected: list[np.ndarray] = []  # selected offsets not yet handed to a waiter
         self.waiters: deque[tuple[int, int, Future]] = deque()  # (start, end, future), by end
+        self.offered = 0  # the end last offered to the query: it reads below it
+        self.hold = 0.0  # seconds a row may wait to be offered with later ones (0: offered at once)
+        self.hold_rows = 0  # ... unless this many wait
+        self._held_since = 0.0  # when the oldest row not yet offered was appended
+
+    def pace(self, hold: float, hold_rows: int = 1) -> None:
+        """Offer rows at once (`hold` 0) or hold them for up to `hold` seconds unless `hold_rows` wait.
+        Taking the hold off offers what waits now, to a reader waiting in `Latest` too."""
+        if hold < 0 or (hold > 0 and hold_rows < 1):
+            raise ValueError(f"pace: hold {hold} s, hold_rows {hold_rows}: want hold >= 0 and hold_rows >= 1")
+        with self._changed:
+            self.hold, self.hold_rows = hold, hold_rows
+            self._changed.notify_all()
+
+    def restart_at_end(self) -> None:
+        """A new query starts reading at the current end (nothing before it is offered to it)."""
+        with self.lock:
+            self.query_start = self.offered = self.end
 
     def append(self, payloads: pa.BinaryArray) -> int:
         """Hands `payloads` to Spark; returns the feed offset of the first."""
         with self.lock:
             first = self.end
             if len(payloads):
+                if self.offered == self.end:
+                    self._held_since = self.clock()
                 self.chunks.append(payloads)
                 self.end += len(payloads)
+                self._changed.notify_all()
             return first
 
     def answer(self, start: int, end: int) -> Future:
@@ -84,6 +114,14 @@ class Feed(pb_grpc.OperatorFeedServicer):
             self.base += len(self.chunks.popleft())
         return out
 
+    def _offer(self) -> int:
+        """Holding the lock: how far the query may read now."""
+        waiting = self.end - self.offered
+        if waiting and (self.hold <= 0 or waiting >= self.hold_rows
+                        or self.clock() - self._held_since >= self.hold):
+            self.offered = self.end
+        return self.offered
+
     def _range(self, start: int, end: int) -> pa.BinaryArray:
         """Holding the lock: the payloads at [start, end), one array."""
         parts, at = [], self.base
@@ -100,8 +138,16 @@ class Feed(pb_grpc.OperatorFeedServicer):
 
     # --- the gRPC side, called from Spark's Python workers -----------------------------------------
     def Latest(self, request, context):
-        with self.lock:
-            return pb.FeedState(start=self.query_start, end=self.end)
+        with self._changed:
+            deadline = self.clock() + min(request.wait_ms, MAX_WAIT_MS) / 1000
+            while True:
+                end = self._offer()
+                left = deadline - self.clock()
+                if end > request.after or left <= 0:
+                    return pb.FeedState(start=self.query_start, end=end)
+                if self.end > self.offered:  # rows held: look again when their hold ends
+                    left = min(left, self._held_since + self.hold - self.clock())
+                self._changed.wait(max(left, 0.001))
 
     def Fetch(self, request, context):
         with self.lock:

@@ -34,6 +34,9 @@ ARROW_SCHEMA = pa.schema([("off", pa.int64()), ("rstart", pa.int64()), ("marker"
 # Fewest rows worth a task of their own: below it a second task (and its Python workers) costs more time
 # than it saves; a micro-batch of a few thousand rows runs as one.
 PER_TASK = 25_000
+# How long the reader waits in the node for rows before Spark sees an empty trigger: short, because a
+# query being stopped waits for it, and long enough that an idle query costs nothing between rows.
+LONG_POLL_MS = 100
 _OPTS = [("grpc.max_send_message_length", 256 << 20), ("grpc.max_receive_message_length", 256 << 20)]
 
 
@@ -62,16 +65,16 @@ class FeedReader(DataSourceStreamReader):
             self._stub = _stub(self.address)
         return self._stub
 
-    def _state(self):
+    def _state(self, after: int = 0, wait_ms: int = 0):
         from lazystandby.v1 import lazystandby_pb2 as pb
 
-        return self.stub.Latest(pb.StatusRequest(), timeout=30)
+        return self.stub.Latest(pb.LatestRequest(after=after, wait_ms=wait_ms), timeout=30)
 
     def initialOffset(self) -> dict:
         return {"off": int(self._state().start)}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        end = int(self._state().end)
+        end = int(self._state(start["off"], LONG_POLL_MS).end)
         if not isinstance(limit, ReadAllAvailable):
             end = min(end, start["off"] + self.max_rows)
         return {"off": max(end, start["off"])}

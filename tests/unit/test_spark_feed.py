@@ -86,3 +86,77 @@ def test_a_query_that_died_fails_the_wait_and_everything_waiting_in_the_feed():
         op._wait(first)
     with pytest.raises(RuntimeError, match="executor was lost"):
         later.result(0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def latest(feed, after=0, wait_ms=0):
+    return feed.Latest(pb.LatestRequest(after=after, wait_ms=wait_ms), Context()).end
+
+
+def test_a_primary_feed_offers_every_row_at_once():
+    feed = Feed(clock=Clock())
+    feed.append(pa.array([b"a"] * 3, pa.binary()))
+    assert latest(feed) == 3
+
+
+def test_a_held_feed_offers_rows_once_their_hold_ends_or_enough_wait():
+    clock = Clock()
+    feed = Feed(clock=clock)
+    feed.pace(1.0, hold_rows=5)
+    feed.append(pa.array([b"a"] * 3, pa.binary()))
+    assert latest(feed) == 0, "three rows, held for a second"
+    clock.now += 0.5
+    feed.append(pa.array([b"b"] * 1, pa.binary()))
+    assert latest(feed) == 0
+    clock.now += 0.5  # the oldest row has waited its second: every row that waits goes
+    assert latest(feed) == 4
+    feed.append(pa.array([b"c"] * 4, pa.binary()))
+    assert latest(feed, after=4) == 4, "the hold starts again with the next row"
+    feed.append(pa.array([b"d"] * 1, pa.binary()))
+    assert latest(feed, after=4) == 9, "five rows wait: enough for a micro-batch of their own"
+
+
+def test_taking_the_hold_off_offers_what_waits_to_a_reader_waiting_in_latest():
+    import threading
+    import time
+
+    feed = Feed()
+    feed.pace(60.0, hold_rows=1000)
+    feed.append(pa.array([b"a"] * 3, pa.binary()))
+    got = []
+    reader = threading.Thread(target=lambda: got.append(latest(feed, after=0, wait_ms=1000)))
+    t0 = time.monotonic()
+    reader.start()
+    time.sleep(0.1)
+    assert not got, "the reader waits: nothing is offered"
+    feed.pace(0.0)  # a takeover began
+    reader.join(2)
+    assert got == [3] and time.monotonic() - t0 < 0.9
+
+
+def test_a_long_poll_returns_when_a_row_arrives_or_its_wait_ends():
+    import threading
+    import time
+
+    feed = Feed()
+    t0 = time.monotonic()
+    assert latest(feed, after=0, wait_ms=200) == 0
+    assert time.monotonic() - t0 >= 0.19, "nothing came: the poll waited its 200 ms"
+    threading.Timer(0.05, lambda: feed.append(pa.array([b"x"], pa.binary()))).start()
+    t0 = time.monotonic()
+    assert latest(feed, after=0, wait_ms=1000) == 1
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_a_bad_pace_is_refused():
+    with pytest.raises(ValueError):
+        Feed().pace(-1.0)
+    with pytest.raises(ValueError):
+        Feed().pace(1.0, hold_rows=0)

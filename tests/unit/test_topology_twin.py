@@ -167,3 +167,59 @@ def test_a_pipelined_operator_answering_out_of_order_keeps_the_output_exact(kill
         assert live.operator.most_in_flight > 500, "several calls were in flight at once"
         assert live.operator.most_in_flight <= Pipelined.in_flight_max
         assert t.nodes["nd"].counters["duplicates_dropped"] == 0
+
+
+class Lazy(Selection):
+    """A standby's engine that answers late while lazy (held up to 5 s, as a paced Spark feed holds the
+    backup) and answers everything at once when the node turns lazy off."""
+
+    in_flight_max = 6_000
+    HOLD = 5.0
+
+    def __init__(self, predicate):
+        super().__init__(predicate)
+        self.lazy_calls: list[bool] = []
+        self._on = False
+        self._held: list[tuple[Future, object]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, batch):
+        result, fut = self.process(batch), Future()
+        with self._lock:
+            if self._on:
+                self._held.append((fut, result))
+                if len(self._held) == 1:
+                    threading.Timer(self.HOLD, self._release).start()
+                return fut
+        fut.set_result(result)
+        return fut
+
+    def _release(self):
+        with self._lock:
+            held, self._held = self._held, []
+        for fut, result in held:
+            fut.set_result(result)
+
+    def lazy(self, on):
+        self.lazy_calls.append(on)
+        with self._lock:
+            self._on = on
+        if not on:
+            self._release()
+
+
+def test_a_standby_is_lazy_until_it_takes_over_and_then_answers_at_once():
+    total = 20_000
+    with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", operator_batch=500,
+                           operator=Lazy) as t:
+        exp = expected(total)
+        n, n2 = t.nodes["n"], t.nodes["n2"]
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 4000)
+        assert n.operator.lazy_calls == [] and n2.operator.lazy_calls == [True]
+        assert t.wait(lambda: n2._in_flight_tuples > 0), "the standby holds answers back"
+        t.kill("n")
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        res = compare(exp, output(t))
+        assert res.ok, res
+        assert n2.operator.lazy_calls == [True, False]
+        assert n2.recovery["catch_up_ms"] < 0.5 * Lazy.HOLD * 1000, "the takeover did not wait out the hold"

@@ -132,6 +132,7 @@ class OperatorNode(NodeBase):
             t.start()
             self._threads.append(t)
             self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
+            self.operator.lazy(True)  # only a takeover needs a standby's answers
             self.spawn("heartbeat", self._heartbeat_loop)
 
     def _register_with_upstream(self) -> None:
@@ -534,6 +535,7 @@ class OperatorNode(NodeBase):
             self.state.become(Role.PROMOTING, epoch=epoch)
             # What this standby still had to process when it took over (the lag its operator carried).
             self._backlog_at_takeover = (self.received_through - self.processed.input_pos, self._in_flight_tuples)
+        self.operator.lazy(False)  # the operator starts on what it holds while the links are rebuilt
         self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
                          times.detection * 1000, epoch)
         return epoch
@@ -617,6 +619,7 @@ class OperatorNode(NodeBase):
             epoch = self.state.epoch + 1
         with self.lock:
             self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
+            self.operator.lazy(True)
             if self.detector:
                 self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
         self.counters["takeovers_refused"] += 1

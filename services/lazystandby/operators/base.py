@@ -47,6 +47,11 @@ class Operator(ABC):
             fut.set_exception(e)
         return fut
 
+    def lazy(self, on: bool) -> None:  # noqa: B027 - an operator without a cost per call has nothing to save
+        """The node is a standby (`on`) or now needs every answer as soon as it can be had (off: a takeover
+        began). While on, an engine with a cost per call may answer later, in fewer and larger calls, by at
+        most a bound it documents; once off, everything submitted is answered without that delay."""
+
     def restore(self, position: int, params: Params | None = None) -> None:  # noqa: B027 - stateless: nothing
         """Resume after a jump to a checkpoint at input `position`. `params` is the control record in force
         there (the latest at or before `position`, None when there was none): an operator that has not

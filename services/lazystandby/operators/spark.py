@@ -103,8 +103,7 @@ class SparkSelection(Operator):
 
     def _start_query(self) -> None:
         self.generation += 1
-        with self.feed.lock:
-            self.feed.query_start = self.feed.end
+        self.feed.restart_at_end()
         cfg = self.cfg
         self.query = spark_query.start_selection(
             self.spark, address=self.address, predicate=self.predicate, max_rows=cfg.spark_max_rows,
@@ -167,6 +166,11 @@ class SparkSelection(Operator):
                 self._switch(batch.first + i, batch.payload(i))
             seg_start = i + 1
         return np.concatenate(out) if out else np.empty(0, np.int64)
+
+    def lazy(self, on: bool) -> None:
+        # Up to spark_standby_hold seconds of backup wait in the feed, then one micro-batch takes them all:
+        # the standby's JVM does a fraction of the primary's work, and at takeover one micro-batch is left.
+        self.feed.pace(self.cfg.spark_standby_hold if on else 0.0, max(1, self.cfg.spark_max_rows))
 
     def restore(self, position: int, params: Params | None = None) -> None:
         if params is not None and (not self.switches or self.switches[-1][0] < params.pos):
