@@ -6,19 +6,13 @@ import time
 import numpy as np
 
 from lazystandby.config import NodeConfig
-from lazystandby.core.tuples import TupleBatch
 from lazystandby.operators.selection import Selection
 from lazystandby.operators.spark import SparkSelection
-from lazystandby.sources.generator import Interleaved
-
-
-def ticks(n: int) -> TupleBatch:
-    streams, seqs, payloads = Interleaved(["I1", "I2"]).take(n)
-    return TupleBatch._of(1, (streams + 1).astype(np.uint16), seqs.astype(np.int64), payloads, None)
+from tests.unit.test_columnar import ticks_batch
 
 
 def test_a_held_standby_answers_only_once_the_hold_is_off_and_answers_the_same():
-    batch = ticks(3000)
+    batch = ticks_batch(3000)
     expected = np.asarray(Selection("price > 100").process(batch))
     op = SparkSelection("price > 100", NodeConfig(name="N'", operator="spark", spark_standby_hold=600.0,
                                                   spark_partitions=1))

@@ -170,7 +170,7 @@ class SparkSelection(Operator):
     def lazy(self, on: bool) -> None:
         # Up to spark_standby_hold seconds of backup wait in the feed, then one micro-batch takes them all:
         # the standby's JVM does a fraction of the primary's work, and at takeover one micro-batch is left.
-        self.feed.pace(self.cfg.spark_standby_hold if on else 0.0, max(1, self.cfg.spark_max_rows))
+        self.feed.pace(self.cfg.spark_standby_hold if on else 0.0, self.cfg.spark_max_rows)
 
     def restore(self, position: int, params: Params | None = None) -> None:
         if params is not None and (not self.switches or self.switches[-1][0] < params.pos):
