@@ -476,3 +476,41 @@ def test_a_standby_that_skips_a_parameter_change_still_switches_at_its_position(
     assert net.call_pb("s", "Backup", frame_).applied_through == 20
     standby._operator_loop()
     assert standby.operator.switches == [(7, "price < 5")] and standby.processed.input_pos == 20
+
+
+def covered_frame(enc, batch, checkpoint):
+    f = backup_frame(enc, [batch])
+    f.checkpoint.CopyFrom(pb.Level1Ack(epoch=1, input_pos=checkpoint[0], output_count=checkpoint[1]))
+    return f
+
+
+def test_a_standby_skips_inputs_a_checkpoint_covers_and_numbers_on_from_it(net, standby):
+    standby.primary_received = 100
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    assert net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10))).applied_through == 20
+    standby._operator_loop()
+    assert standby.counters["skipped_tuples"] == 10 and standby.counters["processed_tuples"] == 10
+    assert standby.processed.input_pos == 20 and standby.processed.output_count == 20
+    assert (standby.oq.first, standby.oq.last) == (11, 20)  # outputs 1..10 are Nd's already
+
+
+def test_a_checkpoint_that_counts_too_few_outputs_is_not_skipped_to(net, standby, caplog):
+    standby.primary_received = 100
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 10)]))
+    standby._operator_loop()
+    assert standby.processed.output_count == 10
+    # Inputs 1..15 cannot have made 3 outputs: 1..10 made 10.
+    net.call_pb("s", "Backup", covered_frame(enc, run(11, 10), (15, 3)))
+    standby._operator_loop()
+    assert standby.counters["skips_refused"] == 1 and standby.counters["skipped_tuples"] == 0
+    assert standby.processed.input_pos == 20 and standby.processed.output_count == 20
+    assert "counts fewer outputs" in caplog.text
+
+
+def test_a_checkpoint_past_what_the_primary_holds_is_not_skipped_to(net, standby):
+    standby.primary_received = 5  # the heartbeats say the primary got only this far: the checkpoint is forged
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
+    standby._operator_loop()
+    assert standby.counters["skipped_tuples"] == 0 and standby.counters["processed_tuples"] == 20

@@ -8,10 +8,13 @@ from concurrent.futures import Future
 
 import pytest
 
+from lazystandby.core.tuples import TupleBatch
+from lazystandby.formats import control
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.operators.selection import Selection
 from lazystandby.sources.base import GeneratorSource, SourceGap
+from lazystandby.sources.generator import interleave
 
 NAMES = {1: "I1", 2: "I2"}
 
@@ -223,3 +226,73 @@ def test_a_standby_is_lazy_until_it_takes_over_and_then_answers_at_once():
         assert res.ok, res
         assert n2.operator.lazy_calls == [True, False]
         assert n2.recovery["catch_up_ms"] < 0.5 * Lazy.HOLD * 1000, "the takeover did not wait out the hold"
+
+
+class Sluggish(Selection):
+    """A standby's engine slower than the input: while lazy (a standby), each call is answered 0.1 s after
+    the one before (500 tuples per call: 5,000 tuples/s), as Spark's micro-batches on a busy machine."""
+
+    in_flight_max = 2_000
+    STEP = 0.1
+
+    def __init__(self, predicate):
+        super().__init__(predicate)
+        self._on = False
+        self._due = 0.0
+        self._lock = threading.Lock()
+
+    def submit(self, batch):
+        result, fut = self.process(batch), Future()
+        with self._lock:
+            if not self._on:
+                fut.set_result(result)
+                return fut
+            self._due = max(time.monotonic(), self._due) + self.STEP
+            delay = self._due - time.monotonic()
+        threading.Timer(delay, fut.set_result, [result]).start()
+        return fut
+
+    def lazy(self, on):
+        with self._lock:
+            self._on = on
+
+
+def _expected_with_switch(total, before, after, pos):
+    """The outputs when the predicate switches from `before` to `after` at link position `pos` (the control
+    tuple's own position: the data tuples before it are the first pos - 1)."""
+    recs = list(interleave(["I1", "I2"], total, 7))
+    head, tail = recs[:pos - 1], recs[pos - 1:]
+    out = []
+    for part, predicate in ((head, before), (tail, after)):
+        sel = Selection(predicate)
+        batch = TupleBatch(first=1, streams=[1 if s == "I1" else 2 for s, _, _ in part], seqs=[q for _, q, _ in part],
+                           payloads=[p for _, _, p in part])
+        out += [(part[i][0], part[i][1]) for i in sel.process(batch).tolist()]
+    return out
+
+
+@pytest.mark.parametrize("switch", [False, True])
+def test_a_standby_that_falls_behind_skips_what_nd_holds_and_takes_over_exactly(switch):
+    """The standby's operator runs at half the input rate. It skips the inputs a Level-1 checkpoint covers
+    instead of working through them, so its lag stays bounded (without the skip it would be 15,000 tuples
+    behind when N dies); a control tuple inside the skipped inputs still switches it at its position."""
+    total, new = 40_000, "price > 60 AND volume >= 1000"
+    with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", operator_batch=500,
+                           operator=Sluggish) as t:
+        nu, n, n2, nd = (t.nodes[k] for k in ("nu", "n", "n2", "nd"))
+        if switch:
+            assert t.wait(lambda: n.processed.input_pos > 5_000)
+            nu.inject_control(control.encode(new))
+            assert t.wait(lambda: n.operator.switches and n2.processed.input_pos > n.operator.switches[0][0])
+        assert t.wait(lambda: n.processed.input_pos > 25_000)
+        lag = n2.primary_received - n2.processed.input_pos
+        assert n2.counters["skipped_tuples"] > 0
+        assert lag < 10_000, f"the standby is {lag} tuples behind"
+        t.kill("n")
+        exp = _expected_with_switch(total + 1, "price > 100", new, n.operator.switches[0][0]) if switch \
+            else expected(total)
+        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        res = compare(exp, output(t))
+        assert res.ok, res
+        assert nd.counters["duplicates_dropped"] == 0
+        assert n2.operator.switches == n.operator.switches

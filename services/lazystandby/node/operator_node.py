@@ -94,6 +94,9 @@ class OperatorNode(NodeBase):
         self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
         self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
         self.processed = Checkpoint()
+        # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
+        # and with Nu's takeover answer), and the control record in force there.
+        self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
         self.level1 = Level1Tracker()
         self.level0 = 0
         self.sent_next = 1
@@ -202,6 +205,14 @@ class OperatorNode(NodeBase):
         self.counters["jumps"] += 1
         self.lock.notify_all()
 
+    def _note_covered(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Holding the lock: every input through `ckpt` is covered by outputs Nd holds, so nobody will ever
+        need this node to process it. The operator loop skips those it has not submitted yet: a standby
+        whose operator fell behind (Spark on a busy machine) catches up to the Level-1 point instead of
+        working through inputs that only matter until the primary's outputs for them reach Nd."""
+        if ckpt.input_pos > self._covered[0].input_pos:
+            self._covered = (ckpt, params)
+
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
         with self.lock:
             role = self.state.role
@@ -258,6 +269,8 @@ class OperatorNode(NodeBase):
                         self._jump(msg.checkpoint, msg.params)
                     else:
                         self.counters["checkpoints_deferred"] += 1
+                if msg.checkpoint.input_pos <= self.received_through and self._plausible(msg.checkpoint):
+                    self._note_covered(msg.checkpoint, msg.params)
                 self.decoder.commit(position)
                 return m.BackupAck(applied_through=self.received_through)
 
@@ -287,18 +300,48 @@ class OperatorNode(NodeBase):
         self._collect(block=False)
         for it in items:
             if isinstance(it, Jump):
-                self._collect(block=True)  # restore only with nothing in flight (the Operator contract)
-                self.operator.restore(it.checkpoint.input_pos, it.params)
-                with self.lock:
-                    self.processed = it.checkpoint
-                    self.oq.trim(it.checkpoint.output_count)
+                if it.checkpoint.input_pos > self.processed.input_pos:  # else a skip already went past it
+                    self._restore(it.checkpoint, it.params)
                 continue
             start = it.first
             while start < it.end and not self.stopped:
-                piece = it.slice(start, start + self._room_for(it.end - start))
+                room = self._room_for(it.end - start)
+                with self.lock:
+                    covered, params = self._covered
+                if covered.input_pos >= start:
+                    start = self._skip(covered, params, start, it.end)
+                    continue
+                piece = it.slice(start, start + room)
                 if len(piece):
                     self._submit(piece)
                 start = piece.end
+
+    def _restore(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Resume the operator at `ckpt` (a Jump, or a skip over covered inputs)."""
+        self._collect(block=True)  # restore only with nothing in flight (the Operator contract)
+        self.operator.restore(ckpt.input_pos, params)
+        with self.lock:
+            self.processed = ckpt
+            self.oq.trim(ckpt.output_count)
+            self.lock.notify_all()
+
+    def _skip(self, covered: Checkpoint, params: m.Params | None, start: int, end: int) -> int:
+        """Inputs `start`..`covered` are not submitted (see `_note_covered`); returns the next position to
+        submit. A checkpoint that counts fewer outputs than this node made before `start` cannot be true;
+        it is dropped and nothing is skipped."""
+        if covered.input_pos > self.processed.input_pos:
+            self._collect(block=True)
+            with self.lock:
+                if covered.output_count < self.processed.output_count:
+                    self.counters["skips_refused"] += 1
+                    self._covered = (Checkpoint(), None)
+                    self.log.warning("%s: checkpoint %s counts fewer outputs than the %d made before input %d; "
+                                     "not skipping", self.name, covered, self.processed.output_count, start)
+                    return start
+            self._restore(covered, params)
+        with self.lock:
+            self.counters["skipped_tuples"] += min(covered.input_pos + 1, end) - start
+        return covered.input_pos + 1
 
     def _room_for(self, wanted: int) -> int:
         """How many inputs the next operator call may take: at most one output per input, so never more
@@ -563,6 +606,8 @@ class OperatorNode(NodeBase):
             with self.lock:
                 if reply.checkpoint.input_pos > self.received_through:
                     self._jump(reply.checkpoint, reply.params)  # Nu resends from after its trim point
+                else:
+                    self._note_covered(reply.checkpoint, reply.params)  # what we hold through it: skipped
         return reply
 
     def _replay(self, plan: TakeoverPlan, nu: m.TakeoverReply) -> None:
