@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=0, help="most records per micro-batch (0: no limit)")
     a = ap.parse_args(argv)
 
-    from lazystandby_spark.query import JVM_OPTIONS
+    from lazystandby_spark.query import CHECKPOINT_FILE_MANAGER, JVM_OPTIONS
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
              .config("spark.sql.streaming.pollingDelay", "5ms")
              # the JVM settings of the pipeline's Spark sessions: a comparison on equal terms
              .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+             .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     topics = ",".join(f"{a.prefix}{s}" for s in a.streams.split(","))

@@ -72,6 +72,29 @@ def test_detector_suspects_a_silent_peer_even_without_counted_misses():
     assert d.suspects(0.41)
 
 
+def test_refused_connections_for_one_interval_are_a_failure_without_waiting_out_the_misses():
+    d = FailureDetector(interval=0.1, allowed_misses=5, now=0.0)
+    d.missed(0.10, refused=True)
+    assert d.next_beat_in() == 0.025  # asked again sooner while refused
+    d.missed(0.125, refused=True)
+    d.missed(0.15, refused=True)
+    assert not d.suspects(0.175)
+    d.missed(0.2, refused=True)
+    assert d.suspects(0.2) and d.misses == 4 < d.allowed_misses
+
+
+def test_a_timeout_between_refusals_restarts_the_refusal_window_and_an_answer_ends_it():
+    d = FailureDetector(interval=0.1, allowed_misses=5, now=0.0)
+    d.missed(0.10, refused=True)
+    d.missed(0.15)  # a late answer: the port may be held by a live, slow process
+    assert d.next_beat_in() == 0.1
+    d.missed(0.2, refused=True)
+    assert not d.suspects(0.25)
+    d.ok(0.26, rtt=0.001)
+    d.missed(0.3, refused=True)
+    assert not d.suspects(0.35) and d.suspects(0.4)
+
+
 def test_plan_replays_only_what_nd_lacks_and_asks_for_what_we_never_received():
     p = plan_takeover(epoch=2, delivered_through=100, received_through=500, oq_first=90, oq_last=130)
     assert (p.replay_from, p.replay_count, p.resend_from) == (101, 30, 501)

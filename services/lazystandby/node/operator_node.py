@@ -525,8 +525,10 @@ class OperatorNode(NodeBase):
                                    self.cfg.heartbeat_interval)
         except PeerError as e:
             self.links.note("primary", peer.address if peer is not None else "", e)
-            det.missed(self.clock())
+            det.missed(self.clock(), refused=e.refused)
             self.counters["heartbeat_misses"] += 1
+            if e.refused:
+                self.counters["heartbeat_refused"] += 1
         else:
             self.links.note("primary", peer.address, None)
             now = self.clock()
@@ -546,7 +548,7 @@ class OperatorNode(NodeBase):
         if det.suspects(self.clock()):
             self.take_over()
             return
-        self.sleep(max(0.0, self.cfg.heartbeat_interval - (self.clock() - t0)))
+        self.sleep(max(0.0, det.next_beat_in() - (self.clock() - t0)))
 
     def take_over(self) -> None:
         """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""

@@ -109,7 +109,9 @@ def _closed(e: ValueError, address: str, rpc: str) -> PeerError:
 def _peer_error(e: grpc.RpcError, what: str) -> PeerError:
     code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
     details = e.details() if hasattr(e, "details") else str(e)
-    return PeerError(code.name, f"{what}: {details}")
+    # gRPC reports a refused TCP connection only in its text (the code is UNAVAILABLE, as for a timeout).
+    refused = code is grpc.StatusCode.UNAVAILABLE and "connection refused" in (details or "").lower()
+    return PeerError(code.name, f"{what}: {details}", refused=refused)
 
 
 class _Background:

@@ -11,12 +11,14 @@ from ..core.seq import Status
 
 
 class PeerError(Exception):
-    """A call to a peer failed with `status` (UNAVAILABLE when unreachable)."""
+    """A call to a peer failed with `status` (UNAVAILABLE when unreachable). `refused`: the peer's host
+    refused the connection (nothing listens at the address), as opposed to a call that timed out."""
 
-    def __init__(self, status: Status | str, message: str) -> None:
+    def __init__(self, status: Status | str, message: str, *, refused: bool = False) -> None:
         self.status = Status(status)
         super().__init__(f"{self.status}: {message}")
         self.message = message
+        self.refused = refused
 
     @property
     def unreachable(self) -> bool:
