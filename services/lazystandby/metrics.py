@@ -17,7 +17,7 @@ ROLES = ("upstream", "primary", "standby", "promoting", "fenced", "downstream")
 # counter name in the snapshot -> (metric, extra labels)
 TUPLES = {
     "source_tuples": "source", "input_tuples": "input", "backup_tuples": "backup", "processed_tuples": "processed",
-    "output_tuples": "output", "delivered_tuples": "delivered",
+    "output_tuples": "output", "delivered_tuples": "delivered", "skipped_tuples": "skipped",
 }
 LINK_BYTES = {
     "primary_bytes": "primary", "backup_bytes": "backup", "backup_raw_bytes": "backup_raw",
