@@ -191,7 +191,7 @@ HELP: dict[str, str] = {
     "max_batches_per_rpc": "backup batches that may share one RPC (each still compressed on its own)",
     "backup_lag_max": "most tuples Nu admits ahead of a responsive standby's acks (backpressure); 0 = no bound",
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
-    "heartbeat_misses": "missed heartbeats after which the standby takes over (a port that refuses connections for one interval: at once)",
+    "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends",
