@@ -60,6 +60,10 @@ class NodeConfig:
     # and the primary outrun the backup whenever CPU is short, and Nu trims past batches never sent: the
     # run then looks as cheap as no standby while the standby holds nothing. 0 = no bound.
     backup_lag_max: int = 32768
+    # Seconds a standby lets each backup input wait before it runs the operator on it: Nd's acks cover most
+    # inputs within that time, and a covered input is skipped, never processed. 0 = process on arrival, as
+    # seed 000's standby does (and pay for a second operator on the same machine).
+    standby_defer: float = 1.0
     # failure detection
     heartbeat_interval: float = 0.1
     heartbeat_misses: int = 3
@@ -150,7 +154,7 @@ class NodeConfig:
             if getattr(self, name) < 1:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
-                     "spark_standby_hold"):
+                     "spark_standby_hold", "standby_defer"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
@@ -191,6 +195,7 @@ HELP: dict[str, str] = {
     "max_batches_per_rpc": "backup batches that may share one RPC (each still compressed on its own)",
     "backup_lag_max": "most tuples Nu admits ahead of a responsive standby's acks (backpressure); 0 = no bound",
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
+    "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",

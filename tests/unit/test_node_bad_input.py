@@ -121,7 +121,8 @@ def test_rpcs_of_other_roles_are_refused(net, primary):
 
 @pytest.fixture
 def standby(net):
-    n = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 100"), net.peer)
+    # Processes what it receives at once (standby_defer 0): these tests call its operator loop once.
+    n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=0), Selection("price > 100"), net.peer)
     net.register("s", n)
     yield n
     n.stop()
@@ -514,3 +515,56 @@ def test_a_checkpoint_past_what_the_primary_holds_is_not_skipped_to(net, standby
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
     standby._operator_loop()
     assert standby.counters["skipped_tuples"] == 0 and standby.counters["processed_tuples"] == 20
+
+
+@pytest.fixture
+def lazy(net):
+    """A standby that lets inputs wait a second for Nd's acks (standby_defer), on a clock the test sets."""
+    t = [100.0]
+    n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=100),
+                     Selection("price > 1"), net.peer, clock=lambda: t[0])
+    n.primary_received = 1000
+    net.register("s", n)
+    yield n, t
+    n.stop()
+
+
+def loop_once(node):
+    """One pass of the operator loop, which must not wait for ever (a deferring loop waits for time)."""
+    import threading
+
+    th = threading.Thread(target=node._operator_loop, daemon=True)
+    th.start()
+    th.join(5)
+    alive = th.is_alive()
+    if alive:
+        node.stop()
+        th.join(5)
+    assert not alive, "the operator loop waited for ever"
+
+
+def test_a_deferring_standby_skips_what_acks_cover_and_processes_the_rest_only_when_due(net, lazy):
+    n2, t = lazy
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
+    loop_once(n2)  # 1..10 covered: skipped; 11..20 arrived just now: they wait
+    assert n2.counters["skipped_tuples"] == 10 and n2.counters["processed_tuples"] == 0
+    assert len(n2.iq) == 10 and n2.processed.input_pos == 10
+    assert n2.standby_lag()[0] == 990  # the primary holds 1000; 1..10 need no work
+    t[0] += 1.0  # waited standby_defer: processed, numbered on from the checkpoint
+    loop_once(n2)
+    assert n2.counters["processed_tuples"] == 10 and n2.processed.input_pos == 20
+    assert (n2.oq.first, n2.oq.last) == (11, 20)
+
+
+def test_a_deferring_standby_works_at_once_when_iq_is_half_full_or_a_takeover_starts(net, lazy):
+    n2, t = lazy
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 50)]))  # half of iq_capacity 100
+    loop_once(n2)
+    assert n2.counters["processed_tuples"] == 50 and n2.counters["skipped_tuples"] == 0
+    net.call_pb("s", "Backup", backup_frame(enc, [run(51, 10)]))
+    with n2.lock:
+        n2.state.become(Role.PROMOTING, epoch=1)  # a takeover needs every answer now
+    loop_once(n2)
+    assert n2.counters["processed_tuples"] == 60 and n2.processed.input_pos == 60

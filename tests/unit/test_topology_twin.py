@@ -8,13 +8,11 @@ from concurrent.futures import Future
 
 import pytest
 
-from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats import control
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.operators.selection import Selection
 from lazystandby.sources.base import GeneratorSource, SourceGap
-from lazystandby.sources.generator import interleave
 
 NAMES = {1: "I1", 2: "I2"}
 
@@ -214,7 +212,7 @@ class Lazy(Selection):
 def test_a_standby_is_lazy_until_it_takes_over_and_then_answers_at_once():
     total = 20_000
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", operator_batch=500,
-                           operator=Lazy) as t:
+                           standby_defer=0, operator=Lazy) as t:
         exp = expected(total)
         n, n2 = t.nodes["n"], t.nodes["n2"]
         assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 4000)
@@ -257,20 +255,6 @@ class Sluggish(Selection):
             self._on = on
 
 
-def _expected_with_switch(total, before, after, pos):
-    """The outputs when the predicate switches from `before` to `after` at link position `pos` (the control
-    tuple's own position: the data tuples before it are the first pos - 1)."""
-    recs = list(interleave(["I1", "I2"], total, 7))
-    head, tail = recs[:pos - 1], recs[pos - 1:]
-    out = []
-    for part, predicate in ((head, before), (tail, after)):
-        sel = Selection(predicate)
-        batch = TupleBatch(first=1, streams=[1 if s == "I1" else 2 for s, _, _ in part], seqs=[q for _, q, _ in part],
-                           payloads=[p for _, _, p in part])
-        out += [(part[i][0], part[i][1]) for i in sel.process(batch).tolist()]
-    return out
-
-
 @pytest.mark.parametrize("switch", [False, True])
 def test_a_standby_that_falls_behind_skips_what_nd_holds_and_takes_over_exactly(switch):
     """The standby's operator runs at half the input rate. It skips the inputs a Level-1 checkpoint covers
@@ -278,7 +262,7 @@ def test_a_standby_that_falls_behind_skips_what_nd_holds_and_takes_over_exactly(
     behind when N dies); a control tuple inside the skipped inputs still switches it at its position."""
     total, new = 40_000, "price > 60 AND volume >= 1000"
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", operator_batch=500,
-                           operator=Sluggish) as t:
+                           standby_defer=0, operator=Sluggish) as t:
         nu, n, n2, nd = (t.nodes[k] for k in ("nu", "n", "n2", "nd"))
         if switch:
             assert t.wait(lambda: n.processed.input_pos > 5_000)
@@ -289,10 +273,35 @@ def test_a_standby_that_falls_behind_skips_what_nd_holds_and_takes_over_exactly(
         assert n2.counters["skipped_tuples"] > 0
         assert lag < 10_000, f"the standby is {lag} tuples behind"
         t.kill("n")
-        exp = _expected_with_switch(total + 1, "price > 100", new, n.operator.switches[0][0]) if switch \
-            else expected(total)
+        exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100",
+                               switch=(n.operator.switches[0][0], new) if switch else None)
         assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))
         assert res.ok, res
         assert nd.counters["duplicates_dropped"] == 0
         assert n2.operator.switches == n.operator.switches
+
+
+def test_a_deferring_standby_skips_nearly_everything_yet_takes_over_exactly_with_a_switch_it_never_saw():
+    """The default standby (standby_defer 1 s) lets inputs wait for Nd's acks: covered ones are never
+    processed, the control tuple among them included, and the params that come with the checkpoints switch
+    it at the same position as the primary."""
+    total, new = 30_000, "price > 60 AND volume >= 1000"
+    with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", operator_batch=500) as t:
+        nu, n, n2, nd = (t.nodes[k] for k in ("nu", "n", "n2", "nd"))
+        assert n2.cfg.standby_defer == 1.0
+        assert t.wait(lambda: n.processed.input_pos > 5_000)
+        nu.inject_control(control.encode(new))
+        assert t.wait(lambda: n.operator.switches and n2.operator.switches, 10)
+        assert t.wait(lambda: n.processed.input_pos > 20_000)
+        assert n2.operator.switches == n.operator.switches
+        got = n2.counters["backup_tuples"]
+        assert n2.counters["skipped_tuples"] > 0.8 * got, n2.counters
+        assert n2.counters["processed_tuples"] < 0.2 * got, n2.counters
+        t.kill("n")
+        exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100",
+                               switch=(n.operator.switches[0][0], new))
+        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        res = compare(exp, output(t))
+        assert res.ok, res
+        assert nd.counters["duplicates_dropped"] == 0

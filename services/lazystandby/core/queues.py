@@ -121,13 +121,15 @@ class InputQueue:
     """A node's input queue: a bounded FIFO of batches between the transport and the operator.
 
     `offer` never blocks: when the queue is full it raises QueueFull and the sender keeps its data and
-    retries, which is how backpressure reaches the source.
+    retries, which is how backpressure reaches the source. Each item keeps when it was offered, so that a
+    standby can let its inputs wait (see OperatorNode's `standby_defer`).
     """
 
     def __init__(self, name: str, *, capacity: int = 1 << 20) -> None:
         self.name = name
         self.capacity = capacity
         self._items: deque[TupleBatch] = deque()
+        self._since: deque[float] = deque()
         self._count = 0
 
     def __len__(self) -> int:
@@ -137,18 +139,36 @@ class InputQueue:
     def empty(self) -> bool:
         return not self._items
 
-    def offer(self, batch: TupleBatch) -> None:
+    def offer(self, batch: TupleBatch, at: float = 0.0) -> None:
         if len(batch) and self._count and self._count + len(batch) > self.capacity:
             raise QueueFull(f"{self.name}: full ({self._count} of {self.capacity} tuples queued)")
         self._items.append(batch)
+        self._since.append(at)
         self._count += len(batch)
 
-    def take_all(self, max_count: int) -> list[TupleBatch]:
-        """Drain whole batches, up to about max_count tuples (at least one batch when any is queued)."""
+    def head(self) -> tuple[TupleBatch, float] | None:
+        """The oldest item and when it was offered; None when empty."""
+        return (self._items[0], self._since[0]) if self._items else None
+
+    def take_all(self, max_count: int, through: int | None = None) -> list[TupleBatch]:
+        """Drain whole batches, up to about max_count tuples (at least one batch when any is queued).
+        With `through`, no tuple past that position: a batch that crosses it is split, and its rest stays at
+        the head. (Markers, which hold no tuples, are always taken.)"""
         out: list[TupleBatch] = []
         n = 0
         while self._items and (not out or n + len(self._items[0]) <= max_count):
-            b = self._items.popleft()
+            b = self._items[0]
+            if through is not None and len(b):
+                if b.first > through:
+                    break
+                if b.last > through:
+                    self._items[0] = b.slice(through + 1, b.end)
+                    b = b.slice(b.first, through + 1)
+                    n += len(b)
+                    out.append(b)
+                    break
+            self._items.popleft()
+            self._since.popleft()
             n += len(b)
             out.append(b)
         self._count -= n
@@ -156,4 +176,5 @@ class InputQueue:
 
     def clear(self) -> None:
         self._items.clear()
+        self._since.clear()
         self._count = 0

@@ -11,17 +11,24 @@ from dataclasses import asdict, dataclass, field
 
 from ..core.seq import StreamRegistry, partition_streams
 from ..core.tuples import TupleBatch
+from ..formats import control
 from ..operators.selection import Selection
 from ..sources.generator import interleave
 
 
-def expected_outputs(streams: list[str], *, seed: int, total: int, predicate: str) -> list[tuple[str, int]]:
-    """(stream, seq) of every tuple the selection keeps, in per-stream order."""
+def expected_outputs(streams: list[str], *, seed: int, total: int, predicate: str,
+                     switch: tuple[int, str] | None = None) -> list[tuple[str, int]]:
+    """(stream, seq) of every tuple the selection keeps, in per-stream order. `switch` = (pos, predicate):
+    a control tuple at link position `pos` (after the first pos - 1 data tuples), as Nu's inject_control
+    places one, switches the selection there, as it does on N and N'."""
     sel = Selection(predicate)
     reg = StreamRegistry(streams)
-    recs = list(interleave(streams, total, seed))
-    batch = TupleBatch(first=1, streams=[reg.id_of(s) for s, _, _ in recs], seqs=[q for _, q, _ in recs],
-                       payloads=[p for _, _, p in recs])
+    recs = [(s, q, p, reg.id_of(s)) for s, q, p in interleave(streams, total, seed)]
+    if switch is not None:
+        pos, after = switch
+        recs.insert(pos - 1, ("_control", 0, control.encode(after), StreamRegistry.CONTROL))
+    batch = TupleBatch(first=1, streams=[i for _, _, _, i in recs], seqs=[q for _, q, _, _ in recs],
+                       payloads=[p for _, _, p, _ in recs])
     return [(recs[i][0], recs[i][1]) for i in sel.process(batch).tolist()]
 
 

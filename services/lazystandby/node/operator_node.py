@@ -184,7 +184,7 @@ class OperatorNode(NodeBase):
         if jump:
             self._jump(ckpt, params)
         self.seqcheck.commit(pending)
-        self.iq.offer(joined)
+        self.iq.offer(joined, self.clock())
         self.received_through = joined.last
         self.lock.notify_all()
 
@@ -199,7 +199,7 @@ class OperatorNode(NodeBase):
     def _jump(self, ckpt: Checkpoint, params: m.Params | None = None) -> None:
         """Skip to a checkpoint: every input through it produced only outputs Nd already holds. `params`,
         the control record in force at the checkpoint, switches the operator as if it had seen it."""
-        self.iq.offer(Jump(ckpt, params))  # type: ignore[arg-type]
+        self.iq.offer(Jump(ckpt, params), self.clock())  # type: ignore[arg-type]
         self.received_through = ckpt.input_pos
         self.seqcheck.reset()  # the per-stream history restarts after the skipped positions
         self.counters["jumps"] += 1
@@ -212,6 +212,7 @@ class OperatorNode(NodeBase):
         working through inputs that only matter until the primary's outputs for them reach Nd."""
         if ckpt.input_pos > self._covered[0].input_pos:
             self._covered = (ckpt, params)
+            self.lock.notify_all()  # a deferring operator loop may now skip
 
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
         with self.lock:
@@ -294,9 +295,17 @@ class OperatorNode(NodeBase):
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
     def _operator_loop(self) -> None:
         with self.lock:
-            while not self.stopped and self.iq.empty() and not self._head_done():
-                self.lock.wait(0.1)
-            items = _join_runs(self.iq.take_all(self._take))
+            while not self.stopped and not self._head_done():
+                if self.iq.empty():
+                    self.lock.wait(0.1)
+                    continue
+                through = self._deferred_through()
+                if through is None or self.iq.head()[0].first <= through:  # type: ignore[index]
+                    break
+                self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
+            else:
+                through = self._deferred_through() if not self.iq.empty() else None
+            items = _join_runs(self.iq.take_all(self._take, through))
         self._collect(block=False)
         for it in items:
             if isinstance(it, Jump):
@@ -315,6 +324,22 @@ class OperatorNode(NodeBase):
                 if len(piece):
                     self._submit(piece)
                 start = piece.end
+
+    def _deferred_through(self) -> int | None:
+        """Holding the lock, IQ not empty: the last position the operator may take now, None for all.
+
+        Lazy: a standby lets each input wait up to `standby_defer` seconds in IQ' before it runs the
+        operator on it. Meanwhile Nd's acks usually cover it (Nu's Level-1 point comes with the next backup
+        frame), and a covered input is skipped, never processed: its outputs are in Nd and nobody will ask
+        this node for them. So a standby that keeps up costs its decoding, not a second operator. An input
+        is taken anyway once it has waited that long or IQ' is half full, and every input once a takeover
+        starts: what is left then is the primary's uncovered tail, which the skip could not save either."""
+        head = self.iq.head()
+        wait = self.cfg.standby_defer
+        if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0])
+                or len(self.iq) * 2 >= self.iq.capacity or self.clock() - head[1] >= wait):
+            return None
+        return self._covered[0].input_pos
 
     def _restore(self, ckpt: Checkpoint, params: m.Params | None) -> None:
         """Resume the operator at `ckpt` (a Jump, or a skip over covered inputs)."""
@@ -579,7 +604,8 @@ class OperatorNode(NodeBase):
             epoch = self.state.epoch + 1
             self.state.become(Role.PROMOTING, epoch=epoch)
             # What this standby still had to process when it took over (the lag its operator carried).
-            self._backlog_at_takeover = (self.received_through - self.processed.input_pos, self._in_flight_tuples)
+            done = max(self.processed.input_pos, self._covered[0].input_pos)  # covered: skipped, not processed
+            self._backlog_at_takeover = (max(0, self.received_through - done), self._in_flight_tuples)
         self.operator.lazy(False)  # the operator starts on what it holds while the links are rebuilt
         self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
                          times.detection * 1000, epoch)
@@ -697,12 +723,13 @@ class OperatorNode(NodeBase):
 
     def standby_lag(self) -> tuple[int, float]:
         """How far this standby is behind the primary: inputs the primary holds that this node has not
-        processed yet, and for how long the oldest of them has been there (seconds since the primary's
-        heartbeats first showed a position this node has not reached). (0, 0.0) for a primary; a standby
-        with about one operator call of work left takes over in about one call."""
+        processed yet and Nd's output does not cover (the work a takeover would start with), and for how
+        long the oldest of them has been there (seconds since the primary's heartbeats first showed it).
+        (0, 0.0) for a primary; a standby with about one operator call of work left takes over in about one
+        call."""
         if self.state.role is not Role.STANDBY:
             return 0, 0.0
-        done = self.processed.input_pos
+        done = max(self.processed.input_pos, self._covered[0].input_pos)  # covered inputs are never processed
         seen = self._primary_seen
         while seen and seen[0][1] <= done:
             seen.popleft()
