@@ -547,6 +547,7 @@ def test_a_deferring_standby_skips_what_acks_cover_and_processes_the_rest_only_w
     n2, t = lazy
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
+    assert n2.cover_latency == 0.0  # 10 was covered the moment it arrived
     loop_once(n2)  # 1..10 covered: skipped; 11..20 arrived just now: they wait
     assert n2.counters["skipped_tuples"] == 10 and n2.counters["processed_tuples"] == 0
     assert len(n2.iq) == 10 and n2.processed.input_pos == 10
@@ -559,6 +560,7 @@ def test_a_deferring_standby_skips_what_acks_cover_and_processes_the_rest_only_w
 
 def test_a_deferring_standby_works_at_once_when_iq_is_half_full_or_a_takeover_starts(net, lazy):
     n2, t = lazy
+    n2.cover_latency = 0.0  # inputs are covered quickly: deferring pays
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 50)]))  # half of iq_capacity 100
     loop_once(n2)
@@ -568,3 +570,20 @@ def test_a_deferring_standby_works_at_once_when_iq_is_half_full_or_a_takeover_st
         n2.state.become(Role.PROMOTING, epoch=1)  # a takeover needs every answer now
     loop_once(n2)
     assert n2.counters["processed_tuples"] == 60 and n2.processed.input_pos == 60
+
+
+def test_a_standby_does_not_defer_while_inputs_take_longer_than_standby_defer_to_be_covered(net, lazy):
+    """Deferring pays only if acks cover inputs within standby_defer: before any was covered (a primary just
+    started) or while covering takes longer (a slow primary), a standby processes what it gets at once."""
+    n2, t = lazy
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 10)]))
+    loop_once(n2)  # nothing covered yet
+    assert n2.cover_latency is None and n2.counters["processed_tuples"] == 10
+    net.call_pb("s", "Backup", backup_frame(enc, [run(11, 10)]))
+    t[0] += 1.5
+    net.call_pb("s", "Backup", covered_frame(enc, run(21, 10), (15, 15)))  # 15 arrived 1.5 s ago
+    assert n2.cover_latency == 1.5
+    loop_once(n2)
+    assert len(n2.iq) == 0 and n2.processed.input_pos == 30  # nothing waits (11..15, covered, skipped)
+    assert n2.counters["processed_tuples"] == 25 and n2.counters["skipped_tuples"] == 5

@@ -97,6 +97,11 @@ class OperatorNode(NodeBase):
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
         self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
+        # When inputs arrived here ((last position, when), oldest first) and how long the latest covered one
+        # took to be covered after it arrived (None until one was): a standby defers only while that is
+        # shorter than standby_defer.
+        self._arrived: deque[tuple[int, float]] = deque(maxlen=4096)
+        self.cover_latency: float | None = None
         self.level1 = Level1Tracker()
         self.level0 = 0
         self.sent_next = 1
@@ -184,7 +189,9 @@ class OperatorNode(NodeBase):
         if jump:
             self._jump(ckpt, params)
         self.seqcheck.commit(pending)
-        self.iq.offer(joined, self.clock())
+        now = self.clock()
+        self.iq.offer(joined, now)
+        self._arrived.append((joined.last, now))
         self.received_through = joined.last
         self.lock.notify_all()
 
@@ -212,6 +219,14 @@ class OperatorNode(NodeBase):
         working through inputs that only matter until the primary's outputs for them reach Nd."""
         if ckpt.input_pos > self._covered[0].input_pos:
             self._covered = (ckpt, params)
+            arrived = self._arrived
+            when = None
+            while arrived and arrived[0][0] <= ckpt.input_pos:
+                when = arrived.popleft()[1]
+            if arrived and when is None:
+                when = arrived[0][1]  # covered part of the oldest run still listed
+            if when is not None:
+                self.cover_latency = self.clock() - when
             self.lock.notify_all()  # a deferring operator loop may now skip
 
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
@@ -333,10 +348,14 @@ class OperatorNode(NodeBase):
         frame), and a covered input is skipped, never processed: its outputs are in Nd and nobody will ask
         this node for them. So a standby that keeps up costs its decoding, not a second operator. An input
         is taken anyway once it has waited that long or IQ' is half full, and every input once a takeover
-        starts: what is left then is the primary's uncovered tail, which the skip could not save either."""
+        starts: what is left then is the primary's uncovered tail, which the skip could not save either.
+        Nothing waits while inputs take longer than `standby_defer` to be covered (or none has been yet:
+        a primary just started, or one slower than that at the moment): waiting would only leave the
+        takeover more to do."""
         head = self.iq.head()
         wait = self.cfg.standby_defer
         if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0])
+                or self.cover_latency is None or self.cover_latency >= wait
                 or len(self.iq) * 2 >= self.iq.capacity or self.clock() - head[1] >= wait):
             return None
         return self._covered[0].input_pos
@@ -742,6 +761,7 @@ class OperatorNode(NodeBase):
         s.update({
             "standby_lag_tuples": lag_tuples,
             "standby_lag_seconds": round(lag_seconds, 3),
+            "cover_latency_s": round(self.cover_latency, 3) if self.cover_latency is not None else None,
             "received_through": self.received_through,
             "processed": [self.processed.input_pos, self.processed.output_count],
             "level0": self.level0,
