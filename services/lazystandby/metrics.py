@@ -79,8 +79,8 @@ class NodeCollector(Collector):
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)
         if "standby_lag_tuples" in s:  # N and N': 0 on a primary
-            yield _gauge("lazystandby_standby_lag_tuples", "Inputs the primary holds that the standby has not "
-                         "processed", name, s["standby_lag_tuples"])
+            yield _gauge("lazystandby_standby_lag_tuples", "Inputs the primary holds that the standby has neither "
+                         "processed nor seen covered by Nd's output", name, s["standby_lag_tuples"])
             yield _gauge("lazystandby_standby_lag_seconds", "How long the oldest of them has waited at the standby",
                          name, s["standby_lag_seconds"])
         yield _counter("lazystandby_heartbeat_misses", "Heartbeats that went unanswered", name,
