@@ -622,9 +622,9 @@ class OperatorNode(NodeBase):
         with self.lock:
             epoch = self.state.epoch + 1
             self.state.become(Role.PROMOTING, epoch=epoch)
-            # What this standby still had to process when it took over (the lag its operator carried).
-            done = max(self.processed.input_pos, self._covered[0].input_pos)  # covered: skipped, not processed
-            self._backlog_at_takeover = (max(0, self.received_through - done), self._in_flight_tuples)
+            # What this standby still had to process when it took over.
+            self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
+                                         self._in_flight_tuples)
         self.operator.lazy(False)  # the operator starts on what it holds while the links are rebuilt
         self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
                          times.detection * 1000, epoch)
@@ -740,6 +740,10 @@ class OperatorNode(NodeBase):
                 self.sleep(backoff.next())
         return None
 
+    def _done_through(self) -> int:
+        """The last input that needs no more work here: processed, or covered by Nd's output (skipped)."""
+        return max(self.processed.input_pos, self._covered[0].input_pos)
+
     def standby_lag(self) -> tuple[int, float]:
         """How far this standby is behind the primary: inputs the primary holds that this node has not
         processed yet and Nd's output does not cover (the work a takeover would start with), and for how
@@ -748,7 +752,7 @@ class OperatorNode(NodeBase):
         call."""
         if self.state.role is not Role.STANDBY:
             return 0, 0.0
-        done = max(self.processed.input_pos, self._covered[0].input_pos)  # covered inputs are never processed
+        done = self._done_through()
         seen = self._primary_seen
         while seen and seen[0][1] <= done:
             seen.popleft()
