@@ -55,11 +55,19 @@ class NodeConfig:
     codec_level: int = 0
     dict_samples: int = 2000
     dict_size: int = 4096
-    max_batches_per_rpc: int = 512
+    # A run takes what is due, up to this many batches: only a backup behind the source sends big ones. One
+    # call is in flight at a time, so every call's fixed cost (both ends' gRPC and lock hand-offs) caps the
+    # backup, and through backup_lag_max the source. Measured at Bsize 10, full speed, two rounds each
+    # (session 10, bench.harness.throughput): 512 batches with a 32,768-tuple lag bound 213-220 k tuples/s
+    # (coverage 0.98-0.99); 2,048 with 65,536 286-302 k (0.95-0.96); 4,096 with 131,072 323-349 k, but a
+    # run then ends with up to 131,072 tuples not yet at N' (coverage 0.87-0.92): a longer lag is not a
+    # cheaper backup.
+    max_batches_per_rpc: int = 2048
     # Most tuples Nu admits past what a responsive standby has acknowledged. Without a bound the source
     # and the primary outrun the backup whenever CPU is short, and Nu trims past batches never sent: the
-    # run then looks as cheap as no standby while the standby holds nothing. 0 = no bound.
-    backup_lag_max: int = 32768
+    # run then looks as cheap as no standby while the standby holds nothing. It leaves room for the call in
+    # flight and the one being cut. 0 = no bound.
+    backup_lag_max: int = 65_536
     # Seconds a standby lets each backup input wait before it runs the operator on it: Nd's acks cover most
     # inputs within that time, and a covered input is skipped, never processed. 0 = process on arrival, as
     # seed 000's standby does (and pay for a second operator on the same machine).
