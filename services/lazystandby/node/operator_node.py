@@ -191,7 +191,8 @@ class OperatorNode(NodeBase):
         self.seqcheck.commit(pending)
         now = self.clock()
         self.iq.offer(joined, now)
-        self._arrived.append((joined.last, now))
+        if self.state.role is Role.STANDBY:  # only a standby defers, and times covering for it
+            self._arrived.append((joined.last, now))
         self.received_through = joined.last
         self.lock.notify_all()
 
@@ -310,16 +311,17 @@ class OperatorNode(NodeBase):
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
     def _operator_loop(self) -> None:
         with self.lock:
-            while not self.stopped and not self._head_done():
+            through: int | None = None  # the last input this pass may take (None: all)
+            while not self.stopped:
                 if self.iq.empty():
+                    if self._head_done():
+                        break
                     self.lock.wait(0.1)
                     continue
                 through = self._deferred_through()
-                if through is None or self.iq.head()[0].first <= through:  # type: ignore[index]
-                    break
+                if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
+                    break  # something to take, or answers to collect (taking what may be taken now)
                 self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
-            else:
-                through = self._deferred_through() if not self.iq.empty() else None
             items = _join_runs(self.iq.take_all(self._take, through))
         self._collect(block=False)
         for it in items:
