@@ -84,3 +84,14 @@ def test_dead_letters_that_cannot_be_written_are_an_error_not_a_silent_loss(monk
     dl.put("not a tick", Record("I1", 7, b"garbage"))
     with pytest.raises(RuntimeError, match=r"ls\.deadletters: [01] dead letters not written"):
         dl.flush()
+
+
+@pytest.mark.parametrize("outcome, left", [("error", 0), ("timeout", 1)])
+def test_delivery_errors_name_where_and_how_many_when_outputs_are_not_delivered(outcome, left):
+    # The results topic's sink reports through the same DeliveryErrors as the dead letters.
+    p, report = FakeProducer(outcome), kafka_source.DeliveryErrors()
+    p.produce("ls.results", b"out", on_delivery=report)
+    with pytest.raises(RuntimeError, match=rf"results topic ls\.results: {left} outputs not delivered within 30 s"):
+        report.flush(p, "results topic ls.results", "outputs", "delivered")
+    p.outcome = "ok"
+    report.flush(p, "results topic ls.results", "outputs", "delivered")  # reported once, then clear

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
-from ..sources.kafka_source import Topics, ensure_topics, read_partition
+from ..sources.kafka_source import DeliveryErrors, Topics, durable_producer, ensure_topics, read_partition
 from .base import Sink
 
 
@@ -39,26 +39,19 @@ class KafkaSink(Sink):
 
     def __init__(self, bootstrap: str, registry: StreamRegistry, topics: Topics | None = None, *,
                  replication_factor: int = 1) -> None:
-        from confluent_kafka import Producer
-
         self.topics = topics or Topics()
         self.registry = registry
         ensure_topics(bootstrap, [self.topics.results], replication_factor=replication_factor)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 1, "batch.size": 1 << 20, "queue.buffering.max.messages": 1 << 20,
-                                  "message.send.max.retries": 10,
-                                  # Reports only for what failed: a Python callback per delivered output cost
-                                  # more than the produce itself.
-                                  "delivery.report.only.error": True})
+        self.producer = durable_producer(bootstrap, **{
+            "linger.ms": 1, "batch.size": 1 << 20, "queue.buffering.max.messages": 1 << 20,
+            # Reports only for what failed: a Python callback per delivered output cost more than the
+            # produce itself.
+            "delivery.report.only.error": True})
+        self._delivered = DeliveryErrors()
         self._last, self._epoch = last_output(bootstrap, self.topics.results)
-        self._errors: list[str] = []
 
     def last_epoch(self) -> int:
         return self._epoch
-
-    def _delivered(self, err, _msg) -> None:
-        if err is not None:
-            self._errors.append(str(err))
 
     def append(self, outputs: TupleBatch, *, epoch: int = 0) -> None:
         topic = self.topics.results
@@ -71,11 +64,7 @@ class KafkaSink(Sink):
             name = names[sid]
             produce(topic, payload, b"%s:%d" % (name, seq), partition=0, on_delivery=self._delivered,
                     headers=[("oseq", b"%d" % (first + i)), ("stream", name), ("seq", b"%d" % seq), ("epoch", ep)])
-        left = self.producer.flush(30)
-        if left or self._errors:
-            errors, self._errors = self._errors, []
-            raise RuntimeError(f"results topic {topic}: {left} outputs not delivered within 30 s; "
-                               f"errors: {errors[:3]}")
+        self._delivered.flush(self.producer, f"results topic {topic}", "outputs", "delivered")
         self._last = outputs.last
 
     def last_delivered(self) -> int:

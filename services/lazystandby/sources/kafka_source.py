@@ -101,15 +101,36 @@ def ensure_topics(bootstrap: str, names: list[str], *, partitions: dict[str, int
         admin.close()
 
 
-def durable_producer(bootstrap: str):
-    """librdkafka's producer for Nu's own records (link log, dead letters): acknowledged by every in-sync
-    replica, idempotent (a retried request neither reorders nor repeats), no lingering. kafka-python's
-    producer kept a network thread of its own busy in Nu's interpreter: about an eighth of Nu's Python
-    samples at 120 k tuples/s, for one small record per poll."""
+def durable_producer(bootstrap: str, **settings):
+    """librdkafka's producer for what the pipeline writes itself (link log, dead letters, results):
+    acknowledged by every in-sync replica, idempotent (a retried request neither reorders nor repeats), no
+    lingering unless `settings` (librdkafka's names) say otherwise. For Nu's records it replaced
+    kafka-python's producer, which kept a network thread of its own busy in Nu's interpreter: about an
+    eighth of Nu's Python samples at 120 k tuples/s, for one small record per poll."""
     from confluent_kafka import Producer
 
     return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                     "linger.ms": 0, "message.send.max.retries": 10})
+                     "linger.ms": 0, "message.send.max.retries": 10, **settings})
+
+
+class DeliveryErrors:
+    """A producer's `on_delivery` callback that keeps the failures, and the flush that reports them: what
+    was produced is either in the topic when `flush` returns, or `flush` raises."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def __call__(self, err, _msg) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+
+    def flush(self, producer, where: str, records: str, verb: str, timeout: float = 30.0) -> None:
+        """Waits for `producer`; RuntimeError "<where>: <n> <records> not <verb> within .." when something
+        is still waiting after `timeout` or a delivery failed since the last flush."""
+        left = producer.flush(timeout)
+        if left or self.errors:
+            errors, self.errors = self.errors, []
+            raise RuntimeError(f"{where}: {left} {records} not {verb} within {timeout:.0f} s; errors: {errors[:3]}")
 
 
 def produce_and_wait(producer, topic: str, value: bytes, *, timeout: float = 30.0) -> int:
@@ -480,7 +501,7 @@ class KafkaDeadLetters:
         self.topics = topics or Topics()
         self.producer = durable_producer(bootstrap)
         self.count = 0
-        self._errors: list[str] = []
+        self._delivered = DeliveryErrors()
 
     def put(self, reason: str, record: Record) -> None:
         key = f"{record.stream}:{record.seq}".encode()
@@ -489,16 +510,8 @@ class KafkaDeadLetters:
                                        ("seq", str(record.seq).encode())], on_delivery=self._delivered)
         self.count += 1
 
-    def _delivered(self, err, _msg) -> None:
-        if err is not None:
-            self._errors.append(str(err))
-
     def flush(self) -> None:
         """Returns once every dead letter put so far is in the topic; RuntimeError if one could not be."""
-        if not len(self.producer) and not self._errors:
+        if not len(self.producer) and not self._delivered.errors:
             return  # nothing waiting (the source loop asks after every poll)
-        left = self.producer.flush(30)
-        if left or self._errors:
-            errors, self._errors = self._errors, []
-            raise RuntimeError(f"{self.topics.deadletters}: {left} dead letters not written within 30 s; "
-                               f"errors: {errors[:3]}")
+        self._delivered.flush(self.producer, self.topics.deadletters, "dead letters", "written")
