@@ -1,8 +1,20 @@
-"""Nd's Kafka sink: the output stream in a single-partition results topic, one record per output, the
-output sequence number in a header. A restarted Nd reads the topic's last record to learn the last
-output it holds: that is its dedup state, so it loses nothing and writes nothing twice."""
+"""Nd's Kafka sink: the output stream in a single-partition results topic, one record per output.
+
+The format (README, "The results topic"): every record has key `<stream>:<seq>` (the input it came from)
+and the output payload as value. The first record of each frame Nd writes is its anchor: headers `oseq`
+(that record's output sequence number) and `epoch`. A record's oseq is its anchor's plus the offset
+distance to it, because one idempotent producer writes the partition in order, with no gaps. So a frame
+is one produce call for its anchor and one batch call for the rest, where a header per record cost
+librdkafka and the broker three times as much.
+
+A restarted Nd reads the topic's tail back to the last anchor to learn the last output it holds (its
+dedup state and its Level-0 ack): it loses nothing and writes nothing twice. Topics written by earlier
+versions (an `oseq` header on every record) read the same way: each record is its own anchor.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -11,61 +23,128 @@ from ..core.tuples import TupleBatch
 from ..sources.kafka_source import DeliveryErrors, Topics, durable_producer, ensure_topics, read_partition
 from .base import Sink
 
+ANCHOR_SCAN = 4096  # records read back from the end at first when looking for the last anchor
+
+
+class ResultsFormatError(ValueError):
+    """The results topic holds records whose output sequence numbers cannot be known."""
+
+
+def oseqs_of(records: Sequence, topic: str = "results") -> list[tuple[int, int]]:
+    """(oseq, epoch) of each record (kafka records in offset order, all after one anchor): from the
+    closest anchor before it. Raises ResultsFormatError when the first record is no anchor."""
+    out: list[tuple[int, int]] = []
+    anchor = None  # (offset, oseq, epoch)
+    for r in records:
+        h = dict(r.headers or ())
+        if "oseq" in h:
+            anchor = (r.offset, int(h["oseq"]), int(h.get("epoch", b"0")))
+        elif anchor is None:
+            raise ResultsFormatError(f"{topic}: the record at offset {r.offset} has no anchor before it (an `oseq` "
+                                     f"header): not a results topic this version can read")
+        out.append((anchor[1] + r.offset - anchor[0], anchor[2]))
+    return out
+
 
 def last_output(bootstrap: str, topic: str) -> tuple[int, int]:
-    """The output sequence number and epoch of the topic's last record ((0, 0) when empty)."""
-    recs = read_partition(bootstrap, topic, tail=1)
-    if not recs:
-        return 0, 0
-    h = dict(recs[-1].headers)
-    return int(h["oseq"]), int(h.get("epoch", b"0"))
+    """The output sequence number and epoch of the topic's last record ((0, 0) when empty), read back
+    from its tail as far as its last anchor."""
+    tail = ANCHOR_SCAN
+    while True:
+        recs = read_partition(bootstrap, topic, tail=tail)
+        if not recs:
+            return 0, 0
+        starts = [i for i, r in enumerate(recs) if any(k == "oseq" for k, _ in r.headers or ())]
+        if starts:
+            return oseqs_of(recs[starts[-1]:], topic)[-1]
+        if len(recs) < tail:  # the whole topic, and no anchor in it
+            oseqs_of(recs[:1], topic)  # raises, naming the offset
+        tail *= 16
 
 
 def read_results(bootstrap: str, topic: str) -> list[tuple[int, str, int, bytes]]:
     """(oseq, stream, seq, payload) of every record in the results topic."""
+    recs = read_partition(bootstrap, topic)
     out = []
-    for r in read_partition(bootstrap, topic):
-        h = dict(r.headers)
-        out.append((int(h["oseq"]), h["stream"].decode(), int(h["seq"]), r.value))
+    for r, (oseq, _) in zip(recs, oseqs_of(recs, topic), strict=True):
+        stream, _, seq = r.key.decode().rpartition(":")
+        out.append((oseq, stream, int(seq), r.value))
     return out
 
 
 class KafkaSink(Sink):
     """Writes in order and waits for the broker before acking (Nd's Level-0 ack means "durable here").
 
-    librdkafka (confluent-kafka) on this path: one C call per output and one flush per frame, where
-    kafka-python built several Python objects per record and held Nd to about 40 k outputs/s. The producer
-    is idempotent, so a retried request neither reorders nor repeats what it carried."""
+    librdkafka (confluent-kafka), idempotent, so a retried request neither reorders nor repeats what it
+    carried. A write that fails may still have landed in part: the next one first waits for the producer
+    to settle and reads from the topic what it holds, and writes only what follows."""
 
     def __init__(self, bootstrap: str, registry: StreamRegistry, topics: Topics | None = None, *,
                  replication_factor: int = 1) -> None:
+        self.bootstrap = bootstrap
         self.topics = topics or Topics()
         self.registry = registry
         ensure_topics(bootstrap, [self.topics.results], replication_factor=replication_factor)
-        self.producer = durable_producer(bootstrap, **{
+        self.producer = self._producer()
+        self._delivered = DeliveryErrors()
+        self._last, self._epoch = last_output(bootstrap, self.topics.results)
+        self._unsure = False  # a write failed: what the topic holds must be read before the next
+
+    def _producer(self):
+        return durable_producer(self.bootstrap, **{
             "linger.ms": 1, "batch.size": 1 << 20, "queue.buffering.max.messages": 1 << 20,
             # Reports only for what failed: a Python callback per delivered output cost more than the
             # produce itself.
-            "delivery.report.only.error": True})
-        self._delivered = DeliveryErrors()
-        self._last, self._epoch = last_output(bootstrap, self.topics.results)
+            "delivery.report.only.error": True,
+            # A record that fails for good must stop the ones after it: a gap would shift every later
+            # record's oseq (they are counted from the anchor by offset).
+            "enable.gapless.guarantee": True})
 
     def last_epoch(self) -> int:
         return self._epoch
 
     def append(self, outputs: TupleBatch, *, epoch: int = 0) -> None:
-        topic = self.topics.results
+        if self._unsure:
+            self._settle()
+        if outputs.first <= self._last:  # landed by a write that failed after part of it was written
+            outputs = outputs.slice(self._last + 1, outputs.end)
+        if not len(outputs):
+            return
         self._epoch = max(self._epoch, epoch)
-        ep = b"%d" % self._epoch
+        topic = self.topics.results
         names = {sid: self.registry.name_of(sid).encode() for sid in np.unique(outputs.streams).tolist()}
-        produce, first = self.producer.produce, outputs.first
-        rows = zip(outputs.streams.tolist(), outputs.seqs.tolist(), outputs.payload_list(), strict=True)
-        for i, (sid, seq, payload) in enumerate(rows):
-            name = names[sid]
-            produce(topic, payload, b"%s:%d" % (name, seq), partition=0, on_delivery=self._delivered,
-                    headers=[("oseq", b"%d" % (first + i)), ("stream", name), ("seq", b"%d" % seq), ("epoch", ep)])
-        self._delivered.flush(self.producer, f"results topic {topic}", "outputs", "delivered")
+        keys = [b"%s:%d" % (names[sid], seq)
+                for sid, seq in zip(outputs.streams.tolist(), outputs.seqs.tolist(), strict=True)]
+        payloads = outputs.payload_list()
+        try:
+            self.producer.produce(topic, payloads[0], keys[0], partition=0, on_delivery=self._delivered,
+                                  headers=[("oseq", b"%d" % outputs.first), ("epoch", b"%d" % self._epoch)])
+            if len(payloads) > 1:
+                rest = [{"value": v, "key": k} for v, k in zip(payloads[1:], keys[1:], strict=True)]
+                queued = self.producer.produce_batch(topic, rest, partition=0, on_delivery=self._delivered)
+                if queued != len(rest):
+                    why = next((m["_error"] for m in rest if "_error" in m), "unknown")
+                    raise RuntimeError(f"results topic {topic}: {len(rest) - queued} outputs refused by the "
+                                       f"producer: {why}")
+            self._delivered.flush(self.producer, f"results topic {topic}", "outputs", "delivered")
+        except BaseException:
+            self._unsure = True
+            raise
         self._last = outputs.last
+
+    def _settle(self) -> None:
+        """After a failed write: wait until nothing is in flight, then take what the topic holds as the
+        truth, with a fresh producer (a failed idempotent one may refuse everything after)."""
+        topic = self.topics.results
+        left = self.producer.flush(30)
+        if left:
+            raise RuntimeError(f"results topic {topic}: {left} outputs of a failed write still in flight; "
+                               f"nothing more is written until they settle")
+        self._delivered.errors.clear()
+        self.producer = self._producer()
+        self._last, epoch = last_output(self.bootstrap, topic)
+        self._epoch = max(self._epoch, epoch)
+        self._unsure = False
 
     def last_delivered(self) -> int:
         return self._last
