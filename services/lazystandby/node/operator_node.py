@@ -44,6 +44,11 @@ from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
 from .common import Backoff, NodeBase
 
+# Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
+# operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
+# operator for good.
+GATHER_MAX_S = 0.25
+
 
 @dataclass(frozen=True, slots=True)
 class Jump:
@@ -123,6 +128,10 @@ class OperatorNode(NodeBase):
         self._in_flight: deque[tuple[TupleBatch, Future, float]] = deque()
         self._in_flight_tuples = 0
         self._backlog_at_takeover = (0, 0)
+        # A takeover by a gathering operator (Operator.takeover_gather): nothing is taken while PROMOTING,
+        # then nothing until the input through Nu's head at takeover is in or the deadline passes.
+        self._gather: tuple[int, float] | None = None  # (Nu's head, deadline) once PRIMARY
+        self._gathering = False
         self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
@@ -312,17 +321,25 @@ class OperatorNode(NodeBase):
     def _operator_loop(self) -> None:
         with self.lock:
             through: int | None = None  # the last input this pass may take (None: all)
+            take = True
             while not self.stopped:
                 if self.iq.empty():
                     if self._head_done():
                         break
                     self.lock.wait(0.1)
                     continue
+                if self._gathering and self._still_gathering():
+                    take = False
+                    if self._head_done():
+                        break  # answers to collect; nothing taken yet
+                    self.lock.wait(0.005)  # ends on an input's arrival or the deadline, not on a notify
+                    continue
+                take = True
                 through = self._deferred_through()
                 if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
                     break  # something to take, or answers to collect (taking what may be taken now)
                 self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
-            items = _join_runs(self.iq.take_all(self._take, through))
+            items = _join_runs(self.iq.take_all(self._take, through)) if take else []
         self._collect(block=False)
         for it in items:
             if isinstance(it, Jump):
@@ -361,6 +378,18 @@ class OperatorNode(NodeBase):
                 or len(self.iq) * 2 >= self.iq.capacity or self.clock() - head[1] >= wait):
             return None
         return self._covered[0].input_pos
+
+    def _still_gathering(self) -> bool:
+        """Holding the lock: a gathering takeover still waits (PROMOTING, or PRIMARY with Nu's resend not
+        all in and the deadline ahead). Ends the gathering otherwise."""
+        if self.state.role is Role.PROMOTING:
+            return True
+        if self.state.role is Role.PRIMARY and self._gather is not None:
+            head, deadline = self._gather
+            if self.received_through < head and self.clock() < deadline:
+                return True
+        self._gathering, self._gather = False, None
+        return False
 
     def _restore(self, ckpt: Checkpoint, params: m.Params | None) -> None:
         """Resume the operator at `ckpt` (a Jump, or a skip over covered inputs)."""
@@ -627,7 +656,10 @@ class OperatorNode(NodeBase):
             # What this standby still had to process when it took over.
             self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
                                          self._in_flight_tuples)
-        self.operator.lazy(False)  # the operator starts on what it holds while the links are rebuilt
+            self._gathering, self._gather = self.operator.takeover_gather, None
+        # The operator starts on what it holds while the links are rebuilt (unless it gathers: see
+        # Operator.takeover_gather).
+        self.operator.lazy(False)
         self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
                          times.detection * 1000, epoch)
         return epoch
@@ -665,6 +697,8 @@ class OperatorNode(NodeBase):
             self.sent_next = plan.delivered_through + 1
             self._resync_output = False  # Nd just said where it stands (step 3)
             self.state.become(Role.PRIMARY)
+            if self._gathering:
+                self._gather = (nu.head_pos, self.clock() + GATHER_MAX_S)
             self.counters["takeovers"] += 1
             self.counters["replayed_from_oq"] += plan.replay_count
             self.recovery = {

@@ -64,6 +64,7 @@ class SparkSelection(Operator):
     """Selection run by Spark Structured Streaming; one query at a time, restarted on parameter change."""
 
     name = "spark"
+    takeover_gather = True
 
     def __init__(self, predicate: str, cfg: NodeConfig) -> None:
         compile_predicate(predicate)  # refuse a bad predicate here, with our error, before Spark starts
