@@ -30,19 +30,29 @@ class ResultsFormatError(ValueError):
     """The results topic holds records whose output sequence numbers cannot be known."""
 
 
+def _anchor(record) -> tuple[int, int] | None:
+    """(oseq, epoch) a record's headers carry, None for a record that is no anchor."""
+    h = dict(record.headers or ())
+    return (int(h["oseq"]), int(h.get("epoch", b"0"))) if "oseq" in h else None
+
+
+def _no_anchor(topic: str, offset: int) -> ResultsFormatError:
+    return ResultsFormatError(f"{topic}: the record at offset {offset} has no anchor before it (an `oseq` "
+                              f"header): not a results topic this version can read")
+
+
 def oseqs_of(records: Sequence, topic: str = "results") -> list[tuple[int, int]]:
     """(oseq, epoch) of each record (kafka records in offset order, all after one anchor): from the
     closest anchor before it. Raises ResultsFormatError when the first record is no anchor."""
     out: list[tuple[int, int]] = []
-    anchor = None  # (offset, oseq, epoch)
+    at = None  # (offset, oseq, epoch) of the closest anchor so far
     for r in records:
-        h = dict(r.headers or ())
-        if "oseq" in h:
-            anchor = (r.offset, int(h["oseq"]), int(h.get("epoch", b"0")))
-        elif anchor is None:
-            raise ResultsFormatError(f"{topic}: the record at offset {r.offset} has no anchor before it (an `oseq` "
-                                     f"header): not a results topic this version can read")
-        out.append((anchor[1] + r.offset - anchor[0], anchor[2]))
+        a = _anchor(r)
+        if a is not None:
+            at = (r.offset, *a)
+        elif at is None:
+            raise _no_anchor(topic, r.offset)
+        out.append((at[1] + r.offset - at[0], at[2]))
     return out
 
 
@@ -54,11 +64,12 @@ def last_output(bootstrap: str, topic: str) -> tuple[int, int]:
         recs = read_partition(bootstrap, topic, tail=tail)
         if not recs:
             return 0, 0
-        starts = [i for i, r in enumerate(recs) if any(k == "oseq" for k, _ in r.headers or ())]
-        if starts:
-            return oseqs_of(recs[starts[-1]:], topic)[-1]
+        for r in reversed(recs):
+            a = _anchor(r)
+            if a is not None:
+                return a[0] + recs[-1].offset - r.offset, a[1]
         if len(recs) < tail:  # the whole topic, and no anchor in it
-            oseqs_of(recs[:1], topic)  # raises, naming the offset
+            raise _no_anchor(topic, recs[0].offset)
         tail *= 16
 
 
@@ -85,8 +96,7 @@ class KafkaSink(Sink):
         self.topics = topics or Topics()
         self.registry = registry
         ensure_topics(bootstrap, [self.topics.results], replication_factor=replication_factor)
-        self.producer = self._producer()
-        self._delivered = DeliveryErrors()
+        self.producer, self._delivered = self._producer(), DeliveryErrors()
         self._last, self._epoch = last_output(bootstrap, self.topics.results)
         self._unsure = False  # a write failed: what the topic holds must be read before the next
 
@@ -140,8 +150,7 @@ class KafkaSink(Sink):
         if left:
             raise RuntimeError(f"results topic {topic}: {left} outputs of a failed write still in flight; "
                                f"nothing more is written until they settle")
-        self._delivered.errors.clear()
-        self.producer = self._producer()
+        self.producer, self._delivered = self._producer(), DeliveryErrors()  # the failed write's errors were raised
         self._last, epoch = last_output(self.bootstrap, topic)
         self._epoch = max(self._epoch, epoch)
         self._unsure = False
