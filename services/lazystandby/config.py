@@ -51,7 +51,7 @@ class NodeConfig:
     bsize: int | None = field(default=10, metadata={"parse": parse_bsize, "format": format_bsize})
     codec: CodecName = CodecName.ZSTD_STREAM_DICT
     # zstd level; 0 = by codec and Bsize (core/codec.default_level: 9 for a streaming codec at Bsize 1-2,
-    # where it is cheap; 3 otherwise, where 9 would cost a core at half a million tuples/s).
+    # where it is cheap; 1 on small tables for a streaming codec past that, 3 for per-batch frames).
     codec_level: int = 0
     dict_samples: int = 2000
     dict_size: int = 4096
@@ -197,7 +197,7 @@ HELP: dict[str, str] = {
     "standby": "Nu: the standby's address (a standby may also register itself)",
     "bsize": "tuples per backup batch: 1 = Active Standby ... inf = Upstream Backup",
     "codec": "backup codec: none, zlib, zstd, zstd-dict, zstd-stream, zstd-stream-dict",
-    "codec_level": "zstd level; 0 = by codec and Bsize (9 for a streaming codec at Bsize 1-2, else 3)",
+    "codec_level": "zstd level; 0 = by codec and Bsize (streaming codecs: 9 at Bsize 1-2, else 1; per-batch frames 3)",
     "dict_samples": "single tuples sampled before a dictionary codec trains its dictionary",
     "dict_size": "bytes of the trained zstd dictionary",
     "max_batches_per_rpc": "backup batches that may share one RPC (each still compressed on its own)",

@@ -99,11 +99,28 @@ def default_level(codec: CodecName, bsize: int | None) -> int:
     """zstd's level when none is set. A streaming context at Bsize 1-2 compresses a tuple or two per call:
     level 9 costs little more there than 3 (5 against 1.5 us a batch) and saves a tenth of the bytes. From
     Bsize 3 up, each flush at level 9 costs 30 us a batch against 3 at level 3, which at Bsize 10 and half a
-    million tuples/s would take more than a core; with the seqs written as steps (tuples.encode_runs),
-    level 3 keeps Bsize 10 under 0.3 of the primary bytes."""
+    million tuples/s would take more than a core. There a streaming context runs level 1 on small tables
+    (`small_tables`), which compresses a Bsize-10 batch faster than level 3 on its own tables and a little
+    smaller; with the seqs written as steps (tuples.encode_runs), under 0.3 of the primary bytes."""
     if codec.streaming and bsize is not None and bsize <= 2:
         return 9
+    if codec.streaming:
+        return 1
     return 3
+
+
+# A streaming context flushes one block of a few hundred bytes per batch. The tables zstd sizes for a level
+# and an unknown input (512 KB of hash and 256 KB of chain at level 3, for a 2 MB window) then miss the cache
+# on every call, and index far more history than a batch finds matches in. Measured on Bsize-10 batches of
+# the generator's ticks (520 raw bytes, a 4 KB trained dictionary; session 12 in docs/benchmarks.md): level 3
+# took 6.1 us a batch at 0.265 of the raw bytes, level 1 on these tables 4.8 us at 0.260.
+SMALL_TABLES = {"window_log": 17, "hash_log": 12, "chain_log": 12}
+
+
+def small_tables(codec: CodecName, bsize: int | None) -> bool:
+    """Whether a link's context uses SMALL_TABLES: a streaming codec past Bsize 2 (at Bsize 1-2, level 9's
+    own tables find the matches that make a tuple or two per block worth compressing)."""
+    return codec.streaming and not (bsize is not None and bsize <= 2)
 
 
 class BatchEncoder:
@@ -113,6 +130,7 @@ class BatchEncoder:
     def __init__(self, codec: CodecName, *, level: int = 0, bsize: int | None = 10) -> None:
         self.codec = CodecName(codec)
         self.level = level or default_level(self.codec, bsize)
+        self.small_tables = small_tables(self.codec, bsize)
         self.dictionary = b""
         self.session = random.getrandbits(62) | 1
         self._index = 0
@@ -136,9 +154,13 @@ class BatchEncoder:
 
     def _open(self) -> None:
         dict_data = _zstd_dict(self.dictionary) if self.dictionary else None
-        self._compressor = zstd.ZstdCompressor(
-            level=self.level, dict_data=dict_data, write_checksum=False, write_content_size=True
-        )
+        if self.small_tables:
+            params = zstd.ZstdCompressionParameters.from_level(self.level, write_content_size=1, **SMALL_TABLES)
+            self._compressor = zstd.ZstdCompressor(compression_params=params, dict_data=dict_data)
+        else:
+            self._compressor = zstd.ZstdCompressor(
+                level=self.level, dict_data=dict_data, write_checksum=False, write_content_size=True
+            )
         self._stream = self._compressor.compressobj() if self.codec.streaming else None
 
     def encode(self, raw: bytes) -> EncodedBatch:
