@@ -158,7 +158,8 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     mean = statistics.mean(full)
     return {"bsize": bsize, "codec": codec, "standby": standby, "operator": operator, "tuples": total,
             "tuples_per_s": round(total / elapsed), "mean_per_s": round(mean), "worst_second_ratio":
-            round(min(full) / mean, 3) if mean else 0.0, "per_second": samples, "cpu_cores_per_node": cpu, "max_rss_mb": rss,
+            round(min(full) / mean, 3) if mean else 0.0, "per_second": samples, "cpu_cores_per_node": cpu,
+            "max_rss_mb": rss,
             "e2e_commit_p50_ms": nu["e2e_commit_p50_ms"], "e2e_commit_p99_ms": nu["e2e_commit_p99_ms"],
             # A backup that fell behind is trimmed before it is sent: N' then gets only checkpoints and the
             # run looks as cheap as no HA. The share of tuples N' actually received shows it.

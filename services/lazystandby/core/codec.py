@@ -264,29 +264,32 @@ class _Session:
                 raise zlib.error("truncated zlib stream, or one that inflates past its declared size")
             return out
         if self.stream is not None:
-            return self.decode_stream([batch.payload], [limit])
+            return self.decode_stream(batch.payload, [len(batch.payload)], [limit])
         declared = zstd.frame_content_size(batch.payload)
         if declared > limit:
             # python-zstandard allocates a frame's declared size whatever max_output_size says: refuse first.
             raise OversizedMessage(f"its zstd frame declares {declared} bytes")
         return self.dctx.decompress(batch.payload, max_output_size=limit)
 
-    def decode_stream(self, payloads: list, sizes: list[int]) -> bytes:
-        """Blocks of this session's stream, in order, each flushed by the sender, never more than their
-        declared `sizes` in all. Consecutive blocks are written together while their sizes fit one write's
-        output; a block that inflates past its size fails at the cap."""
+    def decode_stream(self, payload: bytes | memoryview, payload_sizes: list[int], sizes: list[int]) -> bytes:
+        """Blocks of this session's stream, in order (`payload` holds them back to back, payload_sizes[i]
+        bytes each), each flushed by the sender, never more than their declared `sizes` in all. Consecutive
+        blocks are written together, as slices of `payload`, while their sizes fit one write's output; a
+        block that inflates past its size fails at the cap."""
         assert self.stream is not None
         self.sink.take(sum(sizes))
+        view = memoryview(payload)
         try:
-            group, room = [], self.max_write
-            for p, size in zip(payloads, sizes, strict=True):
-                if group and size > room:
-                    self.stream.write(b"".join(group))
-                    group, room = [], self.max_write
-                group.append(p)
+            start = end = 0
+            room = self.max_write
+            for psize, size in zip(payload_sizes, sizes, strict=True):
+                if end > start and size > room:
+                    self.stream.write(view[start:end])
+                    start, room = end, self.max_write
+                end += psize
                 room -= size
-            if group:
-                self.stream.write(b"".join(group))
+            if end > start:
+                self.stream.write(view[start:end])
             self.stream.flush()
         finally:
             parts, self.sink.parts = self.sink.parts, []
@@ -357,7 +360,7 @@ class BatchDecoder:
         head = EncodedBatch(run.codec, run.session, run.first_index, b"", 0, run.dictionary)
         ses = self._session_for(head, pos, where)
         raw = self._decoded(ses, where, sum(run.raw_sizes),
-                            lambda: ses.decode_stream(run.payloads(), run.raw_sizes))
+                            lambda: ses.decode_stream(run.payload, run.payload_sizes, run.raw_sizes))
         return raw, DecoderPosition(ses, run.first_index + n - 1)
 
     def commit(self, pos: DecoderPosition) -> None:
