@@ -572,6 +572,30 @@ def test_a_deferring_standby_works_at_once_when_iq_is_half_full_or_a_takeover_st
     assert n2.counters["processed_tuples"] == 60 and n2.processed.input_pos == 60
 
 
+def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net):
+    """With room for more than two backup calls, a standby past half of IQ' still defers, and works once the
+    room left is two calls: here 2 x 50 batches x Bsize 10 = 1,000 of an IQ' of 10,000."""
+    t = [100.0]
+    n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=10_000,
+                                 max_batches_per_rpc=50, bsize=10), Selection("price > 1"), net.peer,
+                      clock=lambda: t[0])
+    n2.primary_received = 100_000
+    net.register("s", n2)
+    try:
+        n2.cover_latency = 0.0
+        enc = BatchEncoder(CodecName.ZSTD_STREAM)
+        net.call_pb("s", "Backup", backup_frame(enc, [run(1, 6_000)]))
+        with n2.lock:
+            assert n2._deferred_through() == 0  # past half of IQ', nothing covered: nothing may be taken yet
+        net.call_pb("s", "Backup", backup_frame(enc, [run(6_001, 3_000)]))
+        with n2.lock:
+            assert n2._deferred_through() is None  # 9,000 held, 1,000 of room left: everything may be taken
+        loop_once(n2)
+        assert n2.counters["processed_tuples"] == 9_000 and n2.processed.input_pos == 9_000
+    finally:
+        n2.stop()
+
+
 def test_a_standby_does_not_defer_while_inputs_take_longer_than_standby_defer_to_be_covered(net, lazy):
     """Deferring pays only if acks cover inputs within standby_defer: before any was covered (a primary just
     started) or while covering takes longer (a slow primary), a standby processes what it gets at once."""
