@@ -60,18 +60,44 @@ def run_dir() -> Path:
     return d
 
 
+PORTS_FROM = 20_000  # the low end of the ports free_ports picks from
+
+
 def free_port() -> int:
     return free_ports(1)[0]
 
 
-def free_ports(n: int) -> list[int]:
-    """`n` distinct free loopback ports: the sockets stay bound until all are picked, so the kernel cannot
-    hand the same port out twice (two nodes on one port would split its connections between them)."""
-    socks = []
+def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """The ports the kernel hands out for bind(0) and outgoing connections (Linux's default if unknown)."""
     try:
-        for _ in range(n):
+        with open(path) as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(n: int, *, rng: random.Random | None = None) -> list[int]:
+    """`n` distinct free loopback ports, below the kernel's ephemeral range: a port the kernel picked (bind to
+    0) is free only until the kernel hands it to someone else, and the Spark JVMs started before the later
+    nodes open dozens of ephemeral ports; one of them once took a standby's metrics port in the middle of a
+    benchmark. The sockets stay bound until all are picked, so no port is handed out twice (two gRPC servers
+    on one port would split its connections between them). Falls back to the kernel's choice where the range
+    leaves no room below it."""
+    rng = rng or random.SystemRandom()
+    low = ephemeral_range()[0]
+    socks: list[socket.socket] = []
+    try:
+        tries = 0
+        while len(socks) < n:
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            tries += 1
+            port = rng.randrange(PORTS_FROM, low) if low - PORTS_FROM >= 4 * n and tries <= 20 * n else 0
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
