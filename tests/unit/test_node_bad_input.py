@@ -495,6 +495,33 @@ def test_a_standby_skips_inputs_a_checkpoint_covers_and_numbers_on_from_it(net, 
     assert (standby.oq.first, standby.oq.last) == (11, 20)  # outputs 1..10 are Nd's already
 
 
+def test_a_run_that_skips_ahead_into_its_checkpoint_jumps_there_and_drops_what_it_covers(net, standby):
+    """Nu re-cut its backup from its trim point, behind its checkpoint (a standby registered, a call in
+    flight was lost): positions 41..60 never reached N', the run starts at 61, and the checkpoint covers
+    through 70. N' jumps to 70 and takes 71..100; before, the gap was refused until Nu's trim caught up."""
+    standby.primary_received = 100
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 40)]))
+    assert net.call_pb("s", "Backup", covered_frame(enc, run(61, 40), (70, 70))).applied_through == 100
+    assert standby.counters["backup_covered_dropped"] == 10 and standby.counters["backup_tuples"] == 70
+    loop_once(standby)
+    assert standby.processed.input_pos == 100 and standby.processed.output_count == 100
+    # 1..40 are covered too (skipped); 71..100 processed, their outputs numbered on from the checkpoint's 70.
+    assert standby.counters["skipped_tuples"] == 40 and standby.counters["processed_tuples"] == 30
+
+
+def test_a_run_wholly_inside_its_checkpoint_is_a_jump_and_a_forged_one_is_still_a_gap(net, standby):
+    standby.primary_received = 80
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 40)]))
+    assert net.call_pb("s", "Backup", covered_frame(enc, run(61, 10), (80, 80))).applied_through == 80
+    assert standby.received_through == 80 and standby.counters["backup_covered_dropped"] == 10
+    # A checkpoint past what the primary's heartbeats say it holds is not trusted: the skip is refused.
+    with pytest.raises(PeerError) as e:
+        net.call_pb("s", "Backup", covered_frame(enc, run(91, 20), (100, 100)))
+    assert e.value.status == "OUT_OF_RANGE" and standby.received_through == 80
+
+
 def test_a_checkpoint_that_counts_too_few_outputs_is_not_skipped_to(net, standby, caplog):
     standby.primary_received = 100
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
@@ -558,23 +585,25 @@ def test_a_deferring_standby_skips_what_acks_cover_and_processes_the_rest_only_w
     assert (n2.oq.first, n2.oq.last) == (11, 20)
 
 
-def test_a_deferring_standby_works_at_once_when_iq_is_half_full_or_a_takeover_starts(net, lazy):
+def test_a_deferring_standby_short_of_room_takes_its_oldest_inputs_and_everything_at_a_takeover(net, lazy):
     n2, t = lazy
     n2.cover_latency = 0.0  # inputs are covered quickly: deferring pays
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
-    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 50)]))  # half of iq_capacity 100
-    loop_once(n2)
-    assert n2.counters["processed_tuples"] == 50 and n2.counters["skipped_tuples"] == 0
-    net.call_pb("s", "Backup", backup_frame(enc, [run(51, 10)]))
+    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 60)]))  # room kept: half of iq_capacity 100
+    loop_once(n2)  # 10 beyond what fits: the oldest 10 are processed, the rest waits for acks
+    assert n2.counters["processed_tuples"] == 10 and n2.counters["skipped_tuples"] == 0
+    assert len(n2.iq) == 50 and n2.processed.input_pos == 10
+    net.call_pb("s", "Backup", backup_frame(enc, [run(61, 10)]))
     with n2.lock:
         n2.state.become(Role.PROMOTING, epoch=1)  # a takeover needs every answer now
     loop_once(n2)
-    assert n2.counters["processed_tuples"] == 60 and n2.processed.input_pos == 60
+    assert n2.counters["processed_tuples"] == 70 and n2.processed.input_pos == 70
 
 
 def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net):
-    """With room for more than two backup calls, a standby past half of IQ' still defers, and works once the
-    room left is two calls: here 2 x 50 batches x Bsize 10 = 1,000 of an IQ' of 10,000."""
+    """With room for more than two backup calls, a standby past half of IQ' still defers; once the room
+    left is less than two calls (here 2 x 50 batches x Bsize 10 = 1,000 of an IQ' of 10,000), it takes its
+    oldest inputs beyond that, not all of them."""
     t = [100.0]
     n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=10_000,
                                  max_batches_per_rpc=50, bsize=10), Selection("price > 1"), net.peer,
@@ -585,13 +614,15 @@ def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net)
         n2.cover_latency = 0.0
         enc = BatchEncoder(CodecName.ZSTD_STREAM)
         net.call_pb("s", "Backup", backup_frame(enc, [run(1, 6_000)]))
-        with n2.lock:
-            assert n2._deferred_through() == 0  # past half of IQ', nothing covered: nothing may be taken yet
         net.call_pb("s", "Backup", backup_frame(enc, [run(6_001, 3_000)]))
         with n2.lock:
-            assert n2._deferred_through() is None  # 9,000 held, 1,000 of room left: everything may be taken
+            assert n2._deferred_through() == 0  # 9,000 held, 1,000 of room left: nothing may be taken yet
+        net.call_pb("s", "Backup", backup_frame(enc, [run(9_001, 500)]))
+        with n2.lock:
+            assert n2._deferred_through() == 500  # 500 beyond what fits: the oldest 500
         loop_once(n2)
-        assert n2.counters["processed_tuples"] == 9_000 and n2.processed.input_pos == 9_000
+        assert n2.counters["processed_tuples"] == 500 and n2.processed.input_pos == 500
+        assert len(n2.iq) == 9_000
     finally:
         n2.stop()
 

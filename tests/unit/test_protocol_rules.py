@@ -5,7 +5,7 @@ import pytest
 
 from lazystandby.core import messages as m
 from lazystandby.core.acks import Checkpoint
-from lazystandby.core.admission import admit_runs
+from lazystandby.core.admission import admit_runs, covered_head
 from lazystandby.core.codec import BatchEncoder, CodecName
 from lazystandby.core.recovery import RecoveryTimes, TakeoverLog, TakeoverRecord
 from lazystandby.core.retry import after_backup_error, after_push_error, fenced_by
@@ -35,6 +35,14 @@ def test_admission_refuses_repeats_and_gaps_naming_the_node():
         admit_runs("N", 5, [(8, 9)], Checkpoint(6, 2))
     with pytest.raises(SequenceGap, match="position 12 skips ahead; expected 10"):
         admit_runs("N", 5, [(8, 10), (12, 13)], Checkpoint(7, 2))  # only the first run may jump
+
+
+def test_a_run_that_skips_ahead_drops_only_the_head_its_checkpoint_covers():
+    assert covered_head(40, 61, Checkpoint(70, 70)) == 10  # 41..60 skipped, 61..70 covered: dropped
+    assert covered_head(40, 61, Checkpoint(60, 60)) == 0  # the ordinary jump: nothing to drop
+    assert covered_head(40, 61, Checkpoint(55, 55)) == 0  # the checkpoint does not cover the skip: a gap
+    assert covered_head(40, 41, Checkpoint(70, 70)) == 0  # follows on: taken as it is (and skipped later)
+    assert covered_head(40, 30, Checkpoint(70, 70)) == 0  # repeats what is held: refused as it is
 
 
 def test_admission_jumps_only_over_what_the_checkpoint_covers():

@@ -20,6 +20,19 @@ def must_jump(expected: int, first: int, checkpoint: Checkpoint) -> bool:
     return first > expected and checkpoint.input_pos == first - 1
 
 
+def covered_head(received_through: int, first: int, checkpoint: Checkpoint) -> int:
+    """How many leading positions of a run that starts at `first` a receiver holding through
+    `received_through` drops as covered: when the run skips ahead of what is held and the checkpoint covers
+    the skipped positions and the run's own first ones too. (Nu re-cuts its backup from its trim point,
+    which lags its checkpoint: after a standby registers, or after a call in flight was lost. Refusing such a
+    run as a gap made Nu re-cut from the same point until its trim caught up, sometimes for 0.3 s, while
+    nothing reached the standby.) The receiver then jumps to the checkpoint and takes the rest of the run;
+    0 means the run is taken or refused as it is."""
+    if first > received_through + 1 and checkpoint.input_pos >= first:
+        return checkpoint.input_pos - first + 1
+    return 0
+
+
 def admit_runs(node: str, received_through: int, runs: Sequence[tuple[int, int]], checkpoint: Checkpoint) -> bool:
     """Decide on consecutive runs `(first, end)` arriving together; True when the first one jumps to
     `checkpoint`. Raises DuplicateSequence for a run that repeats what is held and SequenceGap for one that

@@ -23,7 +23,7 @@ from ..config import NodeConfig
 from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
-from ..core.admission import admit_runs
+from ..core.admission import admit_runs, covered_head
 from ..core.codec import BatchDecoder, DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.queues import InputQueue, KeyedQueue
@@ -284,6 +284,8 @@ class OperatorNode(NodeBase):
             with self.lock:
                 if self.state.role is not Role.STANDBY:
                     raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
+                if decoded and self._plausible(msg.checkpoint):
+                    decoded = self._drop_covered(decoded, msg.checkpoint, msg.params)
                 if decoded:
                     self._admit(decoded, msg.checkpoint, msg.params)
                     self.counters["backup_tuples"] += sum(map(len, decoded))
@@ -299,6 +301,20 @@ class OperatorNode(NodeBase):
                     self._note_covered(msg.checkpoint, msg.params)
                 self.decoder.commit(position)
                 return m.BackupAck(applied_through=self.received_through)
+
+    def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint, params: m.Params | None) -> list[TupleBatch]:
+        """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
+        what this node holds (core.admission.covered_head); what is left starts just after the checkpoint,
+        an ordinary jump. Nothing left: the jump alone, as for a frame without batches."""
+        n = covered_head(self.received_through, batches[0].first, ckpt)
+        if not n:
+            return batches
+        self.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
+        cut = ckpt.input_pos + 1
+        rest = [b.slice(cut, b.end) if b.first < cut else b for b in batches if b.end > cut]
+        if not rest:
+            self._jump(ckpt, params)
+        return rest
 
     def _decode_run(self, run: m.BackupRun, position: DecoderPosition) -> tuple[TupleBatch, DecoderPosition]:
         """A run of backup batches decoded and checked as one batch (its batches are consecutive), and where
@@ -366,19 +382,25 @@ class OperatorNode(NodeBase):
         operator on it. Meanwhile Nd's acks usually cover it (Nu's Level-1 point comes with the next backup
         frame), and a covered input is skipped, never processed: its outputs are in Nd and nobody will ask
         this node for them. So a standby that keeps up costs its decoding, not a second operator. An input
-        is taken anyway once it has waited that long or IQ' has no more room than `_standby_room` keeps free,
-        and every input once a takeover starts: what is left then is the primary's uncovered tail, which the
-        skip could not save either.
+        is taken anyway once it has waited that long; when IQ' has less room left than `_standby_room` keeps
+        free, the oldest inputs beyond that are taken, and only those; and every input once a takeover
+        starts: what is left then is the primary's uncovered tail, which the skip could not save either.
         Nothing waits while inputs take longer than `standby_defer` to be covered (or none has been yet:
         a primary just started, or one slower than that at the moment): waiting would only leave the
         takeover more to do."""
         head = self.iq.head()
         wait = self.cfg.standby_defer
         if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0])
-                or self.cover_latency is None or self.cover_latency >= wait
-                or len(self.iq) + self._standby_room() >= self.iq.capacity or self.clock() - head[1] >= wait):
+                or self.cover_latency is None or self.cover_latency >= wait or self.clock() - head[1] >= wait):
             return None
-        return self._covered[0].input_pos
+        covered = self._covered[0].input_pos
+        excess = len(self.iq) + self._standby_room() - self.iq.capacity
+        if excess > 0:
+            # Short of room: the oldest `excess` inputs (fewer past a skip marker; the next pass sees the rest).
+            # Taking all of IQ' here made the standby process most of a run whenever covering slowed down:
+            # its work slowed the primary, covering slowed further, and IQ' stayed full.
+            return max(covered, head[0].first + excess - 1)
+        return covered
 
     def _standby_room(self) -> int:
         """The room a deferring standby keeps free in IQ': two backup calls (one in flight while Nu cuts the
