@@ -61,6 +61,7 @@ def run_dir() -> Path:
 
 
 PORTS_FROM = 20_000  # the low end of the ports free_ports picks from
+_PORT_DRAWS = random.SystemRandom()  # not the module's generator, which a seeded campaign replays
 
 
 def free_port() -> int:
@@ -77,14 +78,13 @@ def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tup
         return 32768, 60999
 
 
-def free_ports(n: int, *, rng: random.Random | None = None) -> list[int]:
+def free_ports(n: int) -> list[int]:
     """`n` distinct free loopback ports, below the kernel's ephemeral range: a port the kernel picked (bind to
     0) is free only until the kernel hands it to someone else, and the Spark JVMs started before the later
     nodes open dozens of ephemeral ports; one of them once took a standby's metrics port in the middle of a
     benchmark. The sockets stay bound until all are picked, so no port is handed out twice (two gRPC servers
     on one port would split its connections between them). Falls back to the kernel's choice where the range
     leaves no room below it."""
-    rng = rng or random.SystemRandom()
     low = ephemeral_range()[0]
     socks: list[socket.socket] = []
     try:
@@ -92,7 +92,7 @@ def free_ports(n: int, *, rng: random.Random | None = None) -> list[int]:
         while len(socks) < n:
             s = socket.socket()
             tries += 1
-            port = rng.randrange(PORTS_FROM, low) if low - PORTS_FROM >= 4 * n and tries <= 20 * n else 0
+            port = _PORT_DRAWS.randrange(PORTS_FROM, low) if low - PORTS_FROM >= 4 * n and tries <= 20 * n else 0
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
