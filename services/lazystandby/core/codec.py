@@ -95,20 +95,6 @@ def _zstd_dict(data: bytes) -> zstd.ZstdCompressionDict:
     return zstd.ZstdCompressionDict(data, dict_type=kind)
 
 
-def default_level(codec: CodecName, bsize: int | None) -> int:
-    """zstd's level when none is set. A streaming context at Bsize 1-2 compresses a tuple or two per call:
-    level 9 costs little more there than 3 (5 against 1.5 us a batch) and saves a tenth of the bytes. From
-    Bsize 3 up, each flush at level 9 costs 30 us a batch against 3 at level 3, which at Bsize 10 and half a
-    million tuples/s would take more than a core. There a streaming context runs level 1 on small tables
-    (`small_tables`), which compresses a Bsize-10 batch faster than level 3 on its own tables and a little
-    smaller; with the seqs written as steps (tuples.encode_runs), under 0.3 of the primary bytes."""
-    if codec.streaming and bsize is not None and bsize <= 2:
-        return 9
-    if codec.streaming:
-        return 1
-    return 3
-
-
 # A streaming context flushes one block of a few hundred bytes per batch. The tables zstd sizes for a level
 # and an unknown input (512 KB of hash and 256 KB of chain at level 3, for a 2 MB window) then miss the cache
 # on every call, and index far more history than a batch finds matches in. Measured on Bsize-10 batches of
@@ -121,6 +107,18 @@ def small_tables(codec: CodecName, bsize: int | None) -> bool:
     """Whether a link's context uses SMALL_TABLES: a streaming codec past Bsize 2 (at Bsize 1-2, level 9's
     own tables find the matches that make a tuple or two per block worth compressing)."""
     return codec.streaming and not (bsize is not None and bsize <= 2)
+
+
+def default_level(codec: CodecName, bsize: int | None) -> int:
+    """zstd's level when none is set. A streaming context at Bsize 1-2 compresses a tuple or two per call:
+    level 9 costs little more there than 3 (5 against 1.5 us a batch) and saves a tenth of the bytes. From
+    Bsize 3 up, each flush at level 9 costs 30 us a batch against 3 at level 3, which at Bsize 10 and half a
+    million tuples/s would take more than a core. There a streaming context runs level 1 on small tables
+    (`small_tables`), which compresses a Bsize-10 batch faster than level 3 on its own tables and a little
+    smaller; with the seqs written as steps (tuples.encode_runs), under 0.3 of the primary bytes."""
+    if small_tables(codec, bsize):
+        return 1
+    return 9 if codec.streaming else 3
 
 
 class BatchEncoder:
