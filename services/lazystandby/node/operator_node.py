@@ -285,7 +285,7 @@ class OperatorNode(NodeBase):
                 if self.state.role is not Role.STANDBY:
                     raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
                 if decoded and self._plausible(msg.checkpoint):
-                    decoded = self._drop_covered(decoded, msg.checkpoint, msg.params)
+                    decoded = self._drop_covered(decoded, msg.checkpoint)
                 if decoded:
                     self._admit(decoded, msg.checkpoint, msg.params)
                     self.counters["backup_tuples"] += sum(map(len, decoded))
@@ -302,19 +302,16 @@ class OperatorNode(NodeBase):
                 self.decoder.commit(position)
                 return m.BackupAck(applied_through=self.received_through)
 
-    def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint, params: m.Params | None) -> list[TupleBatch]:
+    def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint) -> list[TupleBatch]:
         """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
         what this node holds (core.admission.covered_head); what is left starts just after the checkpoint,
-        an ordinary jump. Nothing left: the jump alone, as for a frame without batches."""
+        an ordinary jump. Nothing left: the frame is then one without batches, whose checkpoint jumps."""
         n = covered_head(self.received_through, batches[0].first, ckpt)
         if not n:
             return batches
         self.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
         cut = ckpt.input_pos + 1
-        rest = [b.slice(cut, b.end) if b.first < cut else b for b in batches if b.end > cut]
-        if not rest:
-            self._jump(ckpt, params)
-        return rest
+        return [b.slice(cut, b.end) if b.first < cut else b for b in batches if b.end > cut]
 
     def _decode_run(self, run: m.BackupRun, position: DecoderPosition) -> tuple[TupleBatch, DecoderPosition]:
         """A run of backup batches decoded and checked as one batch (its batches are consecutive), and where
