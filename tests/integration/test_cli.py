@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -92,12 +93,24 @@ def test_sigterm_to_launch_stops_every_node_of_its_topology(tmp_path):
 
 @pytest.mark.slow
 def test_pip_install_in_a_fresh_venv_gives_a_working_command(tmp_path):
+    """`pip install .` builds the package in isolation and installs it, the generated protocol modules and
+    the command included. Its dependencies come from the suite's own environment through a .pth file, so
+    pip finds them satisfied instead of installing them again: a second copy of pyspark, pyarrow and pandas
+    is over 1 GB of disk and of TMPDIR, and ran a CI machine out of space."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(ROOT)], capture_output=True, text=True,
+    vpy = str(venv / "bin" / "python")
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.run([vpy, "-c", purelib], check=True, capture_output=True, text=True).stdout.strip())
+    # A path line, not a site directory: the suite's own .pth files (its editable lazystandby) stay unread.
+    (site / "suite-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = subprocess.run([vpy, "-m", "pip", "install", "-q", str(ROOT)], capture_output=True, text=True,
                          timeout=900)
     assert pip.returncode == 0, pip.stderr[-2000:]
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    where = subprocess.run([vpy, "-c", "import lazystandby.v1.lazystandby_pb2 as m; print(m.__file__)"], env=clean,
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert where.returncode == 0 and where.stdout.startswith(str(site)), (where.stdout, where.stderr)
     helped = subprocess.run([str(venv / "bin" / "lazystandby"), "--help"], env=clean, capture_output=True, text=True)
     assert helped.returncode == 0
     for cmd in ("node", "launch", "failover-check", "chaos-campaign", "stack-check", "dashboards-check"):
