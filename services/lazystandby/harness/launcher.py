@@ -668,8 +668,12 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
         if not r["ok"]:
             failed.append(r["workdir"])
         trials.append(r)
+        rc = r.get("recovery") or {}
         print(f"trial {i + 1}/{args.kills}: {args.fault} at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
-              f"recovery_ms={r.get('recovery_ms', float('nan')):.0f} ok={r['ok']}", file=sys.stderr, flush=True)
+              f"recovery_ms={r.get('recovery_ms', float('nan')):.0f} (detection {rc.get('detection_ms', 0):.0f}, "
+              f"data {rc.get('data_recovery_ms', 0):.0f}, catch-up {rc.get('catch_up_ms', 0):.0f}; "
+              f"backlog {rc.get('backlog_at_takeover', 0)}, resent {rc.get('resent_by_nu', 0)}) ok={r['ok']}",
+              file=sys.stderr, flush=True)
     summary = {
         "trials": args.kills, "lost": lost, "duplicated": dup, "failed_trials": len(failed),
         "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
