@@ -12,8 +12,10 @@ and lets Nu re-seed a standby that restarted empty.
 
 from __future__ import annotations
 
+from .codec import BatchEncoder, CodecName, train_dictionary
+from .messages import BackupRun
 from .queues import KeyedQueue
-from .tuples import TupleBatch
+from .tuples import TupleBatch, encode_runs
 
 INFINITE = None
 
@@ -86,3 +88,35 @@ class BackupBatcher:
         """A new standby, empty: everything after `through` (the trim point) is still to be batched."""
         self.batched_through = through
         self.confirmed_through = through
+
+
+class RunEncoder:
+    """The sending end of the backup link's codec (Algorithm 1): a run cut by BackupBatcher becomes Bsize
+    batches, each encoded (seqs written as steps, tuples.encode_runs) and compressed on its own, in order,
+    in the link's codec session. A dictionary codec first trains its dictionary on `dict_samples`
+    single-tuple samples (the unit a dictionary helps most) and then opens a new session carrying it.
+
+    One caller at a time. `reset` starts a new session, as after a reconnect or a refused call: the
+    receiver resets too."""
+
+    def __init__(self, codec: CodecName | str, *, level: int = 0, bsize: int | None = 10, dict_samples: int = 2000,
+                 dict_size: int = 4096) -> None:
+        self.bsize = bsize
+        self.encoder = BatchEncoder(CodecName(codec), level=level, bsize=bsize)
+        self.dict_samples, self.dict_size = dict_samples, dict_size
+        self._samples: list[bytes] = []
+
+    def reset(self) -> None:
+        self.encoder.reset()
+
+    def encode(self, run: TupleBatch) -> BackupRun:
+        bsize = self.bsize
+        if bsize is None:
+            raise ValueError("Bsize inf cuts no backup batches")
+        if self.encoder.needs_dictionary:
+            self._samples.extend(encode_runs(run.slice(run.first, run.first + 256), 1, seq_deltas=True))
+            if len(self._samples) >= self.dict_samples:
+                self.encoder.set_dictionary(train_dictionary(self._samples, self.dict_size))
+                self._samples = []
+        raws = encode_runs(run, bsize, seq_deltas=True)
+        return BackupRun(first=run.first, counts=[bsize] * len(raws), encoded=self.encoder.encode_run(raws))

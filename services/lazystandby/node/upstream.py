@@ -18,11 +18,9 @@ import numpy as np
 
 from ..config import NodeConfig
 from ..core import messages as m
-from ..core import tuples
 from ..core.acks import Checkpoint
 from ..core.authz import PermissionDenied
-from ..core.batching import BackupBatcher, format_bsize
-from ..core.codec import BatchEncoder, train_dictionary
+from ..core.batching import BackupBatcher, RunEncoder, format_bsize
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
 from ..core.retry import after_backup_error, after_push_error
@@ -75,7 +73,8 @@ class UpstreamNode(NodeBase):
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
         self.batcher = BackupBatcher(cfg.bsize)
         # Used by the backup thread only.
-        self.encoder = BatchEncoder(cfg.codec, level=cfg.codec_level, bsize=cfg.bsize)
+        self.run_encoder = RunEncoder(cfg.codec, level=cfg.codec_level, bsize=cfg.bsize,
+                                      dict_samples=cfg.dict_samples, dict_size=cfg.dict_size)
         self._encoder_reset = False
         self._backup_gen = 0
         self._inflight: _BackupCall | None = None
@@ -97,7 +96,6 @@ class UpstreamNode(NodeBase):
         self._resync_backup = False
         self._last_send = self.clock()
         self._primary_backoff = Backoff()
-        self._samples: list[bytes] = []
         self.takeovers = TakeoverLog(cfg.name)
         self.control: list[bytes] = []
         self.params: list[m.Params] = []  # every control record admitted, by position (they are rare)
@@ -387,13 +385,13 @@ class UpstreamNode(NodeBase):
                 return None
             if run is None:
                 self._next_checkpoint_at = now + self.cfg.ack_poll_ms / 1000
-            if self._encoder_reset:
-                self.encoder.reset()
-                self._encoder_reset = False
+            reset, self._encoder_reset = self._encoder_reset, False
         # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
         # wait for it. Only this thread uses the encoder (a registration asks for a reset through a flag).
         t0 = self.clock()
-        runs = [self._encode_backup(run)] if run is not None else []
+        if reset:
+            self.run_encoder.reset()
+        runs = [self.run_encoder.encode(run)] if run is not None else []
         frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
                               params=self._params_at(ckpt.input_pos))
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
@@ -440,19 +438,6 @@ class UpstreamNode(NodeBase):
             self.counters["backup_rpcs"] += 1
             self.backup_encode_seconds += call.encode_s
             self.backup_call_seconds += self.clock() - call.sent_at
-
-    def _encode_backup(self, run: TupleBatch) -> m.BackupRun:
-        """Cut a run into Bsize batches, each encoded and compressed on its own (Algorithm 1), sent as one."""
-        bsize = self.cfg.bsize
-        assert bsize is not None
-        if self.encoder.needs_dictionary:
-            # Train on single tuples, the unit a dictionary helps most (Bsize 1).
-            self._samples.extend(tuples.encode_runs(run.slice(run.first, run.first + 256), 1, seq_deltas=True))
-            if len(self._samples) >= self.cfg.dict_samples:
-                self.encoder.set_dictionary(train_dictionary(self._samples, self.cfg.dict_size))
-                self._samples = []
-        raws = tuples.encode_runs(run, bsize, seq_deltas=True)
-        return m.BackupRun(first=run.first, counts=[bsize] * len(raws), encoded=self.encoder.encode_run(raws))
 
     # --- failover and membership -----------------------------------------------------------------------
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
