@@ -13,7 +13,7 @@ from lazystandby.core.seq import LazyStandbyError
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats.ticks import Tick
 from lazystandby.node.downstream import DownstreamNode
-from lazystandby.node.operator_node import OperatorNode
+from lazystandby.node.operator_node import STANDBY_IQ_FACTOR, OperatorNode
 from lazystandby.operators.selection import Selection
 from lazystandby.sinks.base import MemorySink
 from lazystandby.transport.memory import MemoryNetwork
@@ -546,9 +546,10 @@ def test_a_checkpoint_past_what_the_primary_holds_is_not_skipped_to(net, standby
 
 @pytest.fixture
 def lazy(net):
-    """A standby that lets inputs wait a second for Nd's acks (standby_defer), on a clock the test sets."""
+    """A standby that lets inputs wait a second for Nd's acks (standby_defer), on a clock the test sets; its
+    IQ' holds 100 tuples (STANDBY_IQ_FACTOR x iq_capacity)."""
     t = [100.0]
-    n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=100),
+    n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=100 // STANDBY_IQ_FACTOR),
                      Selection("price > 1"), net.peer, clock=lambda: t[0])
     n.primary_received = 1000
     net.register("s", n)
@@ -589,7 +590,7 @@ def test_a_deferring_standby_short_of_room_takes_its_oldest_inputs_and_everythin
     n2, t = lazy
     n2.cover_latency = 0.0  # inputs are covered quickly: deferring pays
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
-    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 60)]))  # room kept: half of iq_capacity 100
+    net.call_pb("s", "Backup", backup_frame(enc, [run(1, 60)]))  # room kept: half of IQ''s 100
     loop_once(n2)  # 10 beyond what fits: the oldest 10 are processed, the rest waits for acks
     assert n2.counters["processed_tuples"] == 10 and n2.counters["skipped_tuples"] == 0
     assert len(n2.iq) == 50 and n2.processed.input_pos == 10
@@ -605,7 +606,7 @@ def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net)
     left is less than two calls (here 2 x 50 batches x Bsize 10 = 1,000 of an IQ' of 10,000), it takes its
     oldest inputs beyond that, not all of them."""
     t = [100.0]
-    n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=10_000,
+    n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=10_000 // STANDBY_IQ_FACTOR,
                                  max_batches_per_rpc=50, bsize=10), Selection("price > 1"), net.peer,
                       clock=lambda: t[0])
     n2.primary_received = 100_000
@@ -625,6 +626,19 @@ def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net)
         assert len(n2.iq) == 9_000
     finally:
         n2.stop()
+
+
+def test_a_standby_holds_more_than_the_primary_whose_inputs_it_backs_up(net):
+    """Under full load the backup runs ahead of what the primary processed by up to the primary's whole IQ,
+    and covering takes longer still: IQ' holds STANDBY_IQ_FACTOR times as many tuples as IQ."""
+    cfgs = {role: NodeConfig(role=role, listen=role, iq_capacity=1_000) for role in ("primary", "standby")}
+    nodes = {role: OperatorNode(cfg, Selection("price > 1"), net.peer) for role, cfg in cfgs.items()}
+    try:
+        assert nodes["primary"].iq.capacity == 1_000
+        assert nodes["standby"].iq.capacity == STANDBY_IQ_FACTOR * 1_000 and STANDBY_IQ_FACTOR >= 2
+    finally:
+        for n in nodes.values():
+            n.stop()
 
 
 def test_a_standby_does_not_defer_while_inputs_take_longer_than_standby_defer_to_be_covered(net, lazy):
