@@ -389,13 +389,15 @@ class OperatorNode(NodeBase):
         is taken anyway once it has waited that long; when IQ' has less room left than `_standby_room` keeps
         free, the oldest inputs beyond that are taken, and only those; and every input once a takeover
         starts: what is left then is the primary's uncovered tail, which the skip could not save either.
-        Nothing waits while inputs take longer than `standby_defer` to be covered (or none has been yet:
-        a primary just started, or one slower than that at the moment): waiting would only leave the
-        takeover more to do."""
+        Nothing waits while inputs take longer than `standby_defer` to be covered (a primary slower than
+        that at the moment): waiting would only leave the takeover more to do. Before the first cover,
+        inputs wait as if covering kept up: at full speed a standby that took everything until then did
+        the work of the run's first 200,000 inputs, all of them covered soon after."""
         head = self.iq.head()
         wait = self.cfg.standby_defer
-        if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0])
-                or self.cover_latency is None or self.cover_latency >= wait or self.clock() - head[1] >= wait):
+        slow = self.cover_latency is not None and self.cover_latency >= wait
+        if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
+                or self.clock() - head[1] >= wait):
             return None
         covered = self._covered[0].input_pos
         excess = len(self.iq) + self._standby_room() - self.iq.capacity
