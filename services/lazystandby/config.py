@@ -210,7 +210,8 @@ HELP: dict[str, str] = {
     "linger_ms": "how long a link waits to fill a frame before it sends",
     "ack_poll_ms": "how often an idle link polls for acks (and a primary hears from Nu)",
     "oq_capacity": "most tuples an output queue holds (Nu's OQu, N's OQ); beyond it, backpressure",
-    "iq_capacity": "most tuples an input queue holds; beyond it, RESOURCE_EXHAUSTED to the sender",
+    "iq_capacity": "most tuples an input queue holds (a standby's IQ': 4 times this); beyond it, RESOURCE_EXHAUSTED "
+                   "to the sender",
     "max_tuple_bytes": "larger source records go to the dead letters; larger tuples are refused",
     "max_message_bytes": "largest gRPC message, and largest decoded backup batch",
     "operator": "python or spark",
