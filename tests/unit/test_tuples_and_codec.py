@@ -1,6 +1,7 @@
 import pytest
 
 from lazystandby.core import tuples
+from lazystandby.core.batching import RunEncoder
 from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName, train_dictionary
 from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
 from lazystandby.core.tuples import TupleBatch
@@ -224,3 +225,45 @@ def test_decode_many_changes_nothing_until_committed():
     assert raws == [b"one", b"two"] and d.session == 0 and d.last_index == -1
     d.commit(pos)
     assert d.session == enc.session and d.last_index == 1
+
+
+
+def test_the_run_encoder_cuts_bsize_batches_that_decode_back_to_the_run():
+    """Algorithm 1's encoding: a run becomes Bsize batches in the link's session, the indices following on
+    from call to call; the standby's decoder gives the tuples back, seqs included."""
+    enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10)
+    dec = BatchDecoder("N'")
+    whole = sample(1, 200)
+    for first, index in ((1, 0), (101, 10)):
+        run = enc.encode(whole.slice(first, first + 100))
+        assert run.first == first and run.counts == [10] * 10 and run.encoded.first_index == index
+        raw, pos = dec.decode_run(run.encoded)
+        dec.commit(pos)
+        assert tuples.decode_runs(raw, first, 10, run.encoded.raw_sizes) == whole.slice(first, first + 100)
+
+
+def test_the_run_encoder_trains_its_dictionary_then_opens_a_session_carrying_it():
+    """256 single-tuple samples per run: with dict_samples 512 the second run trains the dictionary and
+    opens a new session carrying it; both runs decode."""
+    enc = RunEncoder(CodecName.ZSTD_STREAM_DICT, bsize=10, dict_samples=512, dict_size=1024)
+    whole = sample(1, 2000)
+    first = enc.encode(whole.slice(1, 1001))
+    assert first.encoded.dictionary == b"" and first.encoded.first_index == 0
+    second = enc.encode(whole.slice(1001, 2001))
+    assert second.encoded.dictionary and second.encoded.session != first.encoded.session
+    assert second.encoded.first_index == 0
+    dec = BatchDecoder("N'")
+    for run in (first, second):
+        raw, pos = dec.decode_run(run.encoded)
+        dec.commit(pos)
+        assert tuples.decode_runs(raw, run.first, 10, run.encoded.raw_sizes) == whole.slice(run.first, run.first + 1000)
+
+
+def test_the_run_encoder_refuses_a_run_at_bsize_inf_and_reset_opens_a_new_session():
+    with pytest.raises(ValueError, match="Bsize inf"):
+        RunEncoder(CodecName.ZSTD_STREAM, bsize=None).encode(sample(1, 10))
+    enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=5)
+    a = enc.encode(sample(1, 10)).encoded
+    enc.reset()
+    b = enc.encode(sample(11, 10)).encoded
+    assert b.session != a.session and (a.first_index, b.first_index) == (0, 0)
