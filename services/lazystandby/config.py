@@ -34,6 +34,13 @@ def kafka_bootstrap_from_env(env: Mapping[str, str] | None = None) -> str:
     return env.get("LS_KAFKA_BOOTSTRAP") or env.get("KAFKA_BOOTSTRAP", "")
 
 
+# A standby's IQ' holds this many times iq_capacity. Under full load the backup runs ahead of what the primary
+# has processed by up to the primary's whole IQ, and covering takes a further 0.1-0.7 s of inputs: with IQ'
+# no larger than IQ, a deferring standby ran short of room within seconds of a run at full speed and then
+# processed 70 % of the inputs, on the CPU the primary needed (session 13 in docs/benchmarks.md).
+STANDBY_IQ_FACTOR = 4
+
+
 @dataclass
 class NodeConfig:
     """One node's settings. `role` is upstream | primary | standby | downstream."""
@@ -173,6 +180,11 @@ class NodeConfig:
             self.kafka_bootstrap = kafka_bootstrap_from_env()
 
     @property
+    def input_queue_capacity(self) -> int:
+        """What this node's input queue holds: iq_capacity, STANDBY_IQ_FACTOR times that on a standby."""
+        return self.iq_capacity * (STANDBY_IQ_FACTOR if self.role == "standby" else 1)
+
+    @property
     def source_streams(self) -> list[str]:
         """The source streams as configured (one topic each on Kafka)."""
         return [s for s in self.streams.split(",") if s]
@@ -210,8 +222,8 @@ HELP: dict[str, str] = {
     "linger_ms": "how long a link waits to fill a frame before it sends",
     "ack_poll_ms": "how often an idle link polls for acks (and a primary hears from Nu)",
     "oq_capacity": "most tuples an output queue holds (Nu's OQu, N's OQ); beyond it, backpressure",
-    "iq_capacity": "most tuples an input queue holds (a standby's IQ': 4 times this); beyond it, RESOURCE_EXHAUSTED "
-                   "to the sender",
+    "iq_capacity": f"most tuples an input queue holds (a standby's IQ': {STANDBY_IQ_FACTOR} times this); beyond it, "
+                   "RESOURCE_EXHAUSTED to the sender",
     "max_tuple_bytes": "larger source records go to the dead letters; larger tuples are refused",
     "max_message_bytes": "largest gRPC message, and largest decoded backup batch",
     "operator": "python or spark",

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from lazystandby.config import NodeConfig
+from lazystandby.config import STANDBY_IQ_FACTOR, NodeConfig
 from lazystandby.core import messages as m
 from lazystandby.core import tuples
 from lazystandby.core.codec import BatchEncoder, CodecName
@@ -13,7 +13,7 @@ from lazystandby.core.seq import LazyStandbyError
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats.ticks import Tick
 from lazystandby.node.downstream import DownstreamNode
-from lazystandby.node.operator_node import STANDBY_IQ_FACTOR, OperatorNode
+from lazystandby.node.operator_node import OperatorNode
 from lazystandby.operators.selection import Selection
 from lazystandby.sinks.base import MemorySink
 from lazystandby.transport.memory import MemoryNetwork

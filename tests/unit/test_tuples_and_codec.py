@@ -227,7 +227,6 @@ def test_decode_many_changes_nothing_until_committed():
     assert d.session == enc.session and d.last_index == 1
 
 
-
 def test_the_run_encoder_cuts_bsize_batches_that_decode_back_to_the_run():
     """Algorithm 1's encoding: a run becomes Bsize batches in the link's session, the indices following on
     from call to call; the standby's decoder gives the tuples back, seqs included."""

@@ -44,12 +44,6 @@ from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
 from .common import Backoff, NodeBase
 
-# A standby's IQ' holds this many times iq_capacity. Under full load the backup runs ahead of what the primary
-# has processed by up to the primary's whole IQ, and covering takes a further 0.1-0.7 s of inputs: with IQ'
-# no larger than IQ, a deferring standby ran short of room within seconds of a run at full speed and then
-# processed 70 % of the inputs, on the CPU the primary needed (session 13 in docs/benchmarks.md).
-STANDBY_IQ_FACTOR = 4
-
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
 # operator for good.
@@ -97,8 +91,7 @@ class OperatorNode(NodeBase):
         self.peers = peers
         self.registry = StreamRegistry(cfg.stream_names)
         self.seqcheck = PerStreamSequence(cfg.name)
-        iq_capacity = cfg.iq_capacity * (STANDBY_IQ_FACTOR if cfg.role == "standby" else 1)
-        self.iq = InputQueue(f"{cfg.name} IQ", capacity=iq_capacity)
+        self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.input_queue_capacity)
         self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
         self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
         self._decoding = threading.Lock()
