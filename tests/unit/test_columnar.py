@@ -252,6 +252,54 @@ def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers
     assert nu.oqu.trimmed_through == 250 and nu.batcher.skipped == 0
 
 
+def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_is_due():
+    """At low rates one call per backup_linger_ms carries what is due (less framing per batch); a full run
+    (max_batches_per_rpc) goes at once, and so does the first call to a standby that just registered."""
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.transport.peer import PeerBase
+
+    calls = []
+
+    class Standby(PeerBase):
+        address = "s"
+
+        def backup(self, frame, timeout):
+            calls.append(sum(sum(r.counts) for r in frame.runs))
+            return m.BackupAck(applied_through=max([r.first + sum(r.counts) - 1 for r in frame.runs], default=0))
+
+    t = [100.0]
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10", frame_max=50,
+                     backup_linger_ms=20, max_batches_per_rpc=10)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), lambda a: Standby() if a == "s" else _Net()(a),
+                      clock=lambda: t[0])
+    nu.lock.wait = lambda timeout=None: True  # the test moves the clock itself
+    try:
+        nu._source_loop()
+        nu._backup_loop()
+        assert calls == [50]  # the first call goes at once
+        nu._source_loop()
+        nu._backup_loop()
+        assert calls == [50]  # 50 more due, 5 of 10 batches: gathering
+        t[0] += 0.019
+        nu._backup_loop()
+        assert calls == [50]
+        t[0] += 0.002
+        nu._backup_loop()
+        assert calls == [50, 50]  # 21 ms after the last call
+        nu._source_loop()
+        nu._source_loop()
+        nu._backup_loop()
+        assert calls == [50, 50, 100]  # a full run is due: no wait
+        nu._apply_level1(1, m.Checkpoint(200, 80))
+        nu._trim()
+        nu._source_loop()
+        nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
+        nu._backup_loop()
+        assert nu.oqu.trimmed_through == 200 and calls == [50, 50, 100, 50]  # a newcomer gets its backlog at once
+    finally:
+        nu.stop()
+
+
 def test_admitted_ticks_parse_the_same_on_the_fast_path_and_anything_else_the_same_every_time():
     good = ticks_batch(500).payloads
     fast = parse_columns(good, {"price", "venue", "volume"}, admitted=True)

@@ -88,6 +88,7 @@ class UpstreamNode(NodeBase):
         self.standby_retry_at = 0.0
         self._standby_checkpoint = 0
         self._next_checkpoint_at = 0.0
+        self._backup_sent_at = float("-inf")  # when the last backup call was cut (backup_linger_ms)
         self.checkpoint = Checkpoint()
         self.cursor = 1
         self.generation = 0
@@ -373,6 +374,11 @@ class UpstreamNode(NodeBase):
                 return None
             peer, epoch, ckpt, gen = self.standby, self.fence.epoch, self.checkpoint, self._backup_gen
             resync = self._resync_backup
+            gather = 0.0 if resync else self._backup_gathering(now)
+            if gather > 0:
+                if idle:
+                    self.lock.wait(gather)
+                return None
             run = None if resync else self.batcher.due_run(self.oqu, self.cfg.max_batches_per_rpc)
             if run is not None:
                 self._trim()  # what was held back for this run can go now (the run is a view of it)
@@ -385,6 +391,7 @@ class UpstreamNode(NodeBase):
                 return None
             if run is None:
                 self._next_checkpoint_at = now + self.cfg.ack_poll_ms / 1000
+            self._backup_sent_at = now
             reset, self._encoder_reset = self._encoder_reset, False
         # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
         # wait for it. Only this thread uses the encoder (a registration asks for a reset through a flag).
@@ -395,6 +402,17 @@ class UpstreamNode(NodeBase):
         frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
                               params=self._params_at(ckpt.input_pos))
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
+
+    def _backup_gathering(self, now: float) -> float:
+        """Seconds the backup link still gathers before its next call (0: call now). A call goes once
+        backup_linger_ms has passed since the last one, or at once when a full run (max_batches_per_rpc) is
+        due: at low rates fewer calls carry the same batches with less framing, at full speed nothing waits."""
+        cfg = self.cfg
+        if not cfg.backup_linger_ms or cfg.bsize is None:
+            return 0.0
+        if self.batcher.unbatched(self.oqu) >= cfg.max_batches_per_rpc * cfg.bsize:
+            return 0.0
+        return max(0.0, self._backup_sent_at + cfg.backup_linger_ms / 1000 - now)
 
     def _finish_backup(self, call: _BackupCall) -> None:
         peer, ckpt, runs = call.peer, call.frame.checkpoint, call.frame.runs
@@ -413,6 +431,7 @@ class UpstreamNode(NodeBase):
                 self._backup_gen += 1  # what was prepared after this call is void
                 self.batcher.rewind()
                 self._encoder_reset = True
+                self._backup_sent_at = float("-inf")  # the retry (after retry.delay) gathers nothing
                 retry = after_backup_error(e.status)
                 self._resync_backup = retry.resync
                 self.standby_retry_at = self.clock() + retry.delay
@@ -517,6 +536,7 @@ class UpstreamNode(NodeBase):
             self._backup_gen += 1
             self._encoder_reset = True
             self._resync_backup = False
+            self._backup_sent_at = float("-inf")  # the newcomer gets its backlog at once
             self.counters["standby_registrations"] += 1
             self.source.covered(self.checkpoint, self._membership())
             self.lock.notify_all()
