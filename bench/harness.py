@@ -44,7 +44,7 @@ RESULTS = ROOT / "run" / "bench"
 PUBLISHED = ROOT / "docs" / "bench"
 CODECS = [c.value for c in CodecName]
 # Enough tuples for several seconds at the columnar pipeline's rate (a run of under a second measures start-up).
-THROUGHPUT_TUPLES = 2_000_000
+THROUGHPUT_TUPLES = 4_000_000
 
 
 def progress(i: int, n: int, what: str) -> None:
@@ -276,7 +276,12 @@ def summarize(rows: list[dict]) -> dict:
                 return round(statistics.stdev(x[k] for x in rs), 4) if len(rs) > 1 else 0.0
 
             fo = sorted(x["failover_ms"] for x in rs)
+            # The backup's bytes on the wire over the same bytes uncompressed, within each trial: the codec's
+            # "x uncompressed" without the spread between two trials' timing (the run with codec none is
+            # another trial, killed at another moment; at Bsize 10 its overhead ranged 0.85-1.00).
+            vs_raw = [x["overhead"] / x["overhead_raw"] for x in rs if x["overhead_raw"]]
             summary[b][c] = {"overhead": m("overhead"), "overhead_sd": sd("overhead"),
+                             "vs_uncompressed": round(statistics.mean(vs_raw), 4) if vs_raw else 0.0,
                              "recovery_ms": m("recovery_ms"), "recovery_ms_sd": sd("recovery_ms"),
                              "reconnection_ms": m("reconnection_ms"), "data_recovery_ms": m("data_recovery_ms"),
                              "failover_ms": m("failover_ms"),
@@ -486,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
         "plots": [str(p.relative_to(ROOT)) for p in pngs],
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
-    flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"]} for c, v in per.items()}
+    flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"],
+                                 "vs_uncompressed": v["vs_uncompressed"]} for c, v in per.items()}
                          for b, per in summary.items()},
             **{k: result[k] for k in ("throughput_tuples_per_s", "throughput_no_ha_tuples_per_s", "ha_cost_ratio",
                                       "backup_coverage", "worst_second_ratio", "max_rss_mb",
