@@ -16,6 +16,16 @@ def test_summary_means_deviations_and_p95():
     assert s["inf"]["none"]["recovery_ms"] == 50 and s["inf"]["none"]["recovery_ms_sd"] == 0.0
 
 
+def test_summary_compares_each_trial_with_its_own_uncompressed_bytes():
+    """vs_uncompressed is the mean of overhead / overhead_raw per trial, not a ratio of two trials' means."""
+    rows = [{**row("10", "zstd-stream-dict", 0.28, 50, 300), "overhead_raw": 1.0},
+            {**row("10", "zstd-stream-dict", 0.24, 50, 300), "overhead_raw": 0.8},
+            {**row("10", "none", 0.9, 50, 300), "overhead_raw": 0.0}]  # nothing batched yet: no ratio
+    s = summarize(rows)
+    assert s["10"]["zstd-stream-dict"]["vs_uncompressed"] == 0.29
+    assert s["10"]["none"]["vs_uncompressed"] == 0.0
+
+
 def test_bucket_quantiles_are_bucket_upper_bounds():
     from lazystandby.stats import Buckets
 
