@@ -68,3 +68,32 @@ def test_throughput_reports_the_median_run_with_all_rates():
     m = median_run(rs)
     assert m["tuples_per_s"] == 49_000 and m["cpu"] == 2
     assert m["runs_tuples_per_s"] == [59_000, 42_000, 49_000]
+
+
+def test_the_bench_follows_the_primary_through_a_takeover():
+    """A takeover during a measurement (a false suspicion on a loaded machine is one) moves the count to N';
+    the bench used to wait on the fenced N until its 600 s deadline."""
+    from bench.harness import Serving
+
+    class Topo:
+        procs = {"nu": 0, "n": 0, "n2": 0, "nd": 0}
+
+        def __init__(self):
+            self.now = {"n": {"role": "primary", "epoch": 1, "processed": [100, 40]},
+                        "n2": {"role": "standby", "epoch": 1, "processed": [60, 20]}}
+            self.polled = []
+
+        def status(self, key):
+            self.polled.append(key)
+            return self.now[key]
+
+    topo = Topo()
+    s = Serving(topo)
+    assert s.processed() == 100 and topo.polled == ["n"]  # only N while it serves
+    topo.now["n"] = {"role": "fenced", "epoch": 1, "processed": [150, 60]}
+    topo.now["n2"] = {"role": "promoting", "epoch": 2, "processed": [150, 60]}
+    assert s.processed() == 150 and s.takeovers == 0  # N' not live yet: still N's count
+    topo.now["n2"] = {"role": "primary", "epoch": 2, "processed": [400, 160]}
+    assert s.processed() == 400 and s.takeovers == 1 and s.key == "n2"
+    topo.polled.clear()
+    assert s.processed() == 400 and topo.polled == ["n2"]
