@@ -81,6 +81,11 @@ class NodeConfig:
     # run then looks as cheap as no standby while the standby holds nothing. It leaves room for the call in
     # flight and the one being cut. 0 = no bound.
     backup_lag_max: int = 65_536
+    # Most tuples Nu admits past what the primary has taken. Without a bound, a source faster than N filled
+    # OQu (1,000,000 tuples ten seconds into a run at full speed); the backup shipped them all to N', whose
+    # inputs then waited longer than standby_defer for Nd's acks, and N' processed every one of them.
+    # 0 = no bound (OQu's capacity still is one).
+    primary_lag_max: int = 200_000
     # Seconds a standby lets each backup input wait before it runs the operator on it: Nd's acks cover most
     # inputs within that time, and a covered input is skipped, never processed. 0 = process on arrival, as
     # seed 000's standby does (and pay for a second operator on the same machine).
@@ -175,7 +180,7 @@ class NodeConfig:
             if getattr(self, name) < 1:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
-                     "spark_standby_hold", "standby_defer", "backup_linger_ms"):
+                     "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
@@ -220,6 +225,7 @@ HELP: dict[str, str] = {
     "dict_size": "bytes of the trained zstd dictionary",
     "max_batches_per_rpc": "backup batches that may share one RPC (each still compressed on its own)",
     "backup_linger_ms": "how long the backup link gathers batches into one call (0: send at once)",
+    "primary_lag_max": "most tuples Nu admits ahead of what the primary has taken (backpressure); 0 = no bound",
     "backup_lag_max": "most tuples Nu admits ahead of a responsive standby's acks (backpressure); 0 = no bound",
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",

@@ -238,6 +238,27 @@ def test_nu_admits_no_more_than_backup_lag_max_past_a_responsive_standby():
     assert nu.oqu.last == 450
 
 
+def test_nu_admits_no_more_than_primary_lag_max_past_what_the_primary_has_taken():
+    """Beyond the bound the tuples would only wait in OQu while the backup hands them to the standby, which
+    then cannot see them covered within standby_defer."""
+    nu = _nu(primary_lag_max=250, backup_lag_max=0)
+    for _ in range(10):
+        nu._source_loop()
+    assert nu.oqu.last == 250 and nu.counters["source_waited_for_primary"] >= 1
+    assert nu.counters["source_waited_for_backup"] == 0
+    nu.cursor = 201  # the primary took 1..200
+    nu._source_loop()
+    assert nu.oqu.last == 350  # one frame's worth more (frame_max 100)
+    nu._source_loop()
+    assert nu.oqu.last == 450
+    nu._source_loop()
+    assert nu.oqu.last == 450  # 250 past the primary again
+    unbounded = _nu(primary_lag_max=0, backup_lag_max=0)
+    for _ in range(10):
+        unbounded._source_loop()
+    assert unbounded.oqu.last == 1000
+
+
 def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers():
     nu = _nu()
     while nu.oqu.last < 300:

@@ -151,9 +151,10 @@ class UpstreamNode(NodeBase):
             self.sleep(0.5)  # everything before the gap still flows, is backed up and acknowledged
             return
         with self.lock:
-            room = min(self.oqu.room(), self._backup_room())
+            room = min(self.oqu.room(), self._backup_room(), self._primary_room())
             if room == 0:
-                self.counters["source_blocked" if self.oqu.room() == 0 else "source_waited_for_backup"] += 1
+                self.counters["source_blocked" if self.oqu.room() == 0 else "source_waited_for_backup"
+                              if self._backup_room() == 0 else "source_waited_for_primary"] += 1
                 self.lock.wait(0.05)
                 return
         try:
@@ -190,6 +191,16 @@ class UpstreamNode(NodeBase):
         if not self._backup_bounded():
             return 1 << 62
         return max(0, self.cfg.backup_lag_max - (self.oqu.last - self.batcher.confirmed_through))
+
+    def _primary_room(self) -> int:
+        """How many more tuples the source may admit before Nu holds more than primary_lag_max that the
+        primary has not taken. Beyond that they would only wait in OQu, while the backup ships them to the
+        standby at once: the standby then holds inputs that Nd's acks cannot cover within standby_defer,
+        and processes them all (the second operator a lazy standby exists to avoid)."""
+        lag = self.cfg.primary_lag_max
+        if not lag:
+            return 1 << 62
+        return max(0, lag - (self.oqu.last - (self.cursor - 1)))
 
     def _trim(self) -> None:
         """Algorithm 4's trim of OQu to the Level-1 ack, but, while the backup is bounded, never past what
