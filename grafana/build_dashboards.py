@@ -28,6 +28,8 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
             (f"histogram_quantile(0.99, sum by (le, node) (rate(lazystandby_operator_batch_seconds_bucket{R})))",
              "{{node}} p99")]),
         ("Dead-lettered records/s", "ops", [(f"sum(rate(lazystandby_dead_letters_total{R}))", "dead letters")]),
+        ("Source waits/s at Nu, by reason (backpressure: OQu full, backup or primary behind)", "ops", [
+            (f"sum by (reason) (rate(lazystandby_source_waits_total{R}))", "{{reason}}")]),
         ("Source gaps: records deleted before Nu read them (must stay 0)", "short", [
             ("sum(lazystandby_source_gaps_total)", "source gaps")]),
         ("Refused requests/s by reason", "ops", [

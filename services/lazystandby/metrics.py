@@ -106,6 +106,13 @@ class NodeCollector(Collector):
                        c.get("dead_letters", 0))
         yield _counter("lazystandby_source_gaps", "Source records deleted before Nu read them (admission stops)",
                        name, c.get("source_gaps", 0))
+        waits = CounterMetricFamily("lazystandby_source_waits", "Times Nu's source waited (up to 50 ms each): OQu "
+                                    "full, the standby backup_lag_max behind, or the primary primary_lag_max behind",
+                                    labels=[*lbl, "reason"])
+        for reason, key in (("oqu_full", "source_blocked"), ("backup", "source_waited_for_backup"),
+                            ("primary", "source_waited_for_primary")):
+            waits.add_metric([name, reason], c.get(key, 0))
+        yield waits
         e2e = getattr(self.node, "e2e_seconds", None)
         if e2e is not None:
             h = HistogramMetricFamily("lazystandby_e2e_commit_seconds",

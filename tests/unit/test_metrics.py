@@ -42,3 +42,22 @@ def test_histograms_count_batches_and_each_takeover():
     assert m['lazystandby_recovery_seconds_count{node="N\'",phase="detection"}'] == 1
     assert m['lazystandby_recovery_seconds_bucket{le="+Inf",node="N\'",phase="reconnection"}'] == 1
     assert m['lazystandby_operator_batch_seconds_count{node="N\'",operator="python"}'] > 0
+
+
+def test_nu_exports_why_its_source_waited():
+    from lazystandby.config import NodeConfig
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+    from lazystandby.transport.memory import MemoryNetwork
+
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", frame_max=100, primary_lag_max=200)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), MemoryNetwork().peer)
+    try:
+        for _ in range(4):
+            nu._source_loop()  # 200 admitted, then the primary (which took nothing) holds the source
+        m = scrape(nu)
+    finally:
+        nu.stop()
+    assert m['lazystandby_source_waits_total{node="Nu",reason="primary"}'] == 2
+    assert m['lazystandby_source_waits_total{node="Nu",reason="backup"}'] == 0
+    assert m['lazystandby_source_waits_total{node="Nu",reason="oqu_full"}'] == 0
