@@ -88,7 +88,7 @@ class UpstreamNode(NodeBase):
         self.standby_retry_at = 0.0
         self._standby_checkpoint = 0
         self._next_checkpoint_at = 0.0
-        self._backup_sent_at = float("-inf")  # when the last backup call was cut (backup_linger_ms)
+        self._backup_sent = (-1, 0.0)  # (backup generation, when) of the last backup call cut: backup_linger_ms
         self.checkpoint = Checkpoint()
         self.cursor = 1
         self.generation = 0
@@ -151,10 +151,12 @@ class UpstreamNode(NodeBase):
             self.sleep(0.5)  # everything before the gap still flows, is backed up and acknowledged
             return
         with self.lock:
-            room = min(self.oqu.room(), self._backup_room(), self._primary_room())
+            oqu_room, backup_room = self.oqu.room(), self._backup_room()
+            room = min(oqu_room, backup_room, self._primary_room())
             if room == 0:
-                self.counters["source_blocked" if self.oqu.room() == 0 else "source_waited_for_backup"
-                              if self._backup_room() == 0 else "source_waited_for_primary"] += 1
+                why = ("source_blocked" if oqu_room == 0 else
+                       "source_waited_for_backup" if backup_room == 0 else "source_waited_for_primary")
+                self.counters[why] += 1
                 self.lock.wait(0.05)
                 return
         try:
@@ -402,7 +404,7 @@ class UpstreamNode(NodeBase):
                 return None
             if run is None:
                 self._next_checkpoint_at = now + self.cfg.ack_poll_ms / 1000
-            self._backup_sent_at = now
+            self._backup_sent = (gen, now)
             reset, self._encoder_reset = self._encoder_reset, False
         # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
         # wait for it. Only this thread uses the encoder (a registration asks for a reset through a flag).
@@ -417,13 +419,16 @@ class UpstreamNode(NodeBase):
     def _backup_gathering(self, now: float) -> float:
         """Seconds the backup link still gathers before its next call (0: call now). A call goes once
         backup_linger_ms has passed since the last one, or at once when a full run (max_batches_per_rpc) is
-        due: at low rates fewer calls carry the same batches with less framing, at full speed nothing waits."""
+        due: at low rates fewer calls carry the same batches with less framing, at full speed nothing waits.
+        A new backup generation (a standby that registered, a call that failed) does not wait for the last
+        call of the one before: the newcomer gets its backlog, the retry its batches, at once."""
         cfg = self.cfg
-        if not cfg.backup_linger_ms or cfg.bsize is None:
+        gen, sent_at = self._backup_sent
+        if not cfg.backup_linger_ms or cfg.bsize is None or gen != self._backup_gen:
             return 0.0
         if self.batcher.unbatched(self.oqu) >= cfg.max_batches_per_rpc * cfg.bsize:
             return 0.0
-        return max(0.0, self._backup_sent_at + cfg.backup_linger_ms / 1000 - now)
+        return max(0.0, sent_at + cfg.backup_linger_ms / 1000 - now)
 
     def _finish_backup(self, call: _BackupCall) -> None:
         peer, ckpt, runs = call.peer, call.frame.checkpoint, call.frame.runs
@@ -442,7 +447,6 @@ class UpstreamNode(NodeBase):
                 self._backup_gen += 1  # what was prepared after this call is void
                 self.batcher.rewind()
                 self._encoder_reset = True
-                self._backup_sent_at = float("-inf")  # the retry (after retry.delay) gathers nothing
                 retry = after_backup_error(e.status)
                 self._resync_backup = retry.resync
                 self.standby_retry_at = self.clock() + retry.delay
@@ -547,7 +551,6 @@ class UpstreamNode(NodeBase):
             self._backup_gen += 1
             self._encoder_reset = True
             self._resync_backup = False
-            self._backup_sent_at = float("-inf")  # the newcomer gets its backlog at once
             self.counters["standby_registrations"] += 1
             self.source.covered(self.checkpoint, self._membership())
             self.lock.notify_all()
