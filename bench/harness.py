@@ -147,6 +147,14 @@ class Serving:
         return self.status()["processed"][0]
 
 
+def per_second_rates(marks: list[tuple[float, int]]) -> list[int]:
+    """Tuples/s over each window between consecutive marks (monotonic time, tuples done by then). The bench
+    marks about once a second, but at the first poll after the second is up: on a busy machine a mark
+    comes 50-100 ms late, and counting the next window (then 0.9 s long) as a whole second reads as a dip
+    of a tenth that never happened."""
+    return [round((c1 - c0) / (t1 - t0)) for (t0, c0), (t1, c1) in zip(marks, marks[1:], strict=False) if t1 > t0]
+
+
 def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: str = "python",
                extra: dict[str, Any] | None = None) -> dict:
     """The pipeline as fast as it goes (generator rate 0): tuples/s through N to Nd, per-second samples."""
@@ -159,8 +167,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         serving = Serving(topo)
         cpu0 = {k: _cpu_seconds(p.pid) for k, p in topo.procs.items()}
         t0 = time.monotonic()
-        samples = []
-        last = 0
+        marks = [(t0, 0)]
         next_sample = t0 + 1.0
         while True:
             # Polled finely: a run lasts 5-10 s, and timing its end to the second would make the rate (and
@@ -169,12 +176,12 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
             done = serving.processed()
             now = time.monotonic()
             if now >= next_sample:
-                samples.append(done - last)
-                last = done
+                marks.append((now, done))
                 next_sample += 1.0
             if done >= total or now - t0 > 300:
                 break
-        samples.append(done - last)
+        marks.append((now, done))
+        samples = per_second_rates(marks)
         wait_until(lambda: topo.status("nd")["delivered_through"] >= serving.status()["processed"][1], 30)
         elapsed = time.monotonic() - t0
         nu = topo.status("nu")
@@ -280,6 +287,73 @@ def quix_throughput(bootstrap: str, prefix: str, total: int) -> dict:
     if p.returncode != 0:
         raise RuntimeError(f"the Quix Streams peer failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zstd-stream-dict") -> dict:
+    """CPU per tuple of the backup's codec alone, in one thread with nothing beside it, over the generator's
+    ticks in runs of 20,480 (what Nu cuts at full speed): Nu's side (RunEncoder: cut Bsize batches, compress
+    each on its own) and N''s (decompress a run, check and rebuild its batches). And the floor: zstd with the
+    same parameters and dictionary over each run's bytes in one call each way, no batch boundaries.
+
+    A standby costs at least the floor per tuple (every tuple is compressed and decompressed once), so on
+    saturated cores a pipeline with it runs at most no_ha / (no_ha + floor) as fast as one without it, with
+    no_ha that pipeline's CPU per tuple: `ha_cost_ratio_bound` in the summary."""
+    import numpy as np
+    import zstandard as zstd
+
+    from lazystandby.core.batching import RunEncoder
+    from lazystandby.core.codec import SMALL_TABLES, BatchDecoder
+    from lazystandby.core.tuples import TupleBatch, decode_runs, encode_runs
+    from lazystandby.sources.base import GeneratorSource
+
+    src, runs, first = GeneratorSource([f"s{i}" for i in range(4)], total=total), [], 0
+    while not src.exhausted:
+        r = src.poll(20_480)
+        runs.append(TupleBatch(first, np.asarray(r.stream, np.uint16), r.seqs, r.payloads))
+        first += len(runs[-1])
+    enc, dec = RunEncoder(codec, bsize=bsize), BatchDecoder("bench")
+    t = time.thread_time()
+    sent = [enc.encode(b) for b in runs]
+    t_enc = time.thread_time() - t
+    t = time.thread_time()
+    for br in sent:
+        raw, pos = dec.decode_run(br.encoded)
+        dec.commit(pos)
+        decode_runs(raw, br.first, br.counts[0], br.encoded.raw_sizes)
+    t_dec = time.thread_time() - t
+    joined = [b"".join(encode_runs(b, bsize, seq_deltas=True)) for b in runs]
+    params = zstd.ZstdCompressionParameters.from_level(1, write_content_size=1, **SMALL_TABLES)
+    zdict = zstd.ZstdCompressionDict(enc.encoder.dictionary)
+    co = zstd.ZstdCompressor(compression_params=params, dict_data=zdict).compressobj()
+    t = time.thread_time()
+    whole = [co.compress(j) + co.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK) for j in joined]
+    t_floor = time.thread_time() - t
+    do = zstd.ZstdDecompressor(dict_data=zdict).decompressobj()
+    t = time.thread_time()
+    back = [do.decompress(w) for w in whole]
+    t_floor += time.thread_time() - t
+    if back != joined:
+        raise RuntimeError("the floor's zstd round trip changed the bytes")
+    us = 1e6 / first
+    return {"tuples": first, "encode_us_per_tuple": round(t_enc * us, 3), "decode_us_per_tuple": round(t_dec * us, 3),
+            "us_per_tuple": round((t_enc + t_dec) * us, 3), "floor_us_per_tuple": round(t_floor * us, 3),
+            "raw_bytes_per_tuple": round(sum(map(len, joined)) / first, 1),
+            "compressed_vs_raw": round(sum(len(b.encoded.payload) for b in sent) / sum(map(len, joined)), 3)}
+
+
+def cpu_us_per_tuple(run: dict) -> float:
+    """CPU of every node per tuple through the pipeline (their cores times the run's seconds, over its tuples)."""
+    return round(sum(run["cpu_cores_per_node"].values()) / run["tuples_per_s"] * 1e6, 3)
+
+
+def ha_cost_bound(ha: dict, no_ha: dict, codec_cost: dict) -> dict:
+    """What the standby costs in CPU per tuple, measured in the throughput runs, and the best `ha_cost_ratio`
+    those cores allow given the codec's floor (backup_codec_cost)."""
+    ha_us, no_ha_us = cpu_us_per_tuple(ha), cpu_us_per_tuple(no_ha)
+    floor = codec_cost["floor_us_per_tuple"]
+    return {"ha_cpu_us_per_tuple": ha_us, "no_ha_cpu_us_per_tuple": no_ha_us,
+            "backup_codec_us_per_tuple": codec_cost["us_per_tuple"], "backup_codec_floor_us_per_tuple": floor,
+            "ha_cost_ratio_bound": round(no_ha_us / (no_ha_us + floor), 3)}
 
 
 def median_run(rs: list[dict]) -> dict:
@@ -483,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_peer()
     print("Spark operator failovers: failover-check --operator spark", file=sys.stderr, flush=True)
     spark_fo = spark_failover(SPARK_KILLS)
+    print("the backup codec's CPU per tuple, alone", file=sys.stderr, flush=True)
+    codec_cost = backup_codec_cost()
     summary = summarize(rows)
     with open(RESULTS / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -499,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
         "ha_cost_ratio": round(ha["tuples_per_s"] / no_ha["tuples_per_s"], 3),
         "backup_coverage": ha["backup_coverage"], "worst_second_ratio": ha["worst_second_ratio"],
         "max_rss_mb": ha["max_rss_mb"],
+        "backup_codec": codec_cost,
+        **ha_cost_bound(ha, no_ha, codec_cost),
         "spark": spark,
         "spark_restart_recovery_ms": spark["restart"]["restart_recovery_ms"],
         "spark_restart_duplicated": spark["restart"]["duplicated"],
@@ -523,6 +601,8 @@ def main(argv: list[str] | None = None) -> int:
                          for b, per in summary.items()},
             **{k: result[k] for k in ("throughput_tuples_per_s", "throughput_no_ha_tuples_per_s", "ha_cost_ratio",
                                       "backup_coverage", "worst_second_ratio", "max_rss_mb",
+                                      "ha_cpu_us_per_tuple", "no_ha_cpu_us_per_tuple", "backup_codec_us_per_tuple",
+                                      "backup_codec_floor_us_per_tuple", "ha_cost_ratio_bound",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
                                       "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",

@@ -97,3 +97,34 @@ def test_the_bench_follows_the_primary_through_a_takeover():
     assert s.processed() == 400 and s.takeovers == 1 and s.key == "n2"
     topo.polled.clear()
     assert s.processed() == 400 and topo.polled == ["n2"]
+
+
+def test_per_second_rates_divide_by_each_window_as_it_was_measured():
+    """A mark taken 80 ms late makes one window 1.08 s and the next 0.92 s: at a steady 100,000 tuples/s
+    both are 100,000/s, where counting tuples per window would read 92,000 as a dip."""
+    from bench.harness import per_second_rates
+
+    marks = [(0.0, 0), (1.08, 108_000), (2.0, 200_000), (3.0, 300_000), (3.0, 300_000), (3.4, 340_000)]
+    assert per_second_rates(marks) == [100_000, 100_000, 100_000, 100_000]
+    assert per_second_rates([(0.0, 0), (1.0, 50_000), (2.0, 150_000)]) == [50_000, 100_000]
+
+
+def test_backup_codec_cost_measures_the_codec_and_its_floor_on_the_same_ticks():
+    from bench.harness import backup_codec_cost
+
+    c = backup_codec_cost(total=60_000)
+    assert c["tuples"] == 60_000
+    assert 0 < c["floor_us_per_tuple"] < c["us_per_tuple"]
+    assert c["us_per_tuple"] == round(c["encode_us_per_tuple"] + c["decode_us_per_tuple"], 3) or \
+        abs(c["us_per_tuple"] - c["encode_us_per_tuple"] - c["decode_us_per_tuple"]) <= 0.002
+    assert 0.1 < c["compressed_vs_raw"] < 0.35 and c["raw_bytes_per_tuple"] > 20
+
+
+def test_ha_cost_bound_is_the_pipeline_cpu_over_itself_plus_the_codec_floor():
+    from bench.harness import ha_cost_bound
+
+    ha = {"cpu_cores_per_node": {"nu": 0.7, "n": 0.5, "n2": 0.3, "nd": 0.3}, "tuples_per_s": 600_000}
+    no_ha = {"cpu_cores_per_node": {"nu": 0.6, "n": 0.6, "nd": 0.4}, "tuples_per_s": 1_000_000}
+    b = ha_cost_bound(ha, no_ha, {"us_per_tuple": 0.5, "floor_us_per_tuple": 0.2})
+    assert b["ha_cpu_us_per_tuple"] == 3.0 and b["no_ha_cpu_us_per_tuple"] == 1.6
+    assert b["ha_cost_ratio_bound"] == round(1.6 / 1.8, 3)
