@@ -316,7 +316,49 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
         nu._source_loop()
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
         nu._backup_loop()
-        assert nu.oqu.trimmed_through == 200 and calls == [50, 50, 100, 50]  # a newcomer gets its backlog at once
+        assert calls == [50, 50, 100, 0]  # a registration first asks where the standby stands
+        nu._backup_loop()
+        assert nu.oqu.trimmed_through == 200 and calls == [50, 50, 100, 0, 50]  # then its backlog, at once
+    finally:
+        nu.stop()
+
+
+def test_a_standby_that_registers_holding_positions_is_not_sent_them_again():
+    """Nu feeds the standby its configuration names before that standby's registration gets through (it
+    may have started first and been refused until Nu listened). The registration must not make Nu take it
+    for an empty one and send again what it holds: Nu asks first, then goes on after what it holds."""
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.transport.peer import PeerBase
+
+    calls: list[tuple[int, int]] = []
+    held = [0]
+
+    class Standby(PeerBase):
+        address = "s"
+
+        def backup(self, frame, timeout):
+            for r in frame.runs:
+                calls.append((r.first, r.first + sum(r.counts) - 1))
+                assert r.first == held[0] + 1, f"positions {r.first}.. sent again; the standby holds {held[0]}"
+                held[0] += sum(r.counts)
+            return m.BackupAck(applied_through=held[0])
+
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10", frame_max=50,
+                     backup_linger_ms=0, max_batches_per_rpc=10)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), lambda a: Standby() if a == "s" else _Net()(a))
+    nu.lock.wait = lambda timeout=None: True
+    try:
+        for _ in range(3):
+            nu._source_loop()
+            nu._backup_loop()
+        assert held[0] == 150 and nu.oqu.trimmed_through == 0
+        nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
+        nu._source_loop()
+        nu._backup_loop()  # the resync: no batches
+        nu._backup_loop()
+        assert calls[-1] == (151, 200) and held[0] == 200
+        assert nu.counters["standby_registrations"] == 1
+        assert not any(k.startswith("backup_error") for k in nu.counters)
     finally:
         nu.stop()
 

@@ -1,6 +1,5 @@
 """Bad input on every RPC: a clear error naming node/stream/position, a counter, and no change of state."""
 
-import time
 
 import pytest
 
@@ -251,7 +250,8 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
     try:
         nu._backup_loop()  # goes to s1, which is replaced mid-call
         assert nu.counters["backup_error_cancelled"] == 1
-        assert nu.standby.address == "s2" and nu.standby_retry_at == 0.0 and not nu._resync_backup
+        assert nu.standby.address == "s2" and nu.standby_retry_at == 0.0 and nu._resync_backup
+        nu._backup_loop()  # asks the newcomer where it stands: nowhere
         nu._backup_loop()
         assert newcomer.counters["backup_tuples"] == 40 and newcomer.received_through == 40
     finally:
@@ -260,8 +260,8 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
 
 
 def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(net):
-    """N' registering again (as it does at start-up) re-cuts Nu's backup from the trim point; N' already holds
-    those positions, says so (ALREADY_EXISTS), and Nu asks where it stands without waiting."""
+    """N' registering while it already holds what Nu fed it (as at start-up, when N' started first): Nu asks
+    where it stands before cutting again, so nothing it holds is sent, decoded and refused a second time."""
     s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
     net.register("s2", s2)
     nu = upstream_holding_40(net.peer, "s2")
@@ -269,12 +269,10 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
         nu._backup_loop()
         assert s2.received_through == 40
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
-        nu._backup_loop()
-        assert nu.counters["backup_error_already_exists"] == 1 and nu._resync_backup
-        assert nu.standby_retry_at - nu.clock() <= 0.011
-        time.sleep(0.02)
+        assert nu._resync_backup
         nu._backup_loop()  # the resync: N' answers 40, and Nu cuts on from there
         assert not nu._resync_backup and nu.batcher.batched_through == 40
+        assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
         assert s2.received_through == 40 and s2.counters["backup_tuples"] == 40
     finally:
         nu.stop()

@@ -459,9 +459,11 @@ class UpstreamNode(NodeBase):
             self.counters["backup_bytes"] += ack.wire_bytes
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if call.resync:
-                # The standby's applied position is the truth after an error; re-cut from there.
+                # The standby's applied position is the truth after an error or a registration; re-cut from
+                # there, as a new generation: its first batches go at once, without gathering.
                 self.batcher.restart(max(ack.applied_through, self.oqu.trimmed_through))
                 self._resync_backup = False
+                self._backup_gen += 1
                 return
             self.batcher.confirm(min(ack.applied_through, call.last))
             self.lock.notify_all()  # the source may be waiting for the standby to catch up
@@ -539,18 +541,25 @@ class UpstreamNode(NodeBase):
         return Membership(self.fence.epoch, self.primary_addr, self.standby.address if self.standby else "")
 
     def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
-        """A new (empty) standby: everything after the trim point is to be batched for it again."""
+        """A standby (re)joins: the first call asks where it stands (a resync), and batching goes on from
+        there, or from the trim point for an empty one. A standby is not always empty when it registers:
+        Nu feeds the standby its configuration names from the start, and one that started first (its
+        registration refused until Nu listened) already held 160,000 positions when it got through; taken
+        as empty, it was sent 65,000 of them again, decoded them, and refused them as repeats."""
         with self.lock:
-            if self.standby is not None:
-                self.standby.close()
-            self.standby = self.peers(msg.address)
+            if self.standby is None or self.standby.address != msg.address:
+                # The same standby keeps its channel: closing it would cancel the call in flight, an error
+                # for nothing (that call's answer is void anyway: the generation moves on below).
+                if self.standby is not None:
+                    self.standby.close()
+                self.standby = self.peers(msg.address)
             self.links.ok("standby", msg.address)
             self.standby_retry_at = 0.0
             self._standby_checkpoint = 0
             self.batcher.restart(self.oqu.trimmed_through)
             self._backup_gen += 1
             self._encoder_reset = True
-            self._resync_backup = False
+            self._resync_backup = True
             self.counters["standby_registrations"] += 1
             self.source.covered(self.checkpoint, self._membership())
             self.lock.notify_all()
