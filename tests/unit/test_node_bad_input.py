@@ -279,6 +279,33 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
         s2.stop()
 
 
+def test_a_standby_behind_the_trim_point_skips_to_the_checkpoint_its_first_run_carries(net):
+    """After a resync, a standby that holds less than Nu's trim point must skip ahead. Cut from the trim point
+    (behind the checkpoint) with the newest checkpoint, the run was a skip into covered positions, refused
+    as a gap while the standby's last heartbeat of the primary was older than that checkpoint (at nearly
+    every start). Nu now cuts from its checkpoint and sends that checkpoint with the run, even when a newer
+    one came meanwhile: an ordinary jump, which needs no heartbeat."""
+    from lazystandby.core.messages import Checkpoint
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    nu = upstream_holding_40(net.peer, "s2")
+    try:
+        assert s2.primary_received == 0  # no heartbeat yet: no checkpoint is vouched for
+        nu.oqu.trim(20)
+        nu.checkpoint = Checkpoint(30, 12)  # the trim point lags the checkpoint
+        nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
+        nu._backup_loop()  # the resync: the standby holds nothing
+        assert nu.batcher.batched_through == 30
+        nu.checkpoint = Checkpoint(35, 14)  # a newer Level-1 ack before the run is cut
+        nu._backup_loop()
+        assert not s2.errors and not any(k.startswith("backup_error") for k in nu.counters)
+        assert s2.received_through == 40 and s2.counters["backup_tuples"] == 10 and s2.counters["jumps"] == 1
+    finally:
+        nu.stop()
+        s2.stop()
+
+
 @pytest.mark.parametrize("rpc", ["Push", "Backup", "Deliver", "Heartbeat", "Takeover", "RegisterStandby"])
 def test_bytes_that_are_not_protobuf_get_invalid_argument_and_one_log_line(net, primary, rpc, caplog):
     caplog.set_level("WARNING", logger="lazystandby")
@@ -540,6 +567,24 @@ def test_a_checkpoint_past_what_the_primary_holds_is_not_skipped_to(net, standby
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
     standby._operator_loop()
     assert standby.counters["skipped_tuples"] == 0 and standby.counters["processed_tuples"] == 20
+
+
+def test_a_checkpoint_that_comes_before_the_heartbeat_vouching_for_it_is_applied_when_that_comes(net, standby):
+    """Covering is applied only up to what the primary's heartbeats show it received; a checkpoint that came
+    first waits for that heartbeat instead of being dropped (covering then lagged by up to 0.7 s at
+    10,000 tuples/s). One the primary never reaches is never applied."""
+    standby.primary_received = 5
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
+    assert standby._covered[0].input_pos == 0
+    with standby.lock:
+        standby._primary_reached(8, 0.0)
+    assert standby._covered[0].input_pos == 0  # not there yet
+    with standby.lock:
+        standby._primary_reached(12, 0.0)
+    assert standby._covered[0].input_pos == 10 and standby.primary_received == 12
+    standby._operator_loop()
+    assert standby.counters["skipped_tuples"] == 10 and standby.counters["processed_tuples"] == 10
 
 
 @pytest.fixture

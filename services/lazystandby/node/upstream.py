@@ -95,6 +95,8 @@ class UpstreamNode(NodeBase):
         self.received_by_primary = 0
         self._resync_primary = False
         self._resync_backup = False
+        # After a resync, the checkpoint the standby's next run starts just after (when it must skip ahead).
+        self._backup_jump: Checkpoint | None = None
         self._last_send = self.clock()
         self._primary_backoff = Backoff()
         self.takeovers = TakeoverLog(cfg.name)
@@ -393,8 +395,14 @@ class UpstreamNode(NodeBase):
                     self.lock.wait(gather)
                 return None
             run = None if resync else self.batcher.due_run(self.oqu, self.cfg.max_batches_per_rpc)
+            jump = self._backup_jump
             if run is not None:
                 self._trim()  # what was held back for this run can go now (the run is a view of it)
+                self._backup_jump = None
+                if jump is not None and run.first == jump.input_pos + 1:
+                    ckpt = jump  # the skip's own checkpoint (a later one may have come since the resync)
+            elif jump is not None:
+                ckpt = jump  # a frame without batches skips the standby to where the next run starts, no further
             # With nothing to batch, still tell the standby when the trim point passed what it holds:
             # it skips ahead and never needs those positions (this is all an Upstream Backup standby gets).
             advance = ckpt.input_pos > self._standby_checkpoint and now >= self._next_checkpoint_at
@@ -461,7 +469,15 @@ class UpstreamNode(NodeBase):
             if call.resync:
                 # The standby's applied position is the truth after an error or a registration; re-cut from
                 # there, as a new generation: its first batches go at once, without gathering.
-                self.batcher.restart(max(ack.applied_through, self.oqu.trimmed_through))
+                held = ack.applied_through
+                if held < self.oqu.trimmed_through:
+                    # Nu no longer holds what comes next for it: the standby must skip ahead, which it does
+                    # only to the checkpoint its frame carries (or to a later one it has seen the primary
+                    # reach: cut from the trim point, behind the checkpoint, the run was refused as a gap
+                    # whenever the standby's last heartbeat of the primary was older than the checkpoint).
+                    self._backup_jump = self.checkpoint
+                    held = self.checkpoint.input_pos
+                self.batcher.restart(held)
                 self._resync_backup = False
                 self._backup_gen += 1
                 return
