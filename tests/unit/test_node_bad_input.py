@@ -306,6 +306,40 @@ def test_a_standby_behind_the_trim_point_skips_to_the_checkpoint_its_first_run_c
         s2.stop()
 
 
+def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(net):
+    """Fewer than Bsize tuples wait for their batch when a Level-1 ack covers them: the frame without batches
+    that carries it makes the standby skip past them. They used to be cut into the next run anyway, which
+    then repeated what the standby had skipped: refused (ALREADY_EXISTS), and a resync, at low rates."""
+    from lazystandby.core.messages import Checkpoint
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    s2.primary_received = 1000
+    src = GeneratorSource(["I1", "I2"], total=15, rate=0.0)
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10",
+                                 backup_linger_ms=0), src, net.peer)
+    try:
+        while nu.oqu.last < 15:
+            nu._source_loop()
+        nu._backup_loop()
+        assert s2.received_through == 10  # one whole batch; 11..15 wait for theirs
+        nu._apply_level1(1, Checkpoint(15, 7))
+        nu._next_checkpoint_at = 0.0
+        nu._backup_loop()
+        assert s2.received_through == 15 and nu.batcher.batched_through == 15 and nu.batcher.skipped == 5
+        src.total = 25
+        while nu.oqu.last < 25:
+            nu._source_loop()
+        nu._backup_loop()
+        assert s2.received_through == 25 and not s2.errors
+        assert not any(k.startswith("backup_error") for k in nu.counters)
+    finally:
+        nu.stop()
+        s2.stop()
+
+
 @pytest.mark.parametrize("rpc", ["Push", "Backup", "Deliver", "Heartbeat", "Takeover", "RegisterStandby"])
 def test_bytes_that_are_not_protobuf_get_invalid_argument_and_one_log_line(net, primary, rpc, caplog):
     caplog.set_level("WARNING", logger="lazystandby")

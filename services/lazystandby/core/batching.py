@@ -73,10 +73,7 @@ class BackupBatcher:
         """
         if self.bsize is INFINITE:
             return None
-        if oqu.trimmed_through > self.batched_through:
-            self.skipped += oqu.trimmed_through - self.batched_through
-            self.batched_through = oqu.trimmed_through
-            self.confirmed_through = max(self.confirmed_through, oqu.trimmed_through)
+        self.skip_covered(oqu.trimmed_through)
         k = min(max_batches, (oqu.last - self.batched_through) // self.bsize)
         if k <= 0:
             return None
@@ -84,6 +81,14 @@ class BackupBatcher:
         assert run is not None and len(run) == k * self.bsize
         self.batched_through = run.last
         return run
+
+    def skip_covered(self, through: int) -> None:
+        """Positions through `through` are covered (Nd holds their outputs): those not batched yet never
+        will be, and the standby never needs them."""
+        if through > self.batched_through:
+            self.skipped += through - self.batched_through
+            self.batched_through = through
+            self.confirmed_through = max(self.confirmed_through, through)
 
     def confirm(self, through: int) -> None:
         self.confirmed_through = max(self.confirmed_through, through)

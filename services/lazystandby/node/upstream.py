@@ -412,6 +412,10 @@ class UpstreamNode(NodeBase):
                 return None
             if run is None:
                 self._next_checkpoint_at = now + self.cfg.ack_poll_ms / 1000
+                # The standby skips to this checkpoint; what it covers but was not cut into batches yet (less
+                # than Bsize tuples) is never cut: the next run starts after it. (Cut later, that run repeated
+                # what the standby had skipped, and was refused.)
+                self.batcher.skip_covered(ckpt.input_pos)
             self._backup_sent = (gen, now)
             reset, self._encoder_reset = self._encoder_reset, False
         # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
