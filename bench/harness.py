@@ -302,7 +302,7 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
     import zstandard as zstd
 
     from lazystandby.core.batching import RunEncoder
-    from lazystandby.core.codec import SMALL_TABLES, BatchDecoder
+    from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName
     from lazystandby.core.tuples import TupleBatch, decode_runs, encode_runs
     from lazystandby.sources.base import GeneratorSource
 
@@ -322,13 +322,13 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
         decode_runs(raw, br.first, br.counts[0], br.encoded.raw_sizes)
     t_dec = time.thread_time() - t
     joined = [b"".join(encode_runs(b, bsize, seq_deltas=True)) for b in runs]
-    params = zstd.ZstdCompressionParameters.from_level(1, write_content_size=1, **SMALL_TABLES)
-    zdict = zstd.ZstdCompressionDict(enc.encoder.dictionary)
-    co = zstd.ZstdCompressor(compression_params=params, dict_data=zdict).compressobj()
+    # The link's own encoder, so the floor's parameters are the link's by construction: each run as one batch.
+    whole_enc = BatchEncoder(CodecName(codec), bsize=bsize)
+    whole_enc.set_dictionary(enc.encoder.dictionary)
     t = time.thread_time()
-    whole = [co.compress(j) + co.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK) for j in joined]
+    whole = [whole_enc.encode_run([j]).payload for j in joined]
     t_floor = time.thread_time() - t
-    do = zstd.ZstdDecompressor(dict_data=zdict).decompressobj()
+    do = zstd.ZstdDecompressor(dict_data=zstd.ZstdCompressionDict(enc.encoder.dictionary)).decompressobj()
     t = time.thread_time()
     back = [do.decompress(w) for w in whole]
     t_floor += time.thread_time() - t

@@ -115,8 +115,7 @@ def test_backup_codec_cost_measures_the_codec_and_its_floor_on_the_same_ticks():
     c = backup_codec_cost(total=60_000)
     assert c["tuples"] == 60_000
     assert 0 < c["floor_us_per_tuple"] < c["us_per_tuple"]
-    assert c["us_per_tuple"] == round(c["encode_us_per_tuple"] + c["decode_us_per_tuple"], 3) or \
-        abs(c["us_per_tuple"] - c["encode_us_per_tuple"] - c["decode_us_per_tuple"]) <= 0.002
+    assert abs(c["us_per_tuple"] - c["encode_us_per_tuple"] - c["decode_us_per_tuple"]) <= 0.002  # rounding
     assert 0.1 < c["compressed_vs_raw"] < 0.35 and c["raw_bytes_per_tuple"] > 20
 
 
