@@ -306,38 +306,78 @@ def test_a_standby_behind_the_trim_point_skips_to_the_checkpoint_its_first_run_c
         s2.stop()
 
 
-def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(net):
-    """Fewer than Bsize tuples wait for their batch when a Level-1 ack covers them: the frame without batches
-    that carries it makes the standby skip past them. They used to be cut into the next run anyway, which
-    then repeated what the standby had skipped: refused (ALREADY_EXISTS), and a resync, at low rates."""
-    from lazystandby.core.messages import Checkpoint
+@pytest.fixture
+def fed_standby(net):
+    """A standby N2 and a Nu driven by hand (no threads) that feeds it at Bsize 10 without gathering, from
+    a generator whose `total` the test raises; `fill(nu, n)` admits up to position n."""
     from lazystandby.node.upstream import UpstreamNode
     from lazystandby.sources.base import GeneratorSource
 
     s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
     net.register("s2", s2)
-    s2.primary_received = 1000
-    src = GeneratorSource(["I1", "I2"], total=15, rate=0.0)
+    src = GeneratorSource(["I1", "I2"], total=0, rate=0.0)
     nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10",
                                  backup_linger_ms=0), src, net.peer)
-    try:
-        while nu.oqu.last < 15:
-            nu._source_loop()
-        nu._backup_loop()
-        assert s2.received_through == 10  # one whole batch; 11..15 wait for theirs
-        nu._apply_level1(1, Checkpoint(15, 7))
-        nu._next_checkpoint_at = 0.0
-        nu._backup_loop()
-        assert s2.received_through == 15 and nu.batcher.batched_through == 15 and nu.batcher.skipped == 5
-        src.total = 25
-        while nu.oqu.last < 25:
-            nu._source_loop()
-        nu._backup_loop()
-        assert s2.received_through == 25 and not s2.errors
-        assert not any(k.startswith("backup_error") for k in nu.counters)
-    finally:
-        nu.stop()
-        s2.stop()
+    yield s2, nu
+    nu.stop()
+    s2.stop()
+
+
+def fill(nu, through: int) -> None:
+    nu.source.total = through
+    while nu.oqu.last < through:
+        nu._source_loop()
+
+
+def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(fed_standby):
+    """Fewer than Bsize tuples wait for their batch when a Level-1 ack covers them: the frame without batches
+    that carries it makes the standby skip past them. They used to be cut into the next run anyway, which
+    then repeated what the standby had skipped: refused (ALREADY_EXISTS), and a resync, at low rates."""
+    from lazystandby.core.messages import Checkpoint
+
+    s2, nu = fed_standby
+    s2.primary_received = 1000
+    fill(nu, 15)
+    nu._backup_loop()
+    assert s2.received_through == 10  # one whole batch; 11..15 wait for theirs
+    nu._apply_level1(1, Checkpoint(15, 7))
+    nu._next_checkpoint_at = 0.0
+    nu._backup_loop()
+    assert s2.received_through == 15 and nu.batcher.batched_through == 15 and nu.batcher.skipped == 5
+    fill(nu, 25)
+    nu._backup_loop()
+    assert s2.received_through == 25 and not s2.errors
+    assert not any(k.startswith("backup_error") for k in nu.counters)
+
+
+def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(net, fed_standby):
+    """While the standby does not answer, Level-1 acks trim OQu past what it holds. The retry (no resync:
+    the standby was only unreachable) used to cut from the trim point with the newest checkpoint, which a
+    bounded trim had left behind: a skip into covered positions, refused as a gap (OUT_OF_RANGE) while the
+    standby's last heartbeat of the primary was older than that checkpoint, then a resync and a new codec
+    session. Nu now skips the batcher to its checkpoint and sends that checkpoint with the run."""
+    from lazystandby.core.messages import Checkpoint
+
+    s2, nu = fed_standby
+    fill(nu, 10)
+    nu._backup_loop()
+    assert s2.received_through == 10
+    fill(nu, 40)
+    net.down("s2")
+    nu._backup_loop()
+    assert nu.counters["backup_error_unavailable"] == 1
+    nu._apply_level1(1, Checkpoint(30, 12))  # the standby is not answering: the trim is not held back
+    assert nu.oqu.trimmed_through == 30
+    net.up("s2")
+    nu.standby_retry_at = 0.0
+    nu._apply_level1(1, Checkpoint(35, 14))  # bounded again: the trim point stays behind the checkpoint
+    assert nu.oqu.trimmed_through == 30 and s2.primary_received == 0  # no heartbeat vouches for 35
+    fill(nu, 55)
+    nu._backup_loop()  # 36..45 is not a whole batch yet: the checkpoint alone, deferred by the standby
+    nu._backup_loop()
+    assert not s2.errors and not any(k.startswith("backup_error_out") for k in nu.counters)
+    assert s2.received_through == 55 and s2.counters["jumps"] == 1
+    assert s2.counters["backup_tuples"] == 30  # 1..10, then 36..55: the two whole batches after the checkpoint
 
 
 @pytest.mark.parametrize("rpc", ["Push", "Backup", "Deliver", "Heartbeat", "Takeover", "RegisterStandby"])

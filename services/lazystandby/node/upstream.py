@@ -394,6 +394,8 @@ class UpstreamNode(NodeBase):
                 if idle:
                     self.lock.wait(gather)
                 return None
+            if not resync:
+                self._skip_trimmed()
             run = None if resync else self.batcher.due_run(self.oqu, self.cfg.max_batches_per_rpc)
             jump = self._backup_jump
             if run is not None:
@@ -427,6 +429,18 @@ class UpstreamNode(NodeBase):
         frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
                               params=self._params_at(ckpt.input_pos))
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
+
+    def _skip_trimmed(self) -> None:
+        """Holding the lock: when Level-1 acks trimmed OQu past what was cut for the standby (it did not
+        answer meanwhile, or the backup is not bounded), the next run starts after the checkpoint and
+        carries it (an ordinary jump, `_backup_jump`). Cut from the trim point, which a bounded trim can
+        leave behind the checkpoint, with the newest checkpoint, the run skipped into covered positions:
+        refused as a gap whenever the standby's last heartbeat of the primary was older than that
+        checkpoint, then a resync and a new codec session."""
+        ckpt = self.checkpoint
+        if self.batcher.batched_through < self.oqu.trimmed_through <= ckpt.input_pos:
+            self.batcher.skip_covered(ckpt.input_pos)
+            self._backup_jump = ckpt
 
     def _backup_gathering(self, now: float) -> float:
         """Seconds the backup link still gathers before its next call (0: call now). A call goes once
