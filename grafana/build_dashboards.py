@@ -49,8 +49,9 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Replayed from OQ' / resent by Nu", "short", [
             ("sum(lazystandby_replayed_from_oq_total)", "replayed from OQ'"),
             ("sum(lazystandby_resent_by_upstream_total)", "resent by Nu")]),
-        ("Peers each node believes alive (1) or not (0)", "short", [
-            ("max by (node, peer) (lazystandby_peer_up)", "{{node}} -> {{peer}}")]),
+        ("Peers each node believes alive (1) or not (0), and the standby in sync (1) or not (0)", "short", [
+            ("max by (node, peer) (lazystandby_peer_up)", "{{node}} -> {{peer}}"),
+            ('min(lazystandby_standby_in_sync{node="Nu"})', "standby in sync")]),
         ("Failed calls/s by peer and status", "ops", [
             (f"sum by (node, peer, status) (rate(lazystandby_link_failures_total{R}))",
              "{{node}} -> {{peer}} {{status}}")]),

@@ -81,6 +81,12 @@ class NodeConfig:
     # run then looks as cheap as no standby while the standby holds nothing. It leaves room for the call in
     # flight and the one being cut. 0 = no bound.
     backup_lag_max: int = 65_536
+    # Seconds a backup call may go unanswered before Nu stops holding the source (backup_lag_max) and OQu's
+    # trim back for the standby: it is then out of sync, as a follower that stops fetching leaves Kafka's
+    # ISR, and catches up by a checkpoint when it answers. Waiting for rpc_timeout instead, a standby that
+    # was paused (SIGSTOP, docker pause, a black-holed link) stopped the pipeline for 1.7 s of every 2 at
+    # full speed. Far above a call's time under load (tens of ms). 0 = wait for rpc_timeout.
+    backup_stall_max: float = 0.5
     # Most tuples Nu admits past what the primary has taken. Without a bound, a source faster than N filled
     # OQu (1,000,000 tuples ten seconds into a run at full speed); the backup shipped them all to N', whose
     # inputs then waited longer than standby_defer for Nd's acks, and N' processed every one of them.
@@ -180,7 +186,8 @@ class NodeConfig:
             if getattr(self, name) < 1:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
-                     "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max"):
+                     "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max",
+                     "backup_stall_max"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
@@ -227,6 +234,8 @@ HELP: dict[str, str] = {
     "backup_linger_ms": "how long the backup link gathers batches into one call (0: send at once)",
     "primary_lag_max": "most tuples Nu admits ahead of what the primary has taken (backpressure); 0 = no bound",
     "backup_lag_max": "most tuples Nu admits ahead of a responsive standby's acks (backpressure); 0 = no bound",
+    "backup_stall_max": "seconds a backup call may go unanswered before Nu stops waiting for the standby (out of "
+                        "sync; it catches up by a checkpoint); 0 = wait for rpc_timeout",
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",

@@ -78,6 +78,12 @@ class NodeCollector(Collector):
                      s.get("compression_ratio", 1.0))
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)
+        if "standby_in_sync" in s:  # Nu
+            yield _gauge("lazystandby_standby_in_sync", "1 while Nu's standby answers its backup calls within "
+                         "backup_stall_max; 0 when out of sync (Nu no longer waits for it) or when it has none",
+                         name, 1.0 if s["standby_in_sync"] else 0.0)
+            yield _counter("lazystandby_standby_out_of_sync", "Times Nu's standby fell out of sync", name,
+                           c.get("standby_out_of_sync", 0))
         if "standby_lag_tuples" in s:  # N and N': 0 on a primary
             yield _gauge("lazystandby_standby_lag_tuples", "Inputs the primary holds that the standby has neither "
                          "processed nor seen covered by Nd's output", name, s["standby_lag_tuples"])

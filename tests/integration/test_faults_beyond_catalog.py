@@ -165,3 +165,23 @@ def test_a_small_oq_through_a_pause_of_nd_does_not_livelock():
     exact(r)
     assert r["after"]["n"]["counters"]["oq_full_waits"] > 0  # OQ was full, and it went on
 
+
+
+# --- 8. A standby that stops answering ----------------------------------------------------------------
+def test_a_paused_standby_does_not_hold_the_source_back_and_comes_back_in_sync():
+    """N' stopped for 2 s at 100,000 tuples/s. Before backup_stall_max, a paused standby held the source for
+    as long as its call hung (backup_lag_max fills in 0.65 s at this rate, then 27 waits of 50 ms until the
+    call timed out); now the source does not wait for it, and it catches up when it resumes."""
+    r = run_trial(fault="pause-standby", total=400_000, rate=100_000, kill_after=0.8, timeout=90, extra=CALM)
+    exact(r)
+    nu = r["after"]["nu"]
+    assert r["failovers"] == 0 and nu["counters"]["standby_out_of_sync"] == 1
+    assert nu["counters"].get("source_waited_for_backup", 0) < 10, nu["counters"]
+    assert nu["standby_in_sync"] and r["after"]["n2"]["received_through"] > 0.9 * 400_000
+
+
+def test_a_primary_killed_while_the_standby_catches_up_after_a_pause_is_exact():
+    r = run_trial(fault="pause-standby-then-kill-primary", total=400_000, rate=100_000, kill_after=0.8,
+                  timeout=90)
+    exact(r)
+    assert r["failovers"] == 1 and r["after"]["nu"]["counters"]["standby_out_of_sync"] == 1

@@ -380,6 +380,89 @@ def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(
     assert s2.counters["backup_tuples"] == 30  # 1..10, then 36..55: the two whole batches after the checkpoint
 
 
+class HeldCall:
+    """A backup call in flight until the test answers it (`answer`) or fails it (`fail`): a standby that
+    stopped answering (SIGSTOP, docker pause, a link that drops packets)."""
+
+    def __init__(self, call) -> None:
+        self.call, self.error, self.answered = call, None, False
+
+    def answer(self) -> None:
+        self.answered = True
+
+    def fail(self, status: str) -> None:
+        self.error, self.answered = PeerError(status, "s2 Backup: no answer"), True
+
+    def done(self) -> bool:
+        return self.answered
+
+    def result(self):
+        assert self.answered, "the node waited on a call the test holds"
+        if self.error is not None:
+            raise self.error
+        return self.call()
+
+
+def test_a_standby_that_stops_answering_stops_holding_the_pipeline_back(net):
+    """A paused standby's backup call hangs until rpc_timeout (2 s), then its retry hangs as long. While
+    the call is in flight the standby counts as responsive, so the source waited for it (backup_lag_max)
+    and OQu's trim was held at what was cut for it: at full speed the pipeline stopped for 1.7 s of every
+    2. After backup_stall_max Nu now counts it out of sync until a call succeeds (a timed-out call does not
+    bring it back); when it answers, it skips to the checkpoint and is bounded again."""
+    from lazystandby.core.messages import Checkpoint
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    held: list[HeldCall] = []
+
+    class Stalling(PeerBase):
+        address = "s2"
+
+        def backup_async(self, msg, timeout):
+            held.append(HeldCall(lambda: net.peer("s2").backup(msg, timeout)))
+            return held[-1]
+
+    now = [100.0]
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10", backup_linger_ms=0,
+                     backup_lag_max=30, backup_stall_max=0.5)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=0, rate=0.0),
+                      lambda a: Stalling() if a == "s2" else net.peer(a), clock=lambda: now[0])
+    try:
+        fill(nu, 20)
+        nu._backup_loop()  # 1..20 sent; no answer
+        nu.source.total = 100
+        for _ in range(20):
+            nu._source_loop()
+        assert nu.oqu.last == 30 and nu._backup_room() == 0  # backup_lag_max: the source waits for the standby
+        nu._apply_level1(1, Checkpoint(25, 10))
+        assert nu.oqu.trimmed_through == 20  # held at what was cut for the standby
+        now[0] += 0.6
+        assert nu._backup_room() > 1000 and nu.counters["standby_out_of_sync"] == 1
+        assert nu.snapshot()["standby_in_sync"] is False
+        fill(nu, 60)
+        nu._apply_level1(1, Checkpoint(50, 20))
+        assert nu.oqu.trimmed_through == 50  # the trim no longer waits either
+        held[0].fail("DEADLINE_EXCEEDED")
+        nu._backup_loop()
+        now[0] += 0.3  # past the retry delay: a resync call goes, and hangs as well
+        nu._backup_loop()
+        assert held[-1].call is not None and not held[-1].answered and len(held) == 2
+        assert nu._backup_room() > 1000 and nu.counters["standby_out_of_sync"] == 1  # still out of sync
+        held[-1].answer()
+        nu._backup_loop()  # the resync: the standby holds 20, behind the trim point
+        assert nu.snapshot()["standby_in_sync"] is True
+        nu._backup_loop()
+        held[-1].answer()
+        nu._backup_loop()
+        assert s2.received_through == 60 and s2.counters["jumps"] == 1 and not s2.errors
+        assert nu._backup_room() == 30  # bounded again
+    finally:
+        nu.stop()
+        s2.stop()
+
+
 @pytest.mark.parametrize("rpc", ["Push", "Backup", "Deliver", "Heartbeat", "Takeover", "RegisterStandby"])
 def test_bytes_that_are_not_protobuf_get_invalid_argument_and_one_log_line(net, primary, rpc, caplog):
     caplog.set_level("WARNING", logger="lazystandby")

@@ -80,6 +80,10 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           runners=_BOTH),
     Fault("pause-downstream", "Nd is stopped for 2 s: acks stop, N's OQ fills and backpressure reaches Nu; no "
           "livelock however small OQ is; Nd's output is exact", (Step("downstream", Action.PAUSE, duration=2.0),)),
+    Fault("pause-standby", "N' is stopped for 2 s under load: no failover; once a backup call has gone unanswered for "
+          "backup_stall_max, Nu counts N' out of sync (one WARN, lazystandby_standby_in_sync 0) and neither its "
+          "source nor OQu's trim waits for it; when N' answers it skips to a checkpoint and is in sync again; "
+          "Nd's output is exact", (Step("standby", Action.PAUSE, duration=2.0),)),
     Fault("kill-primary-repeatedly", "the primary is killed three times; after each takeover a spare standby "
           "starts empty, registers with Nu, learns the primary from it, is re-seeded from the trim point, and "
           "takes over at the next kill (epochs 2, 3, 4); Nd's output is exact",
@@ -98,6 +102,10 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "N's place registers with Nu, learns the dead primary, takes over; Nd's output is exact",
           (Step("standby", Action.KILL), Step("primary", Action.KILL, delay=2.0),
            Step("primary", Action.START, delay=3.0)), takes_over=True),
+    Fault("pause-standby-then-kill-primary", "N' is stopped for 2 s (out of sync: the pipeline goes on without it, "
+          "and Nu trims past what it holds); N is killed 0.1 s after N' resumes, while it catches up: N' takes "
+          "over from the checkpoint it skipped to and Nu's resend; Nd's output is exact",
+          (Step("standby", Action.PAUSE, duration=2.0), Step("primary", Action.KILL, delay=0.1)), takes_over=True),
     Fault("kill-primary-then-pause-downstream", "N' takes over while Nd is stopped for 2 s; the takeover waits "
           "for Nd; Nd's output is exact",
           (Step("primary", Action.KILL), Step("downstream", Action.PAUSE, delay=0.2, duration=2.0)),

@@ -78,6 +78,8 @@ class UpstreamNode(NodeBase):
         self._encoder_reset = False
         self._backup_gen = 0
         self._inflight: _BackupCall | None = None
+        self._awaiting_since: float | None = None  # when the backup call now in flight was sent
+        self._out_of_sync_since: float | None = None  # since when the standby is out of sync (backup_stall_max)
         self.backup_encode_seconds = 0.0  # time spent cutting and compressing runs
         self.backup_call_seconds = 0.0  # time backup calls were in flight
         self.fence = self.state.fence
@@ -187,7 +189,25 @@ class UpstreamNode(NodeBase):
         """Whether the backup holds the pipeline back (backup_lag_max): only while a standby answers. One
         that fails is retried later and holds up nothing (its backlog is trimmed by Level-1 acks meanwhile)."""
         return bool(self.cfg.backup_lag_max and self.standby is not None and self.cfg.bsize is not None
-                    and self.clock() >= self.standby_retry_at)
+                    and self.clock() >= self.standby_retry_at and self._standby_in_sync())
+
+    def _standby_in_sync(self) -> bool:
+        """Holding the lock: False from the moment a backup call has gone unanswered for backup_stall_max
+        until a call succeeds (a failed one, a timeout after a pause, does not bring it back: the retry
+        would hang as long). Nu then neither waits for the standby nor holds OQu's trim back for it; when it
+        answers, it skips to the checkpoint (`_skip_trimmed`). The first look past the limit counts and
+        logs the change."""
+        if self._out_of_sync_since is not None:
+            return False
+        since, stall = self._awaiting_since, self.cfg.backup_stall_max
+        if since is None or not stall or self.clock() - since < stall:
+            return True
+        self._out_of_sync_since = since
+        self.counters["standby_out_of_sync"] += 1
+        self.log.warning("%s: standby %s has not answered a backup call for %.1f s: out of sync, the source "
+                         "and OQu's trim no longer wait for it (it catches up by a checkpoint when it answers)",
+                         self.name, self.standby.address if self.standby else "", self.clock() - since)
+        return False
 
     def _backup_room(self) -> int:
         """How many more tuples the source may admit before the standby falls more than backup_lag_max
@@ -372,6 +392,8 @@ class UpstreamNode(NodeBase):
         if prepared.peer is not self.standby or prepared.gen != self._backup_gen:
             return  # a failure or a new standby since it was cut: the batcher was rewound meanwhile
         prepared.sent_at = self.clock()
+        with self.lock:
+            self._awaiting_since = prepared.sent_at
         prepared.pending = prepared.peer.backup_async(prepared.frame, self.cfg.rpc_timeout)
         if prepared.pending.done():  # a transport that answers at once (in memory): nothing to overlap
             self._finish_backup(prepared)
@@ -462,6 +484,7 @@ class UpstreamNode(NodeBase):
             assert call.pending is not None
             ack = call.pending.result()
         except PeerError as e:
+            self._answered(call, ok=False)
             if peer is self.standby:
                 self.links.note("standby", peer.address, e)
             with self.lock:
@@ -478,6 +501,7 @@ class UpstreamNode(NodeBase):
                 self.standby_retry_at = self.clock() + retry.delay
                 self._trim()  # the backup holds nothing back while the standby is not answering
             return
+        self._answered(call, ok=True)
         with self.lock:
             if peer is not self.standby or call.gen != self._backup_gen:
                 return
@@ -508,6 +532,16 @@ class UpstreamNode(NodeBase):
             self.counters["backup_rpcs"] += 1
             self.backup_encode_seconds += call.encode_s
             self.backup_call_seconds += self.clock() - call.sent_at
+
+    def _answered(self, call: _BackupCall, *, ok: bool) -> None:
+        """A backup call came back; one that succeeded brings an out-of-sync standby back in sync."""
+        with self.lock:
+            if self._awaiting_since == call.sent_at:
+                self._awaiting_since = None
+            if ok and self._out_of_sync_since is not None:
+                self.log.info("%s: standby %s answered again after %.1f s out of sync", self.name,
+                              call.peer.address, self.clock() - self._out_of_sync_since)
+                self._out_of_sync_since = None
 
     # --- failover and membership -----------------------------------------------------------------------
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
@@ -612,6 +646,7 @@ class UpstreamNode(NodeBase):
             "backup_skipped": self.batcher.skipped,
             "backup_encode_seconds": round(self.backup_encode_seconds, 3),
             "backup_call_seconds": round(self.backup_call_seconds, 3),
+            "standby_in_sync": self.standby is not None and self._out_of_sync_since is None,
             "cursor": self.cursor,
             "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
             "primary": self.primary_addr,
