@@ -146,7 +146,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
         c.kill()
     elif fault.action is Action.PAUSE:
         c.pause()
-        time.sleep(5)
+        time.sleep(fault.steps[0].duration or 5)  # 0: well past the detector's timeout
         c.unpause()
     elif fault.action is Action.KILL_REPEATEDLY:
         rounds = kill_repeatedly(client, t0)

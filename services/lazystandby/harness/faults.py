@@ -83,7 +83,7 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
     Fault("pause-standby", "N' is stopped for 2 s under load: no failover; once a backup call has gone unanswered for "
           "backup_stall_max, Nu counts N' out of sync (one WARN, lazystandby_standby_in_sync 0) and neither its "
           "source nor OQu's trim waits for it; when N' answers it skips to a checkpoint and is in sync again; "
-          "Nd's output is exact", (Step("standby", Action.PAUSE, duration=2.0),)),
+          "Nd's output is exact", (Step("standby", Action.PAUSE, duration=2.0),), runners=_BOTH),
     Fault("kill-primary-repeatedly", "the primary is killed three times; after each takeover a spare standby "
           "starts empty, registers with Nu, learns the primary from it, is re-seeded from the trim point, and "
           "takes over at the next kill (epochs 2, 3, 4); Nd's output is exact",
