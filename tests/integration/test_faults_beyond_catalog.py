@@ -185,3 +185,9 @@ def test_a_primary_killed_while_the_standby_catches_up_after_a_pause_is_exact():
                   timeout=90)
     exact(r)
     assert r["failovers"] == 1 and r["after"]["nu"]["counters"]["standby_out_of_sync"] == 1
+
+
+def test_a_paused_upstream_resumes_where_it_was_without_a_failover():
+    r = run_trial(fault="pause-upstream", total=400_000, rate=100_000, kill_after=0.8, timeout=90, extra=CALM)
+    exact(r)
+    assert r["failovers"] == 0 and r["after"]["n"]["role"] == "primary"

@@ -181,8 +181,8 @@ def test_the_fault_catalog_is_data_every_runner_can_read():
     assert {"kill-primary-then-upstream", "kill-standby-then-primary", "kill-upstream-and-primary"} <= {
         n for n, f in CATALOG.items() if f.double}
     assert set(for_runner(Runner.CONTAINERS)) == {"kill-primary", "pause-primary", "kill-standby", "pause-standby",
-                                                 "kill-upstream-restart", "kill-downstream-restart",
-                                                 "kill-primary-repeatedly"}
+                                                 "pause-upstream", "kill-upstream-restart",
+                                                 "kill-downstream-restart", "kill-primary-repeatedly"}
 
 
 def test_the_fault_docs_list_every_fault_of_the_catalog():

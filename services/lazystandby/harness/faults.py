@@ -84,6 +84,10 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "backup_stall_max, Nu counts N' out of sync (one WARN, lazystandby_standby_in_sync 0) and neither its "
           "source nor OQu's trim waits for it; when N' answers it skips to a checkpoint and is in sync again; "
           "Nd's output is exact", (Step("standby", Action.PAUSE, duration=2.0),), runners=_BOTH),
+    Fault("pause-upstream", "Nu is stopped for 2 s under load: admission stops and N and N' wait (no failover: N' "
+          "watches N, not Nu); Nu resumes where it was, its calls that timed out are resent and the receivers "
+          "drop what they already hold; Nd's output is exact", (Step("upstream", Action.PAUSE, duration=2.0),),
+          runners=_BOTH),
     Fault("kill-primary-repeatedly", "the primary is killed three times; after each takeover a spare standby "
           "starts empty, registers with Nu, learns the primary from it, is re-seeded from the trim point, and "
           "takes over at the next kill (epochs 2, 3, 4); Nd's output is exact",
