@@ -85,9 +85,9 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "source nor OQu's trim waits for it; when N' answers it skips to a checkpoint and is in sync again; "
           "Nd's output is exact", (Step("standby", Action.PAUSE, duration=2.0),), runners=_BOTH),
     Fault("pause-upstream", "Nu is stopped for 2 s under load: admission stops and N and N' wait (no failover: N' "
-          "watches N, not Nu); Nu resumes where it was, its calls that timed out are resent and the receivers "
-          "drop what they already hold; Nd's output is exact", (Step("upstream", Action.PAUSE, duration=2.0),),
-          runners=_BOTH),
+          "watches N, not Nu); Nu resumes where it was, and after a call that timed out while it was stopped "
+          "it asks the receiver what it holds (a resync) and goes on from there; Nd's output is exact",
+          (Step("upstream", Action.PAUSE, duration=2.0),), runners=_BOTH),
     Fault("kill-primary-repeatedly", "the primary is killed three times; after each takeover a spare standby "
           "starts empty, registers with Nu, learns the primary from it, is re-seeded from the trim point, and "
           "takes over at the next kill (epochs 2, 3, 4); Nd's output is exact",
