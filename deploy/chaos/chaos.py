@@ -58,7 +58,7 @@ def container(client: docker.DockerClient, service: str):
 def stack_check() -> dict:
     out = compose("run", "--rm", "--no-deps", "--entrypoint", "python", "generator", "-m", "lazystandby.cli",
                   "stack-check", "--status", "N'=n-standby:50051,N2=n-standby-2:50051,N3=n-standby-3:50051,"
-                  "Nd=nd:50051", check=False)
+                  "Nd=nd:50051,Nu=nu:50051", check=False)
     if out.returncode != 0:
         # A check can fail while the stack is still settling (a broker busy, a node restarting): try again.
         return {"got": 0, "expected": 0, "check_error": out.stderr.strip().splitlines()[-3:]}
@@ -170,6 +170,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
         if result["got"] >= result["expected"] > 0:
             break
         time.sleep(3)
+    nu = result.get("nodes", {}).get("Nu", {}) or {}
     if rounds:
         recovery_ms = max(r["recovery_ms"] for r in rounds)
     else:
@@ -178,6 +179,9 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     out = {"fault": fault.name, "expect": fault.expect, "lost": result.get("lost"),
            "duplicated": result.get("duplicated"), "expected": result.get("expected"), "got": result.get("got"),
            "recovery_ms": recovery_ms, "check_error": result.get("check_error"),
+           # Nu's view of its standby: how often it fell out of sync (backup_stall_max), and whether it is now.
+           "standby_out_of_sync": nu.get("counters", {}).get("standby_out_of_sync", 0),
+           "standby_in_sync": nu.get("standby_in_sync"),
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
     if rounds:
         out["rounds"] = rounds

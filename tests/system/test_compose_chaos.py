@@ -21,6 +21,15 @@ def test_kill_the_primary_container_under_load(stack_images):
     assert r["recovery_ms"] is not None and r["recovery_ms"] < 30_000
 
 
+def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(stack_images):
+    """docker pause of N' for 2 s under load: Nu stops waiting for it (out of sync) and takes it back."""
+    r = chaos.run_clean("pause-standby", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    assert r["standby_out_of_sync"] >= 1 and r["standby_in_sync"] is True, r
+    assert r["recovery_ms"] is None  # no failover
+
+
 def test_kill_the_primary_three_times_with_a_new_standby_each_time(stack_images):
     r = chaos.run_clean("kill-primary-repeatedly", docker.from_env())
     assert r["ok"], r
