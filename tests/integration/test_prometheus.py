@@ -43,6 +43,34 @@ def test_standby_down_alert_fires_when_the_standby_is_killed():
             assert not [a for a in prom.alerts() if a["labels"]["alertname"] == "PrimaryDownNoFailover"]
 
 
+def test_standby_out_of_sync_fires_while_a_paused_standby_holds_a_call_and_clears_when_it_answers():
+    """rpc_timeout 30 s: the paused standby's call hangs without failing, so Nu still counts the link up
+    (no NoStandby) while it no longer waits for the standby (out of sync)."""
+    work = Path(tempfile.mkdtemp())
+    with Topology({"total": 0, "rate": 2000.0, "rpc_timeout": 30.0}, work) as topo:
+        topo.start_all()
+        targets = {JOBS[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()}
+        with LocalPrometheus(work / "prom", targets, short_for=True) as prom:
+            def firing(name: str) -> list:
+                return [a for a in prom.alerts() if a["labels"]["alertname"] == name and a["state"] == "firing"]
+
+            time.sleep(3)
+            assert not firing("StandbyOutOfSync")
+            topo.signal("n2", signal.SIGSTOP)
+            try:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and not firing("StandbyOutOfSync"):
+                    time.sleep(0.5)
+                assert firing("StandbyOutOfSync"), prom.alerts()
+                assert not firing("NoStandby") and topo.status("nu")["standby_in_sync"] is False
+            finally:
+                topo.signal("n2", signal.SIGCONT)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and firing("StandbyOutOfSync"):
+                time.sleep(0.5)
+            assert not firing("StandbyOutOfSync") and topo.status("nu")["standby_in_sync"] is True
+
+
 def test_every_panel_query_returns_data_after_a_failover():
     s = dashboards_check.run(settle=8.0)
     assert s["failovers"] == 1
