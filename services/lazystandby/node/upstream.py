@@ -97,7 +97,7 @@ class UpstreamNode(NodeBase):
         self.received_by_primary = 0
         self._resync_primary = False
         self._resync_backup = False
-        # After a resync, the checkpoint the standby's next run starts just after (when it must skip ahead).
+        # The checkpoint the standby's next run starts just after, when it must skip ahead (`_skip_trimmed`).
         self._backup_jump: Checkpoint | None = None
         self._last_send = self.clock()
         self._primary_backoff = Backoff()
@@ -454,11 +454,11 @@ class UpstreamNode(NodeBase):
 
     def _skip_trimmed(self) -> None:
         """Holding the lock: when Level-1 acks trimmed OQu past what was cut for the standby (it did not
-        answer meanwhile, or the backup is not bounded), the next run starts after the checkpoint and
-        carries it (an ordinary jump, `_backup_jump`). Cut from the trim point, which a bounded trim can
-        leave behind the checkpoint, with the newest checkpoint, the run skipped into covered positions:
-        refused as a gap whenever the standby's last heartbeat of the primary was older than that
-        checkpoint, then a resync and a new codec session."""
+        answer meanwhile, the backup is not bounded, or a resync found it behind the trim point), the next
+        run starts after the checkpoint and carries it (an ordinary jump, `_backup_jump`). Cut from the
+        trim point, which a bounded trim can leave behind the checkpoint, with the newest checkpoint, the
+        run skipped into covered positions: refused as a gap whenever the standby's last heartbeat of the
+        primary was older than that checkpoint, then a resync and a new codec session."""
         ckpt = self.checkpoint
         if self.batcher.batched_through < self.oqu.trimmed_through <= ckpt.input_pos:
             self.batcher.skip_covered(ckpt.input_pos)
@@ -510,16 +510,10 @@ class UpstreamNode(NodeBase):
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if call.resync:
                 # The standby's applied position is the truth after an error or a registration; re-cut from
-                # there, as a new generation: its first batches go at once, without gathering.
-                held = ack.applied_through
-                if held < self.oqu.trimmed_through:
-                    # Nu no longer holds what comes next for it: the standby must skip ahead, which it does
-                    # only to the checkpoint its frame carries (or to a later one it has seen the primary
-                    # reach: cut from the trim point, behind the checkpoint, the run was refused as a gap
-                    # whenever the standby's last heartbeat of the primary was older than the checkpoint).
-                    self._backup_jump = self.checkpoint
-                    held = self.checkpoint.input_pos
-                self.batcher.restart(held)
+                # there, as a new generation: its first batches go at once, without gathering. One that holds
+                # less than the trim point skips to the checkpoint with its next run (`_skip_trimmed`).
+                self.batcher.restart(ack.applied_through)
+                self._skip_trimmed()
                 self._resync_backup = False
                 self._backup_gen += 1
                 return
