@@ -62,7 +62,9 @@ def _metric(port: int, name: str, **labels) -> float | None:
 def test_no_standby_then_no_primary_stalls_loudly_and_recovers_exactly():
     work = Path(tempfile.mkdtemp(prefix="lazystandby-stall-"))
     total, rate = 120_000, 4000.0
-    with Topology({"total": total, "rate": rate, "heartbeat_interval": 0.1, "heartbeat_misses": 3}, work) as topo:
+    # CALM: with 0.1 s x 3, a heartbeat starved at start-up once made N' take over before the kills, and
+    # Nu then had no standby to report missing.
+    with Topology({"total": total, "rate": rate, **CALM}, work) as topo:
         topo.start_all()
         jobs = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
         with LocalPrometheus(work / "prom", {jobs[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()},
