@@ -19,7 +19,7 @@ from pathlib import Path
 
 import docker
 
-from lazystandby.harness.faults import Action, Fault, Runner, for_runner
+from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "lazystandby"
@@ -133,29 +133,80 @@ def say(msg: str) -> None:
     print(f"[{time.monotonic() - STARTED:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
+def start_spare(client: docker.DockerClient) -> str:
+    """A new, empty standby in a place whose node was killed: the first spare not running yet. It registers
+    with Nu and learns the primary from it, as the process runner's START does."""
+    for _, _, spare in CHAIN:
+        if spare is None:
+            break
+        try:
+            running = container(client, spare).status == "running"
+        except RuntimeError:
+            running = False
+        if not running:
+            compose("up", "-d", "--no-deps", spare)
+            return spare
+    raise RuntimeError("every spare standby is running already")
+
+
+def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
+    """One step of a fault on its container; what it did, for the fault's report."""
+    if step.action is Action.KILL_REPEATEDLY:
+        return {"rounds": kill_repeatedly(client, t_first)}
+    if step.action is Action.START:
+        return {"started": start_spare(client)}
+    c = container(client, SERVICE_OF_ROLE[step.target])
+    if step.action is Action.KILL:
+        c.kill()
+    elif step.action is Action.PAUSE:
+        c.pause()
+        time.sleep(step.duration or 5)  # 0: well past the detector's timeout
+        c.unpause()
+    else:
+        assert step.action is Action.RESTART, step.action
+        c.kill()
+        time.sleep(1)
+        c.start()
+    return {}
+
+
+def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0) -> tuple[float, list[dict]]:
+    """`fault`'s steps in order, with their timings (as the process runner's `inject`): the time of the
+    first step and one event per step."""
+    t_first, events = 0.0, []
+    for step in fault.steps:
+        if step.after == "takeover":
+            wait_for("Nu to accept a takeover", lambda: bool(node_status("nu").get("takeovers")), timeout, 0.05)
+        if step.delay:
+            time.sleep(step.delay)
+        at = time.time()
+        t_first = t_first or at
+        out = apply(step, client, t_first)
+        events.append({"at": at, "target": step.target, "action": str(step.action), **out})
+        say(f"{fault.name}: {step.action} {step.target} done")
+    return t_first, events
+
+
+def took_over_last(nodes: dict, t0: float) -> tuple[str | None, float | None]:
+    """The node that took over last (by epoch; stack-check's name) and the time from the first step to its
+    going live, or (None, None) when nobody took over."""
+    live = [(s.get("epoch", 0), s["recovery"]["live_at"], name) for name, s in nodes.items()
+            if isinstance(s, dict) and s.get("role") == "primary" and (s.get("recovery") or {}).get("live_at")]
+    if not live:
+        return None, None
+    _, at, name = max(live)
+    return name, round((at - t0) * 1000, 1)
+
+
 def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> dict:
     say(f"{fault.name}: starting the stack (operator {os.environ.get('LS_OPERATOR', 'the compose default')})")
     compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES, total=fault.load)
     compose("up", "-d", "generator", total=fault.load)
     say(f"{fault.name}: stack healthy; load of {fault.load:,} ticks on")
     time.sleep(4)  # load on
-    c = container(client, SERVICE_OF_ROLE[fault.target])
-    t0 = time.time()
-    rounds: list[dict] = []
-    if fault.action is Action.KILL:
-        c.kill()
-    elif fault.action is Action.PAUSE:
-        c.pause()
-        time.sleep(fault.steps[0].duration or 5)  # 0: well past the detector's timeout
-        c.unpause()
-    elif fault.action is Action.KILL_REPEATEDLY:
-        rounds = kill_repeatedly(client, t0)
-    else:
-        assert fault.action is Action.RESTART
-        c.kill()
-        time.sleep(1)
-        c.start()
-    say(f"{fault.name}: {fault.action} {fault.target} done; waiting for the load to finish")
+    t0, events = inject(fault, client)
+    rounds: list[dict] = next((e["rounds"] for e in events if "rounds" in e), [])
+    say(f"{fault.name}: every step done; waiting for the load to finish")
     gen = container(client, "generator")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -171,18 +222,20 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
             break
         time.sleep(3)
     nu = result.get("nodes", {}).get("Nu", {}) or {}
+    new_primary, took = took_over_last(result.get("nodes", {}), t0)
     if rounds:
-        recovery_ms = max(r["recovery_ms"] for r in rounds)
-    else:
-        rec = (result.get("nodes", {}).get("N'", {}) or {}).get("recovery") or {}
-        recovery_ms = round((rec["live_at"] - t0) * 1000, 1) if rec.get("live_at") else None
+        took = max(r["recovery_ms"] for r in rounds)
     out = {"fault": fault.name, "expect": fault.expect, "lost": result.get("lost"),
            "duplicated": result.get("duplicated"), "expected": result.get("expected"), "got": result.get("got"),
-           "recovery_ms": recovery_ms, "check_error": result.get("check_error"),
+           "recovery_ms": took, "new_primary": new_primary, "check_error": result.get("check_error"),
            # Nu's view of its standby: how often it fell out of sync (backup_stall_max), and whether it is now.
            "standby_out_of_sync": nu.get("counters", {}).get("standby_out_of_sync", 0),
            "standby_in_sync": nu.get("standby_in_sync"),
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
+    if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
+        out["ok"] = out["ok"] and took is not None
+    out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
+                     **({"started": e["started"]} if "started" in e else {})} for e in events]
     if rounds:
         out["rounds"] = rounds
         out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]

@@ -30,6 +30,20 @@ def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_e
     assert r["recovery_ms"] is None  # no failover
 
 
+def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(stack_images):
+    """A double fault as a sequence of steps with their delays: N' killed, N 2 s later, a spare standby
+    started 3 s after that; it learns the dead primary from Nu and takes over in epoch 2."""
+    r = chaos.run_clean("kill-standby-then-primary", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    steps = r["steps"]
+    assert [(s["action"], s["target"]) for s in steps] == [("kill", "standby"), ("kill", "primary"),
+                                                           ("start", "primary")], steps
+    assert steps[1]["at_s"] >= 2.0 and steps[2]["at_s"] - steps[1]["at_s"] >= 3.0, steps
+    assert steps[2]["started"] == "n-standby-2" and r["new_primary"] == "N2", r
+    assert r["recovery_ms"] is not None and r["recovery_ms"] > steps[2]["at_s"] * 1000, r
+
+
 def test_kill_the_primary_three_times_with_a_new_standby_each_time(stack_images):
     r = chaos.run_clean("kill-primary-repeatedly", docker.from_env())
     assert r["ok"], r

@@ -180,9 +180,11 @@ def test_the_fault_catalog_is_data_every_runner_can_read():
     assert all(f.expect and f.steps for f in CATALOG.values())
     assert {"kill-primary-then-upstream", "kill-standby-then-primary", "kill-upstream-and-primary"} <= {
         n for n, f in CATALOG.items() if f.double}
-    assert set(for_runner(Runner.CONTAINERS)) == {"kill-primary", "pause-primary", "kill-standby", "pause-standby",
-                                                 "pause-upstream", "kill-upstream-restart",
-                                                 "kill-downstream-restart", "kill-primary-repeatedly"}
+    assert set(for_runner(Runner.CONTAINERS)) == {
+        "kill-primary", "pause-primary", "kill-standby", "pause-standby", "pause-upstream", "pause-downstream",
+        "kill-upstream-restart", "kill-downstream-restart", "kill-primary-repeatedly",
+        "kill-primary-then-upstream", "kill-upstream-and-primary", "kill-standby-then-primary",
+        "pause-standby-then-kill-primary", "kill-primary-then-pause-downstream"}
 
 
 def test_the_fault_docs_list_every_fault_of_the_catalog():

@@ -79,7 +79,8 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "results topic, or its file, and loses or repeats nothing", (Step("downstream", Action.RESTART),),
           runners=_BOTH),
     Fault("pause-downstream", "Nd is stopped for 2 s: acks stop, N's OQ fills and backpressure reaches Nu; no "
-          "livelock however small OQ is; Nd's output is exact", (Step("downstream", Action.PAUSE, duration=2.0),)),
+          "livelock however small OQ is; Nd's output is exact", (Step("downstream", Action.PAUSE, duration=2.0),),
+          runners=_BOTH),
     Fault("pause-standby", "N' is stopped for 2 s under load: no failover; once a backup call has gone unanswered for "
           "backup_stall_max, Nu counts N' out of sync (one WARN, lazystandby_standby_in_sync 0) and neither its "
           "source nor OQu's trim waits for it; when N' answers it skips to a checkpoint and is in sync again; "
@@ -97,23 +98,24 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "and restarted: the takeover was durable before Nu answered, so the restarted Nu knows the new primary "
           "and epoch; Nd's output is exact",
           (Step("primary", Action.KILL), Step("upstream", Action.RESTART, after="takeover")),
-          kafka=True, takes_over=True),
+          runners=_BOTH, kafka=True, takes_over=True),
     Fault("kill-upstream-and-primary", "Nu and N die together; Nu restarts; N' takes over at the restarted Nu; "
           "Nd's output is exact", (Step("primary", Action.KILL), Step("upstream", Action.RESTART)),
-          kafka=True, takes_over=True),
+          runners=_BOTH, kafka=True, takes_over=True),
     Fault("kill-standby-then-primary", "N' is killed, then N 2 s later: the pipeline stalls, loudly (WARN lines "
           "for the failed links, lazystandby_peer_up 0, NoStandby and PipelineStalled); a new standby started in "
           "N's place registers with Nu, learns the dead primary, takes over; Nd's output is exact",
           (Step("standby", Action.KILL), Step("primary", Action.KILL, delay=2.0),
-           Step("primary", Action.START, delay=3.0)), takes_over=True),
+           Step("primary", Action.START, delay=3.0)), runners=_BOTH, takes_over=True),
     Fault("pause-standby-then-kill-primary", "N' is stopped for 2 s (out of sync: the pipeline goes on without it, "
           "and Nu trims past what it holds); N is killed 0.1 s after N' resumes, while it catches up: N' takes "
           "over from the checkpoint it skipped to and Nu's resend; Nd's output is exact",
-          (Step("standby", Action.PAUSE, duration=2.0), Step("primary", Action.KILL, delay=0.1)), takes_over=True),
+          (Step("standby", Action.PAUSE, duration=2.0), Step("primary", Action.KILL, delay=0.1)),
+          runners=_BOTH, takes_over=True),
     Fault("kill-primary-then-pause-downstream", "N' takes over while Nd is stopped for 2 s; the takeover waits "
           "for Nd; Nd's output is exact",
           (Step("primary", Action.KILL), Step("downstream", Action.PAUSE, delay=0.2, duration=2.0)),
-          takes_over=True),
+          runners=_BOTH, takes_over=True),
     Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
           (Step("downstream", Action.FORGE_DELIVER),)),
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),
