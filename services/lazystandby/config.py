@@ -99,6 +99,8 @@ class NodeConfig:
     # failure detection
     heartbeat_interval: float = 0.1
     heartbeat_misses: int = 3
+    # Seconds a standby gives a primary it has not heard from yet before late heartbeats count against it.
+    heartbeat_grace: float = 2.0
     rpc_timeout: float = 2.0
     # framing and queues
     frame_max: int = 4096
@@ -187,7 +189,7 @@ class NodeConfig:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
                      "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max",
-                     "backup_stall_max"):
+                     "backup_stall_max", "heartbeat_grace"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
@@ -239,6 +241,8 @@ HELP: dict[str, str] = {
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
+    "heartbeat_grace": "seconds a standby gives a primary it has not heard from yet (a starting one) before "
+                       "missed heartbeats count; a refusing port is suspected after one interval; 0 = none",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends",

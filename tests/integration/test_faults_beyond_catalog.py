@@ -96,6 +96,41 @@ def test_no_standby_then_no_primary_stalls_loudly_and_recovers_exactly():
             assert res.ok, res
 
 
+@pytest.mark.parametrize("grace", [2.0, 0.0], ids=["grace", "no-grace"])
+def test_a_primary_that_answers_nothing_at_start_up_gets_the_grace_not_a_takeover(grace):
+    """N stopped before N' ever heard from it, for 1.2 s, with the 0.1 s x 3 detector: within
+    heartbeat_grace N' waits (no takeover); without it (0, the control) it takes over after 0.3 s. Exact
+    output either way."""
+    work = Path(tempfile.mkdtemp(prefix="lazystandby-grace-"))
+    total = 20_000
+    settings = {"total": total, "rate": 10_000.0, "heartbeat_interval": 0.1, "heartbeat_misses": 3,
+                "heartbeat_grace": grace}
+    with Topology(settings, work) as topo:
+        for key in ("nd", "n"):
+            topo.start(key)
+            topo.wait_ready(key)
+        topo.signal("n", signal.SIGSTOP)  # a primary busy from the start: no heartbeat answered
+        stopped = time.monotonic()
+        for key in ("n2", "nu"):
+            topo.start(key)
+            topo.wait_ready(key)
+        assert wait_until(lambda: topo.status("n2")["heartbeat_misses_total"] >= 3, 30, step=0.02)
+        n2 = topo.status("n2")
+        assert n2["primary_heard"] is False
+        time.sleep(max(0.0, 1.2 - (time.monotonic() - stopped)))
+        topo.signal("n", signal.SIGCONT)
+        expected = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
+        assert wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), 60)
+        time.sleep(0.3)
+        res = compare(expected, [(o, s, q) for o, s, q, _ in read_output_file(topo.sink)])
+        assert res.ok, res
+        nd, n2 = topo.status("nd"), topo.status("n2")
+        if grace:
+            assert nd["takeovers"] == [] and n2["role"] == "standby" and n2["primary_heard"] is True, (nd, n2)
+        else:
+            assert len(nd["takeovers"]) == 1 and n2["role"] == "primary", (nd, n2)
+
+
 # --- 3. Forged calls from a client; with TLS, clients without a node certificate ------------------------
 @pytest.mark.parametrize("name", ["forged-deliver", "forged-push", "forged-backup"])
 def test_forged_calls_change_nothing(name):

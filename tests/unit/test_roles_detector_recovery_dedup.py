@@ -95,6 +95,42 @@ def test_a_timeout_between_refusals_restarts_the_refusal_window_and_an_answer_en
     assert not d.suspects(0.35) and d.suspects(0.4)
 
 
+def test_a_primary_not_heard_from_yet_gets_the_grace_before_late_heartbeats_count():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, grace=2.0)
+    for t in (0.1, 0.2, 0.3):
+        d.missed(t)
+    assert not d.suspects(0.45) and d.suspected_at is None  # without the grace: suspected here
+    assert not d.suspects(2.0)
+    assert d.suspects(2.01) and d.suspected_at == 2.01
+
+
+def test_the_grace_ends_with_the_first_answer_and_never_covers_a_refusing_port():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, grace=2.0)
+    d.missed(0.1, refused=True)
+    d.missed(0.15, refused=True)
+    assert d.suspects(0.2)  # nothing listens: a dead primary, however new
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, grace=2.0)
+    d.ok(0.1, rtt=0.001)
+    for t in (0.2, 0.3, 0.4):
+        d.missed(t)
+    assert d.suspects(0.4)  # heard once: the detector's own timing
+
+
+def test_waiting_to_register_is_not_hearing_and_a_refused_takeover_keeps_what_was_heard():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, grace=2.0)
+    d.waiting(5.0)  # not registered yet: the grace starts from the last wait
+    assert not d.heard
+    for t in (5.1, 5.2, 5.3):
+        d.missed(t)
+    assert not d.suspects(6.9) and d.suspects(7.01)
+    d.ok(8.0, rtt=0.001)
+    d.restart(9.0)
+    assert d.heard and d.suspected_at is None
+    for t in (9.1, 9.2, 9.3):
+        d.missed(t)
+    assert d.suspects(9.3)
+
+
 def test_plan_replays_only_what_nd_lacks_and_asks_for_what_we_never_received():
     p = plan_takeover(epoch=2, delivered_through=100, received_through=500, oq_first=90, oq_last=130)
     assert (p.replay_from, p.replay_count, p.resend_from) == (101, 30, 501)

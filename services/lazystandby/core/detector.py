@@ -6,6 +6,12 @@ on its port, so its process is gone (a slow or paused one would still hold the p
 drops connections rather than refusing them). Refusals that go on for one whole interval (the standby asks
 again every quarter interval meanwhile) are a failure without waiting out `allowed_misses` intervals.
 
+A primary the standby has not heard from yet (since it started, or came back to standby) gets `grace`
+seconds before late answers count: on two busy cores a primary that has just started (its first frames,
+its operator warming up) once left the first heartbeats unanswered for 308 ms, and the standby took over
+from a live primary. A refusing port is still suspected after one interval: that is a dead process, not a
+slow one.
+
 Clocks are injected (`now` arguments) so the detector is tested without sleeping.
 """
 
@@ -15,11 +21,13 @@ from __future__ import annotations
 class FailureDetector:
     """Counts consecutive missed heartbeats; a paused primary misses them just like a dead one."""
 
-    def __init__(self, interval: float, allowed_misses: int, now: float) -> None:
-        if interval <= 0 or allowed_misses < 1:
-            raise ValueError("heartbeat interval must be > 0 and allowed misses >= 1")
+    def __init__(self, interval: float, allowed_misses: int, now: float, grace: float = 0.0) -> None:
+        if interval <= 0 or allowed_misses < 1 or grace < 0:
+            raise ValueError("heartbeat interval must be > 0, allowed misses >= 1 and grace >= 0")
         self.interval = interval
         self.allowed_misses = allowed_misses
+        self.grace = grace
+        self.heard = False  # a primary has answered since this detector started
         self.last_ok = now
         self.misses = 0
         self.last_rtt = 0.0
@@ -31,7 +39,21 @@ class FailureDetector:
     def timeout(self) -> float:
         return self.interval * self.allowed_misses
 
+    def waiting(self, now: float) -> None:
+        """Nothing to watch yet (not registered: no primary known): time does not count against one."""
+        self.last_ok = now
+        self.misses = 0
+        self.refused_since = None
+
+    def restart(self, now: float) -> None:
+        """Watch again from `now` (a takeover that was refused): what was heard before still counts, so the
+        grace is not given twice."""
+        self.waiting(now)
+        self.suspected_at = None
+
     def ok(self, now: float, rtt: float) -> None:
+        """The primary answered."""
+        self.heard = True
         self.last_ok = now
         self.last_rtt = rtt
         self.misses = 0
@@ -51,8 +73,11 @@ class FailureDetector:
         return self.interval / 4 if self.refused_since is not None else self.interval
 
     def suspects(self, now: float) -> bool:
-        failed = (self.misses >= self.allowed_misses or now - self.last_ok > self.timeout + self.interval
-                  or (self.refused_since is not None and now - self.refused_since >= self.interval))
+        refusing = self.refused_since is not None and now - self.refused_since >= self.interval
+        late = self.misses >= self.allowed_misses or now - self.last_ok > self.timeout + self.interval
+        if late and not self.heard:
+            late = now - self.last_ok > self.grace
+        failed = refusing or late
         if failed and self.suspected_at is None:
             self.suspected_at = now
         return failed

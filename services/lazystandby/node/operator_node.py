@@ -153,7 +153,8 @@ class OperatorNode(NodeBase):
             t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
             t.start()
             self._threads.append(t)
-            self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
+            self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock(),
+                                            self.cfg.heartbeat_grace)
             self.operator.lazy(True)  # only a takeover needs a standby's answers
             self.spawn("heartbeat", self._heartbeat_loop)
 
@@ -628,7 +629,7 @@ class OperatorNode(NodeBase):
         if self.state.role is not Role.STANDBY or not self.registered.is_set():
             # Until Nu has answered, this standby knows neither the epoch nor that the system runs.
             self.sleep(0.05)
-            det.ok(self.clock(), 0.0)
+            det.waiting(self.clock())
             return
         t0 = self.clock()
         peer = self.primary
@@ -798,7 +799,7 @@ class OperatorNode(NodeBase):
             self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
             self.operator.lazy(True)
             if self.detector:
-                self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock())
+                self.detector.restart(self.clock())
         self.counters["takeovers_refused"] += 1
 
     def _retry(self, peer: Peer, who: str, req: m.TakeoverRequest,
@@ -864,5 +865,6 @@ class OperatorNode(NodeBase):
             "recovery": self.recovery,
             "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
+            "primary_heard": self.detector.heard if self.detector else None,
         })
         return s
