@@ -56,3 +56,42 @@ def test_health_follows_the_role_a_fenced_primary_is_not_serving():
         ch.close()
         server.stop(grace=0)
         n.stop()
+
+
+def test_nothing_there_is_told_apart_from_a_late_answer():
+    """A refused port and a name that resolves to nothing (a removed container) are `refused`: the
+    detector suspects them after one interval. A call that times out is not."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from lazystandby.core import messages as m
+    from lazystandby.harness.launcher import free_ports
+    from lazystandby.transport.grpc_transport import GrpcPeer
+    from lazystandby.transport.peer import PeerError
+
+    def heartbeat(address: str) -> PeerError:
+        peer = GrpcPeer(address)
+        try:
+            peer.heartbeat(m.HeartbeatRequest(sender="t", epoch=1), 0.5)
+        except PeerError as e:
+            return e
+        finally:
+            peer.close()
+        raise AssertionError(f"{address} answered")
+
+    (port,) = free_ports(1)
+    nothing = heartbeat(f"127.0.0.1:{port}")
+    gone = heartbeat("no-such-node.invalid:50051")
+    assert nothing.refused and gone.refused and "Domain name not found" in gone.message, (nothing, gone)
+    # A listener that never answers: the call times out, and that is no refusal.
+    silent = subprocess.Popen([sys.executable, "-c", f"import socket,time; s=socket.socket(); "
+                               f"s.bind(('127.0.0.1',{port})); s.listen(); time.sleep(30)"])
+    try:
+        time.sleep(0.5)
+        late = heartbeat(f"127.0.0.1:{port}")
+        assert late.status == "DEADLINE_EXCEEDED" and not late.refused, late
+    finally:
+        silent.send_signal(signal.SIGKILL)
+        silent.wait()

@@ -116,8 +116,11 @@ def _closed(e: ValueError, address: str, rpc: str) -> PeerError:
 def _peer_error(e: grpc.RpcError, what: str) -> PeerError:
     code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
     details = e.details() if hasattr(e, "details") else str(e)
-    # gRPC reports a refused TCP connection only in its text (the code is UNAVAILABLE, as for a timeout).
-    refused = code is grpc.StatusCode.UNAVAILABLE and "connection refused" in (details or "").lower()
+    # gRPC says that nothing is there only in its text (the code is UNAVAILABLE, as for a timeout): a refused
+    # TCP connection, or a name that resolves to nothing (a removed container or pod; a slow peer keeps its
+    # name and its port).
+    text = (details or "").lower()
+    refused = code is grpc.StatusCode.UNAVAILABLE and ("connection refused" in text or "domain name not found" in text)
     return PeerError(code.name, f"{what}: {details}", refused=refused)
 
 

@@ -11,8 +11,9 @@ from ..core.seq import Status
 
 
 class PeerError(Exception):
-    """A call to a peer failed with `status` (UNAVAILABLE when unreachable). `refused`: the peer's host
-    refused the connection (nothing listens at the address), as opposed to a call that timed out."""
+    """A call to a peer failed with `status` (UNAVAILABLE when unreachable). `refused`: nothing is there (the
+    peer's host refused the connection, or its name resolves to no address), as opposed to a call that
+    timed out."""
 
     def __init__(self, status: Status | str, message: str, *, refused: bool = False) -> None:
         self.status = Status(status)
