@@ -242,7 +242,8 @@ HELP: dict[str, str] = {
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
     "heartbeat_grace": "seconds a standby gives a primary it has not heard from yet (a starting one) before "
-                       "missed heartbeats count; a refusing port is suspected after one interval; 0 = none",
+                       "missed heartbeats count; a refusing port or a name that resolves to nothing is suspected "
+                       "after one interval; 0 = none",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends",

@@ -3,7 +3,8 @@ after `allowed_misses` consecutive heartbeats went unanswered (or no answer came
 
 A refused connection is stronger evidence than a late answer: the primary's host says that nothing listens
 on its port, so its process is gone (a slow or paused one would still hold the port, and a full accept queue
-drops connections rather than refusing them). Refusals that go on for one whole interval (the standby asks
+drops connections rather than refusing them; the transport reports a name that resolves to nothing, a
+removed container, the same way). Refusals that go on for one whole interval (the standby asks
 again every quarter interval meanwhile) are a failure without waiting out `allowed_misses` intervals.
 
 A primary the standby has not heard from yet (since it started, or came back to standby) gets `grace`
