@@ -409,6 +409,10 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 time.sleep(0.3)
             else:
                 time.sleep(max(0.0, kill_after - (time.monotonic() - t_start)))
+            # Faults hit a running pipeline: a standby that has not heard from its primary yet takes it for
+            # one that is only starting (heartbeat_grace), and a pause shorter than the grace then causes
+            # no takeover. (On a busy machine N' once registered 0.1 s before N was paused.)
+            wait_until(lambda: topo.status("n2").get("primary_heard") is not False, timeout, step=0.01)
             before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
             t_fault = time.time()
             events = inject(topo, f, timeout)
