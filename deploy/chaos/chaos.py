@@ -85,9 +85,14 @@ def wait_for(what: str, cond, timeout: float = 90.0, every: float = 0.5) -> dict
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+def live_primary(s: dict) -> bool:
+    """A node's status says it took over and went live."""
+    return s.get("role") == "primary" and bool((s.get("recovery") or {}).get("live_at"))
+
+
 def took_over(service: str) -> dict:
     s = node_status(service)
-    return s if s.get("role") == "primary" and (s.get("recovery") or {}).get("live_at") else {}
+    return s if live_primary(s) else {}
 
 
 def seeded(spare: str) -> dict:
@@ -191,7 +196,7 @@ def took_over_last(nodes: dict, t0: float) -> tuple[str | None, float | None]:
     """The node that took over last (by epoch; stack-check's name) and the time from the first step to its
     going live, or (None, None) when nobody took over."""
     live = [(s.get("epoch", 0), s["recovery"]["live_at"], name) for name, s in nodes.items()
-            if isinstance(s, dict) and s.get("role") == "primary" and (s.get("recovery") or {}).get("live_at")]
+            if isinstance(s, dict) and live_primary(s)]
     if not live:
         return None, None
     _, at, name = max(live)
