@@ -1,3 +1,5 @@
+import pytest
+
 from bench.harness import summarize
 
 
@@ -127,3 +129,15 @@ def test_ha_cost_bound_is_the_pipeline_cpu_over_itself_plus_the_codec_floor():
     b = ha_cost_bound(ha, no_ha, {"us_per_tuple": 0.5, "floor_us_per_tuple": 0.2})
     assert b["ha_cpu_us_per_tuple"] == 3.0 and b["no_ha_cpu_us_per_tuple"] == 1.6
     assert b["ha_cost_ratio_bound"] == round(1.6 / 1.8, 3)
+
+
+def test_the_cost_per_round_pairs_the_runs_of_each_round_and_each_node_gets_its_cpu_per_tuple():
+    from bench.harness import cost_rounds, cpu_us_per_tuple_by_node
+
+    ha = [{"tuples_per_s": t} for t in (600_000, 520_000, 720_000)]
+    no_ha = [{"tuples_per_s": t} for t in (800_000, 700_000, 960_000)]
+    assert cost_rounds(ha, no_ha) == [0.75, 0.743, 0.75]
+    with pytest.raises(ValueError):
+        cost_rounds(ha, no_ha[:2])  # a round without its pair is not a round
+    run = {"cpu_cores_per_node": {"nu": 0.6, "n2": 0.24}, "tuples_per_s": 600_000}
+    assert cpu_us_per_tuple_by_node(run) == {"nu": 1.0, "n2": 0.4}

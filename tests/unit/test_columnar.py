@@ -122,6 +122,16 @@ def test_runs_with_seq_steps_decode_only_as_a_run(size):
         tuples.decode(raws[3])
 
 
+def test_runs_of_empty_and_mixed_payloads_decode_as_one():
+    """The heads and payloads of a run split apart whatever the payloads' sizes, none at all included."""
+    empty = TupleBatch(1, [0] * 20, list(range(1, 21)), [b""] * 20)
+    raws = tuples.encode_runs(empty, 10)
+    assert tuples.decode_runs(b"".join(raws), 1, 10, [len(r) for r in raws]) == empty
+    mixed = TupleBatch(1, [0, 1] * 10, list(range(1, 21)), [b"x" * (i % 4) for i in range(20)])
+    raws = tuples.encode_runs(mixed, 5, seq_deltas=True)
+    assert tuples.decode_runs(b"".join(raws), 1, 5, [len(r) for r in raws]) == mixed
+
+
 @pytest.mark.parametrize("damage", ["magic", "first", "count", "sizes"])
 def test_decode_runs_refuses_a_run_whose_headers_disagree(damage):
     b = ticks_batch(30, first=1)

@@ -2,7 +2,7 @@ import pytest
 
 from lazystandby.core import tuples
 from lazystandby.core.batching import RunEncoder
-from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName, train_dictionary
+from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName, train_dictionary, write_groups
 from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.sources.generator import interleave
@@ -266,3 +266,30 @@ def test_the_run_encoder_refuses_a_run_at_bsize_inf_and_reset_opens_a_new_sessio
     enc.reset()
     b = enc.encode(sample(11, 10)).encoded
     assert b.session != a.session and (a.first_index, b.first_index) == (0, 0)
+
+
+def _groups_block_by_block(payload_sizes, sizes, room):
+    out, start, end, left = [], 0, 0, room
+    for psize, size in zip(payload_sizes, sizes, strict=True):
+        if end > start and size > left:
+            out.append((start, end))
+            start, left = end, room
+        end += psize
+        left -= size
+    if end > start:
+        out.append((start, end))
+    return out
+
+
+def test_write_groups_gathers_blocks_as_the_block_by_block_rule_does():
+    """A streaming decoder writes consecutive blocks together while their declared output fits one write
+    (`room`); a block declaring more than that is written alone. Checked against that rule, one block at a
+    time, over random runs."""
+    import random
+    rng = random.Random(5)
+    for _ in range(3000):
+        n, room = rng.randint(0, 30), rng.randint(1, 60)
+        sizes = [rng.randint(0, 40) for _ in range(n)]
+        payload_sizes = [rng.randint(1, 9) for _ in range(n)]
+        assert write_groups(payload_sizes, sizes, room) == _groups_block_by_block(payload_sizes, sizes, room)
+    assert write_groups([3, 4, 5], [10, 100, 10], 50) == [(0, 3), (3, 7), (7, 12)]

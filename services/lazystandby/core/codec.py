@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
 import zstandard as zstd
 
 from .seq import CorruptBatch, DuplicateSequence, OversizedMessage
@@ -275,23 +276,35 @@ class _Session:
         blocks are written together, as slices of `payload`, while their sizes fit one write's output; a
         block that inflates past its size fails at the cap."""
         assert self.stream is not None
+        if len(payload_sizes) != len(sizes):
+            raise CorruptBatch(f"{len(payload_sizes)} payload sizes for {len(sizes)} batches")
         self.sink.take(sum(sizes))
         view = memoryview(payload)
         try:
-            start = end = 0
-            room = self.max_write
-            for psize, size in zip(payload_sizes, sizes, strict=True):
-                if end > start and size > room:
-                    self.stream.write(view[start:end])
-                    start, room = end, self.max_write
-                end += psize
-                room -= size
-            if end > start:
+            for start, end in write_groups(payload_sizes, sizes, self.max_write):
                 self.stream.write(view[start:end])
             self.stream.flush()
         finally:
             parts, self.sink.parts = self.sink.parts, []
         return b"".join(parts)
+
+
+def write_groups(payload_sizes: list[int], sizes: list[int], room: int) -> list[tuple[int, int]]:
+    """Byte ranges of a payload (blocks back to back, payload_sizes[i] bytes each) to write together: as
+    many consecutive blocks as declare at most `room` bytes of output between them, a block declaring more
+    on its own. Found with a search per write, not a step per block (a run holds thousands of blocks and
+    one or two writes)."""
+    if not sizes:
+        return []
+    out_end = np.cumsum(sizes, dtype=np.int64)
+    in_end = np.cumsum(payload_sizes, dtype=np.int64)
+    groups, i, n, base = [], 0, len(sizes), 0
+    while i < n:
+        # The last block j with out_end[j] - base <= room, and at least block i.
+        j = max(i, int(np.searchsorted(out_end, base + room, side="right")) - 1)
+        groups.append((int(in_end[i - 1]) if i else 0, int(in_end[j])))
+        base, i = int(out_end[j]), j + 1
+    return groups
 
 
 @dataclass(frozen=True, slots=True)
