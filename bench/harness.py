@@ -356,6 +356,18 @@ def ha_cost_bound(ha: dict, no_ha: dict, codec_cost: dict) -> dict:
             "ha_cost_ratio_bound": round(no_ha_us / (no_ha_us + floor), 3)}
 
 
+def cpu_us_per_tuple_by_node(run: dict) -> dict[str, float]:
+    """Each node's CPU per tuple through the pipeline: where a standby's cost lands (Nu's encoding, N''s
+    decoding) and what it does to the others on shared cores."""
+    return {k: round(v / run["tuples_per_s"] * 1e6, 3) for k, v in run["cpu_cores_per_node"].items()}
+
+
+def cost_rounds(ha_runs: list[dict], no_ha_runs: list[dict]) -> list[float]:
+    """`ha_cost_ratio` within each round (the two configurations run one after the other, so each pair
+    shares the machine's state of that minute): the spread behind the median's single figure."""
+    return [round(h["tuples_per_s"] / n["tuples_per_s"], 3) for h, n in zip(ha_runs, no_ha_runs, strict=True)]
+
+
 def median_run(rs: list[dict]) -> dict:
     """The run with the median rate, with every run's rate alongside."""
     ordered = sorted(rs, key=lambda r: r["tuples_per_s"])
@@ -577,6 +589,9 @@ def main(argv: list[str] | None = None) -> int:
         "max_rss_mb": ha["max_rss_mb"],
         "backup_codec": codec_cost,
         **ha_cost_bound(ha, no_ha, codec_cost),
+        "ha_cost_ratio_rounds": cost_rounds(runs[("10", "zstd-stream-dict", True)],
+                                            runs[("10", "zstd-stream-dict", False)]),
+        "cpu_us_per_tuple_by_node": {"ha": cpu_us_per_tuple_by_node(ha), "no_ha": cpu_us_per_tuple_by_node(no_ha)},
         "spark": spark,
         "spark_restart_recovery_ms": spark["restart"]["restart_recovery_ms"],
         "spark_restart_duplicated": spark["restart"]["duplicated"],
@@ -603,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "backup_coverage", "worst_second_ratio", "max_rss_mb",
                                       "ha_cpu_us_per_tuple", "no_ha_cpu_us_per_tuple", "backup_codec_us_per_tuple",
                                       "backup_codec_floor_us_per_tuple", "ha_cost_ratio_bound",
+                                      "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
                                       "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",
