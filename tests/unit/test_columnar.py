@@ -433,3 +433,15 @@ def test_a_gathering_takeover_waits_for_nus_resend_or_its_deadline_and_no_longer
         assert not gathering(Role.STANDBY, None, 10)  # refused by Nd: back to standby, nothing held
     finally:
         n2.stop()
+
+
+def test_streams_present_are_the_ids_in_the_column_ascending_whatever_its_type():
+    from lazystandby.core.seq import streams_present
+
+    assert streams_present(np.array([3, 1, 3, 0], np.uint16)) == [0, 1, 3]
+    assert streams_present(np.array([65535, 2], np.uint16)) == [2, 65535]
+    assert streams_present(np.array([5, -1, 5], np.int64)) == [-1, 5]  # not ids on the wire: sorted as they are
+    assert streams_present(np.array([], np.uint16)) == []
+    rng = np.random.default_rng(2)
+    col = rng.integers(0, 40, 5000).astype(np.uint16)
+    assert streams_present(col) == np.unique(col).tolist()

@@ -219,6 +219,18 @@ class StreamRegistry:
         return dict(self._names)
 
 
+def streams_present(streams: np.ndarray) -> list[int]:
+    """The stream ids in a column, ascending. Stream ids are small unsigned integers (u16 on the wire): a
+    count per id is one pass over the column, where np.unique sorts it (0.3 ms for a run of 20,480, once
+    per stream column a frame goes through)."""
+    sids = np.asarray(streams)
+    if not len(sids):
+        return []
+    if sids.dtype.kind == "u" or (sids.dtype.kind == "i" and int(sids.min()) >= 0 and int(sids.max()) < 1 << 16):
+        return np.flatnonzero(np.bincount(sids)).tolist()
+    return np.unique(sids).tolist()
+
+
 class PerStreamSequence:
     """Tracks the last sequence number accepted on each stream and rejects any that does not increase.
 
@@ -243,7 +255,7 @@ class PerStreamSequence:
         if not len(sids):
             return pending
         first_sid = int(sids[0])
-        present = [first_sid] if (sids == first_sid).all() else np.unique(sids).tolist()
+        present = [first_sid] if (sids == first_sid).all() else streams_present(sids)
         for sid in present:
             if sid == skip:
                 continue

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .seq import CorruptBatch
+from .seq import CorruptBatch, streams_present
 
 _MAGIC = b"LSB1"
 _HEADER = struct.Struct("<4sBQI")
@@ -203,7 +203,7 @@ def seq_steps(streams: np.ndarray, seqs: np.ndarray) -> np.ndarray:
     """Each seq as the step from the previous tuple of its stream (the first of each stream as it is):
     mostly 1, which compresses to almost nothing where the seqs themselves cost bytes per tuple."""
     out = seqs.copy()
-    for sid in np.unique(streams).tolist():
+    for sid in streams_present(streams):
         at = np.flatnonzero(streams == sid)
         out[at[1:]] = np.diff(seqs[at])
     return out
@@ -212,7 +212,7 @@ def seq_steps(streams: np.ndarray, seqs: np.ndarray) -> np.ndarray:
 def seq_sums(streams: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """The inverse of `seq_steps`."""
     out = steps.copy()
-    for sid in np.unique(streams).tolist():
+    for sid in streams_present(streams):
         at = np.flatnonzero(streams == sid)
         out[at] = np.cumsum(steps[at])
     return out

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from ..core.seq import StreamRegistry
+from ..core.seq import StreamRegistry, streams_present
 from ..core.tuples import TupleBatch
 from ..sources.kafka_source import DeliveryErrors, Topics, durable_producer, ensure_topics, read_partition
 from .base import Sink
@@ -122,7 +120,7 @@ class KafkaSink(Sink):
             return
         self._epoch = max(self._epoch, epoch)
         topic = self.topics.results
-        names = {sid: self.registry.name_of(sid).encode() for sid in np.unique(outputs.streams).tolist()}
+        names = {sid: self.registry.name_of(sid).encode() for sid in streams_present(outputs.streams)}
         keys = [b"%s:%d" % (names[sid], seq)
                 for sid, seq in zip(outputs.streams.tolist(), outputs.seqs.tolist(), strict=True)]
         payloads = outputs.payload_list()
