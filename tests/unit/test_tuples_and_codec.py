@@ -293,3 +293,5 @@ def test_write_groups_gathers_blocks_as_the_block_by_block_rule_does():
         payload_sizes = [rng.randint(1, 9) for _ in range(n)]
         assert write_groups(payload_sizes, sizes, room) == _groups_block_by_block(payload_sizes, sizes, room)
     assert write_groups([3, 4, 5], [10, 100, 10], 50) == [(0, 3), (3, 7), (7, 12)]
+    with pytest.raises(ValueError, match="payload sizes"):
+        write_groups([3, 4], [10], 50)

@@ -276,8 +276,6 @@ class _Session:
         blocks are written together, as slices of `payload`, while their sizes fit one write's output; a
         block that inflates past its size fails at the cap."""
         assert self.stream is not None
-        if len(payload_sizes) != len(sizes):
-            raise CorruptBatch(f"{len(payload_sizes)} payload sizes for {len(sizes)} batches")
         self.sink.take(sum(sizes))
         view = memoryview(payload)
         try:
@@ -294,6 +292,8 @@ def write_groups(payload_sizes: list[int], sizes: list[int], room: int) -> list[
     many consecutive blocks as declare at most `room` bytes of output between them, a block declaring more
     on its own. Found with a search per write, not a step per block (a run holds thousands of blocks and
     one or two writes)."""
+    if len(payload_sizes) != len(sizes):  # the callers check a run's lists against its count first
+        raise ValueError(f"{len(payload_sizes)} payload sizes for {len(sizes)} blocks")
     if not sizes:
         return []
     out_end = np.cumsum(sizes, dtype=np.int64)
