@@ -16,7 +16,7 @@ CODEC ?= zstd-stream-dict
 DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
-.PHONY: quix-venv setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
+.PHONY: quix-venv kstreams-peer setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
@@ -121,10 +121,14 @@ $(QUIX_VENV)/.installed: bench/requirements-quix.lock
 
 quix-venv: $(QUIX_VENV)/.installed
 
-bench-quick: setup kafka-jars quix-venv
+# The Kafka Streams peer of the Kafka figure (jars from Maven Central, compiled with the JDK).
+kstreams-peer:
+	bash bench/kstreams/build.sh
+
+bench-quick: setup kafka-jars quix-venv kstreams-peer
 	$(VPY) -m bench.harness --quick $(if $(PUBLISH),--publish)
 
-bench: setup kafka-jars quix-venv
+bench: setup kafka-jars quix-venv kstreams-peer
 	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS)) $(if $(PUBLISH),--publish)
 
 clean:

@@ -141,3 +141,13 @@ def test_the_cost_per_round_pairs_the_runs_of_each_round_and_each_node_gets_its_
         cost_rounds(ha, no_ha[:2])  # a round without its pair is not a round
     run = {"cpu_cores_per_node": {"nu": 0.6, "n2": 0.24}, "tuples_per_s": 600_000}
     assert cpu_us_per_tuple_by_node(run) == {"nu": 1.0, "n2": 0.4}
+
+
+def test_the_kafka_peers_must_have_done_the_same_work():
+    from bench.harness import same_selection
+
+    same_selection({"tuples": 300, "selected": 147}, {"tuples": 300, "selected": 147, "committed": True})
+    with pytest.raises(RuntimeError, match="Kafka Streams read 300 and kept 146"):
+        same_selection({"tuples": 300, "selected": 147}, {"tuples": 300, "selected": 146})
+    with pytest.raises(RuntimeError, match="Quix Streams read 299"):
+        same_selection({"tuples": 299, "selected": 147}, {"tuples": 300, "selected": 147})

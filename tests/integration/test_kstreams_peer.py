@@ -1,0 +1,55 @@
+"""The Kafka figure's JVM peer is a fair one: Kafka Streams with exactly_once_v2 (bench/kstreams) keeps
+exactly the records the pipeline's selection keeps, each once, committed; and a run that cannot read
+fails with its cause instead of hanging."""
+
+import random
+import time
+from collections import Counter
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from bench.harness import kstreams_throughput
+from lazystandby.harness.check import kafka_expected
+from lazystandby.sources.kafka_generator import generate
+from lazystandby.sources.kafka_source import Topics, read_partition
+
+
+def _committed(bootstrap: str, topic: str, want: int, timeout: float = 60.0) -> list[bytes]:
+    """Every committed record of `topic`: polled until `want` arrived, then until a poll brings nothing
+    more (a duplicate would arrive after the count was reached)."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
+                      auto_offset_reset="earliest")
+    try:
+        deadline = time.monotonic() + timeout
+        while not (parts := c.partitions_for_topic(topic)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        c.assign([TopicPartition(topic, p) for p in parts or ()])
+        got: list[bytes] = []
+        while time.monotonic() < deadline:
+            batch = [r.value for recs in c.poll(timeout_ms=1000).values() for r in recs]
+            got.extend(batch)
+            if len(got) >= want and not batch:
+                break
+        return got
+    finally:
+        c.close()
+
+
+def test_the_kafka_streams_peer_keeps_exactly_what_the_pipeline_would_each_once(kafka):
+    prefix = f"ksp{random.getrandbits(32):x}."
+    generate(kafka, ["I1", "I2"], 4000, topics=Topics(prefix))
+    r = kstreams_throughput(kafka, prefix, 4000)
+    expected, _ = kafka_expected(kafka, ["I1", "I2"], "price > 100", prefix=prefix)
+    values = {s: [rec.value for rec in read_partition(kafka, f"{prefix}{s}")] for s in ("I1", "I2")}
+    want = Counter(values[s][q - 1] for s, q in expected)
+    assert 0 < len(expected) < 4000
+    assert r["tuples"] == 4000 and r["selected"] == len(expected) and r["committed"] and r["tuples_per_s"] > 0
+    assert Counter(_committed(kafka, f"{prefix}kstreams-results", len(expected))) == want
+
+
+def test_a_kafka_streams_run_that_reads_nothing_fails_with_its_cause(kafka):
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="the Kafka Streams peer failed"):
+        kstreams_throughput(kafka, f"none{random.getrandbits(32):x}.", 10, first_wait_s=5)
+    assert time.monotonic() - t0 < 60
