@@ -233,9 +233,10 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
             "cpu_seconds": cpu, "topic_prefix": prefix, "skipped_tuples": first, "takeovers": serving.takeovers}
 
 
-KAFKA_REPS = 3  # runs of the Kafka path and of each of its peers (Quix Streams, Kafka Streams), each one's median reported
+KAFKA_REPS = 3  # runs of the Kafka path and of each peer (Quix Streams, Kafka Streams), each one's median kept
 SPARK_FAIR_TUPLES = 1_000_000  # records in Kafka that the Spark pipeline and the direct query both read
 SPARK_MAX_ROWS = NodeConfig.spark_max_rows  # records per micro-batch, for both
+KSTREAMS_KILLS = 3  # kills of the active Kafka Streams instance (each about 15 s: start, load, the group's timeout)
 SPARK_KILLS = 5  # kills of N with the Spark operator (each trial starts two Spark sessions: about a minute)
 
 
@@ -287,30 +288,6 @@ def quix_throughput(bootstrap: str, prefix: str, total: int) -> dict:
     if p.returncode != 0:
         raise RuntimeError(f"the Quix Streams peer failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-KSTREAMS = ROOT / ".cache" / "kstreams"
-
-
-def kstreams_throughput(bootstrap: str, prefix: str, total: int, *, first_wait_s: int = 120) -> dict:
-    """Kafka Streams with exactly-once (exactly_once_v2, one stream thread) doing the same selection over the
-    same topics (bench/kstreams/SelectPeer.java, built by bench/kstreams/build.sh, which this runs: it is
-    idempotent). A run whose last transaction did not commit is refused: its figure would count records
-    that no read_committed consumer sees; so is one that read nothing within `first_wait_s`."""
-    import subprocess
-
-    b = subprocess.run(["bash", str(ROOT / "bench" / "kstreams" / "build.sh")], capture_output=True, text=True,
-                       timeout=600)
-    if b.returncode != 0:
-        raise RuntimeError(f"building the Kafka Streams peer failed: {b.stderr[-2000:]}")
-    cp = f"{KSTREAMS / 'classes'}:{KSTREAMS / 'libs'}/*"
-    p = subprocess.run(["java", "-Xmx512m", "-cp", cp, "SelectPeer", bootstrap, prefix, str(total),
-                        str(first_wait_s)],
-                       capture_output=True, text=True, timeout=900)
-    lines = p.stdout.strip().splitlines()
-    if p.returncode != 0 or not lines:
-        raise RuntimeError(f"the Kafka Streams peer failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
-    return json.loads(lines[-1])
 
 
 def same_selection(quix: dict, kstreams: dict) -> None:
@@ -523,6 +500,7 @@ def spark_peer() -> dict:
     of their own (or KAFKA_BOOTSTRAP)."""
     import os
 
+    from bench import kstreams_peer
     from bench.spark_peer import restart_recovery
     from lazystandby.harness.kafka_broker import LocalKafka
 
@@ -540,13 +518,19 @@ def spark_peer() -> dict:
             quix.append(quix_throughput(b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
             print(f"Kafka path {rep + 1}/{KAFKA_REPS}: Kafka Streams (exactly_once_v2) over the same topics",
                   file=sys.stderr, flush=True)
-            kstreams.append(kstreams_throughput(b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
+            kstreams.append(kstreams_peer.throughput(b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
             same_selection(quix[-1], kstreams[-1])
         kafka = median_run(runs)
         kafka["quix_eos"] = median_run(quix)
         kafka["kstreams_eos"] = median_run(kstreams)
         fair = spark_fair(b)
-        return {"restart": restart_recovery(b), "throughput": fair["direct"], "fair": fair, "kafka": kafka}
+        ks_failovers = []
+        for rep in range(KSTREAMS_KILLS):
+            print(f"Kafka Streams failover {rep + 1}/{KSTREAMS_KILLS}: two instances, the active one killed",
+                  file=sys.stderr, flush=True)
+            ks_failovers.append(kstreams_peer.failover(b))
+        return {"restart": restart_recovery(b), "throughput": fair["direct"], "fair": fair, "kafka": kafka,
+                "kstreams_failover": ks_failovers}
 
     if os.environ.get("KAFKA_BOOTSTRAP"):
         return measure(os.environ["KAFKA_BOOTSTRAP"])
@@ -642,6 +626,11 @@ def main(argv: list[str] | None = None) -> int:
         "kafka_throughput_tuples_per_s": spark["kafka"]["tuples_per_s"],
         "quix_eos_tuples_per_s": spark["kafka"]["quix_eos"]["tuples_per_s"],
         "kafka_vs_quix_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["quix_eos"]["tuples_per_s"], 2),
+        "kstreams_failover_ms": statistics.median(r["failover_ms"] for r in spark["kstreams_failover"]),
+        "kstreams_failover_duplicated": sum(r["duplicated"] for r in spark["kstreams_failover"]),
+        "failover_speedup_vs_kstreams": round(statistics.median(r["failover_ms"] for r in spark["kstreams_failover"])
+                                              / max(v["failover_ms_p95"] for per in summary.values()
+                                                    for v in per.values()), 1),
         "kstreams_eos_tuples_per_s": spark["kafka"]["kstreams_eos"]["tuples_per_s"],
         "kafka_vs_kstreams_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["kstreams_eos"]["tuples_per_s"],
                                        2),
@@ -662,7 +651,8 @@ def main(argv: list[str] | None = None) -> int:
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
                                       "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",
-                                      "kstreams_eos_tuples_per_s", "kafka_vs_kstreams_eos",
+                                      "kstreams_eos_tuples_per_s", "kafka_vs_kstreams_eos", "kstreams_failover_ms",
+                                      "kstreams_failover_duplicated", "failover_speedup_vs_kstreams",
                                       "spark_pipeline_vs_direct", "failover_speedup_vs_spark",
                                       "spark_generator_tuples_per_s", "spark_failover_ms_p95",
                                       "spark_failover_speedup", "seconds")},

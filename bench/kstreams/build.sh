@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The Kafka Streams peer of the Kafka figure: its jars from Maven Central into .cache/kstreams/libs and
-# SelectPeer.java compiled into .cache/kstreams/classes. Idempotent: each step is skipped while a stamp
-# holds the hash of what it was made from.
+# The Kafka Streams peers of the bench (throughput and failover): their jars from Maven Central into
+# .cache/kstreams/libs and bench/kstreams/*.java compiled into .cache/kstreams/classes. Idempotent: each
+# step is skipped while a stamp holds the hash of what it was made from.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -17,10 +17,10 @@ if [[ ! -f "$cache/libs.sha" || "$(cat "$cache/libs.sha")" != "$want" || -z "$(l
   echo "$want" > "$cache/libs.sha"
   rm -f "$cache/classes.sha"
 fi
-want="$(cat "$here/SelectPeer.java" "$cache/libs.sha" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$here"/*.java "$cache/libs.sha" | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$cache/classes.sha" || "$(cat "$cache/classes.sha")" != "$want" ]]; then
   rm -rf "$classes" && mkdir -p "$classes"
-  javac --release 17 -cp "$libs/*" -d "$classes" "$here/SelectPeer.java"
+  javac --release 17 -cp "$libs/*" -d "$classes" "$here"/*.java
   echo "$want" > "$cache/classes.sha"
-  echo "build.sh: SelectPeer built against $(ls "$libs" | wc -l) jars in $libs" >&2
+  echo "build.sh: the peers built against $(ls "$libs" | wc -l) jars in $libs" >&2
 fi

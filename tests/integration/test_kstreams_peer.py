@@ -3,13 +3,15 @@ exactly the records the pipeline's selection keeps, each once, committed; and a 
 fails with its cause instead of hanging."""
 
 import random
+import shutil
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from bench.harness import kstreams_throughput
+from bench.kstreams_peer import throughput as kstreams_throughput
 from lazystandby.harness.check import kafka_expected
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, read_partition
@@ -53,3 +55,26 @@ def test_a_kafka_streams_run_that_reads_nothing_fails_with_its_cause(kafka):
     with pytest.raises(RuntimeError, match="the Kafka Streams peer failed"):
         kstreams_throughput(kafka, f"none{random.getrandbits(32):x}.", 10, first_wait_s=5)
     assert time.monotonic() - t0 < 60
+
+
+def test_a_kafka_streams_failover_is_timed_from_the_kill_to_output_live_again_with_nothing_duplicated(kafka):
+    from bench.kstreams_peer import failover
+
+    r = failover(kafka)
+    assert r["killed"] in ("a", "b") and any(t.endswith(".I1") for t in r["held"])
+    # The group notices the kill a session timeout after the instance's last heartbeat, which came at most one
+    # interval before the kill: a figure under that was not timed from the kill of the active instance.
+    assert r["failover_ms"] >= r["session_timeout_ms"] - r["heartbeat_interval_ms"]
+    assert r["outputs"] > 0 and r["duplicated"] == 0
+
+
+def test_a_kafka_streams_failover_without_results_fails_and_keeps_the_logs(kafka):
+    from bench.kstreams_peer import failover
+
+    with pytest.raises(RuntimeError, match="never settled on one active instance; logs in (\\S+)") as e:
+        failover(kafka, timeout=0.5)
+    logs = e.value.args[0].rsplit(" ", 1)[-1]
+    try:
+        assert sorted(p.name for p in Path(logs).glob("*.log")) == ["a.log", "b.log"]
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)

@@ -1,0 +1,165 @@
+"""Kafka Streams as a peer on the same broker and workload (bench/kstreams: SelectPeer.java, FailoverPeer.java,
+built by bench/kstreams/build.sh from Maven Central's jars).
+
+Throughput: SelectPeer over the pre-filled topics of the Kafka figure, exactly_once_v2, one stream thread,
+timed from its first record to the last one it processed, as the Quix peer is.
+
+Failover: two FailoverPeer instances in one group with a standby replica, under the load Spark's restart is
+timed with; the instance that holds I1 is killed (SIGKILL), and recovery is timed as the Lazy Standby
+failover is: from the kill until the first result of a source record that arrived after it, from a source
+partition the killed instance held, is committed to the results topic (every topic stamps its arrival
+time). Duplicates are counted over every committed result.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from kafka import KafkaConsumer, TopicPartition
+
+from lazystandby.sources.kafka_generator import generate
+from lazystandby.sources.kafka_source import Topics, all_topics, ensure_topics
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "kstreams"
+
+
+def build() -> str:
+    """The classpath of the built peers (bench/kstreams/build.sh: idempotent)."""
+    b = subprocess.run(["bash", str(ROOT / "bench" / "kstreams" / "build.sh")], capture_output=True, text=True,
+                       timeout=600)
+    if b.returncode != 0:
+        raise RuntimeError(f"building the Kafka Streams peer failed: {b.stderr[-2000:]}")
+    return f"{CACHE / 'classes'}:{CACHE / 'libs'}/*"
+
+
+def throughput(bootstrap: str, prefix: str, total: int, *, first_wait_s: int = 120) -> dict:
+    """Kafka Streams with exactly-once (exactly_once_v2, one stream thread) doing the same selection over the
+    same topics. A run whose last transaction did not commit is refused: its figure would count records
+    that no read_committed consumer sees; so is one that read nothing within `first_wait_s`."""
+    cp = build()
+    with tempfile.TemporaryDirectory(prefix="kstreams-peer-") as tmp:  # its state directory
+        p = subprocess.run(["java", "-Xmx512m", f"-Djava.io.tmpdir={tmp}", "-cp", cp, "SelectPeer", bootstrap, prefix,
+                            str(total), str(first_wait_s)], capture_output=True, text=True, timeout=900)
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        raise RuntimeError(f"the Kafka Streams peer failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    return json.loads(lines[-1])
+
+
+class CommittedReader:
+    """Reads a one-partition topic as a read_committed consumer does, from the start, on each `more()`."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                      enable_auto_commit=False, auto_offset_reset="earliest")
+        self.consumer.assign([TopicPartition(topic, 0)])
+        self.records: list = []
+
+    def more(self, timeout_ms: int = 200) -> list:
+        new = [r for recs in self.consumer.poll(timeout_ms=timeout_ms).values() for r in recs]
+        self.records.extend(new)
+        return new
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _parse(record) -> tuple[str, str, int, int, int]:
+    """(instance, source topic, source offset, source arrival ms, result arrival ms) of a failover result."""
+    instance, topic, offset, ts = record.value.decode().split(",")
+    return instance, topic, int(offset), int(ts), record.timestamp
+
+
+def _states(logs: Path) -> dict[str, str]:
+    """Each instance's last state line ("running active N" after a rebalance, "state X" otherwise)."""
+    out = {}
+    for log in logs.glob("*.log"):
+        lines = [ln for ln in log.read_text().splitlines() if ln.startswith(("running", "state"))]
+        if lines:
+            out[log.stem] = lines[-1]
+    return out
+
+
+def _start(cmd: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "w") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+
+
+def failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float = 3.0, timeout: float = 180.0) -> dict:
+    """Two instances under load at `rate`; `kill_after` s after both produce, the one holding I1 is killed."""
+    cp = build()
+    prefix = f"kf{random.getrandbits(32):x}."
+    topics = Topics(prefix)
+    out_topic = f"{prefix}kstreams-failover"
+    ensure_topics(bootstrap, [*all_topics(topics, ["I1", "I2"]), out_topic])
+    app = f"kstreams-failover-{random.getrandbits(32):x}"
+    logs = Path(tempfile.mkdtemp(prefix="kstreams-failover-"))
+    peers = {name: _start(["java", "-Xmx384m", f"-Djava.io.tmpdir={logs}", "-cp", cp, "FailoverPeer", bootstrap,
+                           prefix, app, name], logs / f"{name}.log") for name in ("a", "b")}
+    stop = threading.Event()
+    gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
+                           kwargs={"rate": rate, "topics": topics, "stop": stop}, daemon=True)
+    reader = CommittedReader(bootstrap, out_topic)
+    ok = False
+    try:
+        gen.start()
+        deadline = time.monotonic() + timeout
+        # One sub-topology reads partition 0 of both topics, so one task: one instance is active, the other
+        # its standby. The victim is the instance that runs it, after `kill_after` s with no rebalance, whose
+        # results came last for both topics (results name their instance).
+        owner: dict[str, str] = {}  # source topic -> the instance whose results came last
+        while True:
+            for inst, topic, *_ in map(_parse, reader.more()):
+                owner[topic] = inst
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Kafka Streams instances produced no results for both topics, or never "
+                                   f"settled on one active instance; logs in {logs}")
+            before = _states(logs)
+            active = [n for n, line in before.items() if line.startswith("running active ") and line[15:] != "0"]
+            if len(owner) < 2 or len(active) != 1 or set(owner.values()) != set(active) or len(before) < 2:
+                time.sleep(0.2)
+                continue
+            time.sleep(kill_after)
+            for inst, topic, *_ in map(_parse, reader.more()):
+                owner[topic] = inst
+            if _states(logs) == before and set(owner.values()) == set(active):
+                break
+        victim = active[0]
+        held = {t for t, inst in owner.items() if inst == victim}
+        t_kill = time.time()
+        peers[victim].kill()
+        peers[victim].wait(timeout=30)
+        live = None
+        while live is None:
+            if time.monotonic() > deadline + 120:
+                raise RuntimeError(f"no result for input after the kill within the deadline; logs in {logs}")
+            after = [r for r in map(_parse, reader.more()) if r[1] in held and r[3] > t_kill * 1000]
+            if after:
+                live = min(r[4] for r in after)
+        time.sleep(1.0)
+        reader.more()
+        seen = Counter((topic, offset) for _, topic, offset, _, _ in map(_parse, reader.records))
+        ok = True
+        return {"failover_ms": round(live - t_kill * 1000, 1), "killed": victim, "held": sorted(held),
+                "outputs": len(seen), "duplicated": sum(v - 1 for v in seen.values() if v > 1),
+                "session_timeout_ms": 6000, "heartbeat_interval_ms": 1500, "standby_replicas": 1}
+    finally:
+        stop.set()
+        for p in peers.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+        reader.close()
+        if gen.is_alive():
+            gen.join(timeout=30)
+        if ok:
+            shutil.rmtree(logs, ignore_errors=True)  # kept, with the instances' logs, when the run failed
