@@ -16,7 +16,7 @@ CODEC ?= zstd-stream-dict
 DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
-.PHONY: quix-venv kstreams-peer setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
+.PHONY: quix-venv jvm-peers setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
@@ -39,12 +39,12 @@ lint: setup
 test-unit: setup
 	$(VPY) -m pytest -q tests/unit
 
-test-integration: setup kafka-jars prometheus
+test-integration: setup kafka-jars prometheus jvm-peers
 	$(VPY) -m pytest -q tests/integration
 
 # The whole suite (what .ci/run calls): lint, unit, integration (real Kafka, Spark, Prometheus), system
 # (the compose stack on a Docker engine started here if missing, containers killed with the docker SDK).
-test: setup kafka-jars prometheus
+test: setup kafka-jars prometheus jvm-peers
 	$(VPY) -m ruff check services tests bench grafana deploy spark
 	$(VPY) -m pytest -q -ra tests/unit tests/integration tests/system
 
@@ -121,14 +121,15 @@ $(QUIX_VENV)/.installed: bench/requirements-quix.lock
 
 quix-venv: $(QUIX_VENV)/.installed
 
-# The Kafka Streams peer of the Kafka figure (jars from Maven Central, compiled with the JDK).
-kstreams-peer:
-	bash bench/kstreams/build.sh
+# The JVM peers of the bench: Kafka Streams (throughput, failover) and Flink (throughput); jars from Maven
+# Central, compiled with the JDK.
+jvm-peers:
+	bash bench/jvm/build.sh kstreams && bash bench/jvm/build.sh flink
 
-bench-quick: setup kafka-jars quix-venv kstreams-peer
+bench-quick: setup kafka-jars quix-venv jvm-peers
 	$(VPY) -m bench.harness --quick $(if $(PUBLISH),--publish)
 
-bench: setup kafka-jars quix-venv kstreams-peer
+bench: setup kafka-jars quix-venv jvm-peers
 	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS)) $(if $(PUBLISH),--publish)
 
 clean:

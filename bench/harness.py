@@ -233,7 +233,7 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
             "cpu_seconds": cpu, "topic_prefix": prefix, "skipped_tuples": first, "takeovers": serving.takeovers}
 
 
-KAFKA_REPS = 3  # runs of the Kafka path and of each peer (Quix Streams, Kafka Streams), each one's median kept
+KAFKA_REPS = 3  # runs of the Kafka path and of each peer (Quix, Kafka Streams, Flink), each one's median kept
 SPARK_FAIR_TUPLES = 1_000_000  # records in Kafka that the Spark pipeline and the direct query both read
 SPARK_MAX_ROWS = NodeConfig.spark_max_rows  # records per micro-batch, for both
 KSTREAMS_KILLS = 3  # kills of the active Kafka Streams instance (each about 15 s: start, load, the group's timeout)
@@ -290,12 +290,13 @@ def quix_throughput(bootstrap: str, prefix: str, total: int) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def same_selection(quix: dict, kstreams: dict) -> None:
-    """The two peers read the same records and kept the same ones, or their rates compare different work."""
-    q, k = (quix["tuples"], quix["selected"]), (kstreams["tuples"], kstreams["selected"])
+def same_selection(quix: dict, other: dict, name: str) -> None:
+    """Peer `name` read the records the Quix peer read and kept the same ones, or their rates compare
+    different work."""
+    q, k = (quix["tuples"], quix["selected"]), (other["tuples"], other["selected"])
     if q != k:
         raise RuntimeError(f"the peers did different work: Quix Streams read {q[0]} and kept {q[1]}, "
-                           f"Kafka Streams read {k[0]} and kept {k[1]}")
+                           f"{name} read {k[0]} and kept {k[1]}")
 
 
 def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zstd-stream-dict") -> dict:
@@ -500,7 +501,7 @@ def spark_peer() -> dict:
     of their own (or KAFKA_BOOTSTRAP)."""
     import os
 
-    from bench import kstreams_peer
+    from bench import jvm_peers
     from bench.spark_peer import restart_recovery
     from lazystandby.harness.kafka_broker import LocalKafka
 
@@ -508,7 +509,7 @@ def spark_peer() -> dict:
         # A run over 300,000 records lasts about two seconds, so one run swings with the machine: the two
         # take turns, KAFKA_REPS rounds (each round's topics fresh: a pipeline's topics hold its state),
         # and each side reports its median.
-        runs, quix, kstreams = [], [], []
+        runs, quix, jvm = [], [], {"kstreams": [], "flink": []}
         for rep in range(KAFKA_REPS):
             print(f"Kafka path {rep + 1}/{KAFKA_REPS}: the pipeline with the Kafka source and the results topic",
                   file=sys.stderr, flush=True)
@@ -516,19 +517,21 @@ def spark_peer() -> dict:
             print(f"Kafka path {rep + 1}/{KAFKA_REPS}: Quix Streams (exactly-once) over the same topics",
                   file=sys.stderr, flush=True)
             quix.append(quix_throughput(b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
-            print(f"Kafka path {rep + 1}/{KAFKA_REPS}: Kafka Streams (exactly_once_v2) over the same topics",
-                  file=sys.stderr, flush=True)
-            kstreams.append(kstreams_peer.throughput(b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
-            same_selection(quix[-1], kstreams[-1])
+            for peer, done in jvm.items():
+                print(f"Kafka path {rep + 1}/{KAFKA_REPS}: {jvm_peers.NAMES[peer]} (exactly-once) over the same "
+                      f"topics", file=sys.stderr, flush=True)
+                done.append(jvm_peers.select_throughput(peer, b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
+                same_selection(quix[-1], done[-1], jvm_peers.NAMES[peer])
         kafka = median_run(runs)
         kafka["quix_eos"] = median_run(quix)
-        kafka["kstreams_eos"] = median_run(kstreams)
+        kafka["kstreams_eos"] = median_run(jvm["kstreams"])
+        kafka["flink_eos"] = median_run(jvm["flink"])
         fair = spark_fair(b)
         ks_failovers = []
         for rep in range(KSTREAMS_KILLS):
             print(f"Kafka Streams failover {rep + 1}/{KSTREAMS_KILLS}: two instances, the active one killed",
                   file=sys.stderr, flush=True)
-            ks_failovers.append(kstreams_peer.failover(b))
+            ks_failovers.append(jvm_peers.kstreams_failover(b))
         return {"restart": restart_recovery(b), "throughput": fair["direct"], "fair": fair, "kafka": kafka,
                 "kstreams_failover": ks_failovers}
 
@@ -631,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
         "failover_speedup_vs_kstreams": round(statistics.median(r["failover_ms"] for r in spark["kstreams_failover"])
                                               / max(v["failover_ms_p95"] for per in summary.values()
                                                     for v in per.values()), 1),
+        "flink_eos_tuples_per_s": spark["kafka"]["flink_eos"]["tuples_per_s"],
+        "kafka_vs_flink_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["flink_eos"]["tuples_per_s"], 2),
         "kstreams_eos_tuples_per_s": spark["kafka"]["kstreams_eos"]["tuples_per_s"],
         "kafka_vs_kstreams_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["kstreams_eos"]["tuples_per_s"],
                                        2),
@@ -651,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
                                       "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",
-                                      "kstreams_eos_tuples_per_s", "kafka_vs_kstreams_eos", "kstreams_failover_ms",
+                                      "kstreams_eos_tuples_per_s", "kafka_vs_kstreams_eos", "flink_eos_tuples_per_s",
+                                      "kafka_vs_flink_eos", "kstreams_failover_ms",
                                       "kstreams_failover_duplicated", "failover_speedup_vs_kstreams",
                                       "spark_pipeline_vs_direct", "failover_speedup_vs_spark",
                                       "spark_generator_tuples_per_s", "spark_failover_ms_p95",

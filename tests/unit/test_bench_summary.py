@@ -146,8 +146,8 @@ def test_the_cost_per_round_pairs_the_runs_of_each_round_and_each_node_gets_its_
 def test_the_kafka_peers_must_have_done_the_same_work():
     from bench.harness import same_selection
 
-    same_selection({"tuples": 300, "selected": 147}, {"tuples": 300, "selected": 147, "committed": True})
+    same_selection({"tuples": 300, "selected": 147}, {"tuples": 300, "selected": 147, "committed": True}, "Flink")
     with pytest.raises(RuntimeError, match="Kafka Streams read 300 and kept 146"):
-        same_selection({"tuples": 300, "selected": 147}, {"tuples": 300, "selected": 146})
+        same_selection({"tuples": 300, "selected": 147}, {"tuples": 300, "selected": 146}, "Kafka Streams")
     with pytest.raises(RuntimeError, match="Quix Streams read 299"):
-        same_selection({"tuples": 299, "selected": 147}, {"tuples": 300, "selected": 147})
+        same_selection({"tuples": 299, "selected": 147}, {"tuples": 300, "selected": 147}, "Flink")

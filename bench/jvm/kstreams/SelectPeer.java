@@ -1,15 +1,14 @@
 // The JVM peer of the Kafka figure: Kafka Streams with exactly-once (exactly_once_v2) doing the same
 // selection as the pipeline and the Quix peer (parse the tick, keep price > 100) over the same pre-filled
 // source topics on the same broker, writing the selected ticks to a topic of its own. One stream thread,
-// as the Quix peer and Nu each consume in one. Built and run by bench/kstreams/build.sh and
-// bench.harness.kstreams_throughput:
+// as the Quix peer and Nu each consume in one. Built and run by bench/jvm/build.sh kstreams and
+// bench.jvm_peers.select_throughput:
 //
-//     java -cp .cache/kstreams/classes:.cache/kstreams/libs/* SelectPeer BOOTSTRAP PREFIX TOTAL [FIRST_WAIT_S]
+//     java -cp .cache/jvm/kstreams/classes:.cache/jvm/kstreams/libs/* SelectPeer BOOTSTRAP PREFIX TOTAL [FIRST_WAIT_S]
 //
 // Prints one JSON line: tuples, seconds (first record to the last one processed), tuples_per_s, selected,
 // and committed (whether the last transaction committed before the peer closed).
 
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
@@ -28,18 +27,6 @@ import org.apache.kafka.streams.kstream.Produced;
 public final class SelectPeer {
     private static volatile long seen, selected, t0, t1;
 
-    /** The tick's selection: five comma-separated fields and a price above 100 (else not selected). */
-    static boolean select(byte[] value) {
-        String[] fields = new String(value, StandardCharsets.US_ASCII).split(",", -1);
-        if (fields.length != 5) {
-            return false;
-        }
-        try {
-            return Double.parseDouble(fields[1]) > 100;
-        } catch (NumberFormatException e) {
-            return false;
-        }
-    }
 
     public static void main(String[] args) throws InterruptedException {
         String bootstrap = args[0], prefix = args[1];
@@ -65,7 +52,7 @@ public final class SelectPeer {
                        t0 = System.nanoTime();
                        first.countDown();
                    }
-                   boolean keep = select(value);
+                   boolean keep = Ticks.select(value);
                    selected += keep ? 1 : 0;
                    if (++seen == total) {
                        t1 = System.nanoTime();

@@ -1,10 +1,10 @@
 // One instance of the Kafka Streams peer's failover figure: the same selection as SelectPeer, exactly_once_v2,
 // one stream thread and a standby replica (num.standby.replicas 1), in the consumer group APP_ID with the
 // other instances. Each selected tick is written as "INSTANCE,topic,offset,input timestamp", so the bench
-// (bench.harness.kstreams_failover) sees which instance handled which source partition, and when an input
+// (bench.jvm_peers.kstreams_failover) sees which instance handled which source partition, and when an input
 // it outputs was produced. Runs until killed:
 //
-//     java -cp .cache/kstreams/classes:.cache/kstreams/libs/* FailoverPeer BOOTSTRAP PREFIX APP_ID INSTANCE
+//     java -cp .cache/jvm/kstreams/classes:.cache/jvm/kstreams/libs/* FailoverPeer BOOTSTRAP PREFIX APP_ID INSTANCE
 //
 // The group settings are the fastest failover the broker's defaults allow: a session timeout of 6 s (the
 // broker's group.min.session.timeout.ms) and heartbeats every 1.5 s. Everything else is Kafka Streams'
@@ -46,7 +46,7 @@ public final class FailoverPeer {
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(List.of(prefix + "I1", prefix + "I2"), Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
-               .filter((key, value) -> SelectPeer.select(value))
+               .filter((key, value) -> Ticks.select(value))
                .processValues(() -> new FixedKeyProcessor<byte[], byte[], byte[]>() {
                    private FixedKeyProcessorContext<byte[], byte[]> context;
 

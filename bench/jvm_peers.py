@@ -1,14 +1,15 @@
-"""Kafka Streams as a peer on the same broker and workload (bench/kstreams: SelectPeer.java, FailoverPeer.java,
-built by bench/kstreams/build.sh from Maven Central's jars).
+"""The JVM peers of the bench on the same broker and workload (bench/jvm, built by bench/jvm/build.sh from
+Maven Central's jars): Kafka Streams (bench/jvm/kstreams) and Flink (bench/jvm/flink).
 
-Throughput: SelectPeer over the pre-filled topics of the Kafka figure, exactly_once_v2, one stream thread,
+Throughput: SelectPeer (Kafka Streams, exactly_once_v2, one stream thread) or FlinkSelectPeer (Flink's local
+MiniCluster, parallelism 1, an exactly-once Kafka sink) over the pre-filled topics of the Kafka figure,
 timed from its first record to the last one it processed, as the Quix peer is.
 
-Failover: two FailoverPeer instances in one group with a standby replica, under the load Spark's restart is
-timed with; the instance that holds I1 is killed (SIGKILL), and recovery is timed as the Lazy Standby
-failover is: from the kill until the first result of a source record that arrived after it, from a source
-partition the killed instance held, is committed to the results topic (every topic stamps its arrival
-time). Duplicates are counted over every committed result.
+Failover (Kafka Streams): two FailoverPeer instances in one group with a standby replica, under the load
+Spark's restart is timed with; the instance that runs the task is killed (SIGKILL), and recovery is timed
+as the Lazy Standby failover is: from the kill until the first result of a source record that arrived
+after it, from a source partition the killed instance held, is committed to the results topic (every topic
+stamps its arrival time). Duplicates are counted over every committed result.
 """
 
 from __future__ import annotations
@@ -29,29 +30,31 @@ from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, all_topics, ensure_topics
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / ".cache" / "kstreams"
+CACHE = ROOT / ".cache" / "jvm"
+MAIN = {"kstreams": "SelectPeer", "flink": "FlinkSelectPeer"}  # each peer's throughput class
+NAMES = {"kstreams": "Kafka Streams", "flink": "Flink"}
 
 
-def build() -> str:
-    """The classpath of the built peers (bench/kstreams/build.sh: idempotent)."""
-    b = subprocess.run(["bash", str(ROOT / "bench" / "kstreams" / "build.sh")], capture_output=True, text=True,
-                       timeout=600)
+def build(peer: str) -> str:
+    """The classpath of a built peer (bench/jvm/build.sh PEER: idempotent)."""
+    b = subprocess.run(["bash", str(ROOT / "bench" / "jvm" / "build.sh"), peer], capture_output=True, text=True,
+                       timeout=900)
     if b.returncode != 0:
-        raise RuntimeError(f"building the Kafka Streams peer failed: {b.stderr[-2000:]}")
-    return f"{CACHE / 'classes'}:{CACHE / 'libs'}/*"
+        raise RuntimeError(f"building the {NAMES.get(peer, peer)} peer failed: {b.stderr[-2000:]}")
+    return f"{CACHE / peer / 'classes'}:{CACHE / peer / 'libs'}/*"
 
 
-def throughput(bootstrap: str, prefix: str, total: int, *, first_wait_s: int = 120) -> dict:
-    """Kafka Streams with exactly-once (exactly_once_v2, one stream thread) doing the same selection over the
-    same topics. A run whose last transaction did not commit is refused: its figure would count records
-    that no read_committed consumer sees; so is one that read nothing within `first_wait_s`."""
-    cp = build()
-    with tempfile.TemporaryDirectory(prefix="kstreams-peer-") as tmp:  # its state directory
-        p = subprocess.run(["java", "-Xmx512m", f"-Djava.io.tmpdir={tmp}", "-cp", cp, "SelectPeer", bootstrap, prefix,
+def select_throughput(peer: str, bootstrap: str, prefix: str, total: int, *, first_wait_s: int = 120) -> dict:
+    """`peer` ("kstreams" or "flink") with exactly-once doing the same selection over the same topics. A run
+    whose last transaction did not commit is refused: its figure would count records that no
+    read_committed consumer sees; so is one that read nothing within `first_wait_s`."""
+    cp = build(peer)
+    with tempfile.TemporaryDirectory(prefix=f"{peer}-peer-") as tmp:  # its state and temporary files
+        p = subprocess.run(["java", "-Xmx768m", f"-Djava.io.tmpdir={tmp}", "-cp", cp, MAIN[peer], bootstrap, prefix,
                             str(total), str(first_wait_s)], capture_output=True, text=True, timeout=900)
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0 or not lines:
-        raise RuntimeError(f"the Kafka Streams peer failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+        raise RuntimeError(f"the {NAMES[peer]} peer failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
     return json.loads(lines[-1])
 
 
@@ -94,9 +97,12 @@ def _start(cmd: list[str], log: Path) -> subprocess.Popen:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
 
 
-def failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float = 3.0, timeout: float = 180.0) -> dict:
-    """Two instances under load at `rate`; `kill_after` s after both produce, the one holding I1 is killed."""
-    cp = build()
+def kstreams_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float = 3.0,
+                      timeout: float = 180.0) -> dict:
+    """Two Kafka Streams instances under load at `rate`; the one running the task is killed once it has for
+    `kill_after` s with no rebalance. Results within `timeout` s of the start, or the run fails (its
+    instances' logs kept)."""
+    cp = build("kstreams")
     prefix = f"kf{random.getrandbits(32):x}."
     topics = Topics(prefix)
     out_topic = f"{prefix}kstreams-failover"

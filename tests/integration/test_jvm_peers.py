@@ -1,6 +1,7 @@
-"""The Kafka figure's JVM peer is a fair one: Kafka Streams with exactly_once_v2 (bench/kstreams) keeps
-exactly the records the pipeline's selection keeps, each once, committed; and a run that cannot read
-fails with its cause instead of hanging."""
+"""The bench's JVM peers are fair ones: Kafka Streams with exactly_once_v2 and Flink with its exactly-once
+Kafka sink (bench/jvm) keep exactly the records the pipeline's selection keeps, each once, committed; a
+run that cannot read fails with its cause instead of hanging; Kafka Streams' failover is timed from the
+kill of the instance that runs the task."""
 
 import random
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from bench.kstreams_peer import throughput as kstreams_throughput
+from bench.jvm_peers import kstreams_failover, select_throughput
 from lazystandby.harness.check import kafka_expected
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, read_partition
@@ -38,29 +39,32 @@ def _committed(bootstrap: str, topic: str, want: int, timeout: float = 60.0) -> 
         c.close()
 
 
-def test_the_kafka_streams_peer_keeps_exactly_what_the_pipeline_would_each_once(kafka):
-    prefix = f"ksp{random.getrandbits(32):x}."
+@pytest.mark.parametrize("peer", ["kstreams", "flink"])
+def test_a_jvm_peer_keeps_exactly_what_the_pipeline_would_each_once(kafka, peer):
+    prefix = f"{peer}{random.getrandbits(32):x}."
     generate(kafka, ["I1", "I2"], 4000, topics=Topics(prefix))
-    r = kstreams_throughput(kafka, prefix, 4000)
+    r = select_throughput(peer, kafka, prefix, 4000)
     expected, _ = kafka_expected(kafka, ["I1", "I2"], "price > 100", prefix=prefix)
     values = {s: [rec.value for rec in read_partition(kafka, f"{prefix}{s}")] for s in ("I1", "I2")}
     want = Counter(values[s][q - 1] for s, q in expected)
     assert 0 < len(expected) < 4000
     assert r["tuples"] == 4000 and r["selected"] == len(expected) and r["committed"] and r["tuples_per_s"] > 0
-    assert Counter(_committed(kafka, f"{prefix}kstreams-results", len(expected))) == want
+    assert Counter(_committed(kafka, f"{prefix}{peer}-results", len(expected))) == want
 
 
-def test_a_kafka_streams_run_that_reads_nothing_fails_with_its_cause(kafka):
+@pytest.mark.parametrize(("peer", "cause"), [("kstreams", "MissingSourceTopicException"),
+                                             ("flink", "no record from")])
+def test_a_jvm_peer_that_reads_nothing_fails_with_its_cause(kafka, peer, cause):
+    """Topics that do not exist: Kafka Streams names them missing; Flink's source waits for them, and the
+    peer gives up after `first_wait_s`."""
     t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match="the Kafka Streams peer failed"):
-        kstreams_throughput(kafka, f"none{random.getrandbits(32):x}.", 10, first_wait_s=5)
-    assert time.monotonic() - t0 < 60
+    with pytest.raises(RuntimeError, match=f"(?s)peer failed .*{cause}"):
+        select_throughput(peer, kafka, f"none{random.getrandbits(32):x}.", 10, first_wait_s=5)
+    assert time.monotonic() - t0 < 90
 
 
 def test_a_kafka_streams_failover_is_timed_from_the_kill_to_output_live_again_with_nothing_duplicated(kafka):
-    from bench.kstreams_peer import failover
-
-    r = failover(kafka)
+    r = kstreams_failover(kafka)
     assert r["killed"] in ("a", "b") and any(t.endswith(".I1") for t in r["held"])
     # The group notices the kill a session timeout after the instance's last heartbeat, which came at most one
     # interval before the kill: a figure under that was not timed from the kill of the active instance.
@@ -69,10 +73,8 @@ def test_a_kafka_streams_failover_is_timed_from_the_kill_to_output_live_again_wi
 
 
 def test_a_kafka_streams_failover_without_results_fails_and_keeps_the_logs(kafka):
-    from bench.kstreams_peer import failover
-
     with pytest.raises(RuntimeError, match="never settled on one active instance; logs in (\\S+)") as e:
-        failover(kafka, timeout=0.5)
+        kstreams_failover(kafka, timeout=0.5)
     logs = e.value.args[0].rsplit(" ", 1)[-1]
     try:
         assert sorted(p.name for p in Path(logs).glob("*.log")) == ["a.log", "b.log"]
