@@ -10,33 +10,26 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
-from bench.jvm_peers import kstreams_failover, select_throughput
+from bench.jvm_peers import CommittedReader, kstreams_failover, select_throughput
 from lazystandby.harness.check import kafka_expected
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, read_partition
 
 
 def _committed(bootstrap: str, topic: str, want: int, timeout: float = 60.0) -> list[bytes]:
-    """Every committed record of `topic`: polled until `want` arrived, then until a poll brings nothing
-    more (a duplicate would arrive after the count was reached)."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
-                      auto_offset_reset="earliest")
+    """Every committed record of `topic`: read until `want` arrived, then until a poll brings nothing more
+    (a duplicate would arrive after the count was reached)."""
+    reader = CommittedReader(bootstrap, topic)
     try:
         deadline = time.monotonic() + timeout
-        while not (parts := c.partitions_for_topic(topic)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        c.assign([TopicPartition(topic, p) for p in parts or ()])
-        got: list[bytes] = []
         while time.monotonic() < deadline:
-            batch = [r.value for recs in c.poll(timeout_ms=1000).values() for r in recs]
-            got.extend(batch)
-            if len(got) >= want and not batch:
+            new = reader.more(1000)
+            if len(reader.records) >= want and not new:
                 break
-        return got
+        return [r.value for r in reader.records]
     finally:
-        c.close()
+        reader.close()
 
 
 @pytest.mark.parametrize("peer", ["kstreams", "flink"])
