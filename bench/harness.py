@@ -236,7 +236,7 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
 KAFKA_REPS = 3  # runs of the Kafka path and of each peer (Quix, Kafka Streams, Flink), each one's median kept
 SPARK_FAIR_TUPLES = 1_000_000  # records in Kafka that the Spark pipeline and the direct query both read
 SPARK_MAX_ROWS = NodeConfig.spark_max_rows  # records per micro-batch, for both
-KSTREAMS_KILLS = 3  # kills of the active Kafka Streams instance (each about 15 s: start, load, the group's timeout)
+JVM_KILLS = 3  # kills of the active Kafka Streams instance and of the Flink job (each about 15-20 s)
 SPARK_KILLS = 5  # kills of N with the Spark operator (each trial starts two Spark sessions: about a minute)
 
 
@@ -288,6 +288,14 @@ def quix_throughput(bootstrap: str, prefix: str, total: int) -> dict:
     if p.returncode != 0:
         raise RuntimeError(f"the Quix Streams peer failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def jvm_failover_keys(peer: str, runs: list[dict], worst_failover_ms: float) -> dict:
+    """A JVM peer's failover in the summary: the median of its runs, the duplicates over all of them, and
+    that median over our worst failover p95."""
+    median = statistics.median(r["failover_ms"] for r in runs)
+    return {f"{peer}_failover_ms": median, f"{peer}_failover_duplicated": sum(r["duplicated"] for r in runs),
+            f"failover_speedup_vs_{peer}": round(median / worst_failover_ms, 1)}
 
 
 def same_selection(quix: dict, other: dict, name: str) -> None:
@@ -527,13 +535,16 @@ def spark_peer() -> dict:
         kafka["kstreams_eos"] = median_run(jvm["kstreams"])
         kafka["flink_eos"] = median_run(jvm["flink"])
         fair = spark_fair(b)
-        ks_failovers = []
-        for rep in range(KSTREAMS_KILLS):
-            print(f"Kafka Streams failover {rep + 1}/{KSTREAMS_KILLS}: two instances, the active one killed",
+        ks_failovers, flink_failovers = [], []
+        for rep in range(JVM_KILLS):
+            print(f"Kafka Streams failover {rep + 1}/{JVM_KILLS}: two instances, the active one killed",
                   file=sys.stderr, flush=True)
             ks_failovers.append(jvm_peers.kstreams_failover(b))
+            print(f"Flink failover {rep + 1}/{JVM_KILLS}: killed, started again from its newest checkpoint",
+                  file=sys.stderr, flush=True)
+            flink_failovers.append(jvm_peers.flink_failover(b))
         return {"restart": restart_recovery(b), "throughput": fair["direct"], "fair": fair, "kafka": kafka,
-                "kstreams_failover": ks_failovers}
+                "kstreams_failover": ks_failovers, "flink_failover": flink_failovers}
 
     if os.environ.get("KAFKA_BOOTSTRAP"):
         return measure(os.environ["KAFKA_BOOTSTRAP"])
@@ -604,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     ha = next(t for t in thr if t["standby"] and t["bsize"] == "10" and t["codec"] == "zstd-stream-dict"
               and t["operator"] == "python")
     no_ha = next(t for t in thr if not t["standby"])
+    worst_failover_ms = max(v["failover_ms_p95"] for per in summary.values() for v in per.values())
     result = {
         "name": name, "machine": f"{platform.machine()} {platform.node()} cores=2", "seconds": round(time.time() - t0),
         "tradeoff": summary, "throughput": thr,
@@ -629,19 +641,15 @@ def main(argv: list[str] | None = None) -> int:
         "kafka_throughput_tuples_per_s": spark["kafka"]["tuples_per_s"],
         "quix_eos_tuples_per_s": spark["kafka"]["quix_eos"]["tuples_per_s"],
         "kafka_vs_quix_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["quix_eos"]["tuples_per_s"], 2),
-        "kstreams_failover_ms": statistics.median(r["failover_ms"] for r in spark["kstreams_failover"]),
-        "kstreams_failover_duplicated": sum(r["duplicated"] for r in spark["kstreams_failover"]),
-        "failover_speedup_vs_kstreams": round(statistics.median(r["failover_ms"] for r in spark["kstreams_failover"])
-                                              / max(v["failover_ms_p95"] for per in summary.values()
-                                                    for v in per.values()), 1),
+        **{key: value for peer in ("kstreams", "flink")
+           for key, value in jvm_failover_keys(peer, spark[f"{peer}_failover"], worst_failover_ms).items()},
         "flink_eos_tuples_per_s": spark["kafka"]["flink_eos"]["tuples_per_s"],
         "kafka_vs_flink_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["flink_eos"]["tuples_per_s"], 2),
         "kstreams_eos_tuples_per_s": spark["kafka"]["kstreams_eos"]["tuples_per_s"],
         "kafka_vs_kstreams_eos": round(spark["kafka"]["tuples_per_s"] / spark["kafka"]["kstreams_eos"]["tuples_per_s"],
                                        2),
         "spark_pipeline_vs_direct": spark["fair"]["ratio"],
-        "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / max(
-            v["failover_ms_p95"] for per in summary.values() for v in per.values()), 1),
+        "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / worst_failover_ms, 1),
         "plots": [str(p.relative_to(ROOT)) for p in pngs],
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
@@ -659,6 +667,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "kstreams_eos_tuples_per_s", "kafka_vs_kstreams_eos", "flink_eos_tuples_per_s",
                                       "kafka_vs_flink_eos", "kstreams_failover_ms",
                                       "kstreams_failover_duplicated", "failover_speedup_vs_kstreams",
+                                      "flink_failover_ms", "flink_failover_duplicated", "failover_speedup_vs_flink",
                                       "spark_pipeline_vs_direct", "failover_speedup_vs_spark",
                                       "spark_generator_tuples_per_s", "spark_failover_ms_p95",
                                       "spark_failover_speedup", "seconds")},

@@ -169,3 +169,78 @@ def kstreams_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: floa
             gen.join(timeout=30)
         if ok:
             shutil.rmtree(logs, ignore_errors=True)  # kept, with the instances' logs, when the run failed
+
+
+def _newest_checkpoint(root: Path) -> Path | None:
+    """The newest complete checkpoint under a job's checkpoint directory (chk-N with its _metadata)."""
+    done = [p.parent for p in root.glob("*/chk-*/_metadata")]
+    return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def flink_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float = 3.0,
+                   timeout: float = 180.0) -> dict:
+    """Flink under load at `rate`, killed with SIGKILL `kill_after` s after its first committed result (and
+    once it has completed a checkpoint), then started again from its newest complete checkpoint. Results
+    within `timeout` s of each start, or the run fails (its logs and checkpoints kept)."""
+    cp = build("flink")
+    prefix = f"ff{random.getrandbits(32):x}."
+    topics = Topics(prefix)
+    out_topic = f"{prefix}flink-failover"
+    ensure_topics(bootstrap, [*all_topics(topics, ["I1", "I2"]), out_topic])
+    work = Path(tempfile.mkdtemp(prefix="flink-failover-"))
+    checkpoints = work / "checkpoints"
+    txn = f"ff-{random.getrandbits(32):x}"
+
+    def start(name: str, *restore: str) -> subprocess.Popen:
+        return _start(["java", "-Xmx512m", f"-Djava.io.tmpdir={work}", "-cp", cp, "FlinkFailoverPeer", bootstrap,
+                       prefix, str(checkpoints), txn, *restore], work / f"{name}.log")
+
+    procs = [start("first")]
+    stop = threading.Event()
+    gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
+                           kwargs={"rate": rate, "topics": topics, "stop": stop}, daemon=True)
+    reader = CommittedReader(bootstrap, out_topic)
+    ok = False
+
+    def parse(r) -> tuple[str, int, int, int]:  # (source topic, offset, source arrival ms, result arrival ms)
+        topic, offset, ts = r.value.decode().split(",")
+        return topic, int(offset), int(ts), r.timestamp
+
+    try:
+        gen.start()
+        deadline = time.monotonic() + timeout
+        while not (reader.more() or reader.records) or _newest_checkpoint(checkpoints) is None:
+            if time.monotonic() > deadline or procs[0].poll() is not None:
+                raise RuntimeError(f"Flink produced no committed result, or no checkpoint; logs in {work}")
+        time.sleep(kill_after)
+        t_kill = time.time()
+        procs[0].kill()
+        procs[0].wait(timeout=30)
+        newest = _newest_checkpoint(checkpoints)
+        procs.append(start("restarted", str(newest)))
+        deadline = time.monotonic() + timeout
+        live = None
+        while live is None:
+            if time.monotonic() > deadline or procs[1].poll() is not None:
+                raise RuntimeError(f"the restarted Flink job produced no result for input after the kill; "
+                                   f"logs in {work}")
+            after = [r for r in map(parse, reader.more()) if r[2] > t_kill * 1000]
+            if after:
+                live = min(r[3] for r in after)
+        time.sleep(1.0)
+        reader.more()
+        seen = Counter((topic, offset) for topic, offset, _, _ in map(parse, reader.records))
+        ok = True
+        return {"failover_ms": round(live - t_kill * 1000, 1), "restored_from": newest.name, "outputs": len(seen),
+                "duplicated": sum(v - 1 for v in seen.values() if v > 1), "checkpoint_interval_ms": 1000}
+    finally:
+        stop.set()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+        reader.close()
+        if gen.is_alive():
+            gen.join(timeout=30)
+        if ok:
+            shutil.rmtree(work, ignore_errors=True)

@@ -73,3 +73,25 @@ def test_a_kafka_streams_failover_without_results_fails_and_keeps_the_logs(kafka
         assert sorted(p.name for p in Path(logs).glob("*.log")) == ["a.log", "b.log"]
     finally:
         shutil.rmtree(logs, ignore_errors=True)
+
+
+def test_a_flink_failover_restarts_from_its_newest_checkpoint_with_nothing_duplicated(kafka):
+    from bench.jvm_peers import flink_failover
+
+    r = flink_failover(kafka)
+    assert r["restored_from"].startswith("chk-")
+    # Results of the restarted job are committed with its first checkpoint: none can be sooner.
+    assert r["failover_ms"] >= r["checkpoint_interval_ms"]
+    assert r["outputs"] > 0 and r["duplicated"] == 0
+
+
+def test_a_flink_failover_without_results_fails_and_keeps_its_logs(kafka):
+    from bench.jvm_peers import flink_failover
+
+    with pytest.raises(RuntimeError, match="no committed result, or no checkpoint; logs in (\\S+)") as e:
+        flink_failover(kafka, timeout=0.5)
+    work = e.value.args[0].rsplit(" ", 1)[-1]
+    try:
+        assert (Path(work) / "first.log").exists()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -151,3 +151,12 @@ def test_the_kafka_peers_must_have_done_the_same_work():
         same_selection({"tuples": 300, "selected": 147}, {"tuples": 300, "selected": 146}, "Kafka Streams")
     with pytest.raises(RuntimeError, match="Quix Streams read 299"):
         same_selection({"tuples": 299, "selected": 147}, {"tuples": 300, "selected": 147}, "Flink")
+
+
+def test_a_jvm_peer_s_failover_keys_are_its_median_its_duplicates_and_the_median_over_our_worst_p95():
+    from bench.harness import jvm_failover_keys
+
+    runs = [{"failover_ms": 7000.0, "duplicated": 0}, {"failover_ms": 5000.0, "duplicated": 2},
+            {"failover_ms": 9000.0, "duplicated": 0}]
+    assert jvm_failover_keys("flink", runs, 200.0) == {"flink_failover_ms": 7000.0, "flink_failover_duplicated": 2,
+                                                      "failover_speedup_vs_flink": 35.0}
