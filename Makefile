@@ -121,8 +121,8 @@ $(QUIX_VENV)/.installed: bench/requirements-quix.lock
 
 quix-venv: $(QUIX_VENV)/.installed
 
-# The JVM peers of the bench: Kafka Streams (throughput, failover) and Flink (throughput); jars from Maven
-# Central, compiled with the JDK.
+# The JVM peers of the bench, Kafka Streams and Flink (throughput and failover): jars from Maven Central,
+# compiled with the JDK.
 jvm-peers:
 	bash bench/jvm/build.sh kstreams && bash bench/jvm/build.sh flink
 

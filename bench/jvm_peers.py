@@ -5,11 +5,14 @@ Throughput: SelectPeer (Kafka Streams, exactly_once_v2, one stream thread) or Fl
 MiniCluster, parallelism 1, an exactly-once Kafka sink) over the pre-filled topics of the Kafka figure,
 timed from its first record to the last one it processed, as the Quix peer is.
 
-Failover (Kafka Streams): two FailoverPeer instances in one group with a standby replica, under the load
+Failover, Kafka Streams: two FailoverPeer instances in one group with a standby replica, under the load
 Spark's restart is timed with; the instance that runs the task is killed (SIGKILL), and recovery is timed
 as the Lazy Standby failover is: from the kill until the first result of a source record that arrived
 after it, from a source partition the killed instance held, is committed to the results topic (every topic
 stamps its arrival time). Duplicates are counted over every committed result.
+
+Failover, Flink: FlinkFailoverPeer under the same load, checkpoints every second, killed (SIGKILL) and
+started again from its newest complete checkpoint, timed and checked the same way.
 """
 
 from __future__ import annotations
@@ -92,6 +95,22 @@ def _states(logs: Path) -> dict[str, str]:
     return out
 
 
+def _end_run(stop: threading.Event, gen: threading.Thread, procs: list[subprocess.Popen], reader: CommittedReader,
+             work: Path, ok: bool) -> None:
+    """A failover run's end, whatever happened: the load stopped, every process killed, the reader closed;
+    its directory removed, or kept with the processes' logs when the run failed."""
+    stop.set()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=30)
+    reader.close()
+    if gen.is_alive():
+        gen.join(timeout=30)
+    if ok:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _start(cmd: list[str], log: Path) -> subprocess.Popen:
     with open(log, "w") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -159,16 +178,7 @@ def kstreams_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: floa
                 "outputs": len(seen), "duplicated": sum(v - 1 for v in seen.values() if v > 1),
                 "session_timeout_ms": 6000, "heartbeat_interval_ms": 1500, "standby_replicas": 1}
     finally:
-        stop.set()
-        for p in peers.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=30)
-        reader.close()
-        if gen.is_alive():
-            gen.join(timeout=30)
-        if ok:
-            shutil.rmtree(logs, ignore_errors=True)  # kept, with the instances' logs, when the run failed
+        _end_run(stop, gen, list(peers.values()), reader, logs, ok)
 
 
 def _newest_checkpoint(root: Path) -> Path | None:
@@ -234,13 +244,4 @@ def flink_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float =
         return {"failover_ms": round(live - t_kill * 1000, 1), "restored_from": newest.name, "outputs": len(seen),
                 "duplicated": sum(v - 1 for v in seen.values() if v > 1), "checkpoint_interval_ms": 1000}
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=30)
-        reader.close()
-        if gen.is_alive():
-            gen.join(timeout=30)
-        if ok:
-            shutil.rmtree(work, ignore_errors=True)
+        _end_run(stop, gen, procs, reader, work, ok)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The JVM peers of the bench: `bench/jvm/build.sh kstreams` (Kafka Streams: throughput and failover) or
-# `bench/jvm/build.sh flink` (Flink: throughput). Each peer's jars come from Maven Central into
+# `bench/jvm/build.sh flink` (Flink: throughput and failover). Each peer's jars come from Maven Central into
 # .cache/jvm/PEER/libs (bench/jvm/PEER/pom.xml); its sources, with the shared Ticks.java, are compiled into
 # .cache/jvm/PEER/classes. Idempotent: each step is skipped while a stamp holds the hash of what it was made
 # from.

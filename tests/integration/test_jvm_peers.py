@@ -1,7 +1,7 @@
 """The bench's JVM peers are fair ones: Kafka Streams with exactly_once_v2 and Flink with its exactly-once
 Kafka sink (bench/jvm) keep exactly the records the pipeline's selection keeps, each once, committed; a
 run that cannot read fails with its cause instead of hanging; Kafka Streams' failover is timed from the
-kill of the instance that runs the task."""
+kill of the instance that runs the task, Flink's from the kill of the job it restarts from a checkpoint."""
 
 import random
 import shutil
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.jvm_peers import CommittedReader, kstreams_failover, select_throughput
+from bench.jvm_peers import CommittedReader, flink_failover, kstreams_failover, select_throughput
 from lazystandby.harness.check import kafka_expected
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, read_partition
@@ -65,19 +65,7 @@ def test_a_kafka_streams_failover_is_timed_from_the_kill_to_output_live_again_wi
     assert r["outputs"] > 0 and r["duplicated"] == 0
 
 
-def test_a_kafka_streams_failover_without_results_fails_and_keeps_the_logs(kafka):
-    with pytest.raises(RuntimeError, match="never settled on one active instance; logs in (\\S+)") as e:
-        kstreams_failover(kafka, timeout=0.5)
-    logs = e.value.args[0].rsplit(" ", 1)[-1]
-    try:
-        assert sorted(p.name for p in Path(logs).glob("*.log")) == ["a.log", "b.log"]
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
-
-
 def test_a_flink_failover_restarts_from_its_newest_checkpoint_with_nothing_duplicated(kafka):
-    from bench.jvm_peers import flink_failover
-
     r = flink_failover(kafka)
     assert r["restored_from"].startswith("chk-")
     # Results of the restarted job are committed with its first checkpoint: none can be sooner.
@@ -85,13 +73,14 @@ def test_a_flink_failover_restarts_from_its_newest_checkpoint_with_nothing_dupli
     assert r["outputs"] > 0 and r["duplicated"] == 0
 
 
-def test_a_flink_failover_without_results_fails_and_keeps_its_logs(kafka):
-    from bench.jvm_peers import flink_failover
-
-    with pytest.raises(RuntimeError, match="no committed result, or no checkpoint; logs in (\\S+)") as e:
-        flink_failover(kafka, timeout=0.5)
-    work = e.value.args[0].rsplit(" ", 1)[-1]
+@pytest.mark.parametrize(("run", "message", "logs"), [
+    (kstreams_failover, "never settled on one active instance", ["a.log", "b.log"]),
+    (flink_failover, "no committed result, or no checkpoint", ["first.log"])])
+def test_a_jvm_failover_without_results_fails_and_keeps_its_logs(kafka, run, message, logs):
+    with pytest.raises(RuntimeError, match=f"{message}; logs in (\\S+)") as e:
+        run(kafka, timeout=0.5)
+    work = Path(e.value.args[0].rsplit(" ", 1)[-1])
     try:
-        assert (Path(work) / "first.log").exists()
+        assert sorted(p.name for p in work.glob("*.log")) == logs
     finally:
         shutil.rmtree(work, ignore_errors=True)
