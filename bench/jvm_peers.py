@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from kafka import KafkaConsumer, TopicPartition
@@ -80,9 +81,30 @@ class CommittedReader:
 
 
 def _parse(record) -> tuple[str, str, int, int, int]:
-    """(instance, source topic, source offset, source arrival ms, result arrival ms) of a failover result."""
+    """(instance, source topic, source offset, source arrival ms, result arrival ms) of a failover result
+    (both JVM failover peers write "INSTANCE,topic,offset,input timestamp")."""
     instance, topic, offset, ts = record.value.decode().split(",")
     return instance, topic, int(offset), int(ts), record.timestamp
+
+
+def _live_again(reader: CommittedReader, held: set[str], t_kill: float, deadline: float,
+                alive: Callable[[], bool], failed: str) -> float:
+    """The arrival (ms) of the first committed result of input from a `held` topic that arrived after the
+    kill at `t_kill` (s); RuntimeError(`failed`) past `deadline` (monotonic) or once `alive()` is false."""
+    while True:
+        if time.monotonic() > deadline or not alive():
+            raise RuntimeError(failed)
+        after = [r for r in map(_parse, reader.more()) if r[1] in held and r[3] > t_kill * 1000]
+        if after:
+            return min(r[4] for r in after)
+
+
+def _tally(reader: CommittedReader) -> dict:
+    """After a second more of results: how many inputs have results, and how many results repeat one."""
+    time.sleep(1.0)
+    reader.more()
+    seen = Counter((topic, offset) for _, topic, offset, _, _ in map(_parse, reader.records))
+    return {"outputs": len(seen), "duplicated": sum(v - 1 for v in seen.values() if v > 1)}
 
 
 def _states(logs: Path) -> dict[str, str]:
@@ -111,6 +133,16 @@ def _end_run(stop: threading.Event, gen: threading.Thread, procs: list[subproces
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _load(bootstrap: str, topics: Topics, out_topic: str, rate: float
+          ) -> tuple[threading.Event, threading.Thread, CommittedReader]:
+    """A failover run's load, the generator at `rate` into `topics` (a thread not started yet, and the event
+    that stops it), and its reader of the committed results in `out_topic`."""
+    stop = threading.Event()
+    gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
+                           kwargs={"rate": rate, "topics": topics, "stop": stop}, daemon=True)
+    return stop, gen, CommittedReader(bootstrap, out_topic)
+
+
 def _start(cmd: list[str], log: Path) -> subprocess.Popen:
     with open(log, "w") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -130,10 +162,7 @@ def kstreams_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: floa
     logs = Path(tempfile.mkdtemp(prefix="kstreams-failover-"))
     peers = {name: _start(["java", "-Xmx384m", f"-Djava.io.tmpdir={logs}", "-cp", cp, "FailoverPeer", bootstrap,
                            prefix, app, name], logs / f"{name}.log") for name in ("a", "b")}
-    stop = threading.Event()
-    gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
-                           kwargs={"rate": rate, "topics": topics, "stop": stop}, daemon=True)
-    reader = CommittedReader(bootstrap, out_topic)
+    stop, gen, reader = _load(bootstrap, topics, out_topic, rate)
     ok = False
     try:
         gen.start()
@@ -163,19 +192,11 @@ def kstreams_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: floa
         t_kill = time.time()
         peers[victim].kill()
         peers[victim].wait(timeout=30)
-        live = None
-        while live is None:
-            if time.monotonic() > deadline + 120:
-                raise RuntimeError(f"no result for input after the kill within the deadline; logs in {logs}")
-            after = [r for r in map(_parse, reader.more()) if r[1] in held and r[3] > t_kill * 1000]
-            if after:
-                live = min(r[4] for r in after)
-        time.sleep(1.0)
-        reader.more()
-        seen = Counter((topic, offset) for _, topic, offset, _, _ in map(_parse, reader.records))
+        live = _live_again(reader, held, t_kill, deadline + 120, lambda: True,
+                           f"no result for input after the kill within the deadline; logs in {logs}")
+        counts = _tally(reader)
         ok = True
-        return {"failover_ms": round(live - t_kill * 1000, 1), "killed": victim, "held": sorted(held),
-                "outputs": len(seen), "duplicated": sum(v - 1 for v in seen.values() if v > 1),
+        return {"failover_ms": round(live - t_kill * 1000, 1), "killed": victim, "held": sorted(held), **counts,
                 "session_timeout_ms": 6000, "heartbeat_interval_ms": 1500, "standby_replicas": 1}
     finally:
         _end_run(stop, gen, list(peers.values()), reader, logs, ok)
@@ -203,18 +224,11 @@ def flink_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float =
 
     def start(name: str, *restore: str) -> subprocess.Popen:
         return _start(["java", "-Xmx512m", f"-Djava.io.tmpdir={work}", "-cp", cp, "FlinkFailoverPeer", bootstrap,
-                       prefix, str(checkpoints), txn, *restore], work / f"{name}.log")
+                       prefix, str(checkpoints), txn, name, *restore], work / f"{name}.log")
 
     procs = [start("first")]
-    stop = threading.Event()
-    gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
-                           kwargs={"rate": rate, "topics": topics, "stop": stop}, daemon=True)
-    reader = CommittedReader(bootstrap, out_topic)
+    stop, gen, reader = _load(bootstrap, topics, out_topic, rate)
     ok = False
-
-    def parse(r) -> tuple[str, int, int, int]:  # (source topic, offset, source arrival ms, result arrival ms)
-        topic, offset, ts = r.value.decode().split(",")
-        return topic, int(offset), int(ts), r.timestamp
 
     try:
         gen.start()
@@ -229,19 +243,12 @@ def flink_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float =
         newest = _newest_checkpoint(checkpoints)
         procs.append(start("restarted", str(newest)))
         deadline = time.monotonic() + timeout
-        live = None
-        while live is None:
-            if time.monotonic() > deadline or procs[1].poll() is not None:
-                raise RuntimeError(f"the restarted Flink job produced no result for input after the kill; "
-                                   f"logs in {work}")
-            after = [r for r in map(parse, reader.more()) if r[2] > t_kill * 1000]
-            if after:
-                live = min(r[3] for r in after)
-        time.sleep(1.0)
-        reader.more()
-        seen = Counter((topic, offset) for topic, offset, _, _ in map(parse, reader.records))
+        live = _live_again(reader, {topics.source("I1"), topics.source("I2")}, t_kill, deadline,
+                           lambda: procs[1].poll() is None,
+                           f"the restarted Flink job produced no result for input after the kill; logs in {work}")
+        counts = _tally(reader)
         ok = True
-        return {"failover_ms": round(live - t_kill * 1000, 1), "restored_from": newest.name, "outputs": len(seen),
-                "duplicated": sum(v - 1 for v in seen.values() if v > 1), "checkpoint_interval_ms": 1000}
+        return {"failover_ms": round(live - t_kill * 1000, 1), "restored_from": newest.name, **counts,
+                "checkpoint_interval_ms": 1000}
     finally:
         _end_run(stop, gen, procs, reader, work, ok)

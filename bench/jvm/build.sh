@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The JVM peers of the bench: `bench/jvm/build.sh kstreams` (Kafka Streams: throughput and failover) or
 # `bench/jvm/build.sh flink` (Flink: throughput and failover). Each peer's jars come from Maven Central into
-# .cache/jvm/PEER/libs (bench/jvm/PEER/pom.xml); its sources, with the shared Ticks.java, are compiled into
-# .cache/jvm/PEER/classes. Idempotent: each step is skipped while a stamp holds the hash of what it was made
-# from.
+# .cache/jvm/PEER/libs (bench/jvm/PEER/pom.xml); its sources, with the shared ones (bench/jvm/*.java), are
+# compiled into .cache/jvm/PEER/classes. Idempotent: each step is skipped while a stamp holds the hash of what
+# it was made from.
 set -euo pipefail
 peer="${1:?usage: build.sh kstreams|flink}"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,10 +23,10 @@ if [[ ! -f "$cache/libs.sha" || "$(cat "$cache/libs.sha")" != "$want" || -z "$(l
   echo "$want" > "$cache/libs.sha"
   rm -f "$cache/classes.sha"
 fi
-want="$(cat "$here/Ticks.java" "$src"/*.java "$cache/libs.sha" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$here"/*.java "$src"/*.java "$cache/libs.sha" | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$cache/classes.sha" || "$(cat "$cache/classes.sha")" != "$want" ]]; then
   rm -rf "$classes" && mkdir -p "$classes"
-  javac --release 17 -cp "$libs/*" -d "$classes" "$here/Ticks.java" "$src"/*.java
+  javac --release 17 -cp "$libs/*" -d "$classes" "$here"/*.java "$src"/*.java
   echo "$want" > "$cache/classes.sha"
   echo "build.sh: the $peer peer built against $(ls "$libs" | wc -l) jars in $libs" >&2
 fi

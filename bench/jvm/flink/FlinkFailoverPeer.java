@@ -3,10 +3,11 @@
 // (bench.jvm_peers.flink_failover) kills the process with SIGKILL and starts it again from the newest
 // complete checkpoint (RESTORE_FROM), as a single-node Flink user does: Flink's distribution, for a
 // standalone cluster with a spare TaskManager, is not on Maven Central here. Each selected tick is written as
-// "topic,offset,input timestamp", so the bench sees when an input it outputs arrived. Runs until killed:
+// "INSTANCE,topic,offset,input timestamp" (the layout of the Kafka Streams peer's FailoverPeer), so the bench
+// sees which run wrote it and when its input arrived. Runs until killed:
 //
 //     java -cp .cache/jvm/flink/classes:.cache/jvm/flink/libs/* FlinkFailoverPeer BOOTSTRAP PREFIX \
-//          CHECKPOINT_DIR TRANSACTIONAL_ID_PREFIX [RESTORE_FROM]
+//          CHECKPOINT_DIR TRANSACTIONAL_ID_PREFIX INSTANCE [RESTORE_FROM]
 //
 // The transactional id prefix stays the same across the restart, so the restarted sink aborts the
 // transaction the killed one left open (read_committed readers wait on it until then).
@@ -45,14 +46,14 @@ public final class FlinkFailoverPeer {
     }
 
     public static void main(String[] args) throws Exception {
-        String bootstrap = args[0], prefix = args[1], checkpoints = args[2], txnPrefix = args[3];
+        String bootstrap = args[0], prefix = args[1], checkpoints = args[2], txnPrefix = args[3], instance = args[4];
         Configuration conf = new Configuration();
         conf.setString("execution.checkpointing.interval", "1 s");
         conf.setString("execution.checkpointing.dir", "file://" + checkpoints);
         conf.setString("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
         conf.setString("execution.checkpointing.num-retained", "3");
-        if (args.length > 4) {
-            conf.setString("execution.state-recovery.path", args[4]);
+        if (args.length > 5) {
+            conf.setString("execution.state-recovery.path", args[5]);
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(1);
@@ -77,7 +78,7 @@ public final class FlinkFailoverPeer {
                 .build();
         env.fromSource(source, WatermarkStrategy.noWatermarks(), "ticks")
            .filter(s -> Ticks.select(s.substring(s.indexOf('|') + 1).getBytes(StandardCharsets.US_ASCII)))
-           .map(s -> s.substring(0, s.indexOf('|'))).returns(Types.STRING)
+           .map(s -> instance + "," + s.substring(0, s.indexOf('|'))).returns(Types.STRING)
            .sinkTo(sink);
         System.out.println("started");
         System.out.flush();

@@ -12,7 +12,6 @@
 
 import java.util.Properties;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
@@ -29,24 +28,13 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public final class FlinkSelectPeer {
-    // The job runs in this JVM (the local MiniCluster), so its one task shares these with main.
-    static volatile long seen, selected, t0, t1, total;
-    static final CountDownLatch FIRST = new CountDownLatch(1);
-
+    // The job runs in this JVM (the local MiniCluster), so its one task counts into main's tally.
+    static Tally tally;
 
     static final class Select implements FilterFunction<byte[]> {
         @Override
         public boolean filter(byte[] value) {
-            if (t0 == 0) {
-                t0 = System.nanoTime();
-                FIRST.countDown();
-            }
-            boolean keep = Ticks.select(value);
-            selected += keep ? 1 : 0;
-            if (++seen == total) {
-                t1 = System.nanoTime();
-            }
-            return keep;
+            return tally.keep(value);
         }
     }
 
@@ -60,7 +48,7 @@ public final class FlinkSelectPeer {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], prefix = args[1];
-        total = Long.parseLong(args[2]);
+        tally = new Tally(Long.parseLong(args[2]));
         long firstWait = args.length > 3 ? Long.parseLong(args[3]) : 120;
         String id = UUID.randomUUID().toString().substring(0, 8);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
@@ -90,7 +78,7 @@ public final class FlinkSelectPeer {
         env.fromSource(source, WatermarkStrategy.noWatermarks(), "ticks").filter(new Select()).sinkTo(sink);
         JobClient job = env.executeAsync("flink-select-peer-" + id);
         boolean committed = false;
-        if (FIRST.await(firstWait, TimeUnit.SECONDS)) {
+        if (tally.awaitFirst(firstWait)) {
             try {
                 job.getJobExecutionResult().get(600, TimeUnit.SECONDS);
                 committed = true;
@@ -102,11 +90,7 @@ public final class FlinkSelectPeer {
                                + " within " + firstWait + " s");
             job.cancel().get(60, TimeUnit.SECONDS);
         }
-        boolean finished = t1 != 0;
-        long end = finished ? t1 : System.nanoTime();
-        double seconds = t0 == 0 ? 0 : (end - t0) / 1e9;
-        System.out.printf("{\"tuples\": %d, \"seconds\": %.3f, \"tuples_per_s\": %d, \"selected\": %d, \"committed\": %b}%n",
-                          seen, seconds, seconds > 0 ? Math.round(seen / seconds) : 0, selected, committed && finished);
-        System.exit(finished && committed ? 0 : 1);
+        System.out.println(tally.report(committed));
+        System.exit(tally.finished() && committed ? 0 : 1);
     }
 }

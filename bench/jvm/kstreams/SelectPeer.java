@@ -13,8 +13,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -25,9 +23,6 @@ import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Produced;
 
 public final class SelectPeer {
-    private static volatile long seen, selected, t0, t1;
-
-
     public static void main(String[] args) throws InterruptedException {
         String bootstrap = args[0], prefix = args[1];
         long total = Long.parseLong(args[2]);
@@ -44,22 +39,10 @@ public final class SelectPeer {
         // cannot have three replicas.
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
 
-        CountDownLatch first = new CountDownLatch(1), done = new CountDownLatch(1);
+        Tally tally = new Tally(total);
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(List.of(prefix + "I1", prefix + "I2"), Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
-               .filter((key, value) -> {
-                   if (t0 == 0) {
-                       t0 = System.nanoTime();
-                       first.countDown();
-                   }
-                   boolean keep = Ticks.select(value);
-                   selected += keep ? 1 : 0;
-                   if (++seen == total) {
-                       t1 = System.nanoTime();
-                       done.countDown();
-                   }
-                   return keep;
-               })
+               .filter((key, value) -> tally.keep(value))
                .to(prefix + "kstreams-results", Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         // A failure (source topics missing, the broker gone) ends the client and the wait at once, with
@@ -70,26 +53,21 @@ public final class SelectPeer {
         });
         streams.setStateListener((now, before) -> {
             if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
-                first.countDown();
-                done.countDown();
+                tally.abandon();
             }
         });
         streams.start();
         // Nothing read within firstWait seconds (a broker that does not answer: the client retries for
         // ever) fails the run; after the first record, the whole run has 600 s.
-        if (first.await(firstWait, TimeUnit.SECONDS)) {
-            done.await(600, TimeUnit.SECONDS);
+        if (tally.awaitFirst(firstWait)) {
+            tally.awaitDone(600);
         } else {
             System.err.println("SelectPeer: no record from " + prefix + "I1, " + prefix + "I2 at " + bootstrap
                                + " within " + firstWait + " s");
         }
-        boolean finished = t1 != 0;
         // Closing commits the open transaction: the selected records are then visible to read_committed.
         boolean committed = streams.close(Duration.ofSeconds(60));
-        long end = finished ? t1 : System.nanoTime();
-        double seconds = t0 == 0 ? 0 : (end - t0) / 1e9;
-        System.out.printf("{\"tuples\": %d, \"seconds\": %.3f, \"tuples_per_s\": %d, \"selected\": %d, \"committed\": %b}%n",
-                          seen, seconds, seconds > 0 ? Math.round(seen / seconds) : 0, selected, committed && finished);
-        System.exit(finished && committed ? 0 : 1);
+        System.out.println(tally.report(committed));
+        System.exit(tally.finished() && committed ? 0 : 1);
     }
 }
