@@ -63,6 +63,9 @@ class EncodedRun:
     payload_sizes: list[int]
     raw_sizes: list[int]
     dictionary: bytes = b""
+    # A streaming session's run that opens a new zstd frame: decodable without the runs before it in its
+    # session (with the session's dictionary), which lets a standby leave runs it never needs undecoded.
+    fresh: bool = False
 
     def __len__(self) -> int:
         return len(self.raw_sizes)
@@ -165,12 +168,17 @@ class BatchEncoder:
     def encode(self, raw: bytes) -> EncodedBatch:
         return self.encode_many([raw])[0]
 
-    def encode_run(self, raws: list[bytes]) -> EncodedRun:
-        """`encode_many` as one run (no object per batch)."""
+    def encode_run(self, raws: list[bytes], *, fresh: bool = False) -> EncodedRun:
+        """`encode_many` as one run (no object per batch). `fresh` (streaming codecs): the run opens a new
+        zstd frame, so that it decodes without the session's earlier runs; a session's first run always
+        does."""
+        fresh = self.codec.streaming and (fresh or self._index == 0)
+        if fresh and self._index:
+            self._open()  # the same session and dictionary; no history from the runs before
         payloads = self._compress(raws)
         run = EncodedRun(self.codec, self.session, self._index, b"".join(payloads), [len(p) for p in payloads],
                          [len(r) for r in raws],
-                         self.dictionary if (self._index == 0 and self.codec.uses_dictionary) else b"")
+                         self.dictionary if (self._index == 0 and self.codec.uses_dictionary) else b"", fresh)
         self._index += len(raws)
         return run
 
@@ -369,7 +377,7 @@ class BatchDecoder:
             raws, pos = self.decode_many(run.batches(), pos)
             return b"".join(raws), pos
         head = EncodedBatch(run.codec, run.session, run.first_index, b"", 0, run.dictionary)
-        ses = self._session_for(head, pos, where)
+        ses = self._fresh_session(head, pos, where) if run.fresh else self._session_for(head, pos, where)
         raw = self._decoded(ses, where, sum(run.raw_sizes),
                             lambda: ses.decode_stream(run.payload, run.payload_sizes, run.raw_sizes))
         return raw, DecoderPosition(ses, run.first_index + n - 1)
@@ -420,6 +428,20 @@ class BatchDecoder:
         if batch.codec is not ses.codec:
             raise CorruptBatch(f"{where}: codec {batch.codec} in a {ses.codec} session")
         return ses
+
+    def _fresh_session(self, batch: EncodedBatch, pos: DecoderPosition, where: str) -> _Session:
+        """The context a fresh run (a new zstd frame) decodes in: a new one, whatever the decoder held
+        before, in the run's session; past the session's first run only forward, with the dictionary the
+        run carries or the session's own (a run of another session carries its own, if it had one)."""
+        ses = pos.session
+        same = ses is not None and ses.session == batch.session
+        if same and batch.index <= pos.last_index:
+            raise DuplicateSequence(f"{where}: already decoded up to index {pos.last_index}")
+        if batch.index == 0:
+            return self._open(batch, ses)
+        if same and batch.codec is not ses.codec:
+            raise CorruptBatch(f"{where}: codec {batch.codec} in a {ses.codec} session")
+        return self._open(batch, ses if same else None)
 
     def _open(self, batch: EncodedBatch, current: _Session | None) -> _Session:
         """A context for the session `batch` opens; a dictionary session without a dictionary of its own

@@ -146,6 +146,10 @@ class InputQueue:
         self._since.append(at)
         self._count += len(batch)
 
+    def items(self) -> list[TupleBatch]:
+        """What is queued, oldest first (a copy)."""
+        return list(self._items)
+
     def head(self) -> tuple[TupleBatch, float] | None:
         """The oldest item and when it was offered; None when empty."""
         return (self._items[0], self._since[0]) if self._items else None

@@ -26,11 +26,13 @@ from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
 from ..core.admission import admit_runs, covered_head
 from ..core.codec import BatchDecoder, DecoderPosition
 from ..core.detector import FailureDetector
+from ..core.held import HeldRuns, Sealed, Unreadable
 from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
 from ..core.retry import fenced_by
 from ..core.roles import Role
 from ..core.seq import (
+    LazyStandbyError,
     OversizedMessage,
     PerStreamSequence,
     QueueFull,
@@ -69,32 +71,33 @@ class Run:
 
     __slots__ = ("parts", "first", "end")
 
-    def __init__(self, parts: list[TupleBatch]) -> None:
+    def __init__(self, parts: list) -> None:
         self.parts, self.first, self.end = parts, parts[0].first, parts[-1].end
 
     def __len__(self) -> int:
         return self.end - self.first
 
     def slice(self, start: int, stop: int) -> TupleBatch:
-        """The tuples at positions [start, stop) of the run, as one batch."""
+        """The tuples at positions [start, stop) of the run, as one batch (decoding sealed parts: raises
+        Unreadable)."""
         pieces = [p.slice(start, stop) for p in self.parts if p.end > start and p.first < stop]
         if not pieces:
             return TupleBatch(max(start, self.first))
-        return TupleBatch.concat(pieces)
+        return TupleBatch.concat([p.tuples() if isinstance(p, Sealed) else p for p in pieces])
 
 
 def _join_runs(items: list) -> list:
-    """Consecutive batches as one Run each; Jumps stay where they are."""
+    """Consecutive batches (decoded or sealed) as one Run each; Jumps stay where they are."""
     out: list = []
-    run: list[TupleBatch] = []
+    run: list = []
     for it in items:
-        if isinstance(it, TupleBatch) and (not run or it.first == run[-1].end):
+        if isinstance(it, TupleBatch | Sealed) and (not run or it.first == run[-1].end):
             run.append(it)
             continue
         if run:
             out.append(Run(run))
             run = []
-        if isinstance(it, TupleBatch):
+        if isinstance(it, TupleBatch | Sealed):
             run.append(it)
         else:
             out.append(it)
@@ -115,6 +118,7 @@ class OperatorNode(NodeBase):
         self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.input_queue_capacity)
         self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
         self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
+        self.held = HeldRuns(cfg.name, self._check_tuples, max_batch_bytes=cfg.max_message_bytes)
         self._decoding = threading.Lock()
         self.received_through = 0
         self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
@@ -213,23 +217,32 @@ class OperatorNode(NodeBase):
                                    f"the limit is {self.cfg.max_tuple_bytes}")
         return batch
 
-    def _admit(self, batches: list[TupleBatch], ckpt: Checkpoint, params: m.Params | None = None) -> None:
-        """Queue `batches` in IQ if they follow on from what this node holds. Everything is checked
-        before anything changes: a refused frame leaves the node as it was."""
+    def _admit(self, batches: list, ckpt: Checkpoint, params: m.Params | None = None) -> None:
+        """Queue `batches` (TupleBatch, or Sealed runs of a lazy standby) in IQ if they follow on from what
+        this node holds. Everything is checked before anything changes: a refused frame leaves the node as
+        it was. Sealed runs are checked for their positions here and for their tuples when decoded (their
+        per-stream seqs are those the primary checks as Nu pushes the same positions to it)."""
         jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches], ckpt)
-        joined = TupleBatch.concat(batches)
-        pending = self.seqcheck.check(joined.streams, joined.seqs, fresh=jump, skip=StreamRegistry.CONTROL)
-        if len(self.iq) and len(self.iq) + len(joined) > self.iq.capacity:
+        sealed = isinstance(batches[0], Sealed)
+        items = batches if sealed else [TupleBatch.concat(batches)]
+        count = sum(map(len, items))
+        pending = None if sealed else self.seqcheck.check(items[0].streams, items[0].seqs, fresh=jump,
+                                                          skip=StreamRegistry.CONTROL)
+        if len(self.iq) and len(self.iq) + count > self.iq.capacity:
             raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
         # Checked; now change state.
         if jump:
             self._jump(ckpt, params)
-        self.seqcheck.commit(pending)
+        if pending is None:
+            self.seqcheck.reset()  # what follows an eager frame is checked from there
+        else:
+            self.seqcheck.commit(pending)
         now = self.clock()
-        self.iq.offer(joined, now)
+        for it in items:
+            self.iq.offer(it, now)  # type: ignore[arg-type]
         if self.state.role is Role.STANDBY:  # only a standby defers, and times covering for it
-            self._arrived.append((joined.last, now))
-        self.received_through = joined.last
+            self._arrived.append((items[-1].last, now))
+        self.received_through = items[-1].last
         self.lock.notify_all()
 
     def _plausible(self, ckpt: Checkpoint) -> bool:
@@ -256,6 +269,7 @@ class OperatorNode(NodeBase):
         working through inputs that only matter until the primary's outputs for them reach Nd."""
         if ckpt.input_pos > self._covered[0].input_pos:
             self._covered = (ckpt, params)
+            self.held.trim(ckpt.input_pos)
             arrived = self._arrived
             when = None
             while arrived and arrived[0][0] <= ckpt.input_pos:
@@ -300,14 +314,19 @@ class OperatorNode(NodeBase):
                 raise self._wrong("Backup")
             self._check_epoch(msg.epoch, msg.sender, "backup")
         with self._decoding:
-            raws, position = self.decoder.decode_many([bb.encoded for bb in msg.batches])
-            decoded = [self._check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
-                                                              what=f"{self.name}: backup batch {bb.first}"),
-                                          f"backup batch {bb.first}")
-                       for bb, raw in zip(msg.batches, raws, strict=True)]
-            for run in msg.runs:
-                batch, position = self._decode_run(run, position)
-                decoded.append(batch)
+            lazy = bool(msg.runs) and not msg.batches and all(r.encoded.codec.streaming for r in msg.runs)
+            if lazy:  # Algorithm 2, decompressing later, if ever (core/held.py)
+                held, ledger = self.held.accept(msg.runs)
+                decoded: list = [Sealed(h, self.held, h.first, h.end) for h in held]
+            else:
+                raws, position = self.decoder.decode_many([bb.encoded for bb in msg.batches])
+                decoded = [self._check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
+                                                                  what=f"{self.name}: backup batch {bb.first}"),
+                                              f"backup batch {bb.first}")
+                           for bb, raw in zip(msg.batches, raws, strict=True)]
+                for run in msg.runs:
+                    batch, position = self._decode_run(run, position)
+                    decoded.append(batch)
             with self.lock:
                 if self.state.role is not Role.STANDBY:
                     raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
@@ -329,7 +348,12 @@ class OperatorNode(NodeBase):
                         self._note_covered(msg.checkpoint, msg.params)
                     else:
                         self._cover_pending = (msg.checkpoint, msg.params)
-                self.decoder.commit(position)
+                if lazy:
+                    self.held.commit(held, ledger)
+                else:
+                    self.decoder.commit(position)
+                    if msg.runs or msg.batches:
+                        self.held.restart_session()  # the link's session moved on in the eager decoder
                 return m.BackupAck(applied_through=self.received_through)
 
     def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint) -> list[TupleBatch]:
@@ -397,10 +421,51 @@ class OperatorNode(NodeBase):
                 if covered.input_pos >= start:
                     start = self._skip(covered, params, start, it.end)
                     continue
-                piece = it.slice(start, start + room)
+                try:
+                    piece = it.slice(start, start + room)
+                except Unreadable as e:
+                    if e.at > start:  # what decoded before it is processed; the rest is forgotten
+                        self._submit(it.slice(start, e.at))
+                    self._unreadable(e.error, e.at)
+                    return
                 if len(piece):
                     self._submit(piece)
                 start = piece.end
+
+    def _unreadable(self, err: LazyStandbyError, pos: int) -> None:
+        """A sealed backup run at or after `pos` did not decode (or its tuples were refused): forget what
+        this standby holds from `pos` on, as if it had never come. Nu holds every input past its Level-1
+        ack and sends them again: the standby's next backup call is refused (the session restarts there),
+        and the resync that follows finds the standby at `pos` - 1. A node past its takeover's plan cannot
+        do that (Nu was asked to resend from after what it held): the error stops its operator loop."""
+        with self.lock:
+            if self.state.role not in (Role.STANDBY, Role.PROMOTING):
+                raise err
+            self.counters["backup_unreadable"] += 1
+            if pos > self.received_through:
+                return  # already forgotten (a takeover's unsealing got there first)
+            self.log.error("%s: held backup from input %d does not decode (%s); forgetting inputs %d..%d, "
+                           "Nu sends them again", self.name, pos, err, pos, self.received_through)
+            self.held.truncate(pos)
+            self.iq.clear()  # the operator loop took everything before `pos`
+            while self._arrived and self._arrived[-1][0] >= pos:
+                self._arrived.pop()
+            self.received_through = pos - 1
+            self.seqcheck.reset()
+            self.lock.notify_all()
+
+    def _unseal(self) -> None:
+        """Takeover, before its plan: decode every sealed input not covered, so that what this node says it
+        holds is what it can process (a run that does not decode is forgotten, and Nu resends from it)."""
+        with self.lock:
+            covered = self._covered[0].input_pos
+            items = [it for it in self.iq.items() if isinstance(it, Sealed) and it.end - 1 > covered]
+        for it in items:
+            try:
+                it.tuples()
+            except Unreadable as e:
+                self._unreadable(e.error, e.at)
+                return
 
     def _deferred_through(self) -> int | None:
         """Holding the lock, IQ not empty: the last position the operator may take now, None for all.
@@ -728,6 +793,7 @@ class OperatorNode(NodeBase):
             self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
                                          self._in_flight_tuples)
             self._gathering, self._gather = self.operator.takeover_gather, None
+        self._unseal()
         # The operator starts on what it holds while the links are rebuilt (unless it gathers: see
         # Operator.takeover_gather).
         self.operator.lazy(False)

@@ -116,7 +116,7 @@ def _run_to_pb(r: m.BackupRun) -> pb.BackupRun:
     e = r.encoded
     return pb.BackupRun(first_pos=r.first, codec=codec_to_pb(e.codec), session=e.session, first_index=e.first_index,
                         counts=r.counts, payload_sizes=e.payload_sizes, raw_sizes=e.raw_sizes, payloads=e.payload,
-                        dictionary=e.dictionary)
+                        dictionary=e.dictionary, fresh=e.fresh)
 
 
 def _run_from_pb(r: pb.BackupRun, what: str) -> m.BackupRun:
@@ -129,7 +129,8 @@ def _run_from_pb(r: pb.BackupRun, what: str) -> m.BackupRun:
                                f"{len(r.payloads)} arrived")
     return m.BackupRun(first=r.first_pos, counts=list(r.counts), encoded=EncodedRun(
         codec=codec_from_pb(r.codec), session=r.session, first_index=r.first_index, payload=r.payloads,
-        payload_sizes=list(r.payload_sizes), raw_sizes=list(r.raw_sizes), dictionary=r.dictionary))
+        payload_sizes=list(r.payload_sizes), raw_sizes=list(r.raw_sizes), dictionary=r.dictionary,
+        fresh=r.fresh))
 
 
 def backup_frame_to_pb(f: m.BackupFrame) -> pb.BackupFrame:

@@ -1,0 +1,189 @@
+"""A lazy standby's sealed backup (core/held.py): decoded only when needed, from the last fresh run; a run
+that does not decode is forgotten with what follows it, and Nu's resend fills the gap."""
+
+import threading
+
+import pytest
+
+from lazystandby.config import NodeConfig
+from lazystandby.core import messages as m
+from lazystandby.core.acks import Checkpoint
+from lazystandby.core.batching import RunEncoder
+from lazystandby.core.codec import CodecName
+from lazystandby.core.held import HeldRuns
+from lazystandby.core.roles import Role
+from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
+from lazystandby.core.tuples import TupleBatch
+from lazystandby.node.operator_node import OperatorNode
+from lazystandby.operators.selection import Selection
+from lazystandby.sources.generator import Interleaved
+from lazystandby.transport.memory import MemoryNetwork
+from lazystandby.transport.peer import PeerError
+from lazystandby.transport.wire import backup_frame_to_pb
+
+RUN = 20  # tuples per run: two Bsize-10 batches
+
+
+def ticks(n: int, first: int = 1) -> TupleBatch:
+    idx, seqs, payloads = Interleaved(["I1", "I2"]).take(first - 1 + n)
+    return TupleBatch(1, idx + 1, seqs, payloads).slice(first, first + n)
+
+
+def runs(enc: RunEncoder, first: int, k: int) -> list[m.BackupRun]:
+    return [enc.encode(ticks(RUN, first + i * RUN)) for i in range(k)]
+
+
+def garble(run: m.BackupRun) -> m.BackupRun:
+    """The same run, its compressed bytes replaced by as many zeros (its declared sizes unchanged)."""
+    e = run.encoded
+    bad = m.BackupRun(run.first, run.counts, type(e)(e.codec, e.session, e.first_index, b"\x00" * len(e.payload),
+                                                     e.payload_sizes, e.raw_sizes, e.dictionary, e.fresh))
+    return bad
+
+
+def store() -> HeldRuns:
+    return HeldRuns("N'", lambda batch, what: batch)
+
+
+def held_all(s: HeldRuns, rs: list[m.BackupRun]):
+    held, ledger = s.accept(rs)
+    s.commit(held, ledger)
+    return held
+
+
+@pytest.mark.parametrize("codec", [CodecName.ZSTD_STREAM, CodecName.ZSTD_STREAM_DICT])
+def test_a_sealed_run_decodes_from_the_last_fresh_run_and_covered_runs_never_do(codec):
+    enc = RunEncoder(codec, bsize=10, fresh_every=2 * RUN)
+    if codec.uses_dictionary:
+        enc.encoder.set_dictionary(b"".join(ticks(200).payloads.to_pylist())[:2048])
+    rs = runs(enc, 1, 6)
+    assert [r.encoded.fresh for r in rs] == [True, False, True, False, True, False]
+    s = store()
+    held = held_all(s, rs)
+    s.trim(3 * RUN)  # runs 0-2 covered: run 2 stays (run 3 decodes from it), 0-1 go
+    assert len(s) == 4
+    assert s.tuples(held[3]) == ticks(RUN, 1 + 3 * RUN)  # decodes run 2, then run 3
+    assert s.decoded_tuples == RUN  # run 2 was decompressed, never parsed: only run 3's tuples count
+    assert s.tuples(held[5]) == ticks(RUN, 1 + 5 * RUN)  # from run 4 (fresh), which is where run 3 ended
+    assert s.tuples(held[4]) == ticks(RUN, 1 + 4 * RUN)  # passed on the way, not kept: from run 4 again
+    assert s.decoded_tuples == 3 * RUN
+    s.trim(6 * RUN)  # everything covered: the last fresh run stays for whatever comes next
+    assert len(s) == 2
+
+
+def test_sealed_runs_are_checked_on_arrival_for_what_needs_no_decoding():
+    enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10)
+    rs = runs(enc, 1, 3)
+    s = store()
+    with pytest.raises(CorruptBatch, match="expected index 2"):
+        s.accept([rs[0], rs[2]])  # a run missing in between
+    held_all(s, rs[:2])
+    with pytest.raises(DuplicateSequence):
+        s.accept([rs[1]])
+    enc.reset()
+    late = enc.encode(ticks(RUN, 1 + 3 * RUN))
+    wrong = m.BackupRun(late.first, late.counts, type(late.encoded)(
+        late.encoded.codec, late.encoded.session, 4, late.encoded.payload, late.encoded.payload_sizes,
+        late.encoded.raw_sizes))
+    with pytest.raises(CorruptBatch, match="new session must start at index 0"):
+        s.accept([wrong])
+    big = HeldRuns("N'", lambda b, w: b, max_batch_bytes=100)
+    with pytest.raises(OversizedMessage, match="exceeds 100"):
+        big.accept([rs[0]])
+    assert len(s) == 2 and s.ledger.next_index == 4  # nothing refused was recorded
+
+
+def test_a_run_that_does_not_decode_fails_and_so_does_the_run_after_it():
+    enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10, fresh_every=10 * RUN)
+    rs = runs(enc, 1, 3)
+    s = store()
+    held = held_all(s, [rs[0], garble(rs[1]), rs[2]])  # sizes as declared: accepted sealed
+    assert s.tuples(held[0]) == ticks(RUN)
+    with pytest.raises(CorruptBatch):
+        s.tuples(held[1])
+    with pytest.raises(CorruptBatch, match="follows run 21"):
+        s.tuples(held[2])
+    s.truncate(21)
+    assert len(s) == 1 and s.ledger.session == 0  # the next run must open a new session
+
+
+@pytest.fixture
+def net():
+    return MemoryNetwork()
+
+
+@pytest.fixture
+def standby(net):
+    n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=0), Selection("price > 100"), net.peer)
+    n.primary_received = 10_000
+    net.register("s", n)
+    yield n
+    n.stop()
+
+
+def send(net, rs):
+    return net.call_pb("s", "Backup", backup_frame_to_pb(m.BackupFrame(epoch=1, sender="Nu", checkpoint=Checkpoint(),
+                                                                       runs=rs)))
+
+
+def loop_once(node):
+    th = threading.Thread(target=node._operator_loop, daemon=True)
+    th.start()
+    th.join(5)
+    assert not th.is_alive()
+
+
+def test_a_standby_forgets_a_held_run_that_does_not_decode_and_takes_it_again_after_the_resync(net, standby):
+    enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10)
+    rs = runs(enc, 1, 3)
+    assert send(net, [rs[0], garble(rs[1]), rs[2]]).applied_through == 3 * RUN  # accepted sealed
+    loop_once(standby)  # run 0 processed; run 1 does not decode: 21.. forgotten
+    assert standby.counters["backup_unreadable"] == 1
+    assert standby.received_through == RUN and len(standby.iq) == 0 and standby.processed.input_pos == RUN
+    with pytest.raises(PeerError) as e:  # Nu's next run continues the old session: refused, Nu resets
+        send(net, runs(enc, 1 + 3 * RUN, 1))
+    assert e.value.status == "DATA_LOSS" and "new session" in e.value.message
+    assert send(net, []).applied_through == RUN  # the resync: where the standby stands
+    enc.reset()
+    assert send(net, runs(enc, 1 + RUN, 3)).applied_through == 4 * RUN
+    loop_once(standby)
+    assert standby.processed.input_pos == 4 * RUN and standby.counters["processed_tuples"] == 4 * RUN
+    assert outputs(standby) == outputs(clean_standby(4 * RUN))  # as if nothing had gone wrong
+
+
+def outputs(node) -> TupleBatch:
+    return node.oq.read(node.oq.first, 1 << 20)
+
+
+def clean_standby(n: int) -> OperatorNode:
+    net = MemoryNetwork()
+    ref = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=0), Selection("price > 100"), net.peer)
+    ref.primary_received = 10_000
+    net.register("s", ref)
+    try:
+        send(net, runs(RunEncoder(CodecName.ZSTD_STREAM, bsize=10), 1, n // RUN))
+        loop_once(ref)
+        assert ref.processed.input_pos == n and len(outputs(ref)) > 0
+        return ref
+    finally:
+        ref.stop()
+
+
+def test_a_takeover_decodes_what_is_held_first_and_asks_nu_from_a_run_that_does_not_decode(net):
+    t = [100.0]
+    n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0), Selection("price > 100"), net.peer,
+                      clock=lambda: t[0])
+    n2.primary_received = 10_000
+    net.register("s", n2)
+    try:
+        enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10)
+        rs = runs(enc, 1, 3)
+        send(net, [rs[0], rs[1], garble(rs[2])])
+        assert n2.held.decoded_tuples == 0 and n2.received_through == 3 * RUN
+        with n2.lock:
+            n2.state.become(Role.PROMOTING, epoch=2)
+        n2._unseal()
+        assert n2.received_through == 2 * RUN and n2.counters["backup_unreadable"] == 1
+        assert n2.held.decoded_tuples == 2 * RUN  # runs 0 and 1 are decoded, ready for the operator
+    finally:
+        n2.stop()
