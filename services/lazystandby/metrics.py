@@ -18,6 +18,7 @@ ROLES = ("upstream", "primary", "standby", "promoting", "fenced", "downstream")
 TUPLES = {
     "source_tuples": "source", "input_tuples": "input", "backup_tuples": "backup", "processed_tuples": "processed",
     "output_tuples": "output", "delivered_tuples": "delivered", "skipped_tuples": "skipped",
+    "backup_decoded_tuples": "backup_decoded",
 }
 LINK_BYTES = {
     "primary_bytes": "primary", "backup_bytes": "backup", "backup_raw_bytes": "backup_raw",
@@ -91,6 +92,8 @@ class NodeCollector(Collector):
                          name, s["standby_lag_seconds"])
         yield _counter("lazystandby_heartbeat_misses", "Heartbeats that went unanswered", name,
                        c.get("heartbeat_misses", 0))
+        yield _counter("lazystandby_backup_unreadable", "Sealed backup runs a standby could not decode when it "
+                       "needed them (forgotten, and sent again by Nu)", name, c.get("backup_unreadable", 0))
         yield _counter("lazystandby_failovers", "Takeovers this node took part in", name, c.get("takeovers", 0))
         rec = s.get("recovery") or {}
         yield _gauge("lazystandby_last_failover_time_seconds", "Unix time the last takeover this node made went live "

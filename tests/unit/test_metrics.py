@@ -28,6 +28,10 @@ def test_metrics_follow_a_failover():
     assert n2['lazystandby_role{node="N\'",role="primary"}'] == 1.0
     assert n2['lazystandby_epoch{node="N\'"}'] == 2
     assert n2['lazystandby_failovers_total{node="N\'"}'] == 1
+    # A lazy standby decodes only what it needs: not the backup Nd's acks covered before it was due.
+    assert n2['lazystandby_tuples_total{node="N\'",stage="backup_decoded"}'] < \
+        n2['lazystandby_tuples_total{node="N\'",stage="backup"}']
+    assert n2['lazystandby_backup_unreadable_total{node="N\'"}'] == 0
     assert n2['lazystandby_last_recovery_seconds{node="N\'",phase="detection"}'] > 0.1
     assert nd['lazystandby_duplicates_dropped_total{node="Nd"}'] == 0
     assert nd['lazystandby_gaps_total{node="Nd"}'] == 0

@@ -935,7 +935,9 @@ class OperatorNode(NodeBase):
     def snapshot(self) -> dict:
         lag_tuples, lag_seconds = self.standby_lag()
         s = super().snapshot()
+        s["counters"]["backup_decoded_tuples"] = self.held.decoded_tuples
         s.update({
+            "sealed_runs": len(self.held),
             "standby_lag_tuples": lag_tuples,
             "standby_lag_seconds": round(lag_seconds, 3),
             "cover_latency_s": round(self.cover_latency, 3) if self.cover_latency is not None else None,
