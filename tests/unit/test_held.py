@@ -185,5 +185,6 @@ def test_a_takeover_decodes_what_is_held_first_and_asks_nu_from_a_run_that_does_
         n2._unseal()
         assert n2.received_through == 2 * RUN and n2.counters["backup_unreadable"] == 1
         assert n2.held.decoded_tuples == 2 * RUN  # runs 0 and 1 are decoded, ready for the operator
+        assert len(n2.iq) == 2 * RUN  # and still queued: only what it cannot decode is forgotten
     finally:
         n2.stop()

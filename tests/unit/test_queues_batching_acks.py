@@ -65,6 +65,16 @@ def test_input_queue_is_bounded_and_fifo():
     assert [b.first for b in got] == [1, 7] and len(iq) == 0 and iq.empty()
 
 
+def test_input_queue_drops_from_a_position_and_keeps_what_comes_before():
+    iq = InputQueue("IQ", capacity=100)
+    for b in (run(1, 6), run(7, 6), run(13, 6)):
+        iq.offer(b)
+    assert iq.drop_from(10) == 9 and len(iq) == 9
+    got = iq.take_all(100)
+    assert [(b.first, b.end) for b in got] == [(1, 7), (7, 10)]
+    assert iq.drop_from(1) == 0 and iq.empty()
+
+
 @pytest.mark.parametrize("text,value", [("1", 1), ("10", 10), ("inf", None), (None, None)])
 def test_parse_bsize(text, value):
     assert parse_bsize(text) == value

@@ -185,6 +185,18 @@ class HeldRuns:
             assert h.batch is not None
             return h.batch
 
+    def unseal(self, after: int) -> Unreadable | None:
+        """Decode every held run with an input past `after` (a takeover's first step); the first that does
+        not decode, as Unreadable from its first input past `after`, or None."""
+        with self._lock:
+            runs = [h for h in self._runs if h.end - 1 > after]
+        for h in runs:
+            try:
+                self.tuples(h)
+            except LazyStandbyError as e:
+                return Unreadable(max(h.first, after + 1), e)
+        return None
+
     def trim(self, covered: int) -> None:
         """Inputs through `covered` are covered by Nd's output: let go of the runs before the last fresh
         run at or before the first run still needed (later runs decode from there), and of what covered

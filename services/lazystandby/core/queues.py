@@ -146,10 +146,6 @@ class InputQueue:
         self._since.append(at)
         self._count += len(batch)
 
-    def items(self) -> list[TupleBatch]:
-        """What is queued, oldest first (a copy)."""
-        return list(self._items)
-
     def head(self) -> tuple[TupleBatch, float] | None:
         """The oldest item and when it was offered; None when empty."""
         return (self._items[0], self._since[0]) if self._items else None
@@ -177,6 +173,23 @@ class InputQueue:
             out.append(b)
         self._count -= n
         return out
+
+    def drop_from(self, pos: int) -> int:
+        """Forget every queued tuple at position `pos` or later, and the markers after the last one kept;
+        returns how many tuples were dropped."""
+        dropped = 0
+        while self._items:
+            b = self._items[-1]
+            if len(b) and b.first < pos:
+                if b.end > pos:
+                    self._items[-1] = b.slice(b.first, pos)
+                    dropped += b.end - pos
+                break
+            self._items.pop()
+            self._since.pop()
+            dropped += len(b)
+        self._count -= dropped
+        return dropped
 
     def clear(self) -> None:
         self._items.clear()

@@ -447,7 +447,7 @@ class OperatorNode(NodeBase):
             self.log.error("%s: held backup from input %d does not decode (%s); forgetting inputs %d..%d, "
                            "Nu sends them again", self.name, pos, err, pos, self.received_through)
             self.held.truncate(pos)
-            self.iq.clear()  # the operator loop took everything before `pos`
+            self.iq.drop_from(pos)
             while self._arrived and self._arrived[-1][0] >= pos:
                 self._arrived.pop()
             self.received_through = pos - 1
@@ -455,17 +455,14 @@ class OperatorNode(NodeBase):
             self.lock.notify_all()
 
     def _unseal(self) -> None:
-        """Takeover, before its plan: decode every sealed input not covered, so that what this node says it
-        holds is what it can process (a run that does not decode is forgotten, and Nu resends from it)."""
+        """Takeover, before its plan: decode every held input not covered (in IQ', or taken by the operator
+        loop and not processed yet), so that what this node tells Nu it holds is what it can process. A run
+        that does not decode is forgotten with what follows it, and Nu resends from there."""
         with self.lock:
             covered = self._covered[0].input_pos
-            items = [it for it in self.iq.items() if isinstance(it, Sealed) and it.end - 1 > covered]
-        for it in items:
-            try:
-                it.tuples()
-            except Unreadable as e:
-                self._unreadable(e.error, e.at)
-                return
+        bad = self.held.unseal(covered)
+        if bad is not None:
+            self._unreadable(bad.error, bad.at)
 
     def _deferred_through(self) -> int | None:
         """Holding the lock, IQ not empty: the last position the operator may take now, None for all.
