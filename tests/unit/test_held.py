@@ -71,6 +71,19 @@ def test_a_sealed_run_decodes_from_the_last_fresh_run_and_covered_runs_never_do(
     assert len(s) == 2
 
 
+def test_decoded_runs_are_kept_up_to_a_bound_and_decoded_again_when_needed_again():
+    enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10, fresh_every=10 * RUN)
+    s = HeldRuns("N'", lambda batch, what: batch, cache_tuples=2 * RUN)
+    held = held_all(s, runs(enc, 1, 4))
+    for h in held:
+        s.tuples(h)
+    assert s.decoded_tuples == 4 * RUN
+    assert s.tuples(held[3]) == ticks(RUN, 1 + 3 * RUN) and s.decoded_tuples == 4 * RUN  # kept
+    assert s.tuples(held[0]) == ticks(RUN) and s.decoded_tuples == 5 * RUN  # let go: decoded again
+    s.trim(4 * RUN)  # all covered: nothing decoded is kept
+    assert all(h.batch is None for h in held)
+
+
 def test_sealed_runs_are_checked_on_arrival_for_what_needs_no_decoding():
     enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10)
     rs = runs(enc, 1, 3)

@@ -35,6 +35,11 @@ class Unreadable(Exception):
         self.at, self.error = at, error
 
 
+# Decoded tuples a standby keeps at most (about 8 MB of ticks): the operator takes a run in pieces, and a
+# takeover decodes the backlog before its plan; beyond this, a run is decoded again if it is needed again.
+CACHE_TUPLES = 131_072
+
+
 @dataclass(slots=True, eq=False)
 class _Held:
     run: BackupRun
@@ -96,10 +101,12 @@ class HeldRuns:
     nothing will need; `truncate` forgets a run and everything after it. Thread-safe."""
 
     def __init__(self, node: str, check: Callable[[TupleBatch, str], TupleBatch], *,
-                 max_batch_bytes: int = 64 << 20) -> None:
+                 max_batch_bytes: int = 64 << 20, cache_tuples: int = CACHE_TUPLES) -> None:
         self.node = node
         self.check = check
         self.max_batch_bytes = max_batch_bytes
+        self.cache_tuples = cache_tuples
+        self._cached: deque[_Held] = deque()  # runs whose decoded tuples are kept, oldest first
         self.ledger = Ledger()
         self.decoded_tuples = 0  # tuples decoded (the rest were let go sealed)
         self._runs: deque[_Held] = deque()
@@ -172,8 +179,7 @@ class HeldRuns:
                 try:
                     raw = self._decompress(e, new_context=k == start and not continuing)
                     if k == i:
-                        e.batch = self.check(self._parse(e, raw), f"backup run {e.first}")
-                        self.decoded_tuples += len(e.batch)
+                        self._keep(e, self.check(self._parse(e, raw), f"backup run {e.first}"))
                 except LazyStandbyError as err:
                     self._after = None
                     e.bad = err
@@ -207,10 +213,7 @@ class HeldRuns:
             base = next((k for k in range(min(need, len(runs) - 1), -1, -1) if runs[k].fresh), 0)
             for _ in range(base):
                 runs.popleft()
-            for e in runs:
-                if e.end - 1 > covered:
-                    break
-                e.batch = None
+            self._drop_cached(lambda e: e.end - 1 <= covered)
 
     def truncate(self, pos: int) -> None:
         """Forget the run holding `pos` and every run after it; the next run must open a new session
@@ -218,8 +221,28 @@ class HeldRuns:
         with self._lock:
             while self._runs and self._runs[-1].end > pos:
                 self._runs.pop()
+            self._drop_cached(lambda e: e.end > pos)
             self.ledger = Ledger()
             self._after = None
+
+    def _keep(self, e: _Held, batch: TupleBatch) -> None:
+        """Holding the lock: keep run `e`'s decoded tuples (the operator slices a run in pieces), letting go
+        of the oldest kept beyond `cache_tuples`: the decoded inputs of runs processed but not covered yet
+        would otherwise stay as long as Nd's acks lag, where IQ''s capacity bounded them before."""
+        e.batch = batch
+        self.decoded_tuples += len(batch)
+        self._cached.append(e)
+        kept = sum(len(c.batch) for c in self._cached if c.batch is not None)
+        while kept > self.cache_tuples and len(self._cached) > 1:
+            old = self._cached.popleft()
+            if old.batch is not None:
+                kept -= len(old.batch)
+                old.batch = None
+
+    def _drop_cached(self, which: Callable[[_Held], bool]) -> None:
+        for e in [c for c in self._cached if which(c)]:
+            e.batch = None
+        self._cached = deque(c for c in self._cached if c.batch is not None)
 
     def restart_session(self) -> None:
         """The link's codec session moved on elsewhere (an eager frame): the next run must open a new one."""

@@ -455,12 +455,12 @@ class OperatorNode(NodeBase):
             self.lock.notify_all()
 
     def _unseal(self) -> None:
-        """Takeover, before its plan: decode every held input not covered (in IQ', or taken by the operator
-        loop and not processed yet), so that what this node tells Nu it holds is what it can process. A run
+        """Takeover, before its plan: decode every held input neither covered nor processed (in IQ', or
+        taken by the operator loop), so that what this node tells Nu it holds is what it can process. A run
         that does not decode is forgotten with what follows it, and Nu resends from there."""
         with self.lock:
-            covered = self._covered[0].input_pos
-        bad = self.held.unseal(covered)
+            done = self._done_through()
+        bad = self.held.unseal(done)
         if bad is not None:
             self._unreadable(bad.error, bad.at)
 
