@@ -786,6 +786,19 @@ def test_a_deferring_standby_skips_what_acks_cover_and_processes_the_rest_only_w
     assert (n2.oq.first, n2.oq.last) == (11, 20)
 
 
+def test_a_checkpoint_ahead_of_the_backup_covers_it_once_the_backup_gets_there(net, lazy):
+    n2, t = lazy
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (30, 30)))  # the primary runs ahead of the backup
+    assert n2._covered[0].input_pos == 0
+    net.call_pb("s", "Backup", covered_frame(enc, run(21, 20), (50, 50)))
+    assert n2._covered[0].input_pos == 30  # the first one, reached; 50 waits for the backup to get there
+    loop_once(n2)  # 1..30 covered: skipped; 31..40 arrived just now: they wait
+    assert n2.counters["skipped_tuples"] == 30 and n2.counters["processed_tuples"] == 0
+    net.call_pb("s", "Backup", covered_frame(enc, run(41, 20), (50, 50)))
+    assert n2._covered[0].input_pos == 50 and not n2._ahead
+
+
 def test_a_deferring_standby_short_of_room_takes_its_oldest_inputs_and_everything_at_a_takeover(net, lazy):
     n2, t = lazy
     n2.cover_latency = 0.0  # inputs are covered quickly: deferring pays

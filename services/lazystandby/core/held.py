@@ -204,9 +204,9 @@ class HeldRuns:
         return None
 
     def trim(self, covered: int) -> None:
-        """Inputs through `covered` are covered by Nd's output: let go of the runs before the last fresh
-        run at or before the first run still needed (later runs decode from there), and of what covered
-        runs had decoded."""
+        """Inputs through `covered` are needed no more (covered by Nd's output, or processed): let go of the
+        runs before the last fresh run at or before the first run still needed (later runs decode from
+        there), and of what the runs through `covered` had decoded."""
         with self._lock:
             runs = self._runs
             need = next((k for k, e in enumerate(runs) if e.end - 1 > covered), len(runs))

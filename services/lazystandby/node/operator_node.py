@@ -132,6 +132,11 @@ class OperatorNode(NodeBase):
         # more than its Level-1 point, so most frames came just before the heartbeat that would vouch for them,
         # and covering advanced only when a frame happened to follow a heartbeat: up to 0.7 s behind.)
         self._cover_pending: tuple[Checkpoint, m.Params | None] | None = None
+        # Checkpoints that came ahead of what this node held (the backup runs behind the primary: at Bsize 1 by
+        # 60,000 inputs at full speed, and each frame's checkpoint was past its runs), oldest first: each
+        # covers what comes up to it and is applied once that has come (`_cover_ahead`). (Before, N' covered
+        # nothing while the backup ran behind, and processed every input.)
+        self._ahead: deque[tuple[Checkpoint, m.Params | None]] = deque()
         # When inputs arrived here ((last position, when), oldest first) and how long the latest covered one
         # took to be covered after it arrived (None until one was): a standby defers only while that is
         # shorter than standby_defer.
@@ -343,11 +348,11 @@ class OperatorNode(NodeBase):
                         self._jump(msg.checkpoint, msg.params)
                     else:
                         self.counters["checkpoints_deferred"] += 1
+                if msg.checkpoint.input_pos > self.received_through and decoded:
+                    self._hold_ahead(msg.checkpoint, msg.params)
+                self._cover_ahead()
                 if msg.checkpoint.input_pos <= self.received_through:
-                    if self._plausible(msg.checkpoint):
-                        self._note_covered(msg.checkpoint, msg.params)
-                    else:
-                        self._cover_pending = (msg.checkpoint, msg.params)
+                    self._cover(msg.checkpoint, msg.params)
                 if lazy:
                     self.held.commit(held, ledger)
                 else:
@@ -355,6 +360,32 @@ class OperatorNode(NodeBase):
                     if msg.runs or msg.batches:
                         self.held.restart_session()  # the link's session moved on in the eager decoder
                 return m.BackupAck(applied_through=self.received_through)
+
+    def _cover(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Holding the lock: a checkpoint within what this node holds covers it, now or once the primary's
+        heartbeat vouches for it."""
+        if self._plausible(ckpt):
+            self._note_covered(ckpt, params)
+        else:
+            self._cover_pending = (ckpt, params)
+
+    def _hold_ahead(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Holding the lock: keep a checkpoint past what this node holds, for when that has come. At most 64
+        are kept: past that, the newest replaces the one before it (the older ones still apply in turn)."""
+        ahead = self._ahead
+        if ahead and ckpt.input_pos <= ahead[-1][0].input_pos:
+            return
+        if len(ahead) >= 64:
+            ahead.pop()
+        ahead.append((ckpt, params))
+
+    def _cover_ahead(self) -> None:
+        """Holding the lock: the newest kept checkpoint that what this node holds has reached covers it."""
+        reached = None
+        while self._ahead and self._ahead[0][0].input_pos <= self.received_through:
+            reached = self._ahead.popleft()
+        if reached is not None:
+            self._cover(*reached)
 
     def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint) -> list[TupleBatch]:
         """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
@@ -408,6 +439,9 @@ class OperatorNode(NodeBase):
                 self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
             items = _join_runs(self.iq.take_all(self._take, through)) if take else []
         self._collect(block=False)
+        # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
+        # except as the base later runs decode from; while Nd's acks lag, only this lets them go.
+        self.held.trim(self._done_through())
         for it in items:
             if isinstance(it, Jump):
                 if it.checkpoint.input_pos > self.processed.input_pos:  # else a skip already went past it
