@@ -218,6 +218,14 @@ def test_a_paused_standby_does_not_hold_the_source_back_and_comes_back_in_sync()
     assert nu["standby_in_sync"] and r["after"]["n2"]["received_through"] > 0.9 * 400_000
 
 
+def test_a_standby_paused_longer_than_its_detector_allows_does_not_take_over_when_it_resumes():
+    """The Python runs' detector (0.1 s x 3): N' stopped for 2 s comes back with its heartbeat past its
+    deadline and 2 s since the primary last answered. That is its own stall, not the primary's."""
+    r = run_trial(fault="pause-standby", total=200_000, rate=50_000, kill_after=0.8, timeout=90)
+    exact(r)
+    assert r["failovers"] == 0 and r["after"]["n2"]["role"] == "standby", r["after"]["n2"]
+
+
 def test_a_primary_killed_while_the_standby_catches_up_after_a_pause_is_exact():
     r = run_trial(fault="pause-standby-then-kill-primary", total=400_000, rate=100_000, kill_after=0.8,
                   timeout=90)

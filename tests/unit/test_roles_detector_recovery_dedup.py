@@ -95,6 +95,32 @@ def test_a_timeout_between_refusals_restarts_the_refusal_window_and_an_answer_en
     assert not d.suspects(0.35) and d.suspects(0.4)
 
 
+def test_time_the_standby_itself_stood_still_does_not_count_against_the_primary():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.beat(0.0)
+    d.ok(0.01, rtt=0.01)
+    d.beat(0.11)  # this heartbeat's call is in flight when the standby is paused for 5.6 s
+    d.missed(5.7, started=0.11)  # back: past its deadline, 5.7 s after the last answer
+    assert not d.suspects(5.7) and d.stalls == 1 and d.misses == 0
+    d.beat(5.8)
+    d.missed(5.9, started=5.8)
+    d.missed(6.0, started=5.9)
+    assert not d.suspects(6.0)
+    d.missed(6.1, started=6.0)
+    assert d.suspects(6.1)  # a primary that is really gone: the usual three misses from the stall
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.ok(0.1, rtt=0.01)
+    d.beat(3.0)  # paused between two heartbeats
+    assert not d.suspects(3.0) and d.stalls == 1
+    d.missed(3.1, started=3.0)
+    assert not d.suspects(3.1)
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.ok(0.1, rtt=0.01)
+    d.beat(0.2)
+    d.missed(0.8, started=0.2)  # a slow call, shorter than stall_after (1 s here): a miss as before
+    assert d.suspects(0.8) and d.stalls == 0
+
+
 def test_a_primary_not_heard_from_yet_gets_the_grace_before_late_heartbeats_count():
     d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, grace=2.0)
     for t in (0.1, 0.2, 0.3):

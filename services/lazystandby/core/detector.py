@@ -13,10 +13,20 @@ its operator warming up) once left the first heartbeats unanswered for 308 ms, a
 from a live primary. A refusing port is still suspected after one interval: that is a dead process, not a
 slow one.
 
+Time in which the standby itself stood still (paused with SIGSTOP or `docker pause`, or starved of CPU)
+does not count against the primary: a heartbeat whose call took longer than `stall_after` (twice the
+timeout, and at least a second: on these two busy cores a live node was seen to stand still for 300 ms), or
+that went out that long after the one before, says more about this node than about the primary. The
+detector then watches again from that moment (`stalls` counts them). Before this, a standby paused for
+6 s under a healthy primary found, on resuming, its in-flight heartbeat past its deadline and 5.7 s since
+the last answer, and took over.
+
 Clocks are injected (`now` arguments) so the detector is tested without sleeping.
 """
 
 from __future__ import annotations
+
+STALL_MIN_S = 1.0
 
 
 class FailureDetector:
@@ -35,10 +45,16 @@ class FailureDetector:
         self.total_misses = 0
         self.suspected_at: float | None = None
         self.refused_since: float | None = None  # first refusal of the current run of them
+        self.stalls = 0  # times this node itself stood still for longer than the timeout
+        self._last_beat: float | None = None  # when the last heartbeat came back (answered or not)
 
     @property
     def timeout(self) -> float:
         return self.interval * self.allowed_misses
+
+    @property
+    def stall_after(self) -> float:
+        return max(2 * self.timeout, STALL_MIN_S)
 
     def waiting(self, now: float) -> None:
         """Nothing to watch yet (not registered: no primary known): time does not count against one."""
@@ -52,16 +68,35 @@ class FailureDetector:
         self.waiting(now)
         self.suspected_at = None
 
+    def beat(self, now: float) -> None:
+        """A heartbeat goes out now. One more than `stall_after` after the last one came back: this node
+        stood still meanwhile, and it watches again from now."""
+        if self._last_beat is not None and now - self._last_beat > self.stall_after:
+            self._stalled(now)
+
+    def _stalled(self, now: float) -> None:
+        self.stalls += 1
+        self.last_ok = max(self.last_ok, now)
+        self.misses = 0
+        self.refused_since = None
+
     def ok(self, now: float, rtt: float) -> None:
         """The primary answered."""
+        self._last_beat = now
         self.heard = True
         self.last_ok = now
         self.last_rtt = rtt
         self.misses = 0
         self.refused_since = None
 
-    def missed(self, now: float, refused: bool = False) -> None:
-        """A heartbeat went unanswered; `refused`: the connection itself was refused."""
+    def missed(self, now: float, refused: bool = False, started: float | None = None) -> None:
+        """A heartbeat went unanswered; `refused`: the connection itself was refused. One that went out at
+        `started` and took longer than `stall_after` to fail (its own deadline is one interval) is not
+        counted: this node stood still meanwhile, and it watches again from now."""
+        self._last_beat = now
+        if started is not None and now - started > self.stall_after:
+            self._stalled(now)
+            return
         self.misses += 1
         self.total_misses += 1
         if not refused:

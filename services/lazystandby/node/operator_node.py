@@ -749,6 +749,8 @@ class OperatorNode(NodeBase):
             det.waiting(self.clock())
             return
         t0 = self.clock()
+        stalls = det.stalls
+        det.beat(t0)
         peer = self.primary
         try:
             if peer is None:
@@ -757,7 +759,7 @@ class OperatorNode(NodeBase):
                                    self.cfg.heartbeat_interval)
         except PeerError as e:
             self.links.note("primary", peer.address if peer is not None else "", e)
-            det.missed(self.clock(), refused=e.refused)
+            det.missed(self.clock(), refused=e.refused, started=t0)
             self.counters["heartbeat_misses"] += 1
             if e.refused:
                 self.counters["heartbeat_refused"] += 1
@@ -773,8 +775,11 @@ class OperatorNode(NodeBase):
                     self._on_level0(reply.level0)
             else:
                 # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
-                det.missed(now)
+                det.missed(now, started=t0)
                 self.counters["heartbeat_not_primary"] += 1
+        if det.stalls > stalls:
+            self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
+                             "primary is watched again from now", self.name, det.stall_after)
         if det.suspects(self.clock()):
             self.take_over()
             return
@@ -985,6 +990,7 @@ class OperatorNode(NodeBase):
             "recovery": self.recovery,
             "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
+            "heartbeat_stalls": self.detector.stalls if self.detector else 0,
             "primary_heard": self.detector.heard if self.detector else None,
         })
         return s
