@@ -70,6 +70,14 @@ class EncodedRun:
     def __len__(self) -> int:
         return len(self.raw_sizes)
 
+    def check_sizes(self, where: str, max_batch_bytes: int) -> None:
+        """What a receiver checks before decoding anything: the payload sizes add up to the payload, one per
+        batch, and no batch declares more than `max_batch_bytes` raw bytes (decoding is capped at that)."""
+        if len(self.payload_sizes) != len(self) or sum(self.payload_sizes) != len(self.payload):
+            raise CorruptBatch(f"{where}: payload sizes do not add up to the {len(self.payload)} bytes sent")
+        if self.raw_sizes and max(self.raw_sizes) > max_batch_bytes:
+            raise OversizedMessage(f"{where}: a batch of {max(self.raw_sizes)} raw bytes exceeds {max_batch_bytes}")
+
     def payloads(self) -> list[memoryview]:
         """Each batch's compressed bytes (views into `payload`)."""
         out, off, view = [], 0, memoryview(self.payload)
@@ -369,10 +377,7 @@ class BatchDecoder:
         where = f"{self.node}: backup run session {run.session} indices {run.first_index}..{run.first_index + n - 1}"
         if not n:
             return b"", pos
-        if len(run.payload_sizes) != n or sum(run.payload_sizes) != len(run.payload):
-            raise CorruptBatch(f"{where}: payload sizes do not add up to the {len(run.payload)} bytes sent")
-        if max(run.raw_sizes) > self.max_batch_bytes:
-            raise OversizedMessage(f"{where}: a batch of {max(run.raw_sizes)} raw bytes exceeds {self.max_batch_bytes}")
+        run.check_sizes(where, self.max_batch_bytes)
         if not run.codec.streaming:
             raws, pos = self.decode_many(run.batches(), pos)
             return b"".join(raws), pos

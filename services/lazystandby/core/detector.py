@@ -45,7 +45,7 @@ class FailureDetector:
         self.total_misses = 0
         self.suspected_at: float | None = None
         self.refused_since: float | None = None  # first refusal of the current run of them
-        self.stalls = 0  # times this node itself stood still for longer than the timeout
+        self.stalls = 0  # times this node itself stood still for longer than `stall_after`
         self._last_beat: float | None = None  # when the last heartbeat came back (answered or not)
 
     @property
@@ -76,9 +76,7 @@ class FailureDetector:
 
     def _stalled(self, now: float) -> None:
         self.stalls += 1
-        self.last_ok = max(self.last_ok, now)
-        self.misses = 0
-        self.refused_since = None
+        self.waiting(now)
 
     def ok(self, now: float, rtt: float) -> None:
         """The primary answered."""

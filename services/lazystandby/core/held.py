@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 
 from .codec import BatchDecoder, CodecName, DecoderPosition
 from .messages import BackupRun
-from .seq import CorruptBatch, DuplicateSequence, LazyStandbyError, OversizedMessage
-from .tuples import TupleBatch, decode_frame, decode_runs
+from .seq import CorruptBatch, DuplicateSequence, LazyStandbyError
+from .tuples import TupleBatch, decode_counted
 
 
 class Unreadable(Exception):
@@ -127,11 +127,9 @@ class HeldRuns:
             where = f"{self.node}: backup run session {e.session} index {e.first_index}"
             if not e.codec.streaming:
                 raise CorruptBatch(f"{where}: only a streaming codec's runs are held sealed")
-            if len(e.raw_sizes) != len(run.counts) or sum(e.payload_sizes) != len(e.payload):
-                raise CorruptBatch(f"{where}: payload sizes do not add up to the {len(e.payload)} bytes sent")
-            if e.raw_sizes and max(e.raw_sizes) > self.max_batch_bytes:
-                raise OversizedMessage(f"{where}: a batch of {max(e.raw_sizes)} raw bytes exceeds "
-                                       f"{self.max_batch_bytes}")
+            if len(e.raw_sizes) != len(run.counts):
+                raise CorruptBatch(f"{where}: {len(run.counts)} counts for {len(e.raw_sizes)} batches")
+            e.check_sizes(where, self.max_batch_bytes)
             if e.session != led.session:
                 if e.first_index != 0:
                     raise CorruptBatch(f"{where}: a new session must start at index 0")
@@ -179,7 +177,9 @@ class HeldRuns:
                 try:
                     raw = self._decompress(e, new_context=k == start and not continuing)
                     if k == i:
-                        self._keep(e, self.check(self._parse(e, raw), f"backup run {e.first}"))
+                        batch = decode_counted(raw, e.first, e.run.counts, e.run.encoded.raw_sizes,
+                                               what=f"backup run {e.first}")
+                        self._keep(e, self.check(batch, f"backup run {e.first}"))
                 except LazyStandbyError as err:
                     self._after = None
                     e.bad = err
@@ -255,18 +255,6 @@ class HeldRuns:
         raw, pos = self._decoder.decode_run(e.run.encoded, pos)
         self._decoder.commit(pos)
         return raw
-
-    @staticmethod
-    def _parse(e: _Held, raw: bytes) -> TupleBatch:
-        run, what = e.run, f"backup run {e.first}"
-        if len(set(run.counts)) == 1:
-            return decode_runs(raw, run.first, run.counts[0], run.encoded.raw_sizes, what=what)
-        parts, off, first = [], 0, run.first
-        for count, size in zip(run.counts, run.encoded.raw_sizes, strict=True):
-            parts.append(decode_frame(raw[off:off + size], first, count, what=what))
-            off += size
-            first += count
-        return TupleBatch.concat(parts)
 
 
 def _index(runs: deque[_Held], h: _Held) -> int:

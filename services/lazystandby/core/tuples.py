@@ -352,6 +352,21 @@ def decode(data: bytes | memoryview, *, what: str = "batch") -> TupleBatch:
     return TupleBatch._of(first, streams, seqs, payloads, sources)
 
 
+def decode_counted(data: bytes | memoryview, first: int, counts: Sequence[int], raw_sizes: Sequence[int], *,
+                   what: str) -> TupleBatch:
+    """A backup run's decoded bytes as one batch from key `first`: batch i holds counts[i] tuples in
+    raw_sizes[i] bytes. Batches of one size (what Nu sends) in one pass (`decode_runs`), others one at a
+    time."""
+    if len(set(counts)) == 1:
+        return decode_runs(data, first, counts[0], raw_sizes, what=what)
+    parts, off = [], 0
+    for count, size in zip(counts, raw_sizes, strict=True):
+        parts.append(decode_frame(data[off:off + size], first, count, what=what))
+        off += size
+        first += count
+    return TupleBatch.concat(parts)
+
+
 def decode_frame(data: bytes, first: int, count: int, *, what: str) -> TupleBatch:
     """Decode a frame's tuples and check them against what its header says (first key and count): the
     check every receiving link applies, so a frame whose bytes disagree with its header is refused whole."""

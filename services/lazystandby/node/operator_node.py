@@ -403,16 +403,7 @@ class OperatorNode(NodeBase):
         the decoder will stand after it (nothing moves until the frame is admitted)."""
         what = f"{self.name}: backup run {run.first}"
         raw, position = self.decoder.decode_run(run.encoded, position)
-        sizes = set(run.counts)
-        if len(sizes) == 1:
-            batch = tuples.decode_runs(raw, run.first, run.counts[0], run.encoded.raw_sizes, what=what)
-        else:  # batches of different sizes (not what Nu sends): one at a time
-            parts, off, first = [], 0, run.first
-            for count, size in zip(run.counts, run.encoded.raw_sizes, strict=True):
-                parts.append(tuples.decode_frame(raw[off:off + size], first, count, what=what))
-                off += size
-                first += count
-            batch = TupleBatch.concat(parts)
+        batch = tuples.decode_counted(raw, run.first, run.counts, run.encoded.raw_sizes, what=what)
         return self._check_tuples(batch, f"backup run {run.first}"), position
 
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
