@@ -10,7 +10,7 @@ from lazystandby.core import messages as m
 from lazystandby.core.acks import Checkpoint
 from lazystandby.core.batching import RunEncoder
 from lazystandby.core.codec import CodecName
-from lazystandby.core.held import HeldRuns
+from lazystandby.core.held import HeldRuns, Released, Sealed, Unreadable
 from lazystandby.core.roles import Role
 from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
 from lazystandby.core.tuples import TupleBatch
@@ -69,6 +69,12 @@ def test_a_sealed_run_decodes_from_the_last_fresh_run_and_covered_runs_never_do(
     assert s.decoded_tuples == 3 * RUN
     s.trim(6 * RUN)  # everything covered: the last fresh run stays for whatever comes next
     assert len(s) == 2
+    with pytest.raises(Released):  # let go: asked for again, it says so (it is covered), not "corrupt"
+        s.tuples(held[3])
+    with pytest.raises(Unreadable) as e:
+        Sealed(held[3], s, held[3].first, held[3].end).tuples()
+    assert e.value.error is None
+    assert s.unseal(0) is None  # what is still held decodes
 
 
 def test_decoded_runs_are_kept_up_to_a_bound_and_decoded_again_when_needed_again():

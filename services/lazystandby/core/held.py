@@ -27,10 +27,15 @@ from .seq import CorruptBatch, DuplicateSequence, LazyStandbyError
 from .tuples import TupleBatch, decode_counted
 
 
-class Unreadable(Exception):
-    """A sealed run that did not decode (`error`, what eager decoding would have raised), from position `at`."""
+class Released(Exception):
+    """A run that was let go (`trim`: covered or processed) since the caller took it: needed no more."""
 
-    def __init__(self, at: int, error: LazyStandbyError) -> None:
+
+class Unreadable(Exception):
+    """A sealed run that did not decode (`error`, what eager decoding would have raised), from position `at`;
+    `error` None: the run was let go meanwhile (Released), and its inputs are covered."""
+
+    def __init__(self, at: int, error: LazyStandbyError | None) -> None:
         super().__init__(f"input {at}: {error}")
         self.at, self.error = at, error
 
@@ -90,6 +95,8 @@ class Sealed:
             return self.store.tuples(self.held).slice(self.first, self.end)
         except LazyStandbyError as e:
             raise Unreadable(self.first, e) from None
+        except Released:
+            raise Unreadable(self.first, None) from None
 
 
 class HeldRuns:
@@ -201,6 +208,8 @@ class HeldRuns:
                 self.tuples(h)
             except LazyStandbyError as e:
                 return Unreadable(max(h.first, after + 1), e)
+            except Released:
+                continue  # processed or covered meanwhile
         return None
 
     def trim(self, covered: int) -> None:
@@ -261,4 +270,4 @@ def _index(runs: deque[_Held], h: _Held) -> int:
     for k in range(len(runs) - 1, -1, -1):
         if runs[k] is h:
             return k
-    raise CorruptBatch(f"backup run from {h.first} is no longer held")
+    raise Released(f"backup run from {h.first} is no longer held")

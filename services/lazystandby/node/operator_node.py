@@ -449,9 +449,20 @@ class OperatorNode(NodeBase):
                 try:
                     piece = it.slice(start, start + room)
                 except Unreadable as e:
-                    if e.at > start:  # what decoded before it is processed; the rest is forgotten
-                        self._submit(it.slice(start, e.at))
-                    self._unreadable(e.error, e.at)
+                    if e.error is None:
+                        # Let go since it was taken: covered meanwhile (a trim drops only covered or processed
+                        # runs, and nothing from `start` on is processed), which the skip above now sees.
+                        with self.lock:
+                            if self._covered[0].input_pos >= start:
+                                continue
+                        raise
+                    at = e.at
+                    if at > start:  # what decoded before it is processed; the rest is forgotten
+                        try:
+                            self._submit(it.slice(start, at))
+                        except Unreadable:
+                            at = start  # that did not decode either: forgotten from `start`
+                    self._unreadable(e.error, at)
                     return
                 if len(piece):
                     self._submit(piece)
