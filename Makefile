@@ -5,6 +5,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := services/lazystandby/v1/lazystandby_pb2.py
+NATIVE_LIB := services/lazystandby/native/_zrun.so
 export PYTHONPATH := $(CURDIR)/services:$(CURDIR)/spark:$(CURDIR)
 export PYSPARK_PYTHON := $(CURDIR)/$(VPY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VPY)
@@ -16,7 +17,7 @@ CODEC ?= zstd-stream-dict
 DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
-.PHONY: quix-venv jvm-peers setup proto lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
+.PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
@@ -26,9 +27,15 @@ $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	$(VPY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-setup: $(STAMP) proto
+setup: $(STAMP) proto native
 
 proto: $(PROTO_OUT)
+
+# Nu's backup compressor in C (lazystandby.native); without a C compiler the codec stays on python-zstandard.
+native: $(NATIVE_LIB)
+
+$(NATIVE_LIB): services/lazystandby/native/zrun.c $(STAMP)
+	$(VPY) -c "from lazystandby.native import build; build()"
 
 $(PROTO_OUT): proto/lazystandby/v1/lazystandby.proto $(STAMP)
 	$(VPY) -m grpc_tools.protoc -Iproto --python_out=services --grpc_python_out=services --pyi_out=services $<

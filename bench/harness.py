@@ -193,7 +193,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     return {"bsize": bsize, "codec": codec, "standby": standby, "operator": operator, "tuples": total,
             "tuples_per_s": round(total / elapsed), "mean_per_s": round(mean), "worst_second_ratio":
             round(min(full) / mean, 3) if mean else 0.0, "per_second": samples, "cpu_cores_per_node": cpu,
-            "max_rss_mb": rss, "takeovers": serving.takeovers,
+            "max_rss_mb": rss, "takeovers": serving.takeovers, "codec_backend": nu["codec_backend"],
             "e2e_commit_p50_ms": nu["e2e_commit_p50_ms"], "e2e_commit_p99_ms": nu["e2e_commit_p99_ms"],
             # A backup that fell behind is trimmed before it is sent: N' then gets only checkpoints and the
             # run looks as cheap as no HA. The share of tuples N' actually received shows it.
@@ -324,6 +324,7 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
     import numpy as np
     import zstandard as zstd
 
+    from lazystandby import native
     from lazystandby.core.batching import RunEncoder
     from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName
     from lazystandby.core.tuples import TupleBatch, decode_runs, encode_runs
@@ -334,7 +335,8 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
         r = src.poll(20_480)
         runs.append(TupleBatch(first, np.asarray(r.stream, np.uint16), r.seqs, r.payloads))
         first += len(runs[-1])
-    enc, dec = RunEncoder(codec, bsize=bsize), BatchDecoder("bench")
+    # Nu's own compressor (lazystandby.native where it is built), as in the pipeline.
+    enc, dec = RunEncoder(codec, bsize=bsize, native=native.compressor()), BatchDecoder("bench")
     t = time.thread_time()
     sent = [enc.encode(b) for b in runs]
     t_enc = time.thread_time() - t
@@ -346,7 +348,7 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
     t_dec = time.thread_time() - t
     joined = [b"".join(encode_runs(b, bsize, seq_deltas=True)) for b in runs]
     # The link's own encoder, so the floor's parameters are the link's by construction: each run as one batch.
-    whole_enc = BatchEncoder(CodecName(codec), bsize=bsize)
+    whole_enc = BatchEncoder(CodecName(codec), bsize=bsize, native=native.compressor())
     whole_enc.set_dictionary(enc.encoder.dictionary)
     t = time.thread_time()
     whole = [whole_enc.encode_run([j]).payload for j in joined]
@@ -361,7 +363,7 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
     return {"tuples": first, "encode_us_per_tuple": round(t_enc * us, 3), "decode_us_per_tuple": round(t_dec * us, 3),
             "us_per_tuple": round((t_enc + t_dec) * us, 3), "floor_us_per_tuple": round(t_floor * us, 3),
             "floor_encode_us_per_tuple": round(t_floor_enc * us, 3),
-            "raw_bytes_per_tuple": round(sum(map(len, joined)) / first, 1),
+            "raw_bytes_per_tuple": round(sum(map(len, joined)) / first, 1), "backend": enc.encoder.backend,
             "compressed_vs_raw": round(sum(len(b.encoded.payload) for b in sent) / sum(map(len, joined)), 3)}
 
 
@@ -379,7 +381,7 @@ def ha_cost_bound(ha: dict, no_ha: dict, codec_cost: dict) -> dict:
     return {"ha_cpu_us_per_tuple": ha_us, "no_ha_cpu_us_per_tuple": no_ha_us,
             "backup_codec_us_per_tuple": codec_cost["us_per_tuple"],
             "backup_codec_floor_us_per_tuple": codec_cost["floor_us_per_tuple"],
-            "backup_codec_floor_encode_us_per_tuple": floor,
+            "backup_codec_floor_encode_us_per_tuple": floor, "backup_codec_backend": codec_cost["backend"],
             "ha_cost_ratio_bound": round(no_ha_us / (no_ha_us + floor), 3)}
 
 
@@ -670,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "backup_coverage", "worst_second_ratio", "max_rss_mb",
                                       "ha_cpu_us_per_tuple", "no_ha_cpu_us_per_tuple", "backup_codec_us_per_tuple",
                                       "backup_codec_floor_us_per_tuple", "backup_codec_floor_encode_us_per_tuple",
-                                      "ha_cost_ratio_bound", "standby_decoded_ratio",
+                                      "backup_codec_backend", "ha_cost_ratio_bound", "standby_decoded_ratio",
                                       "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",

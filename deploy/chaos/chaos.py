@@ -236,6 +236,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            # Nu's view of its standby: how often it fell out of sync (backup_stall_max), and whether it is now.
            "standby_out_of_sync": nu.get("counters", {}).get("standby_out_of_sync", 0),
            "standby_in_sync": nu.get("standby_in_sync"),
+           "codec_backend": nu.get("codec_backend"),  # what compressed Nu's backup in its container
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None

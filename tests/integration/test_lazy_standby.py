@@ -2,6 +2,7 @@
 receives, and a takeover with a large sealed backlog is still exact."""
 
 from bench.harness import throughput
+from lazystandby import native
 from lazystandby.harness.launcher import run_trial
 
 
@@ -10,6 +11,7 @@ def test_at_full_speed_the_standby_receives_everything_and_decodes_little_of_it(
     assert r["takeovers"] == 0
     assert r["backup_coverage"] >= 0.9, r  # the backup kept up: a cheap standby is not a starved one
     assert r["standby_decoded_ratio"] < 0.5, r  # what Nd's acks covered was left sealed
+    assert r["codec_backend"] == native.backend(), r  # Nu compressed through the native library where built
 
 
 def test_a_takeover_at_a_high_rate_unseals_the_backlog_and_is_exact():

@@ -345,3 +345,28 @@ def test_a_gathering_operator_gets_the_held_inputs_and_nus_resend_in_one_call_at
 
 
 GATHER_WAIT_BOUND_MS = 2_000  # generous: the wait ends on the resend's arrival, at most 250 ms after PRIMARY
+
+
+def test_a_backup_run_that_fails_to_compress_is_cut_again_in_a_new_session_and_a_takeover_is_exact():
+    """zstd (or memory) failing on one run: Nu counts it, resyncs the standby and goes on; nothing lost."""
+    import zstandard as zstd
+
+    total = 20_000
+    with InProcessTopology("memory", total=total, rate=20_000.0, bsize="10") as t:
+        nu, calls = t.nodes["nu"], [0]
+        encode = nu.run_encoder.encode
+
+        def failing_once(run):
+            calls[0] += 1
+            if calls[0] == 3:
+                raise zstd.ZstdError("zstd compression failed")
+            return encode(run)
+
+        nu.run_encoder.encode = failing_once
+        assert t.wait(lambda: nu.counters["backup_encode_errors"] == 1 and nu.counters["backup_tuples"] > 3000, 30)
+        t.kill("n")
+        exp = expected(total)
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert compare(exp, output(t)).ok
+        assert t.nodes["n2"].state.role == "primary" and t.nodes["nd"].counters["duplicates_dropped"] == 0
+        assert nu.counters.get("loop_crashes", 0) == 0

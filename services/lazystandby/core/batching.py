@@ -12,10 +12,10 @@ and lets Nu re-seed a standby that restarted empty.
 
 from __future__ import annotations
 
-from .codec import BatchEncoder, CodecName, train_dictionary
+from .codec import BatchEncoder, CodecName, RunCompressorFactory, train_dictionary
 from .messages import BackupRun
 from .queues import KeyedQueue
-from .tuples import TupleBatch, encode_runs
+from .tuples import TupleBatch, encode_runs, layout_runs
 
 INFINITE = None
 
@@ -119,9 +119,10 @@ class RunEncoder:
     receiver resets too."""
 
     def __init__(self, codec: CodecName | str, *, level: int = 0, bsize: int | None = 10,
-                 dict_samples: int = DICT_SAMPLES, dict_size: int = DICT_SIZE, fresh_every: int = FRESH_EVERY) -> None:
+                 dict_samples: int = DICT_SAMPLES, dict_size: int = DICT_SIZE, fresh_every: int = FRESH_EVERY,
+                 native: RunCompressorFactory | None = None) -> None:
         self.bsize = bsize
-        self.encoder = BatchEncoder(CodecName(codec), level=level, bsize=bsize)
+        self.encoder = BatchEncoder(CodecName(codec), level=level, bsize=bsize, native=native)
         self.dict_samples, self.dict_size = dict_samples, dict_size
         self.fresh_every = fresh_every
         self._samples: list[bytes] = []
@@ -140,8 +141,9 @@ class RunEncoder:
             if len(self._samples) >= self.dict_samples:
                 self.encoder.set_dictionary(train_dictionary(self._samples, self.dict_size))
                 self._samples = []
-        raws = encode_runs(run, bsize, seq_deltas=True)
+        if len(run) % bsize:
+            raise ValueError(f"a backup run of {len(run)} tuples is not whole batches of {bsize}")
         fresh = self._since_fresh >= self.fresh_every
-        encoded = self.encoder.encode_run(raws, fresh=fresh)
+        encoded = self.encoder.encode_layout(layout_runs(run, bsize, seq_deltas=True), fresh=fresh)
         self._since_fresh = len(run) if encoded.fresh else self._since_fresh + len(run)
-        return BackupRun(first=run.first, counts=[bsize] * len(raws), encoded=encoded)
+        return BackupRun(first=run.first, counts=[bsize] * len(encoded), encoded=encoded)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import io
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 import numpy as np
 import zstandard as zstd
 
 from .seq import CorruptBatch, DuplicateSequence, OversizedMessage
+from .tuples import RunLayout
 
 
 class CodecName(StrEnum):
@@ -133,12 +136,30 @@ def default_level(codec: CodecName, bsize: int | None) -> int:
     return 9 if codec.streaming else 3
 
 
+class RunCompressor(Protocol):
+    """A zstd streaming context that compresses a run's batches in one call (lazystandby.native), each
+    flushed, byte for byte as python-zstandard's compressobj would."""
+
+    backend: str
+
+    def compress(self, heads: memoryview, head_size: int, data: memoryview,
+                 cuts: np.ndarray) -> tuple[bytes, list[int]]: ...
+
+
+# Makes a RunCompressor for a session's parameters and dictionary.
+RunCompressorFactory = Callable[[zstd.ZstdCompressionParameters, bytes], RunCompressor]
+
+
 class BatchEncoder:
     """The sending end of one link's codec. Dictionary codecs start without a dictionary (plain zstd)
-    until `set_dictionary` is called, which opens a new session carrying it."""
+    until `set_dictionary` is called, which opens a new session carrying it. With `native`, a streaming
+    link on SMALL_TABLES compresses its runs through it (same bytes, one call per run); the other links,
+    and every link without it, through python-zstandard."""
 
-    def __init__(self, codec: CodecName, *, level: int = 0, bsize: int | None = 10) -> None:
+    def __init__(self, codec: CodecName, *, level: int = 0, bsize: int | None = 10,
+                 native: RunCompressorFactory | None = None) -> None:
         self.codec = CodecName(codec)
+        self._make_native = native if self.codec.streaming else None
         self.level = level or default_level(self.codec, bsize)
         self.small_tables = small_tables(self.codec, bsize)
         self.dictionary = b""
@@ -164,31 +185,57 @@ class BatchEncoder:
 
     def _open(self) -> None:
         dict_data = _zstd_dict(self.dictionary) if self.dictionary else None
+        self._native: RunCompressor | None = None
         if self.small_tables:
             params = zstd.ZstdCompressionParameters.from_level(self.level, write_content_size=1, **SMALL_TABLES)
             self._compressor = zstd.ZstdCompressor(compression_params=params, dict_data=dict_data)
+            if self._make_native is not None:
+                self._native = self._make_native(params, self.dictionary)
         else:
             self._compressor = zstd.ZstdCompressor(
                 level=self.level, dict_data=dict_data, write_checksum=False, write_content_size=True
             )
-        self._stream = self._compressor.compressobj() if self.codec.streaming else None
+        self._stream = self._compressor.compressobj() if self.codec.streaming and self._native is None else None
 
     def encode(self, raw: bytes) -> EncodedBatch:
         return self.encode_many([raw])[0]
+
+    @property
+    def backend(self) -> str:
+        """What compresses this link's batches."""
+        return self._native.backend if self._native is not None else f"python-zstandard {zstd.__version__}"
 
     def encode_run(self, raws: list[bytes], *, fresh: bool = False) -> EncodedRun:
         """`encode_many` as one run (no object per batch). `fresh` (streaming codecs): the run opens a new
         zstd frame, so that it decodes without the session's earlier runs; a session's first run always
         does."""
+        return self._run([len(r) for r in raws], fresh, lambda: self._compress_joined(raws))
+
+    def encode_layout(self, layout: RunLayout, *, fresh: bool = False) -> EncodedRun:
+        """`encode_run(layout.joined())`, without joining when the native compressor takes the parts."""
+        if self._native is None:
+            return self.encode_run(layout.joined(), fresh=fresh)
+        # self._native read when called: a fresh frame replaces it first
+        return self._run(layout.raw_sizes(), fresh,
+                         lambda: self._native.compress(layout.heads, layout.head_size, layout.data, layout.cuts))
+
+    def _run(self, raw_sizes: list[int], fresh: bool, compress: Callable[[], tuple[bytes, list[int]]]) -> EncodedRun:
         fresh = self.codec.streaming and (fresh or self._index == 0)
         if fresh and self._index:
             self._open()  # the same session and dictionary; no history from the runs before
-        payloads = self._compress(raws)
-        run = EncodedRun(self.codec, self.session, self._index, b"".join(payloads), [len(p) for p in payloads],
-                         [len(r) for r in raws],
+        payload, sizes = compress()
+        run = EncodedRun(self.codec, self.session, self._index, payload, sizes, raw_sizes,
                          self.dictionary if (self._index == 0 and self.codec.uses_dictionary) else b"", fresh)
-        self._index += len(raws)
+        self._index += len(raw_sizes)
         return run
+
+    def _compress_joined(self, raws: list[bytes]) -> tuple[bytes, list[int]]:
+        if self._native is not None:
+            cuts = np.zeros(len(raws) + 1, np.int64)
+            np.cumsum([len(r) for r in raws], out=cuts[1:])
+            return self._native.compress(memoryview(b""), 0, memoryview(b"".join(raws)), cuts)
+        payloads = self._compress(raws)
+        return b"".join(payloads), [len(p) for p in payloads]
 
     def _compress(self, raws: list[bytes]) -> list[bytes]:
         c = self.codec
@@ -196,6 +243,10 @@ class BatchEncoder:
             return list(raws)
         if c is CodecName.ZLIB:
             return [zlib.compress(r) for r in raws]
+        if self._native is not None:
+            joined, sizes = self._compress_joined(raws)
+            cuts = np.cumsum([0, *sizes]).tolist()
+            return [joined[cuts[i]:cuts[i + 1]] for i in range(len(raws))]
         if self._stream is not None:
             compress, flush, block = self._stream.compress, self._stream.flush, zstd.COMPRESSOBJ_FLUSH_BLOCK
             return [compress(r) + flush(block) for r in raws]

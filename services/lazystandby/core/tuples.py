@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -224,38 +225,76 @@ def _run_dtype(size: int) -> np.dtype:
                      ("streams", "<u2", (size,)), ("seqs", "<u8", (size,)), ("lens", "<u4", (size,))])
 
 
-def encode_runs(batch: TupleBatch, size: int, *, seq_deltas: bool = False) -> list[bytes]:
-    """`encode` of batch[0:size], batch[size:2*size], ... (inputs; the last one may be shorter): the fixed
-    parts of every batch are laid out by one structured array, so the per-batch Python is two slices and a
-    join (Nu cuts a frame's worth of Bsize batches at once). With `seq_deltas` the seqs are written as steps
-    per stream across the whole run (flag _SEQ_DELTAS): the batches then decode only as that run, in order
-    (`decode_runs`), as the backup's do."""
-    n = len(batch)
+@dataclass(frozen=True, slots=True)
+class RunLayout:
+    """The encodings of `count` whole batches of a run, before they are joined: batch r is
+    heads[r * head_size:(r + 1) * head_size] followed by data[cuts[r] - cuts[0]:cuts[r + 1] - cuts[0]].
+    A compressor that takes the two parts of each batch in turn (native.RunCompressor) needs no join."""
+
+    heads: memoryview
+    head_size: int
+    data: memoryview
+    cuts: np.ndarray  # int64, count + 1 offsets of the batches' payloads (data starts at cuts[0])
+
+    @property
+    def count(self) -> int:
+        return len(self.cuts) - 1
+
+    def raw_sizes(self) -> list[int]:
+        return (np.diff(self.cuts) + self.head_size).tolist()
+
+    def joined(self) -> list[bytes]:
+        heads, fs, data = self.heads, self.head_size, self.data
+        cuts = (self.cuts - self.cuts[0]).tolist()
+        join = b"".join
+        return [join((heads[r * fs:(r + 1) * fs], data[cuts[r]:cuts[r + 1]])) for r in range(self.count)]
+
+
+def layout_runs(batch: TupleBatch, size: int, *, seq_deltas: bool = False) -> RunLayout:
+    """The whole batches of `encode_runs(batch, size)` as a RunLayout (len(batch) // size of them): the
+    fixed parts of every batch are laid out by one structured array, the payloads stay where they are."""
+    return _layout(_as_steps(batch) if seq_deltas else _inputs(batch), size, seq_deltas)
+
+
+def _inputs(batch: TupleBatch) -> TupleBatch:
     if batch.sources is not None:
         raise ValueError("encode_runs cuts input tuples, not outputs")
-    if seq_deltas:
-        batch = TupleBatch._of(batch.first, batch.streams, seq_steps(batch.streams, batch.seqs), batch.payloads,
-                               None)
-    full, rest = divmod(n, size)
-    out: list[bytes] = []
-    if full:
-        dt = _run_dtype(size)
-        m = full * size
-        off = offsets_of(batch.payloads)
-        fixed = np.empty(full, dt)
-        fixed["magic"] = _MAGIC
-        fixed["flags"] = _SEQ_DELTAS if seq_deltas else 0
-        fixed["first"] = batch.first + np.arange(full, dtype=np.int64) * size
-        fixed["n"] = size
-        fixed["streams"] = batch.streams[:m].reshape(full, size)
-        fixed["seqs"] = batch.seqs[:m].reshape(full, size)
-        fixed["lens"] = np.diff(off[: m + 1]).reshape(full, size)
-        heads = memoryview(fixed.tobytes())
-        fs = dt.itemsize
-        data = memoryview(batch.payloads.buffers()[2] or b"")
-        cuts = off[: m + 1 : size].tolist()
-        join = b"".join
-        out = [join((heads[r * fs:(r + 1) * fs], data[cuts[r]:cuts[r + 1]])) for r in range(full)]
+    return batch
+
+
+def _as_steps(batch: TupleBatch) -> TupleBatch:
+    """`batch` with its seqs written as steps per stream (flag _SEQ_DELTAS)."""
+    batch = _inputs(batch)
+    return TupleBatch._of(batch.first, batch.streams, seq_steps(batch.streams, batch.seqs), batch.payloads, None)
+
+
+def _layout(batch: TupleBatch, size: int, seq_deltas: bool) -> RunLayout:
+    full = len(batch) // size
+    dt = _run_dtype(size)
+    m = full * size
+    off = offsets_of(batch.payloads)
+    fixed = np.empty(full, dt)
+    fixed["magic"] = _MAGIC
+    fixed["flags"] = _SEQ_DELTAS if seq_deltas else 0
+    fixed["first"] = batch.first + np.arange(full, dtype=np.int64) * size
+    fixed["n"] = size
+    fixed["streams"] = batch.streams[:m].reshape(full, size)
+    fixed["seqs"] = batch.seqs[:m].reshape(full, size)
+    fixed["lens"] = np.diff(off[: m + 1]).reshape(full, size)
+    cuts = off[: m + 1 : size].astype(np.int64)
+    data = memoryview(batch.payloads.buffers()[2] or b"")[int(cuts[0]):int(cuts[-1])] if full else memoryview(b"")
+    return RunLayout(memoryview(fixed.tobytes()), dt.itemsize, data, cuts)
+
+
+def encode_runs(batch: TupleBatch, size: int, *, seq_deltas: bool = False) -> list[bytes]:
+    """`encode` of batch[0:size], batch[size:2*size], ... (inputs; the last one may be shorter): the whole
+    batches through `layout_runs`, so the per-batch Python is two slices and a join (Nu cuts a frame's worth
+    of Bsize batches at once). With `seq_deltas` the seqs are written as steps per stream across the whole
+    run (flag _SEQ_DELTAS): the batches then decode only as that run, in order (`decode_runs`), as the
+    backup's do."""
+    batch = _as_steps(batch) if seq_deltas else _inputs(batch)
+    full, rest = divmod(len(batch), size)
+    out = _layout(batch, size, seq_deltas).joined() if full else []
     if rest:
         tail = encode(batch.slice(batch.first + full * size, batch.end))
         out.append(tail[:4] + bytes([_SEQ_DELTAS]) + tail[5:] if seq_deltas else tail)

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import zstandard as zstd
 
+from .. import native
 from ..config import NodeConfig
 from ..core import messages as m
 from ..core.acks import Checkpoint
@@ -74,7 +76,8 @@ class UpstreamNode(NodeBase):
         self.batcher = BackupBatcher(cfg.bsize)
         # Used by the backup thread only.
         self.run_encoder = RunEncoder(cfg.codec, level=cfg.codec_level, bsize=cfg.bsize,
-                                      dict_samples=cfg.dict_samples, dict_size=cfg.dict_size)
+                                      dict_samples=cfg.dict_samples, dict_size=cfg.dict_size,
+                                      native=native.compressor())
         self._encoder_reset = False
         self._backup_gen = 0
         self._inflight: _BackupCall | None = None
@@ -447,10 +450,29 @@ class UpstreamNode(NodeBase):
         t0 = self.clock()
         if reset:
             self.run_encoder.reset()
-        runs = [self.run_encoder.encode(run)] if run is not None else []
+        try:
+            runs = [self.run_encoder.encode(run)] if run is not None else []
+        except (zstd.ZstdError, MemoryError) as e:
+            self._encode_failed(gen, e)
+            return None
         frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
                               params=self._params_at(ckpt.input_pos))
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
+
+    def _encode_failed(self, gen: int, error: Exception) -> None:
+        """A run could not be compressed (zstd or memory): like a failed call, the batches cut since the
+        standby's last answer are cut again, in a new codec session after a resync, and the loop goes on
+        (the pipeline never waits on a backup that stopped)."""
+        self.log.error("%s: compressing a backup run failed (%s): a new codec session after a resync",
+                       self.name, error)
+        with self.lock:
+            self.counters["backup_encode_errors"] += 1
+            if gen != self._backup_gen:
+                return  # already void: the generation that cut it was rewound
+            self._backup_gen += 1
+            self.batcher.rewind()
+            self._encoder_reset = True
+            self._resync_backup = True
 
     def _skip_trimmed(self) -> None:
         """Holding the lock: when Level-1 acks trimmed OQu past what was cut for the standby (it did not
@@ -647,6 +669,7 @@ class UpstreamNode(NodeBase):
             "standby": self.standby.address if self.standby else "",
             "bsize": format_bsize(self.cfg.bsize),
             "codec": self.cfg.codec,
+            "codec_backend": self.run_encoder.encoder.backend,
             "source_exhausted": self.source.exhausted,
             "source_lag": self.source.lag(),
             "source_gap": self.source_gap,

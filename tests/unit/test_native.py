@@ -1,0 +1,124 @@
+"""The native backup compressor (lazystandby.native): the same bytes as python-zstandard, one call per run,
+a clear error on bad input, and python-zstandard wherever it is not available."""
+
+import numpy as np
+import pytest
+import zstandard as zstd
+
+from lazystandby import native
+from lazystandby.core.batching import RunEncoder
+from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName
+from lazystandby.core.tuples import TupleBatch, decode_runs, encode_runs, layout_runs
+from lazystandby.sources.generator import Interleaved
+
+needs_native = pytest.mark.skipif(not native.available(), reason=f"native compressor not built: {native.backend()}")
+
+
+def ticks(n: int, first: int = 1) -> TupleBatch:
+    idx, seqs, payloads = Interleaved(["I1", "I2", "I3"]).take(first - 1 + n)
+    return TupleBatch(1, idx + 1, seqs, payloads).slice(first, first + n)
+
+
+def encoded(make, bsize: int, run: int, k: int, fresh_every: int):
+    enc = RunEncoder(CodecName.ZSTD_STREAM_DICT, bsize=bsize, fresh_every=fresh_every, dict_samples=50, native=make)
+    enc.encoder.session = 7  # both encoders in the same session, so their runs compare byte for byte
+    return enc, [enc.encode(ticks(run, 1 + i * run)) for i in range(k)]
+
+
+def test_layout_runs_joined_is_encode_runs():
+    batch = ticks(95, 11)
+    layout = layout_runs(batch, 10, seq_deltas=True)
+    assert layout.count == 9
+    assert layout.joined() == encode_runs(batch, 10, seq_deltas=True)[:9]
+    assert layout.raw_sizes() == [len(r) for r in layout.joined()]
+
+
+@needs_native
+@pytest.mark.parametrize("bsize", [3, 10])
+def test_native_runs_are_python_zstandards_bytes_and_decode(bsize):
+    run = 60 * bsize
+    nat_enc, nat = encoded(native.compressor(), bsize, run, 12, fresh_every=4 * run)
+    py_enc, py = encoded(None, bsize, run, 12, fresh_every=4 * run)
+    assert nat_enc.encoder.backend.startswith("libzstd") and py_enc.encoder.backend.startswith("python-zstandard")
+    assert [r.encoded.fresh for r in nat] == [r.encoded.fresh for r in py]
+    assert any(r.encoded.dictionary for r in nat)  # the dictionary's session came in on the way
+    for a, b in zip(nat, py, strict=True):
+        assert (a.encoded.payload, a.encoded.payload_sizes, a.encoded.raw_sizes) == \
+               (b.encoded.payload, b.encoded.payload_sizes, b.encoded.raw_sizes)
+    dec = BatchDecoder("N'")
+    for i, r in enumerate(nat):
+        raw, pos = dec.decode_run(r.encoded)
+        dec.commit(pos)
+        back = decode_runs(raw, r.first, bsize, r.encoded.raw_sizes)
+        assert back.payloads.to_pylist() == ticks(run, 1 + i * run).payloads.to_pylist()
+
+
+@needs_native
+def test_encode_many_on_a_native_link_keeps_one_stream():
+    """The per-batch API on a native link goes through the same context: batches still decode in order."""
+    raws = encode_runs(ticks(40), 10, seq_deltas=False)
+    enc = BatchEncoder(CodecName.ZSTD_STREAM, bsize=10, native=native.compressor())
+    batches = enc.encode_many(raws[:2]) + [enc.encode(raws[2]), *enc.encode_many(raws[3:])]
+    dec = BatchDecoder("N'")
+    assert [dec.decode(b) for b in batches] == raws
+
+
+@needs_native
+def test_a_run_whose_cuts_overrun_its_data_is_refused_before_zstd_sees_it():
+    layout = layout_runs(ticks(30), 10)
+    comp = native.RunCompressor(zstd.ZstdCompressionParameters.from_level(1))
+    cuts = layout.cuts.copy()
+    cuts[-1] += 5
+    with pytest.raises(ValueError, match="shorter than its cuts"):
+        comp.compress(layout.heads, layout.head_size, layout.data, cuts)
+    with pytest.raises(ValueError, match="shorter than its cuts"):
+        comp.compress(layout.heads[:-1], layout.head_size, layout.data, layout.cuts)
+    assert comp.compress(layout.heads, layout.head_size, layout.data, layout.cuts)[1]  # still usable
+
+
+@needs_native
+def test_a_zstd_error_breaks_the_context_until_a_new_session(monkeypatch):
+    layout = layout_runs(ticks(30), 10)
+    comp = native.RunCompressor(zstd.ZstdCompressionParameters.from_level(1))
+    monkeypatch.setattr(comp._libs, "run", lambda *a: -1)
+    with pytest.raises(zstd.ZstdError, match="failed"):
+        comp.compress(layout.heads, layout.head_size, layout.data, layout.cuts)
+    monkeypatch.undo()
+    with pytest.raises(zstd.ZstdError, match="broken"):
+        comp.compress(layout.heads, layout.head_size, layout.data, layout.cuts)
+
+
+def test_without_the_library_the_codec_compresses_through_python_zstandard(monkeypatch):
+    monkeypatch.setattr(native, "_LIBS", None)
+    assert native.compressor() is None and not native.available()
+    assert native.backend().startswith("python-zstandard")
+    with pytest.raises(RuntimeError, match="not available"):
+        native.RunCompressor(zstd.ZstdCompressionParameters.from_level(1))
+    enc = RunEncoder(CodecName.ZSTD_STREAM_DICT, bsize=10, native=native.compressor())
+    assert enc.encoder.backend.startswith("python-zstandard")
+    r = enc.encode(ticks(40))
+    raw, _ = BatchDecoder("N'").decode_run(r.encoded)
+    assert decode_runs(raw, 1, 10, r.encoded.raw_sizes).payloads.to_pylist() == ticks(40).payloads.to_pylist()
+
+
+def test_disabled_by_environment(monkeypatch):
+    monkeypatch.setenv(native.DISABLE_ENV, "0")
+    assert native._load() is None
+
+
+def test_build_compiles_a_loadable_library_and_reports_a_missing_compiler(tmp_path, capsys):
+    assert native.build(tmp_path / "x", cc=str(tmp_path / "no-such-cc")) is None
+    assert "failed" in capsys.readouterr().out
+    out = native.build(tmp_path / "ok")
+    if out is None:
+        pytest.skip("no C compiler here")
+    import ctypes
+
+    assert ctypes.CDLL(str(out)).ls_compress_run
+    assert not list((tmp_path / "ok").glob("*.tmp"))
+
+
+def test_a_run_that_is_not_whole_batches_is_refused():
+    with pytest.raises(ValueError, match="not whole batches"):
+        RunEncoder(CodecName.ZSTD_STREAM, bsize=10).encode(ticks(25))
+    assert np.array_equal(layout_runs(ticks(25), 10).cuts, layout_runs(ticks(20), 10).cuts)
