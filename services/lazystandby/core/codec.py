@@ -138,7 +138,8 @@ def default_level(codec: CodecName, bsize: int | None) -> int:
 
 class RunCompressor(Protocol):
     """A zstd streaming context that compresses a run's batches in one call (lazystandby.native), each
-    flushed, byte for byte as python-zstandard's compressobj would."""
+    flushed, as python-zstandard's compressobj would: any zstd decoder with the session's dictionary reads
+    them."""
 
     backend: str
 
@@ -153,7 +154,7 @@ RunCompressorFactory = Callable[[zstd.ZstdCompressionParameters, bytes], RunComp
 class BatchEncoder:
     """The sending end of one link's codec. Dictionary codecs start without a dictionary (plain zstd)
     until `set_dictionary` is called, which opens a new session carrying it. With `native`, a streaming
-    link on SMALL_TABLES compresses its runs through it (same bytes, one call per run); the other links,
+    link on SMALL_TABLES compresses its runs through it (one call per run); the other links,
     and every link without it, through python-zstandard."""
 
     def __init__(self, codec: CodecName, *, level: int = 0, bsize: int | None = 10,

@@ -1,9 +1,9 @@
 /* One call that compresses a whole run of backup batches, each flushed on its own (lazystandby.native).
 
    Batch i is heads[i*head_size:(i+1)*head_size] followed by data[cuts[i]-cuts[0]:cuts[i+1]-cuts[0]]; each
-   is fed to the same zstd streaming context and flushed (ZSTD_e_flush), so the output is byte for byte
-   what python-zstandard's compressobj writes with compress(batch) + flush(COMPRESSOBJ_FLUSH_BLOCK) on the
-   same parameters, and each batch decodes on arrival after the ones before it.
+   is fed to the same zstd streaming context and flushed (ZSTD_e_flush), as python-zstandard's compressobj
+   does with compress(batch) + flush(COMPRESSOBJ_FLUSH_BLOCK): each batch decodes on arrival after the ones
+   before it.
 
    libzstd's functions come in as pointers (ctypes finds them in libzstd.so.1): this file needs no zstd
    header and links to nothing, so a C compiler is all it takes to build. The structs below are zstd's
