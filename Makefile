@@ -35,7 +35,7 @@ proto: $(PROTO_OUT)
 native: $(NATIVE_LIB)
 
 $(NATIVE_LIB): services/lazystandby/native/zrun.c $(STAMP)
-	$(VPY) -c "from lazystandby.native import build; build()"
+	$(VPY) services/lazystandby/native/build.py
 
 $(PROTO_OUT): proto/lazystandby/v1/lazystandby.proto $(STAMP)
 	$(VPY) -m grpc_tools.protoc -Iproto --python_out=services --grpc_python_out=services --pyi_out=services $<

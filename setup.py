@@ -4,7 +4,7 @@ compressor (services/lazystandby/native/zrun.c) where a C compiler is found; whe
 already built in the source tree (`make setup`) ships as package data, or the codec uses python-zstandard.
 Everything else is in pyproject.toml."""
 
-import sys
+import importlib.util
 from pathlib import Path
 
 from setuptools import setup
@@ -23,11 +23,13 @@ class BuildWithProto(build_py):
         if protoc.main(args) != 0:
             raise RuntimeError(f"protoc failed on {PROTO}")
         super().run()
-        sys.path.insert(0, str(ROOT / "services"))
-        from lazystandby.native import build
-
         if not self.editable_mode:
-            build(Path(self.build_lib) / "lazystandby" / "native")
+            # By its path: importing the package would need numpy, which pip's build environment lacks.
+            spec = importlib.util.spec_from_file_location("native_build", ROOT / "services" / "lazystandby" /
+                                                          "native" / "build.py")
+            native_build = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(native_build)
+            native_build.build(Path(self.build_lib) / "lazystandby" / "native")
 
 
 setup(cmdclass={"build_py": BuildWithProto})

@@ -111,6 +111,10 @@ def test_pip_install_in_a_fresh_venv_gives_a_working_command(tmp_path):
     where = subprocess.run([vpy, "-c", "import lazystandby.v1.lazystandby_pb2 as m; print(m.__file__)"], env=clean,
                            cwd=tmp_path, capture_output=True, text=True)
     assert where.returncode == 0 and where.stdout.startswith(str(site)), (where.stdout, where.stderr)
+    # The build compiled the native compressor into the installed package (this machine has a C compiler).
+    nat = subprocess.run([vpy, "-c", "from lazystandby import native as n; print(n.__file__, n.backend())"],
+                         env=clean, cwd=tmp_path, capture_output=True, text=True)
+    assert nat.returncode == 0 and nat.stdout.startswith(str(site)) and "via zrun.c" in nat.stdout, nat
     helped = subprocess.run([str(venv / "bin" / "lazystandby"), "--help"], env=clean, capture_output=True, text=True)
     assert helped.returncode == 0
     for cmd in ("node", "launch", "failover-check", "chaos-campaign", "stack-check", "dashboards-check"):

@@ -6,11 +6,11 @@ source or primary thread and waiting to get it back, with a Python join before e
 bytes. `ls_compress_run` (zrun.c) compresses all of a run's batches in one call through ctypes, which lets
 go of the GIL once for the whole run; it reads each batch's head and payload where `tuples.layout_runs`
 left them, so nothing is joined. The bytes are zstd's streaming format, flushed batch by batch, as
-python-zstandard's compressobj writes them (byte for byte without a dictionary; with one, loaded into the
-context's tables, which python-zstandard cannot ask for: faster, and as small within a few in 10,000): the receiving end does not
-know which wrote them.
+python-zstandard's compressobj writes them: byte for byte without a dictionary; with one, which this
+loads into the context's tables (python-zstandard cannot ask for that), faster and as small within a few
+in 10,000. The receiving end does not know which wrote them.
 
-`zrun.c` is compiled when the package is installed (setup.py, `make setup`: `build`). Where it was not
+`zrun.c` is compiled when the package is installed (setup.py, `make setup`: build.py). Where it was not
 (no C compiler), or no libzstd >= 1.4 loads, or LS_ZSTD_NATIVE=0, `available()` is False and the codec
 compresses through python-zstandard as before (`backend()` says which, in the status and the bench).
 """
@@ -20,17 +20,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import shutil
-import subprocess
 import weakref
-from pathlib import Path
 
 import numpy as np
 import zstandard as zstd
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "zrun.c"
-LIBRARY = "_zrun.so"
+from .build import HERE, LIBRARY, build  # noqa: F401  (build: `make setup`, setup.py)
+
 DISABLE_ENV = "LS_ZSTD_NATIVE"  # "0": python-zstandard always (a fallback kept tested)
 
 # zstd.h's stable parameter ids (ZSTD_cParameter) and dictionary loading constants.
@@ -46,30 +42,6 @@ _DLM_BY_COPY, _DCT_AUTO = 0, 0
 # at 0.279 attached. A frame starts once per session or FRESH_EVERY tuples, so loading costs nothing seen.
 _FORCE_ATTACH_DICT, _DICT_FORCE_LOAD = 1001, 3
 _MIN_VERSION = 10400  # ZSTD_compressStream2 and the parameter API
-
-
-def build(out_dir: Path = HERE, cc: str | None = None) -> Path | None:
-    """Compile zrun.c into out_dir/_zrun.so; None (and a line on stderr) when no C compiler is found or it
-    fails: the codec then uses python-zstandard."""
-    cc = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        print("lazystandby.native: no C compiler; backup compression stays on python-zstandard")
-        return None
-    out = Path(out_dir) / LIBRARY
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    try:
-        done = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)], capture_output=True,
-                              text=True)
-        error = done.stderr if done.returncode else ""
-    except OSError as e:
-        error = str(e)
-    if error or not tmp.exists():
-        print(f"lazystandby.native: {cc} failed, backup compression stays on python-zstandard:\n{error}")
-        tmp.unlink(missing_ok=True)
-        return None
-    tmp.replace(out)  # atomic: a node importing meanwhile sees the old library or the new one
-    return out
 
 
 class _Libs:
@@ -137,8 +109,9 @@ def compressor() -> type[RunCompressor] | None:
 
 class RunCompressor:
     """One zstd streaming context (one codec session) with `params` and `dictionary` (zstd's format or
-    raw content, as python-zstandard's DICT_TYPE_AUTO reads it, loaded: _DICT_FORCE_LOAD). `compress` takes runs in order. One caller
-    at a time. After an error the context is broken (`broken`): its session must be replaced."""
+    raw content, as python-zstandard's DICT_TYPE_AUTO reads it; loaded, _DICT_FORCE_LOAD). `compress` takes
+    runs in order. One caller at a time. After an error the context is broken (`broken`): its session must
+    be replaced."""
 
     def __init__(self, params: zstd.ZstdCompressionParameters, dictionary: bytes = b"") -> None:
         libs = _LIBS
