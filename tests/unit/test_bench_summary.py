@@ -117,6 +117,8 @@ def test_backup_codec_cost_measures_the_codec_and_its_floor_on_the_same_ticks():
     c = backup_codec_cost(total=60_000)
     assert c["tuples"] == 60_000
     assert 0 < c["floor_encode_us_per_tuple"] < c["floor_us_per_tuple"] < c["us_per_tuple"]
+    # Batch by batch costs more than one call over a run's bytes, and no more than the link's whole encoding.
+    assert c["floor_encode_us_per_tuple"] < c["batch_floor_encode_us_per_tuple"] <= c["encode_us_per_tuple"] * 1.2
     assert abs(c["us_per_tuple"] - c["encode_us_per_tuple"] - c["decode_us_per_tuple"]) <= 0.002  # rounding
     assert 0.1 < c["compressed_vs_raw"] < 0.35 and c["raw_bytes_per_tuple"] > 20
     from lazystandby import native
@@ -130,11 +132,12 @@ def test_ha_cost_bound_is_the_pipeline_cpu_over_itself_plus_the_codec_floors_com
     ha = {"cpu_cores_per_node": {"nu": 0.7, "n": 0.5, "n2": 0.3, "nd": 0.3}, "tuples_per_s": 600_000}
     no_ha = {"cpu_cores_per_node": {"nu": 0.6, "n": 0.6, "nd": 0.4}, "tuples_per_s": 1_000_000}
     b = ha_cost_bound(ha, no_ha, {"us_per_tuple": 0.5, "floor_us_per_tuple": 0.3, "floor_encode_us_per_tuple": 0.2,
-                                  "backend": "libzstd 1.5.4 via zrun.c"})
+                                  "batch_floor_encode_us_per_tuple": 0.4, "backend": "libzstd 1.5.4 via zrun.c"})
     assert b["ha_cpu_us_per_tuple"] == 3.0 and b["no_ha_cpu_us_per_tuple"] == 1.6
     assert b["ha_cost_ratio_bound"] == round(1.6 / 1.8, 3)  # a lazy standby: compressing is the floor
     assert b["backup_codec_floor_us_per_tuple"] == 0.3
     assert b["backup_codec_backend"] == "libzstd 1.5.4 via zrun.c"
+    assert b["ha_cost_ratio_bound_batched"] == 0.8 and b["backup_codec_batch_floor_encode_us_per_tuple"] == 0.4
 
 
 def test_the_cost_per_round_pairs_the_runs_of_each_round_and_each_node_gets_its_cpu_per_tuple():
