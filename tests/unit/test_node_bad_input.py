@@ -796,7 +796,7 @@ def test_a_checkpoint_ahead_of_the_backup_covers_it_once_the_backup_gets_there(n
     loop_once(n2)  # 1..30 covered: skipped; 31..40 arrived just now: they wait
     assert n2.counters["skipped_tuples"] == 30 and n2.counters["processed_tuples"] == 0
     net.call_pb("s", "Backup", covered_frame(enc, run(41, 20), (50, 50)))
-    assert n2._covered[0].input_pos == 50 and not n2._ahead
+    assert n2._covered[0].input_pos == 50 and not n2._covering
 
 
 def test_a_deferring_standby_short_of_room_takes_its_oldest_inputs_and_everything_at_a_takeover(net, lazy):

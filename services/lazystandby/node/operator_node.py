@@ -127,16 +127,14 @@ class OperatorNode(NodeBase):
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
         self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
-        # The newest covering checkpoint that came before a heartbeat showed the primary had got that far: it is
-        # applied when one does (`_primary_reached`), not dropped. (At 10,000 tuples/s the primary holds little
-        # more than its Level-1 point, so most frames came just before the heartbeat that would vouch for them,
-        # and covering advanced only when a frame happened to follow a heartbeat: up to 0.7 s behind.)
-        self._cover_pending: tuple[Checkpoint, m.Params | None] | None = None
-        # Checkpoints that came ahead of what this node held (the backup runs behind the primary: at Bsize 1 by
-        # 60,000 inputs at full speed, and each frame's checkpoint was past its runs), oldest first: each
-        # covers what comes up to it and is applied once that has come (`_cover_ahead`). (Before, N' covered
-        # nothing while the backup ran behind, and processed every input.)
-        self._ahead: deque[tuple[Checkpoint, m.Params | None]] = deque()
+        # Covering checkpoints not applied yet, oldest first: one applies once this node holds what it covers
+        # and a heartbeat has shown the primary got that far (a Level-1 point is never ahead of the primary),
+        # whichever comes last (`_apply_covering`, at both events). The backup runs behind the primary (at
+        # Bsize 1 by 60,000 inputs at full speed, and each frame's checkpoint was past its runs: before, N'
+        # covered nothing then and processed every input); and at 10,000 tuples/s most frames came just
+        # before the heartbeat that would vouch for them (covering had advanced only when a frame happened to
+        # follow a heartbeat: up to 0.7 s behind).
+        self._covering: deque[tuple[Checkpoint, m.Params | None]] = deque()
         # When inputs arrived here ((last position, when), oldest first) and how long the latest covered one
         # took to be covered after it arrived (None until one was): a standby defers only while that is
         # shorter than standby_defer.
@@ -348,11 +346,9 @@ class OperatorNode(NodeBase):
                         self._jump(msg.checkpoint, msg.params)
                     else:
                         self.counters["checkpoints_deferred"] += 1
-                if msg.checkpoint.input_pos > self.received_through and decoded:
-                    self._hold_ahead(msg.checkpoint, msg.params)
-                self._cover_ahead()
-                if msg.checkpoint.input_pos <= self.received_through:
-                    self._cover(msg.checkpoint, msg.params)
+                if decoded or msg.checkpoint.input_pos <= self.received_through:
+                    self._hold_covering(msg.checkpoint, msg.params)
+                self._apply_covering()
                 if lazy:
                     self.held.commit(held, ledger)
                 else:
@@ -361,31 +357,27 @@ class OperatorNode(NodeBase):
                         self.held.restart_session()  # the link's session moved on in the eager decoder
                 return m.BackupAck(applied_through=self.received_through)
 
-    def _cover(self, ckpt: Checkpoint, params: m.Params | None) -> None:
-        """Holding the lock: a checkpoint within what this node holds covers it, now or once the primary's
-        heartbeat vouches for it."""
-        if self._plausible(ckpt):
-            self._note_covered(ckpt, params)
-        else:
-            self._cover_pending = (ckpt, params)
-
-    def _hold_ahead(self, ckpt: Checkpoint, params: m.Params | None) -> None:
-        """Holding the lock: keep a checkpoint past what this node holds, for when that has come. At most 64
-        are kept: past that, the newest replaces the one before it (the older ones still apply in turn)."""
-        ahead = self._ahead
-        if ahead and ckpt.input_pos <= ahead[-1][0].input_pos:
+    def _hold_covering(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Holding the lock: keep a covering checkpoint until `_apply_covering` may apply it. At most 64 are
+        kept: past that, the newest replaces the one before it (the older ones still apply in turn)."""
+        held = self._covering
+        if ckpt.input_pos <= max(self._covered[0].input_pos, held[-1][0].input_pos if held else 0):
             return
-        if len(ahead) >= 64:
-            ahead.pop()
-        ahead.append((ckpt, params))
+        if len(held) >= 64:
+            held.pop()
+        held.append((ckpt, params))
 
-    def _cover_ahead(self) -> None:
-        """Holding the lock: the newest kept checkpoint that what this node holds has reached covers it."""
+    def _apply_covering(self) -> None:
+        """Holding the lock: the newest kept checkpoint within both what this node holds and what the
+        primary's heartbeats say it has received covers what it holds (older ones are covered by it)."""
+        if self.state.role is not Role.STANDBY:
+            return
+        limit = min(self.received_through, self.primary_received)
         reached = None
-        while self._ahead and self._ahead[0][0].input_pos <= self.received_through:
-            reached = self._ahead.popleft()
+        while self._covering and self._covering[0][0].input_pos <= limit:
+            reached = self._covering.popleft()
         if reached is not None:
-            self._cover(*reached)
+            self._note_covered(*reached)
 
     def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint) -> list[TupleBatch]:
         """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
@@ -789,15 +781,11 @@ class OperatorNode(NodeBase):
 
     def _primary_reached(self, received: int, now: float) -> None:
         """Holding the lock: a heartbeat says the primary has received through `received`; a covering
-        checkpoint that came before it and is now vouched for is applied."""
+        checkpoint that came before it and is now vouched for is applied (`_apply_covering`)."""
         if received > self.primary_received:
             self.primary_received = received
             self._primary_seen.append((now, received))
-        pending = self._cover_pending
-        if pending is not None and pending[0].input_pos <= received:
-            self._cover_pending = None
-            if self.state.role is Role.STANDBY and pending[0].input_pos <= self.received_through:
-                self._note_covered(*pending)
+        self._apply_covering()
 
     def take_over(self) -> None:
         """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""
