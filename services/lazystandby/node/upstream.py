@@ -469,10 +469,16 @@ class UpstreamNode(NodeBase):
             self.counters["backup_encode_errors"] += 1
             if gen != self._backup_gen:
                 return  # already void: the generation that cut it was rewound
-            self._backup_gen += 1
-            self.batcher.rewind()
-            self._encoder_reset = True
-            self._resync_backup = True
+            self._void_backup(resync=True)
+
+    def _void_backup(self, *, resync: bool) -> None:
+        """Holding the lock: what was cut or prepared since the standby's last answer is void (a failed call,
+        a run that did not compress): a new generation, the batches cut again from the last confirmed one,
+        in a new codec session; `resync`: ask the standby where it stands first."""
+        self._backup_gen += 1
+        self.batcher.rewind()
+        self._encoder_reset = True
+        self._resync_backup = resync
 
     def _skip_trimmed(self) -> None:
         """Holding the lock: when Level-1 acks trimmed OQu past what was cut for the standby (it did not
@@ -515,11 +521,8 @@ class UpstreamNode(NodeBase):
                     # A new standby registered while this call was in flight (closing the old channel cancels
                     # it); the registration already re-cut the batches, and the newcomer is not to wait.
                     return
-                self._backup_gen += 1  # what was prepared after this call is void
-                self.batcher.rewind()
-                self._encoder_reset = True
                 retry = after_backup_error(e.status)
-                self._resync_backup = retry.resync
+                self._void_backup(resync=retry.resync)
                 self.standby_retry_at = self.clock() + retry.delay
                 self._trim()  # the backup holds nothing back while the standby is not answering
             return
