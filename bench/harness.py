@@ -26,7 +26,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from lazystandby.config import NodeConfig
 from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
 from lazystandby.harness.campaign import cpu_model
-from lazystandby.harness.launcher import SPARK_DETECTOR, Topology, run_trial
+from lazystandby.harness.launcher import SPARK_DETECTOR, Topology, run_trial, scratch
 from lazystandby.harness.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,7 +161,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     if operator == "spark":
         settings.update(SPARK_DETECTOR)
     settings.update(extra or {})
-    with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
+    with scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo:
         topo.start_all()
         serving = Serving(topo)
         cpu0 = {k: _cpu_seconds(p.pid) for k, p in topo.procs.items()}
@@ -221,7 +220,7 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
                 "kafka_bootstrap": bootstrap, "topic_prefix": prefix}
     if operator == "spark":
         settings.update(SPARK_DETECTOR)
-    with Topology(settings, Path(tempfile.mkdtemp(prefix="lazystandby-bench-")), with_standby=standby) as topo:
+    with scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo:
         topo.start_all()
         wait_until(lambda: topo.status("nu")["counters"].get("source_tuples", 0) > 0, 60)
         serving = Serving(topo)

@@ -14,6 +14,7 @@ import os
 import random
 import signal
 import subprocess
+import shutil
 import sys
 import tempfile
 import threading
@@ -98,6 +99,7 @@ def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float
         recovery_ms = min(r[3] for r in live) - t_kill * 1000
         read_more()
         seen = Counter((t, s) for t, s, _, _ in results)
+        shutil.rmtree(ckpt, ignore_errors=True)  # kept, with the query's state, only when the run failed
         return {"restart_recovery_ms": round(recovery_ms, 1), "outputs": len(seen),
                 "duplicated": sum(v - 1 for v in seen.values() if v > 1)}
     finally:
@@ -130,6 +132,7 @@ def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = 
         q.wait(timeout=60)
     finally:
         kill_query(q)
+    shutil.rmtree(ckpt, ignore_errors=True)
     out = {"tuples": total, "tuples_per_s": round(total / elapsed), "seconds": round(elapsed, 2),
            "reported": done.strip(), "topic_prefix": prefix}
     if steady[:1] == ["steady"] and float(steady[2]) > 0:

@@ -4,10 +4,8 @@ primary (loud: log lines, metrics, alerts), forged calls from a client, a decomp
 smaller than one operator call through a pause of Nd."""
 
 import signal
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 import grpc
 import pytest
@@ -59,8 +57,8 @@ def _metric(port: int, name: str, **labels) -> float | None:
     raise AssertionError(f"{name}{{{want}}} not exported")
 
 
-def test_no_standby_then_no_primary_stalls_loudly_and_recovers_exactly():
-    work = Path(tempfile.mkdtemp(prefix="lazystandby-stall-"))
+def test_no_standby_then_no_primary_stalls_loudly_and_recovers_exactly(tmp_path):
+    work = tmp_path
     total, rate = 120_000, 4000.0
     # CALM: with 0.1 s x 3, a heartbeat starved at start-up once made N' take over before the kills, and
     # Nu then had no standby to report missing.
@@ -97,11 +95,11 @@ def test_no_standby_then_no_primary_stalls_loudly_and_recovers_exactly():
 
 
 @pytest.mark.parametrize("grace", [2.0, 0.0], ids=["grace", "no-grace"])
-def test_a_primary_that_answers_nothing_at_start_up_gets_the_grace_not_a_takeover(grace):
+def test_a_primary_that_answers_nothing_at_start_up_gets_the_grace_not_a_takeover(grace, tmp_path):
     """N stopped before N' ever heard from it, for 1.2 s, with the 0.1 s x 3 detector: within
     heartbeat_grace N' waits (no takeover); without it (0, the control) it takes over after 0.3 s. Exact
     output either way."""
-    work = Path(tempfile.mkdtemp(prefix="lazystandby-grace-"))
+    work = tmp_path
     total = 20_000
     settings = {"total": total, "rate": 10_000.0, "heartbeat_interval": 0.1, "heartbeat_misses": 3,
                 "heartbeat_grace": grace}
@@ -140,8 +138,8 @@ def test_forged_calls_change_nothing(name):
     assert r["after"]["n"]["role"] == "primary" and r["after"]["nd"]["epoch"] == 1
 
 
-def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_denied():
-    work = Path(tempfile.mkdtemp(prefix="lazystandby-tls-"))
+def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_denied(tmp_path):
+    work = tmp_path
     with Topology({"total": 5000, "rate": 5000.0}, work, tls_dir=work / "tls") as topo:
         topo.start_all()
         assert wait_until(lambda: topo.status("nd")["delivered_through"] > 100, 30)  # nodes talk over TLS

@@ -1,9 +1,7 @@
 """Metric names and labels scraped over HTTP from live node processes."""
 
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 from lazystandby.harness.launcher import Topology
 
@@ -12,8 +10,8 @@ def scrape(port: int) -> str:
     return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
 
 
-def test_every_node_serves_its_metrics():
-    with Topology({"total": 5000, "rate": 5000.0}, Path(tempfile.mkdtemp())) as topo:
+def test_every_node_serves_its_metrics(tmp_path):
+    with Topology({"total": 5000, "rate": 5000.0}, tmp_path) as topo:
         topo.start_all()
         time.sleep(1.5)
         pages = {k: scrape(p) for k, p in topo.metrics_ports.items()}

@@ -5,9 +5,7 @@ import json
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 from lazystandby.harness import dashboards_check
 from lazystandby.harness.launcher import Topology
@@ -24,8 +22,8 @@ def test_rules_pass_promtool():
     assert "SUCCESS" in out.stdout
 
 
-def test_standby_down_alert_fires_when_the_standby_is_killed():
-    work = Path(tempfile.mkdtemp())
+def test_standby_down_alert_fires_when_the_standby_is_killed(tmp_path):
+    work = tmp_path
     with Topology({"total": 0, "rate": 2000.0}, work) as topo:
         topo.start_all()
         targets = {JOBS[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()}
@@ -43,10 +41,10 @@ def test_standby_down_alert_fires_when_the_standby_is_killed():
             assert not [a for a in prom.alerts() if a["labels"]["alertname"] == "PrimaryDownNoFailover"]
 
 
-def test_standby_out_of_sync_fires_while_a_paused_standby_holds_a_call_and_clears_when_it_answers():
+def test_standby_out_of_sync_fires_while_a_paused_standby_holds_a_call_and_clears_when_it_answers(tmp_path):
     """rpc_timeout 30 s: the paused standby's call hangs without failing, so Nu still counts the link up
     (no NoStandby) while it no longer waits for the standby (out of sync)."""
-    work = Path(tempfile.mkdtemp())
+    work = tmp_path
     with Topology({"total": 0, "rate": 2000.0, "rpc_timeout": 30.0}, work) as topo:
         topo.start_all()
         targets = {JOBS[k]: f"127.0.0.1:{p}" for k, p in topo.metrics_ports.items()}

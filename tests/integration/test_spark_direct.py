@@ -2,9 +2,7 @@
 exactly the expected outputs on a real broker, and its restart from a checkpoint is what bench times."""
 
 import random
-import tempfile
 from collections import Counter
-from pathlib import Path
 
 from bench.spark_peer import direct_results, kill_query, start_query
 from lazystandby.harness.check import kafka_expected
@@ -12,10 +10,10 @@ from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics
 
 
-def test_the_direct_spark_query_selects_exactly_what_the_pipeline_would(kafka):
+def test_the_direct_spark_query_selects_exactly_what_the_pipeline_would(kafka, tmp_path):
     prefix = f"sdq{random.getrandbits(32):x}."
     generate(kafka, ["I1", "I2"], 4000, topics=Topics(prefix))
-    ckpt = Path(tempfile.mkdtemp(prefix="spark-direct-test-"))
+    ckpt = tmp_path
     q = start_query(kafka, prefix, ckpt / "ckpt", "--available-now", "--out-topic", f"{prefix}out")
     try:
         assert q.stdout is not None

@@ -169,3 +169,19 @@ def test_a_jvm_peer_s_failover_keys_are_its_median_its_duplicates_and_the_median
             {"failover_ms": 9000.0, "duplicated": 0}]
     assert jvm_failover_keys("flink", runs, 200.0) == {"flink_failover_ms": 7000.0, "flink_failover_duplicated": 2,
                                                       "failover_speedup_vs_flink": 35.0}
+
+
+def test_a_run_s_scratch_directory_goes_when_the_run_ends_and_stays_when_it_fails(tmp_path):
+    """A throughput run leaves 130 MB of Nd output: bench runs that kept theirs filled the disk."""
+    from lazystandby.harness.launcher import scratch
+
+    with scratch("ok-", under=tmp_path) as d:
+        (d / "nd-output.tsv").write_text("x")
+    assert not d.exists()
+    with pytest.raises(RuntimeError), scratch("failed-", under=tmp_path) as kept:
+        (kept / "nu.log").write_text("why")
+        raise RuntimeError("run failed")
+    assert (kept / "nu.log").read_text() == "why"  # its logs stay for whoever looks into it
+    with scratch("kept-", under=tmp_path, keep=True) as asked:
+        pass
+    assert asked.is_dir()
