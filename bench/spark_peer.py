@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
-import shutil
 import sys
 import tempfile
 import threading
