@@ -84,8 +84,10 @@ def test_decoded_runs_are_kept_up_to_a_bound_and_decoded_again_when_needed_again
     for h in held:
         s.tuples(h)
     assert s.decoded_tuples == 4 * RUN
+    assert [h.batch is not None for h in held] == [False, False, True, True]  # the newest 2 * RUN tuples
     assert s.tuples(held[3]) == ticks(RUN, 1 + 3 * RUN) and s.decoded_tuples == 4 * RUN  # kept
     assert s.tuples(held[0]) == ticks(RUN) and s.decoded_tuples == 5 * RUN  # let go: decoded again
+    assert [h.batch is not None for h in held] == [True, False, False, True]  # still within the bound
     s.trim(4 * RUN)  # all covered: nothing decoded is kept
     assert all(h.batch is None for h in held)
 

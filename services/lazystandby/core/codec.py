@@ -185,18 +185,21 @@ class BatchEncoder:
         self._open()
 
     def _open(self) -> None:
-        dict_data = _zstd_dict(self.dictionary) if self.dictionary else None
+        """A fresh zstd context for the session: the native one where it serves (then python-zstandard's is
+        not built: with a dictionary that costs a digest of it per session and per fresh frame)."""
         self._native: RunCompressor | None = None
-        if self.small_tables:
-            params = zstd.ZstdCompressionParameters.from_level(self.level, write_content_size=1, **SMALL_TABLES)
-            self._compressor = zstd.ZstdCompressor(compression_params=params, dict_data=dict_data)
-            if self._make_native is not None:
-                self._native = self._make_native(params, self.dictionary)
-        else:
-            self._compressor = zstd.ZstdCompressor(
-                level=self.level, dict_data=dict_data, write_checksum=False, write_content_size=True
-            )
-        self._stream = self._compressor.compressobj() if self.codec.streaming and self._native is None else None
+        self._compressor = self._stream = None
+        params = (zstd.ZstdCompressionParameters.from_level(self.level, write_content_size=1, **SMALL_TABLES)
+                  if self.small_tables else None)
+        if params is not None and self._make_native is not None:
+            self._native = self._make_native(params, self.dictionary)
+            return
+        dict_data = _zstd_dict(self.dictionary) if self.dictionary else None
+        self._compressor = (zstd.ZstdCompressor(compression_params=params, dict_data=dict_data) if params is not None
+                            else zstd.ZstdCompressor(level=self.level, dict_data=dict_data, write_checksum=False,
+                                                     write_content_size=True))
+        if self.codec.streaming:
+            self._stream = self._compressor.compressobj()
 
     def encode(self, raw: bytes) -> EncodedBatch:
         return self.encode_many([raw])[0]
@@ -375,6 +378,26 @@ def write_groups(payload_sizes: list[int], sizes: list[int], room: int) -> list[
     return groups
 
 
+def opens_session(where: str, session: int, index: int, codec: CodecName,
+                  held: tuple[int, int, CodecName] | None) -> bool:
+    """The protocol's rule for the next batch (or run) of a link, given where its session stands (`held`:
+    the session, the index its next batch must carry, its codec; None: no session open): True when it
+    opens a new session (at index 0), False when it follows on in the one held. Anything else is refused:
+    an index already held (DuplicateSequence), a gap, a new session past index 0, or another codec within a
+    session (CorruptBatch). The decoder and a lazy standby's ledger both judge by it."""
+    if held is None or session != held[0]:
+        if index != 0:
+            raise CorruptBatch(f"{where}: a new session must start at index 0")
+        return True
+    if index < held[1]:
+        raise DuplicateSequence(f"{where}: already held up to index {held[1] - 1}")
+    if index != held[1]:
+        raise CorruptBatch(f"{where}: expected index {held[1]}")
+    if codec is not held[2]:
+        raise CorruptBatch(f"{where}: codec {codec} in a {held[2]} session")
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class DecoderPosition:
     """Where a decoder stands: the session it follows and the last index it decoded there."""
@@ -472,18 +495,12 @@ class BatchDecoder:
         """The session `batch` (the first of a run) decodes in: the current one if it follows on there, a
         new one if it opens one (index 0); anything else is refused."""
         ses = pos.session
-        if ses is None or batch.session != ses.session:
-            if batch.index != 0:
-                raise CorruptBatch(f"{where}: a new session must start at index 0")
+        held = None if ses is None else (ses.session, pos.last_index + 1, ses.codec)
+        if opens_session(where, batch.session, batch.index, batch.codec, held):
             return self._open(batch, ses)
-        if batch.index <= pos.last_index:
-            raise DuplicateSequence(f"{where}: already decoded up to index {pos.last_index}")
-        if batch.index != pos.last_index + 1:
-            raise CorruptBatch(f"{where}: expected index {pos.last_index + 1}")
+        assert ses is not None
         if ses.broken:
             raise CorruptBatch(f"{where}: the session's context was lost; the sender must reset")
-        if batch.codec is not ses.codec:
-            raise CorruptBatch(f"{where}: codec {batch.codec} in a {ses.codec} session")
         return ses
 
     def _fresh_session(self, batch: EncodedBatch, pos: DecoderPosition, where: str) -> _Session:

@@ -21,9 +21,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .codec import BatchDecoder, CodecName, DecoderPosition
+from .codec import BatchDecoder, CodecName, DecoderPosition, opens_session
 from .messages import BackupRun
-from .seq import CorruptBatch, DuplicateSequence, LazyStandbyError
+from .seq import CorruptBatch, LazyStandbyError
 from .tuples import TupleBatch, decode_counted
 
 
@@ -114,6 +114,7 @@ class HeldRuns:
         self.max_batch_bytes = max_batch_bytes
         self.cache_tuples = cache_tuples
         self._cached: deque[_Held] = deque()  # runs whose decoded tuples are kept, oldest first
+        self._cached_tuples = 0  # the tuples they hold
         self.ledger = Ledger()
         self.decoded_tuples = 0  # tuples decoded (the rest were let go sealed)
         self._runs: deque[_Held] = deque()
@@ -137,17 +138,9 @@ class HeldRuns:
             if len(e.raw_sizes) != len(run.counts):
                 raise CorruptBatch(f"{where}: {len(run.counts)} counts for {len(e.raw_sizes)} batches")
             e.check_sizes(where, self.max_batch_bytes)
-            if e.session != led.session:
-                if e.first_index != 0:
-                    raise CorruptBatch(f"{where}: a new session must start at index 0")
+            if opens_session(where, e.session, e.first_index, e.codec, (led.session, led.next_index, led.codec)):
                 dictionary = e.dictionary or (led.dictionary if e.codec.uses_dictionary else b"")
                 led = Ledger(e.session, 0, e.codec, dictionary)
-            elif e.first_index < led.next_index:
-                raise DuplicateSequence(f"{where}: already held up to index {led.next_index - 1}")
-            elif e.first_index != led.next_index:
-                raise CorruptBatch(f"{where}: expected index {led.next_index}")
-            elif e.codec is not led.codec:
-                raise CorruptBatch(f"{where}: codec {e.codec} in a {led.codec} session")
             if e.fresh and e.codec.uses_dictionary and not e.dictionary and led.dictionary:
                 # A fresh run decodes on its own: it carries its session's dictionary from here on.
                 run = BackupRun(run.first, run.counts, replace(e, dictionary=led.dictionary))
@@ -241,17 +234,19 @@ class HeldRuns:
         e.batch = batch
         self.decoded_tuples += len(batch)
         self._cached.append(e)
-        kept = sum(len(c.batch) for c in self._cached if c.batch is not None)
-        while kept > self.cache_tuples and len(self._cached) > 1:
-            old = self._cached.popleft()
-            if old.batch is not None:
-                kept -= len(old.batch)
-                old.batch = None
+        self._cached_tuples += len(batch)
+        while self._cached_tuples > self.cache_tuples and len(self._cached) > 1:
+            self._let_go(self._cached.popleft())
 
     def _drop_cached(self, which: Callable[[_Held], bool]) -> None:
         for e in [c for c in self._cached if which(c)]:
-            e.batch = None
+            self._let_go(e)
         self._cached = deque(c for c in self._cached if c.batch is not None)
+
+    def _let_go(self, e: _Held) -> None:
+        if e.batch is not None:
+            self._cached_tuples -= len(e.batch)
+            e.batch = None
 
     def restart_session(self) -> None:
         """The link's codec session moved on elsewhere (an eager frame): the next run must open a new one."""
