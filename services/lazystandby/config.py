@@ -68,8 +68,10 @@ class NodeConfig:
     # (session 10, bench.harness.throughput): 512 batches with a 32,768-tuple lag bound 213-220 k tuples/s
     # (coverage 0.98-0.99); 2,048 with 65,536 286-302 k (0.95-0.96); 4,096 with 131,072 323-349 k, but a
     # run then ends with up to 131,072 tuples not yet at N' (coverage 0.87-0.92): a longer lag is not a
-    # cheaper backup.
-    max_batches_per_rpc: int = 2048
+    # cheaper backup. Session 22, with 16,384-tuple frames and 4,000,000-tuple runs (five alternating
+    # rounds, medians): 2,048 with 65,536 858,232 tuples/s, 4,096 with 131,072 932,152 (coverage
+    # 0.975-1.0); the source had waited for the backup, which a frame of 16,384 reaches four times sooner.
+    max_batches_per_rpc: int = 4096
     # Milliseconds the backup link gathers due batches into one call, unless a full run is due first. Each
     # call carries about 50 bytes besides its batches (the checkpoint, the codec session, the run's header):
     # at Bsize 10 and 10,000 tuples/s the link made 190 calls a second, and that framing was 6 % of the
@@ -79,8 +81,8 @@ class NodeConfig:
     # Most tuples Nu admits past what a responsive standby has acknowledged. Without a bound the source
     # and the primary outrun the backup whenever CPU is short, and Nu trims past batches never sent: the
     # run then looks as cheap as no standby while the standby holds nothing. It leaves room for the call in
-    # flight and the one being cut. 0 = no bound.
-    backup_lag_max: int = 65_536
+    # flight and the one being cut, and for a few of the primary's frames (frame_max). 0 = no bound.
+    backup_lag_max: int = 131_072
     # Seconds a backup call may go unanswered before Nu stops holding the source (backup_lag_max) and OQu's
     # trim back for the standby: it is then out of sync, as a follower that stops fetching leaves Kafka's
     # ISR, and catches up by a checkpoint when it answers. Waiting for rpc_timeout instead, a standby that
@@ -103,7 +105,13 @@ class NodeConfig:
     heartbeat_grace: float = 2.0
     rpc_timeout: float = 2.0
     # framing and queues
-    frame_max: int = 4096
+    # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
+    # trip waits mostly for the GIL of a busy sender and receiver, not for work. Session 22 measured
+    # (bench.harness.throughput, Bsize 10, five alternating rounds, medians): 4,096 gave 774,511 tuples/s
+    # without a standby (507,001-1,120,650) and 693,424 with one; 16,384 gave 1,349,031 and 1,119,715, and
+    # a third of the spread. A frame fills only while a link is behind: below capacity, linger_ms sends
+    # what is there.
+    frame_max: int = 16_384
     linger_ms: float = 2.0
     ack_poll_ms: float = 50.0
     oq_capacity: int = 2_000_000

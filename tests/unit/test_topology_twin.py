@@ -170,6 +170,17 @@ def test_a_pipelined_operator_answering_out_of_order_keeps_the_output_exact(kill
         assert t.nodes["nd"].counters["duplicates_dropped"] == 0
 
 
+def test_a_pipelined_operator_s_bound_holds_for_a_first_call_from_one_big_frame():
+    """At full speed Nu's frames (frame_max 16,384) outsize the operator's bound (6,000): the first call,
+    made with nothing in flight, is cut to the bound like every other."""
+    total = 60_000
+    with InProcessTopology("memory", total=total, rate=0.0, bsize="10", operator=Pipelined) as t:
+        exp = expected(total)
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 60)
+        assert compare(exp, output(t)).ok
+        assert 0 < t.nodes["n"].operator.most_in_flight <= Pipelined.in_flight_max
+
+
 class Lazy(Selection):
     """A standby's engine that answers late while lazy (held up to 5 s, as a paced Spark feed holds the
     backup) and answers everything at once when the node turns lazy off."""

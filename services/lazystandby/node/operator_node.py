@@ -579,8 +579,9 @@ class OperatorNode(NodeBase):
             self._collect(block=False)
             with self.lock:
                 room = self.oq.room() - self._in_flight_tuples
-                if self._in_flight:
-                    room = min(room, self.operator.in_flight_max - self._in_flight_tuples)
+                cap = self.operator.in_flight_max
+                if cap or self._in_flight:  # a pipelined operator's bound holds for its first call too
+                    room = min(room, cap - self._in_flight_tuples)
                 if room > 0 or self.stopped:
                     return max(0, min(wanted, room))
                 self.counters["oq_full_waits" if self.oq.room() == 0 else "in_flight_waits"] += 1
