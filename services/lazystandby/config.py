@@ -108,9 +108,9 @@ class NodeConfig:
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
     # trip waits mostly for the GIL of a busy sender and receiver, not for work. Session 22 measured
     # (bench.harness.throughput, Bsize 10, five alternating rounds, medians): 4,096 gave 774,511 tuples/s
-    # without a standby (507,001-1,120,650) and 693,424 with one; 16,384 gave 1,349,031 and 1,119,715, and
-    # a third of the spread. A frame fills only while a link is behind: below capacity, linger_ms sends
-    # what is there.
+    # without a standby (507,001-1,120,650) and 693,424 with one; 16,384 gave 1,349,031 and (with the
+    # longer backup bound below) 1,119,715, a third of the spread. A frame fills only while a link is
+    # behind: below capacity, linger_ms sends what is there.
     frame_max: int = 16_384
     linger_ms: float = 2.0
     ack_poll_ms: float = 50.0
