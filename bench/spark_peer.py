@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
+from lazystandby.harness.launcher import scratch
 from lazystandby.harness.wait import wait_until
 from lazystandby.sources.kafka_generator import generate
 from lazystandby.sources.kafka_source import Topics, all_topics, ensure_topics, read_partition
@@ -65,48 +64,48 @@ def restart_recovery(bootstrap: str, *, rate: float = 5_000.0, kill_after: float
     topics = Topics(prefix)
     out_topic = f"{prefix}results-spark-direct"
     ensure_topics(bootstrap, [*all_topics(topics, ["I1", "I2"]), out_topic])
-    ckpt = Path(tempfile.mkdtemp(prefix="spark-direct-", dir=ROOT / "run" if (ROOT / "run").is_dir() else None))
-    q = start_query(bootstrap, prefix, ckpt / "ckpt", "--out-topic", out_topic, "--predicate", predicate)
-    stop = threading.Event()
-    gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
-                           kwargs={"rate": rate, "topics": topics, "stop": stop}, daemon=True)
-    try:
-        assert q.stdout is not None
-        if not q.stdout.readline().startswith("started"):
-            raise RuntimeError("the Spark query did not start")
-        gen.start()
-        results: list = []  # read on as the query writes: the poll never re-reads what it has
-
-        def read_more() -> list:
-            new = direct_results(bootstrap, out_topic, start=len(results))
-            results.extend(new)
-            return new
-
-        if not wait_until(lambda: bool(read_more()), 120, step=0.5):
-            raise RuntimeError("the Spark query produced no output")
-        time.sleep(kill_after)
-        t_kill = time.time()
-        kill_query(q)
+    # The query's checkpoints go when the run ends; a failed run keeps them.
+    with scratch("spark-direct-", under=ROOT / "run" if (ROOT / "run").is_dir() else None) as ckpt:
         q = start_query(bootstrap, prefix, ckpt / "ckpt", "--out-topic", out_topic, "--predicate", predicate)
-        live: list = []
+        stop = threading.Event()
+        gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
+                               kwargs={"rate": rate, "topics": topics, "stop": stop}, daemon=True)
+        try:
+            assert q.stdout is not None
+            if not q.stdout.readline().startswith("started"):
+                raise RuntimeError("the Spark query did not start")
+            gen.start()
+            results: list = []  # read on as the query writes: the poll never re-reads what it has
 
-        def back_live() -> bool:
-            live.extend(r for r in read_more() if r[2] > t_kill * 1000)
-            return bool(live)
+            def read_more() -> list:
+                new = direct_results(bootstrap, out_topic, start=len(results))
+                results.extend(new)
+                return new
 
-        if not wait_until(back_live, 300, step=1.0):
-            raise RuntimeError("the restarted Spark query produced no output for input after the kill")
-        recovery_ms = min(r[3] for r in live) - t_kill * 1000
-        read_more()
-        seen = Counter((t, s) for t, s, _, _ in results)
-        shutil.rmtree(ckpt, ignore_errors=True)  # kept, with the query's state, only when the run failed
-        return {"restart_recovery_ms": round(recovery_ms, 1), "outputs": len(seen),
-                "duplicated": sum(v - 1 for v in seen.values() if v > 1)}
-    finally:
-        stop.set()
-        kill_query(q)
-        if gen.is_alive():
-            gen.join(timeout=30)
+            if not wait_until(lambda: bool(read_more()), 120, step=0.5):
+                raise RuntimeError("the Spark query produced no output")
+            time.sleep(kill_after)
+            t_kill = time.time()
+            kill_query(q)
+            q = start_query(bootstrap, prefix, ckpt / "ckpt", "--out-topic", out_topic, "--predicate", predicate)
+            live: list = []
+
+            def back_live() -> bool:
+                live.extend(r for r in read_more() if r[2] > t_kill * 1000)
+                return bool(live)
+
+            if not wait_until(back_live, 300, step=1.0):
+                raise RuntimeError("the restarted Spark query produced no output for input after the kill")
+            recovery_ms = min(r[3] for r in live) - t_kill * 1000
+            read_more()
+            seen = Counter((t, s) for t, s, _, _ in results)
+            return {"restart_recovery_ms": round(recovery_ms, 1), "outputs": len(seen),
+                    "duplicated": sum(v - 1 for v in seen.values() if v > 1)}
+        finally:
+            stop.set()
+            kill_query(q)
+            if gen.is_alive():
+                gen.join(timeout=30)
 
 
 def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = "price > 100",
@@ -117,22 +116,21 @@ def direct_throughput(bootstrap: str, *, total: int = 300_000, predicate: str = 
     if not prefix:
         prefix = f"sdt{random.getrandbits(32):x}."
         generate(bootstrap, ["I1", "I2"], total, topics=Topics(prefix))
-    ckpt = Path(tempfile.mkdtemp(prefix="spark-direct-thr-"))
-    extra = ("--max-rows", str(max_rows)) if max_rows else ()
-    q = start_query(bootstrap, prefix, ckpt / "ckpt", "--available-now", "--predicate", predicate, *extra)
-    try:
-        assert q.stdout is not None
-        line = q.stdout.readline()
-        if not line.startswith("started"):
-            raise RuntimeError(f"the Spark query did not start: {line!r}")
-        t0 = float(line.split()[1])
-        done = q.stdout.readline()
-        elapsed = time.time() - t0
-        steady = q.stdout.readline().split()
-        q.wait(timeout=60)
-    finally:
-        kill_query(q)
-    shutil.rmtree(ckpt, ignore_errors=True)
+    with scratch("spark-direct-thr-") as ckpt:
+        extra = ("--max-rows", str(max_rows)) if max_rows else ()
+        q = start_query(bootstrap, prefix, ckpt / "ckpt", "--available-now", "--predicate", predicate, *extra)
+        try:
+            assert q.stdout is not None
+            line = q.stdout.readline()
+            if not line.startswith("started"):
+                raise RuntimeError(f"the Spark query did not start: {line!r}")
+            t0 = float(line.split()[1])
+            done = q.stdout.readline()
+            elapsed = time.time() - t0
+            steady = q.stdout.readline().split()
+            q.wait(timeout=60)
+        finally:
+            kill_query(q)
     out = {"tuples": total, "tuples_per_s": round(total / elapsed), "seconds": round(elapsed, 2),
            "reported": done.strip(), "topic_prefix": prefix}
     if steady[:1] == ["steady"] and float(steady[2]) > 0:
