@@ -183,10 +183,16 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         samples = per_second_rates(marks)
         wait_until(lambda: topo.status("nd")["delivered_through"] >= serving.status()["processed"][1], 30)
         elapsed = time.monotonic() - t0
-        nu = topo.status("nu")
-        n2 = topo.status("n2")["counters"] if standby else {}
         cpu = {k: round((_cpu_seconds(p.pid) - cpu0[k]) / elapsed, 3) for k, p in topo.procs.items()}
         rss = {k: _peak_rss_mb(p.pid) for k, p in topo.procs.items()}
+        nu = topo.status("nu")
+        behind = nu["head"] - nu.get("backup_confirmed_through", nu["head"]) if standby else 0
+        if standby:
+            # What the standby had not acknowledged when Nd held everything (at most backup_lag_max) still
+            # goes to it: coverage counts what it gets, not where the last call happened to be.
+            wait_until(lambda: topo.status("nu")["backup_confirmed_through"] >= nu["head"], 30)
+            nu = topo.status("nu")
+        n2 = topo.status("n2")["counters"] if standby else {}
     full = samples[:-1] or samples  # the last second is partial
     mean = statistics.mean(full)
     return {"bsize": bsize, "codec": codec, "standby": standby, "operator": operator, "tuples": total,
@@ -197,6 +203,9 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
             # A backup that fell behind is trimmed before it is sent: N' then gets only checkpoints and the
             # run looks as cheap as no HA. The share of tuples N' actually received shows it.
             "backup_coverage": round(nu["counters"].get("backup_tuples", 0) / total, 3) if standby else 0.0,
+            # Positions never sent because Nd's acks covered them first (a resync's skip to a checkpoint),
+            # and how far the standby's acks were behind when Nd held everything.
+            "backup_skipped": nu.get("backup_skipped", 0) if standby else 0, "backup_behind_at_end": behind,
             # What the standby decoded of the backup it received: a lazy one only what it had to process.
             "standby_decoded_ratio": round(n2.get("backup_decoded_tuples", 0) / max(1, n2.get("backup_tuples", 0)), 3)
             if standby else 0.0}
@@ -646,6 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         "throughput_tuples_per_s": ha["tuples_per_s"], "throughput_no_ha_tuples_per_s": no_ha["tuples_per_s"],
         "ha_cost_ratio": round(ha["tuples_per_s"] / no_ha["tuples_per_s"], 3),
         "backup_coverage": ha["backup_coverage"], "worst_second_ratio": ha["worst_second_ratio"],
+        "backup_skipped": ha["backup_skipped"], "backup_behind_at_end": ha["backup_behind_at_end"],
         "standby_decoded_ratio": ha["standby_decoded_ratio"],
         "max_rss_mb": ha["max_rss_mb"],
         "backup_codec": codec_cost,
@@ -687,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "backup_codec_floor_us_per_tuple", "backup_codec_floor_encode_us_per_tuple",
                                       "backup_codec_backend", "ha_cost_ratio_bound",
                                       "backup_codec_batch_floor_encode_us_per_tuple", "ha_cost_ratio_bound_batched",
-                                      "standby_decoded_ratio",
+                                      "standby_decoded_ratio", "backup_skipped", "backup_behind_at_end",
                                       "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",

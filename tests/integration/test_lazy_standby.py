@@ -3,6 +3,7 @@ receives, and a takeover with a large sealed backlog is still exact."""
 
 from bench.harness import throughput
 from lazystandby import native
+from lazystandby.config import NodeConfig
 from lazystandby.harness.launcher import run_trial
 
 
@@ -10,6 +11,7 @@ def test_at_full_speed_the_standby_receives_everything_and_decodes_little_of_it(
     r = throughput(bsize="10", codec="zstd-stream-dict", standby=True, total=1_000_000)
     assert r["takeovers"] == 0
     assert r["backup_coverage"] >= 0.9, r  # the backup kept up: a cheap standby is not a starved one
+    assert r["backup_behind_at_end"] <= NodeConfig().backup_lag_max, r  # the source waited for it
     assert r["standby_decoded_ratio"] < 0.5, r  # what Nd's acks covered was left sealed
     assert r["codec_backend"] == native.backend(), r  # Nu compressed through the native library where built
 

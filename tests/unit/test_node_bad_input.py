@@ -214,14 +214,14 @@ def test_a_standby_with_a_stale_epoch_steps_back_instead_of_fencing_itself(net, 
     s.stop()
 
 
-def upstream_holding_40(peers, standby):
-    """A Nu with 40 tuples admitted into OQu, driven by hand (no threads) against standby `standby`."""
+def upstream_holding(peers, standby, total=40, **settings):
+    """A Nu with `total` tuples admitted into OQu, driven by hand (no threads) against standby `standby`."""
     from lazystandby.node.upstream import UpstreamNode
     from lazystandby.sources.base import GeneratorSource
 
-    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby=standby, bsize="10")
-    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=40, rate=0.0), peers)
-    while nu.oqu.last < 40:
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby=standby, bsize="10", **settings)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=total, rate=0.0), peers)
+    while nu.oqu.last < total:
         nu._source_loop()
     return nu
 
@@ -245,7 +245,7 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
     def peers(addr):
         return Replaced() if addr == "s1" else net.peer(addr)
 
-    nu = upstream_holding_40(peers, "s1")
+    nu = upstream_holding(peers, "s1")
     nu_box.append(nu)
     try:
         nu._backup_loop()  # goes to s1, which is replaced mid-call
@@ -264,7 +264,7 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
     where it stands before cutting again, so nothing it holds is sent, decoded and refused a second time."""
     s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
     net.register("s2", s2)
-    nu = upstream_holding_40(net.peer, "s2")
+    nu = upstream_holding(net.peer, "s2")
     try:
         nu._backup_loop()
         assert s2.received_through == 40
@@ -274,6 +274,88 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
         assert not nu._resync_backup and nu.batcher.batched_through == 40
         assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
         assert s2.received_through == 40 and s2.counters["backup_tuples"] == 40
+    finally:
+        nu.stop()
+        s2.stop()
+
+
+def test_a_standby_registering_while_its_backup_is_in_flight_loses_none_of_it(net):
+    """N' fed since Nu started registers while one call is in flight and the next run is already cut (and
+    trimmed from OQu: the run is a view of it). Voiding both, as a new standby's registration must, dropped
+    the cut run, and the resync then skipped the standby past it to a checkpoint: at full speed 50,000-
+    110,000 of a run's first tuples never reached N'. The same standby's calls stand."""
+    from lazystandby.core.messages import Checkpoint
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    box: list = []
+
+    class InFlight:
+        """A call not answered yet; N' registers before its answer comes back."""
+
+        def __init__(self, peer, frame, timeout):
+            self.peer, self.frame, self.timeout = peer, frame, timeout
+
+        def done(self):
+            return False
+
+        def result(self):
+            if not box[1]:
+                box[1] = True
+                box[0].handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
+            return self.peer.backup(self.frame, self.timeout)
+
+    class Standby(PeerBase):
+        address = "s2"
+
+        def __init__(self):
+            self.inner = net.peer("s2")
+
+        def backup(self, frame, timeout):
+            return self.inner.backup(frame, timeout)
+
+        def backup_async(self, frame, timeout):
+            return InFlight(self, frame, timeout)
+
+    nu = upstream_holding(lambda a: Standby() if a == "s2" else net.peer(a), "s2", total=80,
+                             max_batches_per_rpc=4, backup_linger_ms=0)
+    box[:] = [nu, False]
+    try:
+        nu._backup_loop()  # 1-40 in flight
+        nu._apply_level1(nu.fence.epoch, Checkpoint(80, 0))  # Nd holds all 80 outputs: OQu may trim what is cut
+        nu._backup_loop()  # 41-80 cut (and trimmed); 1-40 answered after the registration
+        assert box[1] and nu.counters["standby_registrations"] == 1
+        for _ in range(3):
+            nu._backup_loop()  # 41-80 sent, then the resync
+        assert nu.batcher.skipped == 0 and nu.batcher.confirmed_through == 80
+        assert s2.received_through == 80 and s2.counters["backup_tuples"] == 80
+        assert nu.counters["backup_tuples"] == 80
+        assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
+    finally:
+        nu.stop()
+        s2.stop()
+
+
+def test_a_resync_only_asks_and_skips_no_standby_past_what_nu_can_still_send(net):
+    """Nd's acks run ahead of the backup (by up to backup_lag_max); OQu keeps what the standby has not been
+    sent. A resync that carried Nu's newest checkpoint moved the standby past those positions, and Nu with
+    it: they were never sent (50,000 at a start-up registration at full speed). It asks, and Nu goes on
+    from the standby's answer."""
+    from lazystandby.core.messages import Checkpoint
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    nu = upstream_holding(net.peer, "s2", total=80, max_batches_per_rpc=4, backup_linger_ms=0)
+    try:
+        nu._backup_loop()
+        assert s2.received_through == 40
+        nu._apply_level1(nu.fence.epoch, Checkpoint(80, 0))
+        assert nu.oqu.trimmed_through == 40  # bounded: 41-80 are not cut yet
+        nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
+        nu._backup_loop()  # the resync
+        nu._backup_loop()
+        assert nu.batcher.skipped == 0 and s2.received_through == 80 and s2.counters["backup_tuples"] == 80
+        assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
     finally:
         nu.stop()
         s2.stop()
@@ -289,7 +371,7 @@ def test_a_standby_behind_the_trim_point_skips_to_the_checkpoint_its_first_run_c
 
     s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
     net.register("s2", s2)
-    nu = upstream_holding_40(net.peer, "s2")
+    nu = upstream_holding(net.peer, "s2")
     try:
         assert s2.primary_received == 0  # no heartbeat yet: no checkpoint is vouched for
         nu.oqu.trim(20)
