@@ -186,7 +186,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         cpu = {k: round((_cpu_seconds(p.pid) - cpu0[k]) / elapsed, 3) for k, p in topo.procs.items()}
         rss = {k: _peak_rss_mb(p.pid) for k, p in topo.procs.items()}
         nu = topo.status("nu")
-        behind = nu["head"] - nu.get("backup_confirmed_through", nu["head"]) if standby else 0
+        behind = nu["head"] - nu["backup_confirmed_through"] if standby else 0
         if standby:
             # What the standby had not acknowledged when Nd held everything (at most backup_lag_max) still
             # goes to it: coverage counts what it gets, not where the last call happened to be.
@@ -205,7 +205,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
             "backup_coverage": round(nu["counters"].get("backup_tuples", 0) / total, 3) if standby else 0.0,
             # Positions never sent because Nd's acks covered them first (a resync's skip to a checkpoint),
             # and how far the standby's acks were behind when Nd held everything.
-            "backup_skipped": nu.get("backup_skipped", 0) if standby else 0, "backup_behind_at_end": behind,
+            "backup_skipped": nu["backup_skipped"] if standby else 0, "backup_behind_at_end": behind,
             # What the standby decoded of the backup it received: a lazy one only what it had to process.
             "standby_decoded_ratio": round(n2.get("backup_decoded_tuples", 0) / max(1, n2.get("backup_tuples", 0)), 3)
             if standby else 0.0}
@@ -279,8 +279,7 @@ def spark_fair(bootstrap: str, reps: int = SPARK_FAIR_REPS) -> dict:
     direct, ours = median_run(directs), median_run(pipelines)
     return {"direct": direct, "pipeline": ours,
             "ratio": round(ours["tuples_per_s"] / direct["tuples_per_s"], 3) if direct["tuples_per_s"] else 0.0,
-            "ratio_rounds": [round(p["tuples_per_s"] / d["tuples_per_s"], 3) if d["tuples_per_s"] else 0.0
-                             for d, p in zip(directs, pipelines, strict=True)]}
+            "ratio_rounds": cost_rounds(pipelines, directs)}
 
 
 def spark_failover(kills: int) -> dict:
@@ -424,8 +423,9 @@ def cpu_us_per_tuple_by_node(run: dict) -> dict[str, float]:
 
 
 def cost_rounds(ha_runs: list[dict], no_ha_runs: list[dict]) -> list[float]:
-    """`ha_cost_ratio` within each round (the two configurations run one after the other, so each pair
-    shares the machine's state of that minute): the spread behind the median's single figure."""
+    """`ha_cost_ratio` (or any one side's rate over the other's, as `spark_pipeline_vs_direct`) within each
+    round (the two run one after the other, so each pair shares the machine's state of that minute): the
+    spread behind the median's single figure."""
     return [round(h["tuples_per_s"] / n["tuples_per_s"], 3) for h, n in zip(ha_runs, no_ha_runs, strict=True)]
 
 

@@ -318,7 +318,7 @@ def test_a_standby_registering_while_its_backup_is_in_flight_loses_none_of_it(ne
             return InFlight(self, frame, timeout)
 
     nu = upstream_holding(lambda a: Standby() if a == "s2" else net.peer(a), "s2", total=80,
-                             max_batches_per_rpc=4, backup_linger_ms=0)
+                          max_batches_per_rpc=4, backup_linger_ms=0)
     box[:] = [nu, False]
     try:
         nu._backup_loop()  # 1-40 in flight
