@@ -96,16 +96,22 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _cpu_seconds(pid: int) -> float:
-    """CPU of a node process and everything it started (a Spark operator's JVM and Python workers)."""
-    total = 0.0
+def _proc_usage(pid: int) -> tuple[float, int]:
+    """CPU seconds and minor page faults of a node process and everything it started (a Spark operator's
+    JVM and Python workers)."""
+    cpu, faults = 0.0, 0
     for p in _descendants(pid):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / 100.0
+            cpu += (int(fields[11]) + int(fields[12])) / 100.0
+            faults += int(fields[7])
         except (OSError, IndexError):
             pass
-    return total
+    return cpu, faults
+
+
+def _cpu_seconds(pid: int) -> float:
+    return _proc_usage(pid)[0]
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -164,7 +170,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     with scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo:
         topo.start_all()
         serving = Serving(topo)
-        cpu0 = {k: _cpu_seconds(p.pid) for k, p in topo.procs.items()}
+        usage0 = {k: _proc_usage(p.pid) for k, p in topo.procs.items()}
         t0 = time.monotonic()
         marks = [(t0, 0)]
         next_sample = t0 + 1.0
@@ -183,7 +189,9 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         samples = per_second_rates(marks)
         wait_until(lambda: topo.status("nd")["delivered_through"] >= serving.status()["processed"][1], 30)
         elapsed = time.monotonic() - t0
-        cpu = {k: round((_cpu_seconds(p.pid) - cpu0[k]) / elapsed, 3) for k, p in topo.procs.items()}
+        usage = {k: _proc_usage(p.pid) for k, p in topo.procs.items()}
+        cpu = {k: round((u[0] - usage0[k][0]) / elapsed, 3) for k, u in usage.items()}
+        faults = {k: round((u[1] - usage0[k][1]) / elapsed) for k, u in usage.items()}
         rss = {k: _peak_rss_mb(p.pid) for k, p in topo.procs.items()}
         nu = topo.status("nu")
         behind = nu["head"] - nu["backup_confirmed_through"] if standby else 0
@@ -198,6 +206,8 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     return {"bsize": bsize, "codec": codec, "standby": standby, "operator": operator, "tuples": total,
             "tuples_per_s": round(total / elapsed), "mean_per_s": round(mean), "worst_second_ratio":
             round(min(full) / mean, 3) if mean else 0.0, "per_second": samples, "cpu_cores_per_node": cpu,
+            # Pages a node faulted in afresh: a frame's buffers mapped anew each time (malloc_keep_mb) show here.
+            "minor_faults_per_s": faults,
             "max_rss_mb": rss, "takeovers": serving.takeovers, "codec_backend": nu["codec_backend"],
             "e2e_commit_p50_ms": nu["e2e_commit_p50_ms"], "e2e_commit_p99_ms": nu["e2e_commit_p99_ms"],
             # A backup that fell behind is trimmed before it is sent: N' then gets only checkpoints and the
@@ -673,6 +683,7 @@ def main(argv: list[str] | None = None) -> int:
         "ha_cost_ratio_rounds": cost_rounds(runs[("10", "zstd-stream-dict", True)],
                                             runs[("10", "zstd-stream-dict", False)]),
         "cpu_us_per_tuple_by_node": {"ha": cpu_us_per_tuple_by_node(ha), "no_ha": cpu_us_per_tuple_by_node(no_ha)},
+        "minor_faults_per_s_by_node": {"ha": ha["minor_faults_per_s"], "no_ha": no_ha["minor_faults_per_s"]},
         "spark": spark,
         "spark_restart_recovery_ms": spark["restart"]["restart_recovery_ms"],
         "spark_restart_duplicated": spark["restart"]["duplicated"],
@@ -709,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "backup_codec_backend", "ha_cost_ratio_bound",
                                       "backup_codec_batch_floor_encode_us_per_tuple", "ha_cost_ratio_bound_batched",
                                       "standby_decoded_ratio", "backup_skipped", "backup_behind_at_end",
-                                      "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node",
+                                      "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node", "minor_faults_per_s_by_node",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
                                       "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",

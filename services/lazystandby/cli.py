@@ -9,6 +9,7 @@ import threading
 from functools import partial
 
 from . import config
+from .allocator import keep_freed_memory
 from .core.seq import StreamRegistry
 from .node.downstream import DownstreamNode
 from .node.operator_node import OperatorNode
@@ -68,6 +69,8 @@ def run_node(argv: list[str]) -> int:
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
     tls = TlsFiles.from_config(cfg)
     log = logging.getLogger("lazystandby")
+    if cfg.malloc_keep_mb and not keep_freed_memory(cfg.malloc_keep_mb):
+        log.info("%s: this C library has no mallopt: malloc_keep_mb=%d has no effect", cfg.name, cfg.malloc_keep_mb)
     if tls is None:
         log.warning("%s: TLS is off: any client that can reach %s can call this node; run plaintext only on "
                     "loopback or in tests (set tls_ca, tls_cert, tls_key; make certs)", cfg.name, cfg.listen)
