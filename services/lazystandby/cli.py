@@ -59,6 +59,17 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
     return OperatorNode(cfg, make_operator(cfg), peers)
 
 
+def keep_memory(cfg: config.NodeConfig, log: logging.Logger) -> bool:
+    """Apply malloc_keep_mb to this process; a C library that does not take it is logged, not fatal."""
+    if not cfg.malloc_keep_mb:
+        return False
+    if keep_freed_memory(cfg.malloc_keep_mb):
+        return True
+    log.info("%s: the C library did not take malloc_keep_mb=%d (no mallopt, or it refused): its own "
+             "thresholds apply", cfg.name, cfg.malloc_keep_mb)
+    return False
+
+
 def run_node(argv: list[str]) -> int:
     try:
         cfg = config.load(argv)
@@ -69,8 +80,7 @@ def run_node(argv: list[str]) -> int:
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
     tls = TlsFiles.from_config(cfg)
     log = logging.getLogger("lazystandby")
-    if cfg.malloc_keep_mb and not keep_freed_memory(cfg.malloc_keep_mb):
-        log.info("%s: this C library has no mallopt: malloc_keep_mb=%d has no effect", cfg.name, cfg.malloc_keep_mb)
+    keep_memory(cfg, log)
     if tls is None:
         log.warning("%s: TLS is off: any client that can reach %s can call this node; run plaintext only on "
                     "loopback or in tests (set tls_ca, tls_cert, tls_key; make certs)", cfg.name, cfg.listen)

@@ -57,6 +57,22 @@ def test_the_setting_defaults_to_64_and_reads_from_the_environment():
     assert load(["--role", "upstream"], env={"LS_MALLOC_KEEP_MB": "0"}).malloc_keep_mb == 0
 
 
+def test_a_node_logs_a_setting_its_c_library_does_not_take_and_goes_on(monkeypatch, caplog):
+    import logging
+
+    from lazystandby import cli
+
+    log = logging.getLogger("lazystandby.test")
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda mb: False)
+    with caplog.at_level(logging.INFO, logger="lazystandby.test"):
+        assert not cli.keep_memory(load(["--role", "upstream"], env={}), log)
+    assert "did not take malloc_keep_mb=64" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda mb: pytest.fail("0 must not touch the allocator"))
+    assert not cli.keep_memory(load(["--role", "upstream", "--malloc-keep-mb", "0"], env={}), log)
+    assert caplog.text == ""
+
+
 _CHURN = textwrap.dedent("""
     import resource, sys, threading
     from lazystandby.allocator import keep_freed_memory
