@@ -207,7 +207,7 @@ class NodeConfig:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
                      "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max",
-                     "backup_stall_max", "heartbeat_grace", "malloc_keep_mb"):
+                     "backup_stall_max", "heartbeat_grace"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
