@@ -264,7 +264,8 @@ HELP: dict[str, str] = {
                        "after one interval; 0 = none",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
-    "linger_ms": "how long a link waits to fill a frame before it sends",
+    "linger_ms": "how long a link waits to fill a frame before it sends, and Nu before it polls a source that "
+                 "had less than a frame",
     "ack_poll_ms": "how often an idle link polls for acks (and a primary hears from Nu)",
     "oq_capacity": "most tuples an output queue holds (Nu's OQu, N's OQ); beyond it, backpressure",
     "iq_capacity": f"most tuples an input queue holds (a standby's IQ': {STANDBY_IQ_FACTOR} times this); beyond it, "

@@ -269,6 +269,31 @@ def test_nu_admits_no_more_than_primary_lag_max_past_what_the_primary_has_taken(
     assert unbounded.oqu.last == 1000
 
 
+def test_a_source_with_less_than_a_frame_is_polled_once_per_linger_ms_and_a_full_one_at_once():
+    """Paced at 500,000 tuples/s, Nu polled again as soon as it had admitted a poll and got the few dozen
+    tuples made meanwhile: each poll and admission costs about the same for 50 tuples as for 5,000, and it
+    spent half its time there. A source that hands over less than asked for waits linger_ms; one with a
+    backlog (a full frame each poll) is polled again at once."""
+    import time
+
+    from lazystandby.node.upstream import UpstreamNode
+
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", bsize="10", frame_max=100_000, linger_ms=20)
+    paced = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=0, rate=50_000.0), _Net())
+    polls, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < 0.3:
+        paced._source_loop()
+        polls += 1
+    elapsed = time.monotonic() - t0
+    assert polls <= elapsed / 0.02 + 3  # without the wait: hundreds of polls of a few tuples each
+    assert paced.oqu.last >= 50_000 * (elapsed - 0.05)  # and nothing made is held back longer
+    backlog = _nu(linger_ms=200, primary_lag_max=0, backup_lag_max=0)  # frame_max 100, 10,000 made at once
+    t0 = time.monotonic()
+    for _ in range(10):
+        backlog._source_loop()
+    assert backlog.oqu.last == 1000 and time.monotonic() - t0 < 0.2
+
+
 def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers():
     nu = _nu()
     while nu.oqu.last < 300:

@@ -10,6 +10,7 @@ Three loops, one lock:
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,8 +167,10 @@ class UpstreamNode(NodeBase):
                 self.counters[why] += 1
                 self.lock.wait(0.05)
                 return
+        want = min(room, self.cfg.frame_max)
+        polled_at = time.monotonic()
         try:
-            records = self.source.poll(min(room, self.cfg.frame_max))
+            records = self.source.poll(want)
         except SourceGap as e:
             self.source_gap = str(e)
             self.counters["source_gaps"] += 1
@@ -187,6 +190,13 @@ class UpstreamNode(NodeBase):
                 self.lock.notify_all()
         if not records:
             self.sleep(0.0005 if not self.source.exhausted else 0.01)
+        elif len(records) < want and not self.source.exhausted:
+            # The source had no more: polled again at once, it would hand over the few tuples made since,
+            # and each poll and admission costs the same for 50 tuples as for 5,000 (paced at 500,000 a
+            # second, Nu spent half its time there). Like a link's frame, the next poll waits linger_ms.
+            rest = self.cfg.linger_ms / 1000 - (time.monotonic() - polled_at)
+            if rest > 0:
+                self.sleep(rest)
 
     def _backup_bounded(self) -> bool:
         """Whether the backup holds the pipeline back (backup_lag_max): only while a standby answers. One
