@@ -113,11 +113,13 @@ class NodeConfig:
     # longer backup bound below) 1,119,715, a third of the spread. A frame fills only while a link is
     # behind: below capacity, linger_ms sends what is there.
     frame_max: int = 16_384
-    # Below capacity every frame costs about the same whatever it holds, so linger_ms sets the CPU a
-    # moderate rate takes. Measured (bench.harness.throughput, generator paced at 500,000 tuples/s, Bsize
-    # 10, one run each): 2 ms took 1.55 cores with a standby and 1.43 without, 5 ms 1.31 and 1.14, with
-    # e2e commit p50 13-15 ms either way; failover-check (8 kills) p95 188.9 ms at 2 and 196.3 at 5.
-    linger_ms: float = 2.0
+    # Below capacity every frame costs about the same whatever it holds (a gRPC call here takes 0.5-1 ms
+    # of CPU), so linger_ms sets the CPU a moderate rate takes. Measured (bench.harness.throughput, Bsize
+    # 10, with a standby, one run each): at 10,000 tuples/s 2 ms took 1.33 cores, 5 ms 0.78, 10 ms 0.57,
+    # with e2e commit p50 5.9, 6.7 and 13.0 ms; at 500,000 tuples/s 2 ms 1.55, 5 ms 1.31 (p50 13-15 ms
+    # either way). failover-check (10 kills, two rounds) p95 187.0-187.2 ms at 2 and 188.1-201.6 at 5.
+    # 5 ms is also Kafka's producer default (linger.ms, since 4.0).
+    linger_ms: float = 5.0
     ack_poll_ms: float = 50.0
     oq_capacity: int = 2_000_000
     iq_capacity: int = 200_000
