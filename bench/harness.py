@@ -46,6 +46,10 @@ CODECS = [c.value for c in CodecName]
 # ran at 1.0-1.9 M tuples/s: 1-3 full seconds, the first of them start-up (a standby registering, a codec
 # dictionary trained), so the median run and its worst second moved with where start-up fell.
 THROUGHPUT_TUPLES = 12_000_000
+# The issue's goal rate: both pipelines paced at it show whether each holds it and what the standby costs
+# there in CPU (at full speed the cores are full, and the cost shows only as throughput). 10 s each.
+GOAL_RATE = 500_000.0
+PACED_TUPLES = 5_000_000
 
 
 def progress(i: int, n: int, what: str) -> None:
@@ -163,9 +167,10 @@ def per_second_rates(marks: list[tuple[float, int]]) -> list[int]:
 
 
 def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: str = "python",
-               extra: dict[str, Any] | None = None) -> dict:
-    """The pipeline as fast as it goes (generator rate 0): tuples/s through N to Nd, per-second samples."""
-    settings = {"bsize": parse_bsize(bsize), "codec": codec, "total": total, "rate": 0.0, "operator": operator}
+               extra: dict[str, Any] | None = None, rate: float = 0.0) -> dict:
+    """The pipeline as fast as it goes (generator rate 0), or with the generator paced at `rate` tuples/s:
+    tuples/s through N to Nd, per-second samples, each node's CPU."""
+    settings = {"bsize": parse_bsize(bsize), "codec": codec, "total": total, "rate": rate, "operator": operator}
     if operator == "spark":
         settings.update(SPARK_DETECTOR)
     settings.update(extra or {})
@@ -441,6 +446,24 @@ def cost_rounds(ha_runs: list[dict], no_ha_runs: list[dict]) -> list[float]:
     return [round(h["tuples_per_s"] / n["tuples_per_s"], 3) for h, n in zip(ha_runs, no_ha_runs, strict=True)]
 
 
+def paced_keys(ha_runs: list[dict], no_ha_runs: list[dict], rate: float) -> dict:
+    """The same two pipelines with the generator paced at `rate` (the issue's goal rate): whether each holds
+    it, how even its seconds are, and what the standby costs there in CPU, which at full speed shows only
+    as throughput. Median runs, as the full-speed keys."""
+    ha, no_ha = median_run(ha_runs), median_run(no_ha_runs)
+    cores = {"ha": round(sum(ha["cpu_cores_per_node"].values()), 3),
+             "no_ha": round(sum(no_ha["cpu_cores_per_node"].values()), 3)}
+    return {"paced_rate_tuples_per_s": round(rate), "paced_tuples_per_s": ha["tuples_per_s"],
+            "paced_no_ha_tuples_per_s": no_ha["tuples_per_s"],
+            "paced_ha_cost_ratio": round(ha["tuples_per_s"] / no_ha["tuples_per_s"], 3),
+            "paced_ha_cost_ratio_rounds": cost_rounds(ha_runs, no_ha_runs),
+            "paced_worst_second_ratio": ha["worst_second_ratio"],
+            "paced_no_ha_worst_second_ratio": no_ha["worst_second_ratio"],
+            "paced_backup_coverage": ha["backup_coverage"], "paced_cpu_cores": cores,
+            "paced_standby_cpu_ratio": round(cores["ha"] / cores["no_ha"], 3) if cores["no_ha"] else 0.0,
+            "paced_max_rss_mb": ha["max_rss_mb"]}
+
+
 def median_run(rs: list[dict]) -> dict:
     """The run with the median rate, with every run's rate alongside."""
     ordered = sorted(rs, key=lambda r: r["tuples_per_s"])
@@ -652,6 +675,12 @@ def main(argv: list[str] | None = None) -> int:
             runs[(bsize, codec, standby)].append(throughput(bsize=bsize, codec=codec, standby=standby,
                                                             total=THROUGHPUT_TUPLES))
     thr = [median_run(rs) for rs in runs.values()]
+    paced: dict[bool, list[dict]] = {True: [], False: []}
+    for rep in range(2):
+        for standby in (True, False):
+            print(f"paced at {GOAL_RATE:,.0f} tuples/s {rep + 1}/2: standby={standby}", file=sys.stderr, flush=True)
+            paced[standby].append(throughput(bsize="10", codec="zstd-stream-dict", standby=standby,
+                                             total=PACED_TUPLES, rate=GOAL_RATE))
     print("throughput: Bsize 10 zstd standby=True, Spark operator", file=sys.stderr, flush=True)
     spark_op = throughput(bsize="10", codec="zstd", standby=True, total=300_000, operator="spark")
     thr.append(spark_op)
@@ -687,6 +716,8 @@ def main(argv: list[str] | None = None) -> int:
         "ha_cost_ratio_rounds": cost_rounds(runs[("10", "zstd-stream-dict", True)],
                                             runs[("10", "zstd-stream-dict", False)]),
         "cpu_us_per_tuple_by_node": {"ha": cpu_us_per_tuple_by_node(ha), "no_ha": cpu_us_per_tuple_by_node(no_ha)},
+        **paced_keys(paced[True], paced[False], GOAL_RATE),
+        "paced_runs": {"ha": paced[True], "no_ha": paced[False]},
         "minor_faults_per_s_by_node": {"ha": ha["minor_faults_per_s"], "no_ha": no_ha["minor_faults_per_s"]},
         "spark": spark,
         "spark_restart_recovery_ms": spark["restart"]["restart_recovery_ms"],
@@ -726,6 +757,10 @@ def main(argv: list[str] | None = None) -> int:
                                       "backup_codec_batch_floor_encode_us_per_tuple", "ha_cost_ratio_bound_batched",
                                       "standby_decoded_ratio", "backup_skipped", "backup_behind_at_end",
                                       "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node", "minor_faults_per_s_by_node",
+                                      "paced_rate_tuples_per_s", "paced_tuples_per_s", "paced_no_ha_tuples_per_s",
+                                      "paced_ha_cost_ratio", "paced_ha_cost_ratio_rounds", "paced_worst_second_ratio",
+                                      "paced_no_ha_worst_second_ratio", "paced_backup_coverage", "paced_cpu_cores",
+                                      "paced_standby_cpu_ratio", "paced_max_rss_mb",
                                       "spark_restart_recovery_ms", "spark_restart_duplicated",
                                       "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
                                       "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",

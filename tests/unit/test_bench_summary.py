@@ -152,6 +152,24 @@ def test_the_cost_per_round_pairs_the_runs_of_each_round_and_each_node_gets_its_
     assert cpu_us_per_tuple_by_node(run) == {"nu": 1.0, "n2": 0.4}
 
 
+def test_paced_keys_compare_the_median_runs_and_price_the_standby_in_cores():
+    from bench.harness import paced_keys
+
+    def run(rate, cores, worst, coverage=0.0):
+        return {"tuples_per_s": rate, "cpu_cores_per_node": cores, "worst_second_ratio": worst,
+                "backup_coverage": coverage, "max_rss_mb": {"nu": 100.0}}
+
+    ha = [run(490_000, {"nu": 0.6, "n2": 0.1, "n": 0.4}, 0.9, 1.0), run(498_000, {"nu": 0.5, "n2": 0.1, "n": 0.4},
+                                                                       0.95, 0.99)]
+    no_ha = [run(499_000, {"nu": 0.4, "n": 0.4}, 0.97), run(500_000, {"nu": 0.4, "n": 0.4}, 0.98)]
+    k = paced_keys(ha, no_ha, 500_000.0)
+    assert k["paced_tuples_per_s"] == 498_000 and k["paced_no_ha_tuples_per_s"] == 500_000
+    assert k["paced_ha_cost_ratio"] == 0.996 and k["paced_ha_cost_ratio_rounds"] == [0.982, 0.996]
+    assert k["paced_worst_second_ratio"] == 0.95 and k["paced_backup_coverage"] == 0.99
+    assert k["paced_cpu_cores"] == {"ha": 1.0, "no_ha": 0.8} and k["paced_standby_cpu_ratio"] == 1.25
+    assert k["paced_rate_tuples_per_s"] == 500_000
+
+
 def test_the_kafka_peers_must_have_done_the_same_work():
     from bench.harness import same_selection
 
