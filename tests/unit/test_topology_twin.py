@@ -171,7 +171,7 @@ def test_a_pipelined_operator_answering_out_of_order_keeps_the_output_exact(kill
 
 
 def test_a_pipelined_operator_s_bound_holds_for_a_first_call_from_one_big_frame():
-    """At full speed Nu's frames (frame_max 16,384) outsize the operator's bound (6,000): the first call,
+    """At full speed Nu's frames (frame_max 32,768) outsize the operator's bound (6,000): the first call,
     made with nothing in flight, is cut to the bound like every other."""
     total = 60_000
     with InProcessTopology("memory", total=total, rate=0.0, bsize="10", operator=Pipelined) as t:
