@@ -127,3 +127,48 @@ def test_a_run_that_is_not_whole_batches_is_refused():
     with pytest.raises(ValueError, match="not whole batches"):
         RunEncoder(CodecName.ZSTD_STREAM, bsize=10).encode(ticks(25))
     assert np.array_equal(layout_runs(ticks(25), 10).cuts, layout_runs(ticks(20), 10).cuts)
+
+
+@needs_native
+def test_runs_that_refer_back_to_earlier_runs_stay_right_when_their_memory_is_reused():
+    """zstd's buffer-less API reads earlier runs where they lie: the compressor keeps them while they are in
+    its window. Freed, their memory goes to the next allocation of that size (here: filled with noise), and
+    the matches into them would then encode other bytes than python-zstandard's context, which keeps its
+    own copy of the window."""
+    params = zstd.ZstdCompressionParameters.from_level(1, write_content_size=1, window_log=17, hash_log=12,
+                                                        chain_log=12)
+    comp = native.RunCompressor(params)
+    ref = zstd.ZstdCompressor(compression_params=params).compressobj()
+    rng = np.random.default_rng(5)
+    for i in range(12):
+        layout = layout_runs(ticks(400, 1 + i * 400), 10, seq_deltas=True)
+        payload, sizes = comp.compress(layout.heads, layout.head_size, layout.data, layout.cuts)
+        expect = [ref.compress(r) + ref.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK) for r in layout.joined()]
+        assert sizes == [len(e) for e in expect] and payload == b"".join(expect), f"run {i}"
+        raw = sum(layout.raw_sizes())
+        noise = [rng.integers(0, 256, raw, np.uint8) for _ in range(4)]  # takes what a freed run would leave
+        del noise
+
+
+@needs_native
+def test_a_context_whose_window_buffer_wraps_and_grows_still_decodes(monkeypatch):
+    """Runs that do not fit at the end of the window buffer start again at its front, and a run bigger than
+    the buffer replaces it: a plain zstd decoder reads every batch back as it was."""
+    monkeypatch.setattr(native, "RING_BYTES", 0)  # the least a 128 KB window allows: 256 KB
+    params = zstd.ZstdCompressionParameters.from_level(1, write_content_size=1, window_log=17, hash_log=12,
+                                                        chain_log=12)
+    comp = native.RunCompressor(params)
+    ring = len(comp._ring)
+    dec = zstd.ZstdDecompressor().decompressobj()
+    first, wrapped = 1, 0
+    for n in [400] * 30 + [6_000, 400, 400]:
+        layout = layout_runs(ticks(n, first), 10, seq_deltas=True)
+        before = comp._pos
+        payload, sizes = comp.compress(layout.heads, layout.head_size, layout.data, layout.cuts)
+        wrapped += comp._pos < before
+        view, off = memoryview(payload), 0
+        for raw, size in zip(layout.joined(), sizes, strict=True):
+            assert dec.decompress(view[off:off + size]) == raw
+            off += size
+        first += n
+    assert wrapped >= 2 and len(comp._ring) > ring and comp._outgrown is not None
