@@ -4,12 +4,11 @@ Why: python-zstandard takes two calls per batch (compress, then flush), and lets
 each. At Bsize 10 and a million tuples/s that is 200,000 calls a second, each one giving the GIL to Nu's
 source or primary thread and waiting to get it back, with a Python join before each to make the batch's
 bytes. `ls_compress_run` (zrun.c) compresses all of a run's batches in one call through ctypes, which lets
-go of the GIL once for the whole run, through zstd's buffer-less API (ZSTD_compressBegin_advanced, then
-ZSTD_compressContinue per batch: a fifth less CPU per batch than a streaming context flushed per batch).
-The bytes are zstd's streaming format, one batch after another, as python-zstandard's compressobj writes
-them when flushed per batch: byte for byte without a dictionary; with one, which this loads into the
-context's tables (python-zstandard cannot ask for that), faster and as small within a few in 10,000. The
-receiving end does not know which wrote them.
+go of the GIL once for the whole run; it reads each batch's head and payload where `tuples.layout_runs`
+left them, so nothing is joined. The bytes are zstd's streaming format, flushed batch by batch, as
+python-zstandard's compressobj writes them: byte for byte without a dictionary; with one, which this
+loads into the context's tables (python-zstandard cannot ask for that), faster and as small within a few
+in 10,000. The receiving end does not know which wrote them.
 
 `zrun.c` is compiled when the package is installed (setup.py, `make setup`: build.py). Where it was not
 (no C compiler), or no libzstd >= 1.4 loads, or LS_ZSTD_NATIVE=0, `available()` is False and the codec
@@ -30,20 +29,19 @@ from .build import HERE, LIBRARY, build  # noqa: F401  (build: `make setup`, set
 
 DISABLE_ENV = "LS_ZSTD_NATIVE"  # "0": python-zstandard always (a fallback kept tested)
 
-_MIN_VERSION = 10400
-# The least a context's window buffer holds: runs at full speed are up to 2 MB (max_batches_per_rpc batches).
-RING_BYTES = 4 << 20
-_CONTENTSIZE_UNKNOWN = (1 << 64) - 1
-
-
-class _ZstdParameters(ctypes.Structure):
-    """zstd.h's ZSTD_parameters (ZSTD_compressionParameters, then ZSTD_frameParameters), passed by value to
-    ZSTD_compressBegin_advanced, stable since zstd 1.3."""
-
-    _fields_ = [("window_log", ctypes.c_uint), ("chain_log", ctypes.c_uint), ("hash_log", ctypes.c_uint),
-                ("search_log", ctypes.c_uint), ("min_match", ctypes.c_uint), ("target_length", ctypes.c_uint),
-                ("strategy", ctypes.c_int), ("content_size_flag", ctypes.c_int), ("checksum_flag", ctypes.c_int),
-                ("no_dict_id_flag", ctypes.c_int)]
+# zstd.h's stable parameter ids (ZSTD_cParameter) and dictionary loading constants.
+_LEVEL = 100
+_PARAMS = {"window_log": 101, "hash_log": 102, "chain_log": 103, "search_log": 104, "min_match": 105,
+           "target_length": 106, "strategy": 107}
+_CONTENT_SIZE_FLAG, _CHECKSUM_FLAG, _DICT_ID_FLAG = 200, 201, 202
+_DLM_BY_COPY, _DCT_AUTO = 0, 0
+# ZSTD_c_forceAttachDict (experimental, zstd >= 1.4.5) = ZSTD_dictForceLoad: the dictionary is loaded into the
+# context's own tables at each frame's start, instead of searched beside them on every block. Measured on
+# Bsize-10 batches of the generator's ticks with the link's 2 KB dictionary (session 21 in
+# docs/benchmarks.md, libzstd 1.5.4 called from C): 1.60 us a batch at 0.272 of the raw bytes, against 1.93
+# at 0.279 attached. A frame starts once per session or FRESH_EVERY tuples, so loading costs nothing seen.
+_FORCE_ATTACH_DICT, _DICT_FORCE_LOAD = 1001, 3
+_MIN_VERSION = 10400  # ZSTD_compressStream2 and the parameter API
 
 
 class _Libs:
@@ -51,12 +49,11 @@ class _Libs:
         z = zstd_lib
         z.ZSTD_createCCtx.restype = ctypes.c_void_p
         z.ZSTD_freeCCtx.argtypes = [ctypes.c_void_p]
-        # Buffer-less compression (zstd.h's "advanced" section, exported by every libzstd.so since 1.3; 1.5.6
-        # marks it deprecated, still there in 1.5.7). Where it is missing, _load fails and the codec stays on
-        # python-zstandard.
-        z.ZSTD_compressBegin_advanced.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                                  _ZstdParameters, ctypes.c_ulonglong]
-        z.ZSTD_compressBegin_advanced.restype = ctypes.c_size_t
+        z.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        z.ZSTD_CCtx_setParameter.restype = ctypes.c_size_t
+        z.ZSTD_CCtx_loadDictionary_advanced.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                                        ctypes.c_int, ctypes.c_int]
+        z.ZSTD_CCtx_loadDictionary_advanced.restype = ctypes.c_size_t
         z.ZSTD_isError.argtypes = [ctypes.c_size_t]
         z.ZSTD_isError.restype = ctypes.c_uint
         z.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
@@ -65,10 +62,10 @@ class _Libs:
         run = run_lib.ls_compress_run
         run.restype = ctypes.c_longlong
         run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
-                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p,
-                        ctypes.c_longlong, ctypes.c_void_p]
+                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong,
+                        ctypes.c_void_p]
         self.run = run
-        self.compress_continue = ctypes.cast(z.ZSTD_compressContinue, ctypes.c_void_p).value
+        self.stream2 = ctypes.cast(z.ZSTD_compressStream2, ctypes.c_void_p).value
         self.is_error = ctypes.cast(z.ZSTD_isError, ctypes.c_void_p).value
         self.version = z.ZSTD_versionNumber()
 
@@ -111,10 +108,10 @@ def compressor() -> type[RunCompressor] | None:
 
 
 class RunCompressor:
-    """One zstd frame of a codec session with `params` and `dictionary` (zstd's format or raw content, as
-    python-zstandard's DICT_TYPE_AUTO reads it; loaded into the context's tables). `compress` takes runs in
-    order. One caller at a time. After an error the context is broken (`broken`): its session must be
-    replaced."""
+    """One zstd streaming context (one codec session) with `params` and `dictionary` (zstd's format or
+    raw content, as python-zstandard's DICT_TYPE_AUTO reads it; loaded, _DICT_FORCE_LOAD). `compress` takes
+    runs in order. One caller at a time. After an error the context is broken (`broken`): its session must
+    be replaced."""
 
     def __init__(self, params: zstd.ZstdCompressionParameters, dictionary: bytes = b"") -> None:
         libs = _LIBS
@@ -128,32 +125,20 @@ class RunCompressor:
             raise MemoryError("ZSTD_createCCtx")
         self._cctx = cctx
         weakref.finalize(self, z.ZSTD_freeCCtx, cctx)
-        # Every parameter given: with a dictionary, a level alone lets zstd derive the others from the
-        # dictionary's size, and the bytes would differ from python-zstandard's. No content size, no checksum,
-        # no dictionary id, as python-zstandard's streaming compressor writes.
-        zp = _ZstdParameters(params.window_log, params.chain_log, params.hash_log, params.search_log,
-                             params.min_match, params.target_length, params.strategy, 0, 0, 1)
-        # zstd's buffer-less API reads its window where the bytes lie: the dictionary, then every batch after
-        # it, are copied into one buffer back to back (zrun.c), as its streaming context does into its own. A
-        # run that does not fit at the end starts again at the front, which zstd sees (ZSTD_window_update):
-        # what it overwrites leaves the window, the rest stays until overwritten in turn.
-        window = 1 << params.window_log
-        self._ring = np.empty(max(RING_BYTES, 2 * window + len(dictionary)), np.uint8)
-        self._ring[:len(dictionary)] = np.frombuffer(dictionary, np.uint8)
-        self._pos = len(dictionary)
-        self._outgrown: np.ndarray | None = None  # a ring a bigger run replaced: zstd may read its last bytes
-        self._check(z.ZSTD_compressBegin_advanced(cctx, self._ring.ctypes.data if dictionary else None,
-                                                  len(dictionary), zp, _CONTENTSIZE_UNKNOWN),
-                    "dictionary and parameters")
+        # Every parameter set explicitly: with a dictionary loaded, a level alone lets zstd derive the others
+        # from the dictionary's size, and the bytes would differ from python-zstandard's.
+        settings = [(_LEVEL, params.compression_level), (_CONTENT_SIZE_FLAG, 0), (_CHECKSUM_FLAG, 0),
+                    (_DICT_ID_FLAG, 0)]
+        settings += [(key, getattr(params, name)) for name, key in _PARAMS.items()]
+        for key, value in settings:
+            self._check(z.ZSTD_CCtx_setParameter(cctx, key, value), f"parameter {key}")
+        if dictionary:
+            # An older libzstd refuses the experimental parameter: it then searches the dictionary attached,
+            # as python-zstandard does (same bytes).
+            z.ZSTD_CCtx_setParameter(cctx, _FORCE_ATTACH_DICT, _DICT_FORCE_LOAD)
+            self._check(z.ZSTD_CCtx_loadDictionary_advanced(cctx, dictionary, len(dictionary), _DLM_BY_COPY,
+                                                            _DCT_AUTO), "dictionary")
         self.broken = False
-
-    def _place(self, size: int) -> int:
-        """Where the next `size` bytes of batches go in the ring (its address), and self._pos at its start."""
-        if self._pos + size > len(self._ring):
-            if size > len(self._ring):
-                self._outgrown, self._ring = self._ring, np.empty(2 * size, np.uint8)
-            self._pos = 0
-        return self._ring.ctypes.data + self._pos
 
     def _check(self, code: int, what: str) -> None:
         z = self._libs.zstd
@@ -162,8 +147,8 @@ class RunCompressor:
 
     def compress(self, heads: memoryview, head_size: int, data: memoryview,
                  cuts: np.ndarray) -> tuple[bytes, list[int]]:
-        """The batches of a run (tuples.RunLayout's parts), each compressed into blocks of its own in turn:
-        (their bytes back to back, each batch's size)."""
+        """The batches of a run (tuples.RunLayout's parts), each compressed and flushed in turn: (their
+        bytes back to back, each batch's size)."""
         if self.broken:
             raise zstd.ZstdError("zstd context broken by an earlier error: start a new session")
         count = len(cuts) - 1
@@ -177,16 +162,13 @@ class RunCompressor:
         # one block per 128 KB, and the frame header.
         cap = raw + 3 * count + 3 * (raw >> 17) + 64
         dst = np.empty(cap, np.uint8)
-        at = self._place(raw)
         sizes = np.empty(count, np.int64)
-        head_buf = np.frombuffer(heads, np.uint8) if len(heads) else np.zeros(1, np.uint8)
+        head_buf = np.frombuffer(heads, np.uint8)
         data_buf = np.frombuffer(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
         libs = self._libs
-        done = libs.run(libs.compress_continue, libs.is_error, self._cctx, head_buf.ctypes.data, head_size,
-                        data_buf.ctypes.data, cuts.ctypes.data, count, at, dst.ctypes.data, cap,
-                        sizes.ctypes.data)
-        self._pos += raw
+        done = libs.run(libs.stream2, libs.is_error, self._cctx, head_buf.ctypes.data, head_size,
+                        data_buf.ctypes.data, cuts.ctypes.data, count, dst.ctypes.data, cap, sizes.ctypes.data)
         if done < 0:
             self.broken = True
-            raise zstd.ZstdError("zstd compression failed")
+            raise zstd.ZstdError("zstd compression failed" if done == -1 else "zstd output exceeded its bound")
         return dst[:done].tobytes(), sizes.tolist()
