@@ -121,6 +121,30 @@ def test_time_the_standby_itself_stood_still_does_not_count_against_the_primary(
     assert d.suspects(0.8) and d.stalls == 0
 
 
+def test_a_pause_between_an_answer_and_the_verdict_does_not_count_against_the_primary():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.beat(0.0)
+    d.ok(0.01, rtt=0.01)  # the primary answered; the standby is paused before it asks for the verdict
+    assert d.suspects(2.01)  # the verdict on time alone: 2 s without an answer
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.beat(0.0)
+    d.ok(0.01, rtt=0.01)
+    assert not d.suspects_after_beat(2.01) and d.stalls == 1 and d.last_ok == 2.01
+    d.beat(2.02)  # the next heartbeat is no second stall
+    assert d.stalls == 1
+    for t in (2.1, 2.2):
+        d.missed(t, started=t - 0.1)
+        assert not d.suspects_after_beat(t)
+    d.missed(2.3, started=2.2)
+    assert d.suspects_after_beat(2.3)  # a primary that is really gone: three misses from the stall
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0)
+    d.ok(0.1, rtt=0.01)
+    d.missed(0.2, started=0.1)
+    d.missed(0.3, started=0.2)
+    d.missed(0.4, started=0.3)
+    assert d.suspects_after_beat(0.4) and d.stalls == 0  # asked on time: the verdict as before
+
+
 def test_a_primary_not_heard_from_yet_gets_the_grace_before_late_heartbeats_count():
     d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, grace=2.0)
     for t in (0.1, 0.2, 0.3):

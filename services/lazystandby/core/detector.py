@@ -17,9 +17,10 @@ Time in which the standby itself stood still (paused with SIGSTOP or `docker pau
 does not count against the primary: a heartbeat whose call took longer than `stall_after` (twice the
 timeout, and at least a second: on these two busy cores a live node was seen to stand still for 300 ms), or
 that went out that long after the one before, says more about this node than about the primary. The
-detector then watches again from that moment (`stalls` counts them). Before this, a standby paused for
-6 s under a healthy primary found, on resuming, its in-flight heartbeat past its deadline and 5.7 s since
-the last answer, and took over.
+detector then watches again from that moment (`stalls` counts them), as it does when asked for a verdict
+that long after the last heartbeat came back (paused right after an answer). Before this, a standby paused
+for 6 s under a healthy primary found, on resuming, its in-flight heartbeat past its deadline and 5.7 s
+since the last answer, and took over.
 
 Clocks are injected (`now` arguments) so the detector is tested without sleeping.
 """
@@ -105,6 +106,16 @@ class FailureDetector:
     def next_beat_in(self) -> float:
         """Seconds from one heartbeat to the next: a quarter interval while connections are refused."""
         return self.interval / 4 if self.refused_since is not None else self.interval
+
+    def suspects_after_beat(self, now: float) -> bool:
+        """`suspects`, asked right after a heartbeat came back (`ok` or `missed`). Asked more than
+        `stall_after` after that, this node stood still in between (paused after the answer), and it
+        watches again from now instead of counting its own pause as the primary's silence."""
+        if self._last_beat is not None and now - self._last_beat > self.stall_after:
+            self._last_beat = now
+            self._stalled(now)
+            return False
+        return self.suspects(now)
 
     def suspects(self, now: float) -> bool:
         refusing = self.refused_since is not None and now - self.refused_since >= self.interval

@@ -775,7 +775,7 @@ class OperatorNode(NodeBase):
         if det.stalls > stalls:
             self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
                              "primary is watched again from now", self.name, det.stall_after)
-        if det.suspects(self.clock()):
+        if det.suspects_after_beat(self.clock()):
             self.take_over()
             return
         self.sleep(max(0.0, det.next_beat_in() - (self.clock() - t0)))
