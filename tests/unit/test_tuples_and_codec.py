@@ -242,20 +242,38 @@ def test_the_run_encoder_cuts_bsize_batches_that_decode_back_to_the_run():
 
 
 def test_the_run_encoder_trains_its_dictionary_then_opens_a_session_carrying_it():
-    """256 single-tuple samples per run: with dict_samples 512 the second run trains the dictionary and
-    opens a new session carrying it; both runs decode."""
+    """Single-tuple samples from the first tuples: with dict_samples 512, a first run of 300 goes without a
+    dictionary, and the second trains it on 212 more and opens a new session carrying it; both decode."""
     enc = RunEncoder(CodecName.ZSTD_STREAM_DICT, bsize=10, dict_samples=512, dict_size=1024)
-    whole = sample(1, 2000)
-    first = enc.encode(whole.slice(1, 1001))
+    whole = sample(1, 1300)
+    first = enc.encode(whole.slice(1, 301))
     assert first.encoded.dictionary == b"" and first.encoded.first_index == 0
-    second = enc.encode(whole.slice(1001, 2001))
+    second = enc.encode(whole.slice(301, 1301))
     assert second.encoded.dictionary and second.encoded.session != first.encoded.session
     assert second.encoded.first_index == 0
     dec = BatchDecoder("N'")
     for run in (first, second):
         raw, pos = dec.decode_run(run.encoded)
         dec.commit(pos)
-        assert tuples.decode_runs(raw, run.first, 10, run.encoded.raw_sizes) == whole.slice(run.first, run.first + 1000)
+        n = len(run.encoded) * 10
+        assert tuples.decode_runs(raw, run.first, 10, run.encoded.raw_sizes) == whole.slice(run.first, run.first + n)
+
+
+def test_a_first_run_that_brings_every_sample_already_goes_out_with_the_dictionary():
+    """At full speed the first run holds thousands of tuples: no session without the dictionary, so no
+    second session opened (and trained for) while the source waits for the first backup call."""
+    enc = RunEncoder(CodecName.ZSTD_STREAM_DICT, bsize=10, dict_samples=500, dict_size=2048)
+    whole = sample(1, 4000)
+    first = enc.encode(whole.slice(1, 2001))
+    assert first.encoded.dictionary[:4] == b"\x37\xa4\x30\xec"  # trained (zstd's magic), not raw content
+    assert first.encoded.first_index == 0 and first.encoded.fresh
+    second = enc.encode(whole.slice(2001, 4001))
+    assert second.encoded.session == first.encoded.session and second.encoded.dictionary == b""
+    dec = BatchDecoder("N'")
+    for run in (first, second):
+        raw, pos = dec.decode_run(run.encoded)
+        dec.commit(pos)
+        assert tuples.decode_runs(raw, run.first, 10, run.encoded.raw_sizes) == whole.slice(run.first, run.first + 2000)
 
 
 def test_the_run_encoder_refuses_a_run_at_bsize_inf_and_reset_opens_a_new_session():

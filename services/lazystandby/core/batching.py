@@ -113,7 +113,9 @@ class RunEncoder:
     """The sending end of the backup link's codec (Algorithm 1): a run cut by BackupBatcher becomes Bsize
     batches, each encoded (seqs written as steps, tuples.encode_runs) and compressed on its own, in order,
     in the link's codec session. A dictionary codec first trains its dictionary on `dict_samples`
-    single-tuple samples (the unit a dictionary helps most) and then opens a new session carrying it.
+    single-tuple samples (the unit a dictionary helps most), the first tuples it is given, and then opens a
+    new session carrying it: at full speed the first run brings them all, and it already goes out with the
+    dictionary (the runs of a slow start go without until then).
 
     One caller at a time. `reset` starts a new session, as after a reconnect or a refused call: the
     receiver resets too."""
@@ -137,7 +139,8 @@ class RunEncoder:
         if bsize is None:
             raise ValueError("Bsize inf cuts no backup batches")
         if self.encoder.needs_dictionary:
-            self._samples.extend(encode_runs(run.slice(run.first, run.first + 256), 1, seq_deltas=True))
+            need = self.dict_samples - len(self._samples)
+            self._samples.extend(encode_runs(run.slice(run.first, run.first + need), 1, seq_deltas=True))
             if len(self._samples) >= self.dict_samples:
                 self.encoder.set_dictionary(train_dictionary(self._samples, self.dict_size))
                 self._samples = []

@@ -96,10 +96,17 @@ class EncodedRun:
                 for i, (p, raw) in enumerate(zip(self.payloads(), self.raw_sizes, strict=True))]
 
 
+# zstd's dictionary trainer (fastCover) with its segment and d-mer sizes set, instead of trying a range of
+# them. Nu trains at start-up, on the backup thread, while the source waits for the first backup call
+# (backup_lag_max). On 500 of the generator's ticks and 2 KB (session 27): 5 ms against 17, and the backup
+# no bigger (0.265 of the raw bytes against 0.267 at Bsize 10, 0.3925 against 0.3926 at Bsize 1).
+DICT_TRAIN = {"k": 200, "d": 8}
+
+
 def train_dictionary(samples: list[bytes], size: int) -> bytes:
     """A zstd dictionary for these samples; raw-content dictionary when there are too few to train on."""
     try:
-        return zstd.train_dictionary(size, samples).as_bytes()
+        return zstd.train_dictionary(size, samples, **DICT_TRAIN).as_bytes()
     except zstd.ZstdError:
         return b"".join(samples)[-size:]
 
