@@ -211,7 +211,8 @@ class NodeConfig:
                 raise refuse(name, "a number > 0", getattr(self, name))
         for name in ("partitions", "replication_factor", "heartbeat_misses", "frame_max", "oq_capacity",
                      "iq_capacity", "max_tuple_bytes",
-                     "max_message_bytes", "max_batches_per_rpc", "spark_partitions", "spark_max_rows"):
+                     "max_message_bytes", "max_batches_per_rpc", "spark_partitions", "spark_max_rows",
+                     "dict_samples", "dict_size"):
             if getattr(self, name) < 1:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",

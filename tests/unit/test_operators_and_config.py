@@ -55,7 +55,8 @@ def test_config_layers_defaults_env_and_flags():
     assert load([], env={"LS_HEARTBEAT_INTERVAL": "0.5"}).heartbeat_interval == 0.5
 
 
-@pytest.mark.parametrize("bad", [{"role": "boss"}, {"codec": "lz4"}, {"bsize": "0"}])
+@pytest.mark.parametrize("bad", [{"role": "boss"}, {"codec": "lz4"}, {"bsize": "0"}, {"dict_samples": 0},
+                                 {"dict_size": -1}])
 def test_config_refuses_bad_values(bad):
     with pytest.raises(ValueError):
         NodeConfig(**bad)

@@ -276,6 +276,12 @@ def test_a_first_run_that_brings_every_sample_already_goes_out_with_the_dictiona
         assert tuples.decode_runs(raw, run.first, 10, run.encoded.raw_sizes) == whole.slice(run.first, run.first + 2000)
 
 
+def test_the_run_encoder_refuses_a_dictionary_of_no_samples_or_no_bytes():
+    for samples, size in ((0, 2048), (500, 0)):
+        with pytest.raises(ValueError, match="dict_samples >= 1 and dict_size >= 1"):
+            RunEncoder(CodecName.ZSTD_STREAM_DICT, bsize=10, dict_samples=samples, dict_size=size)
+
+
 def test_the_run_encoder_refuses_a_run_at_bsize_inf_and_reset_opens_a_new_session():
     with pytest.raises(ValueError, match="Bsize inf"):
         RunEncoder(CodecName.ZSTD_STREAM, bsize=None).encode(sample(1, 10))

@@ -123,6 +123,9 @@ class RunEncoder:
     def __init__(self, codec: CodecName | str, *, level: int = 0, bsize: int | None = 10,
                  dict_samples: int = DICT_SAMPLES, dict_size: int = DICT_SIZE, fresh_every: int = FRESH_EVERY,
                  native: RunCompressorFactory | None = None) -> None:
+        if dict_samples < 1 or dict_size < 1:
+            raise ValueError(f"a dictionary needs dict_samples >= 1 and dict_size >= 1, not {dict_samples} "
+                             f"and {dict_size}")
         self.bsize = bsize
         self.encoder = BatchEncoder(CodecName(codec), level=level, bsize=bsize, native=native)
         self.dict_samples, self.dict_size = dict_samples, dict_size

@@ -772,10 +772,11 @@ class OperatorNode(NodeBase):
                 # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
                 det.missed(now, started=t0)
                 self.counters["heartbeat_not_primary"] += 1
+        suspected = det.suspects_after_beat(self.clock())
         if det.stalls > stalls:
             self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
                              "primary is watched again from now", self.name, det.stall_after)
-        if det.suspects_after_beat(self.clock()):
+        if suspected:
             self.take_over()
             return
         self.sleep(max(0.0, det.next_beat_in() - (self.clock() - t0)))
