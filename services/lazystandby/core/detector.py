@@ -72,11 +72,19 @@ class FailureDetector:
     def beat(self, now: float) -> None:
         """A heartbeat goes out now. One more than `stall_after` after the last one came back: this node
         stood still meanwhile, and it watches again from now."""
+        self._stood_still(now)
+
+    def _stood_still(self, now: float) -> bool:
+        """Whether more than `stall_after` passed since the last heartbeat came back: this node stood still
+        meanwhile, and it watches again from now."""
         if self._last_beat is not None and now - self._last_beat > self.stall_after:
             self._stalled(now)
+            return True
+        return False
 
     def _stalled(self, now: float) -> None:
         self.stalls += 1
+        self._last_beat = now  # the stall is counted once, not again by the next heartbeat
         self.waiting(now)
 
     def ok(self, now: float, rtt: float) -> None:
@@ -111,11 +119,7 @@ class FailureDetector:
         """`suspects`, asked right after a heartbeat came back (`ok` or `missed`). Asked more than
         `stall_after` after that, this node stood still in between (paused after the answer), and it
         watches again from now instead of counting its own pause as the primary's silence."""
-        if self._last_beat is not None and now - self._last_beat > self.stall_after:
-            self._last_beat = now
-            self._stalled(now)
-            return False
-        return self.suspects(now)
+        return not self._stood_still(now) and self.suspects(now)
 
     def suspects(self, now: float) -> bool:
         refusing = self.refused_since is not None and now - self.refused_since >= self.interval
