@@ -90,6 +90,12 @@ class NodeConfig:
     # was paused (SIGSTOP, docker pause, a black-holed link) stopped the pipeline for 1.7 s of every 2 at
     # full speed. Far above a call's time under load (tens of ms). 0 = wait for rpc_timeout.
     backup_stall_max: float = 0.5
+    # Seconds a freshly started Nu holds its source for its standby to register. Admitting at once, Nu had
+    # shipped 100,000-300,000 tuples when the registration came (up to 0.3 s later: the standby's retries
+    # and gRPC's reconnect backoff), and the resync it asks for then stalled the source twice in the first
+    # second (backup_lag_max). A restarted Nu never waits (its standby registered with the one before).
+    # 0 = admit at once.
+    standby_wait: float = 1.0
     # Most tuples Nu admits past what the primary has taken. Without a bound, a source faster than N filled
     # OQu (1,000,000 tuples ten seconds into a run at full speed); the backup shipped them all to N', whose
     # inputs then waited longer than standby_defer for Nd's acks, and N' processed every one of them.
@@ -217,7 +223,7 @@ class NodeConfig:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
                      "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max",
-                     "backup_stall_max", "heartbeat_grace"):
+                     "backup_stall_max", "heartbeat_grace", "standby_wait"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not self.name:
@@ -266,6 +272,8 @@ HELP: dict[str, str] = {
     "backup_lag_max": "most tuples Nu admits ahead of a responsive standby's acks (backpressure); 0 = no bound",
     "backup_stall_max": "seconds a backup call may go unanswered before Nu stops waiting for the standby (out of "
                         "sync; it catches up by a checkpoint); 0 = wait for rpc_timeout",
+    "standby_wait": "seconds a freshly started Nu holds its source until its standby registers (0: admit at "
+                    "once)",
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",

@@ -116,10 +116,11 @@ class NodeCollector(Collector):
         yield _counter("lazystandby_source_gaps", "Source records deleted before Nu read them (admission stops)",
                        name, c.get("source_gaps", 0))
         waits = CounterMetricFamily("lazystandby_source_waits", "Times Nu's source waited (up to 50 ms each): OQu "
-                                    "full, the standby backup_lag_max behind, or the primary primary_lag_max behind",
+                                    "full, the standby backup_lag_max behind, the primary primary_lag_max behind, "
+                                    "or a fresh Nu's standby not registered yet (standby_wait)",
                                     labels=[*lbl, "reason"])
         for reason, key in (("oqu_full", "source_blocked"), ("backup", "source_waited_for_backup"),
-                            ("primary", "source_waited_for_primary")):
+                            ("primary", "source_waited_for_primary"), ("standby", "source_waited_for_standby")):
             waits.add_metric([name, reason], c.get(key, 0))
         yield waits
         e2e = getattr(self.node, "e2e_seconds", None)

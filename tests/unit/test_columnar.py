@@ -248,6 +248,65 @@ def test_nu_admits_no_more_than_backup_lag_max_past_a_responsive_standby():
     assert nu.oqu.last == 450
 
 
+def _clocked_nu(now: list[float], source=None, **kw):
+    from lazystandby.node.upstream import UpstreamNode
+
+    cfg = NodeConfig(**{"role": "upstream", "listen": "nu", "primary": "n", "standby": "s", "bsize": "10",
+                        "frame_max": 100, **kw})
+    nu = UpstreamNode(cfg, source or GeneratorSource(["I1", "I2"], total=10_000), _Net(), clock=lambda: now[0])
+    nu.lock.wait = lambda timeout=None: True
+    return nu
+
+
+def test_a_fresh_nu_holds_its_source_until_its_standby_registers():
+    """Admitting at once, Nu had shipped some 250,000 tuples when the standby's registration came, and the
+    resync it asks for stalled the source mid-run; held back, the backup starts with the data."""
+    now = [100.0]
+    nu = _clocked_nu(now, standby_wait=1.0)
+    nu._hold_source_for_standby()
+    nu._source_loop()
+    now[0] += 0.5
+    nu._source_loop()
+    assert nu.oqu.last == 0 and nu.counters["source_waited_for_standby"] == 2
+    nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
+    nu._source_loop()
+    assert nu.oqu.last == 100 and nu.counters["source_waited_for_standby"] == 2
+    assert nu._resync_backup  # the backup's first call asks the standby where it stands
+
+
+def test_a_fresh_nu_admits_without_a_standby_that_does_not_register_within_standby_wait(caplog):
+    now = [100.0]
+    nu = _clocked_nu(now, standby_wait=1.0)
+    nu._hold_source_for_standby()
+    nu._source_loop()
+    assert nu.oqu.last == 0
+    now[0] += 1.0
+    with caplog.at_level("WARNING"):
+        nu._source_loop()
+        nu._source_loop()
+    assert nu.oqu.last == 200 and nu.counters["source_waited_for_standby"] == 1
+    assert [r.getMessage() for r in caplog.records].count(
+        "Nu: standby s did not register within standby_wait (1.0 s): admitting without waiting for it") == 1
+
+
+def test_nu_does_not_wait_for_a_standby_when_restarted_or_told_not_to():
+    from lazystandby.core.acks import Checkpoint
+    from lazystandby.sources.base import Restored
+
+    class Restarted(GeneratorSource):
+        def restore(self):
+            return Restored(checkpoint=Checkpoint(0, 0), epoch=1, primary="n", held=TupleBatch(first=1),
+                            last_seqs={}, standby="s")
+
+    now = [100.0]
+    for nu in (_clocked_nu(now, standby_wait=0.0),  # told not to
+               _clocked_nu(now, Restarted(["I1", "I2"], total=10_000), standby_wait=1.0),  # registered before
+               _clocked_nu(now, standby_wait=1.0, standby="")):  # none configured
+        nu._hold_source_for_standby()
+        nu._source_loop()
+        assert nu.oqu.last == 100 and nu.counters["source_waited_for_standby"] == 0
+
+
 def test_nu_admits_no_more_than_primary_lag_max_past_what_the_primary_has_taken():
     """Beyond the bound the tuples would only wait in OQu while the backup hands them to the standby, which
     then cannot see them covered within standby_defer."""

@@ -65,3 +65,23 @@ def test_nu_exports_why_its_source_waited():
     assert m['lazystandby_source_waits_total{node="Nu",reason="primary"}'] == 2
     assert m['lazystandby_source_waits_total{node="Nu",reason="backup"}'] == 0
     assert m['lazystandby_source_waits_total{node="Nu",reason="oqu_full"}'] == 0
+    assert m['lazystandby_source_waits_total{node="Nu",reason="standby"}'] == 0
+
+
+def test_nu_exports_its_wait_for_the_standby_to_register():
+    from lazystandby.config import NodeConfig
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+    from lazystandby.transport.memory import MemoryNetwork
+
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", standby_wait=60.0)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), MemoryNetwork().peer)
+    nu.lock.wait = lambda timeout=None: True
+    try:
+        nu._hold_source_for_standby()
+        for _ in range(3):
+            nu._source_loop()
+        m = scrape(nu)
+    finally:
+        nu.stop()
+    assert nu.oqu.last == 0 and m['lazystandby_source_waits_total{node="Nu",reason="standby"}'] == 3

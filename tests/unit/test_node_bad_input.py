@@ -956,3 +956,46 @@ def test_a_standby_defers_before_the_first_cover_but_not_while_covering_takes_lo
     loop_once(n2)
     assert len(n2.iq) == 0 and n2.processed.input_pos == 30  # nothing waits (11..15, covered, skipped)
     assert n2.counters["processed_tuples"] == 25 and n2.counters["skipped_tuples"] == 5
+
+
+def test_a_standby_registers_over_a_new_channel_after_each_refusal():
+    """gRPC keeps a refused channel in its reconnect backoff (up to 500 ms) and fails calls fast meanwhile:
+    a standby started before Nu registered up to 0.3 s after Nu listened, and a fresh Nu holds its source
+    until it does. Each refusal gets a new channel; a timeout (Nu there but slow) keeps the one it has."""
+    made: list = []
+
+    class Upstream(PeerBase):
+        def __init__(self, address, fails):
+            self.address, self.fails, self.closed = address, fails, False
+
+        def _call(self, rpc, msg, timeout):
+            assert rpc == "RegisterStandby" and not self.closed
+            if self.fails:
+                self.fails.pop(0)()
+            return m.RegisterStandbyReply(epoch=3, primary_address="n")
+
+        def close(self):
+            self.closed = True
+
+    def refused():
+        raise PeerError("UNAVAILABLE", "nu RegisterStandby: Connection refused", refused=True)
+
+    def slow():
+        raise PeerError("DEADLINE_EXCEEDED", "nu RegisterStandby: deadline exceeded")
+
+    plan = [[refused], [slow, refused], []]  # what each channel to Nu does, in the order they are made
+
+    def peers(address):
+        if address != "nu":
+            return MemoryNetwork().peer(address)
+        made.append(Upstream(address, plan[len(made)]))
+        return made[-1]
+
+    n = OperatorNode(NodeConfig(role="standby", listen="s", upstream="nu"), Selection("price > 100"), peers)
+    try:
+        n._register_with_upstream()
+        assert n.registered.is_set() and n.state.fence.epoch == 3 and n.primary.address == "n"
+        assert len(made) == 3 and [p.closed for p in made] == [True, True, False] and n.upstream is made[2]
+        assert not made[1].fails  # the timeout was retried on the same channel, the refusal on a new one
+    finally:
+        n.stop()

@@ -113,7 +113,10 @@ class UpstreamNode(NodeBase):
         self.e2e_recent = RecentWindow()
         self._committed_through = 0  # the last position whose commit latency was observed
         self.source_gap = ""
+        # Until when the source waits for the standby's registration (`standby_wait`); None: it does not.
+        self._standby_wait_until: float | None = None
         restored = source.restore()
+        self._restored = restored is not None
         if restored is not None:
             self._restore(restored)
         if self.standby is not None:
@@ -144,6 +147,7 @@ class UpstreamNode(NodeBase):
                          self.name, r.checkpoint, len(r.held), self.fence.epoch, self.primary_addr)
 
     def start(self) -> None:
+        self._hold_source_for_standby()
         self.spawn("source", self._source_loop)
         self.spawn("primary", self._primary_loop)
         self.spawn("backup", self._backup_loop)
@@ -159,6 +163,9 @@ class UpstreamNode(NodeBase):
             self.sleep(0.5)  # everything before the gap still flows, is backed up and acknowledged
             return
         with self.lock:
+            if self._waiting_for_standby():
+                self.lock.wait(0.01)
+                return
             oqu_room, backup_room = self.oqu.room(), self._backup_room()
             room = min(oqu_room, backup_room, self._primary_room())
             if room == 0:
@@ -197,6 +204,31 @@ class UpstreamNode(NodeBase):
             rest = self.cfg.linger_ms / 1000 - (time.monotonic() - polled_at)
             if rest > 0:
                 self.sleep(rest)
+
+    def _hold_source_for_standby(self) -> None:
+        """At a fresh start with a standby configured, the source admits nothing until the standby registers
+        or standby_wait passes. A restarted Nu does not wait: its standby registered with the Nu before it,
+        and will not again."""
+        with self.lock:
+            if (self.cfg.standby_wait and self.standby is not None and not self._restored
+                    and not self.counters["standby_registrations"]):
+                self._standby_wait_until = self.clock() + self.cfg.standby_wait
+
+    def _waiting_for_standby(self) -> bool:
+        """Holding the lock: whether a fresh Nu still holds its source for the standby's registration
+        (`standby_wait`). Past the deadline it admits without it, and says so once: the standby gets the
+        backlog, as any late one does, when it registers."""
+        until = self._standby_wait_until
+        if until is None:
+            return False
+        if self.clock() < until:
+            self.counters["source_waited_for_standby"] += 1
+            return True
+        self._standby_wait_until = None
+        self.log.warning("%s: standby %s did not register within standby_wait (%.1f s): admitting without "
+                         "waiting for it", self.name, self.standby.address if self.standby else "",
+                         self.cfg.standby_wait)
+        return False
 
     def _backup_bounded(self) -> bool:
         """Whether the backup holds the pipeline back (backup_lag_max): only while a standby answers. One
@@ -667,6 +699,7 @@ class UpstreamNode(NodeBase):
             self._encoder_reset = True
             self._resync_backup = True
             self.counters["standby_registrations"] += 1
+            self._standby_wait_until = None  # the source starts now, with the backup's resync first
             self.source.covered(self.checkpoint, self._membership())
             self.lock.notify_all()
             return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
