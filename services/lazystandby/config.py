@@ -82,8 +82,12 @@ class NodeConfig:
     # Most tuples Nu admits past what a responsive standby has acknowledged. Without a bound the source
     # and the primary outrun the backup whenever CPU is short, and Nu trims past batches never sent: the
     # run then looks as cheap as no standby while the standby holds nothing. It leaves room for the call in
-    # flight and the one being cut, and for a few of the primary's frames (frame_max). 0 = no bound.
-    backup_lag_max: int = 131_072
+    # flight and the one being cut, and for a few of the primary's frames (frame_max). At full speed it is
+    # also the slack for a backup call or encode slowed by the other processes: at 131,072 (0.12 s at 1.1 M
+    # tuples/s) the source stopped at the bound, and the slowest second of 12 runs of 8,000,000 tuples was
+    # 0.844 of the mean (median); at 262,144, 0.917 (0.883 in six at 393,216), with Nu's RSS unchanged (186-208
+    # MB; session 28, alternating). 0 = no bound.
+    backup_lag_max: int = 262_144
     # Seconds a backup call may go unanswered before Nu stops holding the source (backup_lag_max) and OQu's
     # trim back for the standby: it is then out of sync, as a follower that stops fetching leaves Kafka's
     # ISR, and catches up by a checkpoint when it answers. Waiting for rpc_timeout instead, a standby that
