@@ -27,6 +27,16 @@ from lazystandby.v1 import lazystandby_pb2_grpc as pb_grpc
 CALM = {"heartbeat_interval": 0.2, "heartbeat_misses": 5}
 
 
+def exact_at_nd(topo: Topology, total: int, timeout: float) -> None:
+    """Nd ends up with the no-failure output of the topology's generator, tuple for tuple (Precise); a
+    moment's wait after the last delivery lets a repeat show if there is one."""
+    expected = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
+    assert wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), timeout)
+    time.sleep(0.3)
+    res = compare(expected, [(o, s, q) for o, s, q, _ in read_output_file(topo.sink)])
+    assert res.ok, res
+
+
 def exact(r):
     assert r["ok"], {k: r.get(k) for k in ("lost", "duplicated", "got", "expected", "diff", "events", "workdir")}
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000
@@ -88,10 +98,7 @@ def test_no_standby_then_no_primary_stalls_loudly_and_recovers_exactly(tmp_path)
             assert log.count("link to primary") <= 3  # one line, and a reminder at most, not one per call
             # An operator starts a new standby in N's place: it takes over, and the output completes.
             topo.start("n", role="standby", name="N-2")
-            expected = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
-            assert wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), 120)
-            res = compare(expected, [(o, s, q) for o, s, q, _ in read_output_file(topo.sink)])
-            assert res.ok, res
+            exact_at_nd(topo, total, 120)
 
 
 @pytest.mark.parametrize("grace", [2.0, 0.0], ids=["grace", "no-grace"])
@@ -117,16 +124,40 @@ def test_a_primary_that_answers_nothing_at_start_up_gets_the_grace_not_a_takeove
         assert n2["primary_heard"] is False
         time.sleep(max(0.0, 1.2 - (time.monotonic() - stopped)))
         topo.signal("n", signal.SIGCONT)
-        expected = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
-        assert wait_until(lambda: topo.status("nd")["delivered_through"] >= len(expected), 60)
-        time.sleep(0.3)
-        res = compare(expected, [(o, s, q) for o, s, q, _ in read_output_file(topo.sink)])
-        assert res.ok, res
+        exact_at_nd(topo, total, 60)
         nd, n2 = topo.status("nd"), topo.status("n2")
         if grace:
             assert nd["takeovers"] == [] and n2["role"] == "standby" and n2["primary_heard"] is True, (nd, n2)
         else:
             assert len(nd["takeovers"]) == 1 and n2["role"] == "primary", (nd, n2)
+
+
+def test_a_standby_down_when_the_pipeline_starts_holds_it_standby_wait_then_joins_and_covers_a_kill(tmp_path):
+    """A fresh Nu holds its source until its standby registers, at most standby_wait (1 s): with N' down it
+    admits nothing for that long, says so, and then runs without it. N' started later registers, gets the
+    backlog, and takes over exactly when N is killed (-9)."""
+    work = tmp_path
+    total = 30_000
+    settings = {"total": total, "rate": 10_000.0, "standby_wait": 1.0, **CALM}
+    with Topology(settings, work) as topo:
+        for key in ("nd", "n", "nu"):
+            topo.start(key)
+            topo.wait_ready(key)
+        listening = time.monotonic()
+        time.sleep(0.5)
+        nu = topo.status("nu")
+        assert nu["head"] == 0 and nu["counters"].get("source_waited_for_standby", 0) > 0, nu["counters"]
+        assert wait_until(lambda: topo.status("nu")["head"] > 0, 10, step=0.02)
+        assert time.monotonic() - listening >= 0.9  # standby_wait, less Nu's start between listening and start()
+        log = (work / "nu.log").read_text()
+        assert "did not register within standby_wait (1.0 s): admitting without waiting" in log
+        topo.start("n2")
+        topo.wait_ready("n2")
+        assert wait_until(lambda: topo.status("n2")["primary_heard"], 10, step=0.05)
+        assert topo.status("nu")["counters"]["standby_registrations"] == 1
+        topo.signal("n", signal.SIGKILL)
+        exact_at_nd(topo, total, 60)
+        assert len(topo.status("nd")["takeovers"]) == 1 and topo.status("n2")["role"] == "primary"
 
 
 # --- 3. Forged calls from a client; with TLS, clients without a node certificate ------------------------
