@@ -958,7 +958,7 @@ def test_a_standby_defers_before_the_first_cover_but_not_while_covering_takes_lo
     assert n2.counters["processed_tuples"] == 25 and n2.counters["skipped_tuples"] == 5
 
 
-def test_a_standby_registers_over_a_new_channel_after_each_refusal():
+def test_a_standby_registers_over_a_new_channel_after_each_refusal(caplog):
     """gRPC keeps a refused channel in its reconnect backoff (up to 500 ms) and fails calls fast meanwhile:
     a standby started before Nu registered up to 0.3 s after Nu listened, and a fresh Nu holds its source
     until it does. Each refusal gets a new channel; a timeout (Nu there but slow) keeps the one it has."""
@@ -983,7 +983,7 @@ def test_a_standby_registers_over_a_new_channel_after_each_refusal():
     def slow():
         raise PeerError("DEADLINE_EXCEEDED", "nu RegisterStandby: deadline exceeded")
 
-    plan = [[refused], [slow, refused], []]  # what each channel to Nu does, in the order they are made
+    plan = [[refused], [slow, slow, refused], []]  # what each channel to Nu does, in the order they are made
 
     def peers(address):
         if address != "nu":
@@ -993,7 +993,12 @@ def test_a_standby_registers_over_a_new_channel_after_each_refusal():
 
     n = OperatorNode(NodeConfig(role="standby", listen="s", upstream="nu"), Selection("price > 100"), peers)
     try:
-        n._register_with_upstream()
+        with caplog.at_level("INFO"):
+            n._register_with_upstream()
+        # One line per change of the failure, not one per try.
+        said = [r.getMessage().split(" (")[1].split(":")[0] for r in caplog.records
+                if "registering with Nu failed" in r.getMessage()]
+        assert said == ["UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAVAILABLE"]
         assert n.registered.is_set() and n.state.fence.epoch == 3 and n.primary.address == "n"
         assert len(made) == 3 and [p.closed for p in made] == [True, True, False] and n.upstream is made[2]
         assert not made[1].fails  # the timeout was retried on the same channel, the refusal on a new one

@@ -196,15 +196,15 @@ class OperatorNode(NodeBase):
         # reconnect backoff (up to 500 ms) kept the first registration up to 0.3 s after Nu listened. Nothing
         # else uses the upstream channel before the registration (the heartbeat loop waits for it).
         backoff = Backoff(0.01, 0.05)
-        failures = 0
+        said = None  # the status last logged: a line per change, not per try (the link's log adds when it recovers)
         while not self.stopped:
             try:
                 reply = self.upstream.register_standby(
                     m.RegisterStandby(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
             except PeerError as e:
                 self.links.note("upstream", self.upstream.address, e)
-                failures += 1
-                if failures == 1:  # the link's log says when it recovers, and after how many calls
+                if e.status != said:
+                    said = e.status
                     self.log.info("%s: registering with Nu failed (%s); retrying", self.name, e)
                 if e.refused:
                     stale, self.upstream = self.upstream, self.peers(self.upstream.address)
