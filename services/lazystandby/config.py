@@ -95,10 +95,10 @@ class NodeConfig:
     # full speed. Far above a call's time under load (tens of ms). 0 = wait for rpc_timeout.
     backup_stall_max: float = 0.5
     # Seconds a freshly started Nu holds its source for its standby to register. Admitting at once, Nu had
-    # shipped 100,000-300,000 tuples when the registration came (up to 0.3 s later: the standby's retries
-    # and gRPC's reconnect backoff), and the resync it asks for then stalled the source twice in the first
-    # second (backup_lag_max). A restarted Nu never waits (its standby registered with the one before).
-    # 0 = admit at once.
+    # admitted some 250,000 tuples when the registration came (0.3 s later: the standby's retries and
+    # gRPC's reconnect backoff), and the resync it asks for stopped the source at backup_lag_max a second
+    # time in the first second (session 28). A restarted Nu never waits (its standby registered with the
+    # one before). 0 = admit at once.
     standby_wait: float = 1.0
     # Most tuples Nu admits past what the primary has taken. Without a bound, a source faster than N filled
     # OQu (1,000,000 tuples ten seconds into a run at full speed); the backup shipped them all to N', whose
