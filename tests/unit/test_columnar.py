@@ -228,11 +228,15 @@ class _Net:
         return Silent()
 
 
+def _nu_config(**kw) -> NodeConfig:
+    return NodeConfig(**{"role": "upstream", "listen": "nu", "primary": "n", "standby": "s", "bsize": "10",
+                         "frame_max": 100, **kw})
+
+
 def _nu(**kw):
     from lazystandby.node.upstream import UpstreamNode
 
-    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10", frame_max=100, **kw)
-    return UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), _Net())
+    return UpstreamNode(_nu_config(**kw), GeneratorSource(["I1", "I2"], total=10_000), _Net())
 
 
 def test_nu_admits_no_more_than_backup_lag_max_past_a_responsive_standby():
@@ -251,9 +255,8 @@ def test_nu_admits_no_more_than_backup_lag_max_past_a_responsive_standby():
 def _clocked_nu(now: list[float], source=None, **kw):
     from lazystandby.node.upstream import UpstreamNode
 
-    cfg = NodeConfig(**{"role": "upstream", "listen": "nu", "primary": "n", "standby": "s", "bsize": "10",
-                        "frame_max": 100, **kw})
-    nu = UpstreamNode(cfg, source or GeneratorSource(["I1", "I2"], total=10_000), _Net(), clock=lambda: now[0])
+    source = source or GeneratorSource(["I1", "I2"], total=10_000)
+    nu = UpstreamNode(_nu_config(**kw), source, _Net(), clock=lambda: now[0])
     nu.lock.wait = lambda timeout=None: True
     return nu
 
