@@ -14,6 +14,7 @@ def test_at_full_speed_the_standby_receives_everything_and_decodes_little_of_it(
     assert r["backup_behind_at_end"] <= NodeConfig().backup_lag_max, r  # the source waited for it
     assert r["standby_decoded_ratio"] < 0.5, r  # what Nd's acks covered was left sealed
     assert r["codec_backend"] == native.backend(), r  # Nu compressed through the native library where built
+    assert 1 <= r["worst_second"] <= max(1, len(r["per_second"]) - 1), r  # a full second of this run
 
 
 def test_a_takeover_at_a_high_rate_unseals_the_backlog_and_is_exact():

@@ -203,3 +203,13 @@ def test_a_run_s_scratch_directory_goes_when_the_run_ends_and_stays_when_it_fail
     with scratch("kept-", under=tmp_path, keep=True) as asked:
         pass
     assert asked.is_dir()
+
+
+def test_the_slowest_second_is_taken_over_the_full_seconds_and_says_which_it_was():
+    from bench.harness import slowest_second
+
+    # The last window is a partial second: slower, and not counted.
+    s = slowest_second([900, 1_000, 1_100, 1_000, 100])
+    assert s == {"mean_per_s": 1_000, "worst_second_ratio": 0.9, "worst_second": 1}
+    assert slowest_second([1_000, 1_000, 700, 1_300, 5])["worst_second"] == 3
+    assert slowest_second([800])["worst_second_ratio"] == 1.0  # a run shorter than a second: its only window
