@@ -204,18 +204,72 @@ def test_a_run_that_inflates_past_its_declared_sizes_is_refused():
         BatchDecoder("N'").decode_run(bomb)
 
 
+def _backup_frame_pb(counts: list[int], raws: list[bytes]):
+    run = m.BackupRun(first=1, counts=counts, encoded=BatchEncoder(CodecName.ZSTD_STREAM).encode_run(raws))
+    msg = wire.backup_frame_to_pb(m.BackupFrame(epoch=2, sender="Nu", checkpoint=m.Checkpoint(0, 0), runs=[run]))
+    return run, type(msg).FromString(msg.SerializeToString())
+
+
+def _read_back(msg) -> m.BackupRun:
+    return wire.backup_frame_from_pb(msg, node="N'").runs[0]
+
+
 def test_backup_runs_travel_packed_and_inconsistent_ones_are_malformed():
-    b = ticks_batch(40)
-    raws = tuples.encode_runs(b, 10)
-    run = m.BackupRun(first=1, counts=[10] * 4, encoded=BatchEncoder(CodecName.ZSTD_STREAM).encode_run(raws))
-    frame = m.BackupFrame(epoch=2, sender="Nu", checkpoint=m.Checkpoint(0, 0), runs=[run])
-    msg = wire.backup_frame_to_pb(frame)
-    back = wire.backup_frame_from_pb(type(msg).FromString(msg.SerializeToString()), node="N'")
-    assert back.runs[0].counts == [10] * 4 and back.runs[0].encoded.payload == run.encoded.payload
-    assert isinstance(back.runs[0].encoded, EncodedRun)
-    msg.runs[0].payload_sizes[0] += 1
-    with pytest.raises(MalformedMessage):
-        wire.backup_frame_from_pb(msg, node="N'")
+    run, msg = _backup_frame_pb([10] * 4, tuples.encode_runs(ticks_batch(40), 10))
+    # Packed: sizes as 2-byte integers (a Bsize-10 batch is over 255 bytes), one count for every batch, no
+    # repeated fields.
+    assert (msg.runs[0].size_width, msg.runs[0].batch_tuples) == (2, 10)
+    assert not (msg.runs[0].counts or msg.runs[0].payload_sizes or msg.runs[0].raw_sizes)
+    back = _read_back(msg)
+    assert back.counts == [10] * 4 and back.encoded.payload == run.encoded.payload
+    assert (back.encoded.payload_sizes, back.encoded.raw_sizes) == (run.encoded.payload_sizes, run.encoded.raw_sizes)
+    assert isinstance(back.encoded, EncodedRun)
+    msg.runs[0].sizes = msg.runs[0].sizes[:2] + bytes([msg.runs[0].sizes[2] + 1]) + msg.runs[0].sizes[3:]
+    with pytest.raises(MalformedMessage, match="payload bytes"):
+        _read_back(msg)
+
+
+def test_a_backup_run_s_sizes_go_four_bytes_wide_when_one_does_not_fit_in_two_and_uneven_counts_go_as_a_list():
+    raws = [b"x" * 70_000, b"y" * 10]
+    run, msg = _backup_frame_pb([7, 3], raws)
+    assert (msg.runs[0].size_width, msg.runs[0].batch_tuples, list(msg.runs[0].counts)) == (4, 0, [7, 3])
+    back = _read_back(msg)
+    assert back.counts == [7, 3] and back.encoded.raw_sizes == [70_000, 10]
+    assert back.encoded.payload_sizes == run.encoded.payload_sizes
+
+
+def test_a_bsize_1_run_s_sizes_take_a_byte_each():
+    b = ticks_batch(5)
+    run, msg = _backup_frame_pb([1] * 5, tuples.encode_runs(b, 1))
+    assert (msg.runs[0].size_width, msg.runs[0].batch_tuples, len(msg.runs[0].sizes)) == (1, 1, 10)
+    assert _read_back(msg).encoded.raw_sizes == run.encoded.raw_sizes
+
+
+def test_a_backup_run_with_its_sizes_as_repeated_fields_is_still_read():
+    run, msg = _backup_frame_pb([10] * 4, tuples.encode_runs(ticks_batch(40), 10))
+    r = msg.runs[0]
+    r.size_width, r.sizes, r.batch_tuples = 0, b"", 0
+    r.counts.extend([10] * 4)
+    r.payload_sizes.extend(run.encoded.payload_sizes)
+    r.raw_sizes.extend(run.encoded.raw_sizes)
+    back = _read_back(msg)
+    assert back.counts == [10] * 4 and back.encoded.raw_sizes == run.encoded.raw_sizes
+
+
+@pytest.mark.parametrize("forge, why", [
+    (lambda r: setattr(r, "size_width", 3), "size_width 3"),
+    (lambda r: setattr(r, "size_width", 0), "no size_width"),
+    (lambda r: setattr(r, "sizes", r.sizes[:-1]), "not two lists"),
+    (lambda r: setattr(r, "sizes", r.sizes[:-4]), "payload bytes"),  # two sizes short: the lists shift
+    (lambda r: r.raw_sizes.append(1), "both packed and repeated"),
+    (lambda r: r.counts.append(10), "both batch_tuples and counts"),
+    (lambda r: setattr(r, "batch_tuples", 0), "0 counts"),
+])
+def test_a_forged_backup_run_s_sizes_are_malformed(forge, why):
+    _, msg = _backup_frame_pb([10] * 4, tuples.encode_runs(ticks_batch(40), 10))
+    forge(msg.runs[0])
+    with pytest.raises(MalformedMessage, match=why):
+        _read_back(msg)
 
 
 class _Net:
@@ -532,3 +586,8 @@ def test_streams_present_are_the_ids_in_the_column_ascending_whatever_its_type()
     rng = np.random.default_rng(2)
     col = rng.integers(0, 40, 5000).astype(np.uint16)
     assert streams_present(col) == np.unique(col).tolist()
+
+
+def test_a_size_past_four_bytes_is_refused_before_anything_is_sent():
+    with pytest.raises(ValueError, match="does not fit in 4 bytes"):
+        wire._packed_sizes([1 << 32], [10])

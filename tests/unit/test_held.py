@@ -111,6 +111,12 @@ def test_sealed_runs_are_checked_on_arrival_for_what_needs_no_decoding():
     big = HeldRuns("N'", lambda b, w: b, max_batch_bytes=100)
     with pytest.raises(OversizedMessage, match="exceeds 100"):
         big.accept([rs[0]])
+    # Sizes that still add up, but shifted: batch 0 declares fewer raw bytes than ten tuples' header takes.
+    e = rs[2].encoded
+    shifted = m.BackupRun(rs[2].first, rs[2].counts, type(e)(
+        e.codec, e.session, e.first_index, e.payload, e.payload_sizes, [100, sum(e.raw_sizes) - 100]))
+    with pytest.raises(CorruptBatch, match="batch 0 of 10 tuples declares 100 raw bytes"):
+        s.accept([shifted])
     assert len(s) == 2 and s.ledger.next_index == 4  # nothing refused was recorded
 
 

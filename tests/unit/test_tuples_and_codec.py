@@ -319,3 +319,15 @@ def test_write_groups_gathers_blocks_as_the_block_by_block_rule_does():
     assert write_groups([3, 4, 5], [10, 100, 10], 50) == [(0, 3), (3, 7), (7, 12)]
     with pytest.raises(ValueError, match="payload sizes"):
         write_groups([3, 4], [10], 50)
+
+
+def test_a_batch_declaring_fewer_raw_bytes_than_its_tuples_encoding_takes_is_found():
+    raws = tuples.encode_runs(sample(n=20), 10)
+    sizes = [len(r) for r in raws]
+    assert min(sizes) >= tuples.run_head_bytes(10) and tuples.run_head_bytes(10) == 17 + 14 * 10
+    assert tuples.short_batches([10, 10], sizes) is None
+    assert tuples.short_batches([10, 10], [sizes[0], 156]) == 1  # one byte short of ten empty payloads
+    assert tuples.short_batches([10, 10], [157, 157]) is None
+    assert tuples.short_batches([3, 10], [59, 156]) == 1  # uneven counts: each against its own
+    assert tuples.short_batches([3, 10], [58, 157]) == 0
+    assert tuples.short_batches([], []) is None

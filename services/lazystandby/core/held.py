@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from .codec import BatchDecoder, CodecName, DecoderPosition, opens_session
 from .messages import BackupRun
 from .seq import CorruptBatch, LazyStandbyError
-from .tuples import TupleBatch, decode_counted
+from .tuples import TupleBatch, decode_counted, short_batches
 
 
 class Released(Exception):
@@ -138,6 +138,10 @@ class HeldRuns:
             if len(e.raw_sizes) != len(run.counts):
                 raise CorruptBatch(f"{where}: {len(run.counts)} counts for {len(e.raw_sizes)} batches")
             e.check_sizes(where, self.max_batch_bytes)
+            short = short_batches(run.counts, e.raw_sizes)
+            if short is not None:
+                raise CorruptBatch(f"{where}: batch {short} of {run.counts[short]} tuples declares "
+                                   f"{e.raw_sizes[short]} raw bytes, fewer than their encoding takes")
             if opens_session(where, e.session, e.first_index, e.codec, (led.session, led.next_index, led.codec)):
                 dictionary = e.dictionary or (led.dictionary if e.codec.uses_dictionary else b"")
                 led = Ledger(e.session, 0, e.codec, dictionary)

@@ -225,6 +225,30 @@ def _run_dtype(size: int) -> np.dtype:
                      ("streams", "<u2", (size,)), ("seqs", "<u8", (size,)), ("lens", "<u4", (size,))])
 
 
+_HEAD_FIXED = _run_dtype(0).itemsize  # bytes of header, then per tuple its stream, seq and length
+_PER_TUPLE = _run_dtype(1).itemsize - _HEAD_FIXED
+
+
+def run_head_bytes(count: int) -> int:
+    """The fewest bytes that encode `count` input tuples (`encode_runs`): their header and columns, with
+    every payload empty."""
+    return _run_dtype(count).itemsize
+
+
+def short_batches(counts: list[int], raw_sizes: list[int]) -> int | None:
+    """The index of the first batch whose declared raw size cannot hold the encoding of its count of
+    tuples, or None. Checked where batches are kept undecoded: a size list that is garbled but still adds
+    up would otherwise surface only at a takeover, when they are decoded."""
+    if not counts:
+        return None
+    if counts.count(counts[0]) == len(counts):  # what Nu sends: at C speed, no array
+        least = run_head_bytes(counts[0])
+        return None if min(raw_sizes) >= least else next(i for i, r in enumerate(raw_sizes) if r < least)
+    c = np.asarray(counts, dtype=np.int64)
+    short = np.flatnonzero(np.asarray(raw_sizes, dtype=np.int64) < _HEAD_FIXED + _PER_TUPLE * c)
+    return int(short[0]) if len(short) else None
+
+
 @dataclass(frozen=True, slots=True)
 class RunLayout:
     """The encodings of `count` whole batches of a run, before they are joined: batch r is

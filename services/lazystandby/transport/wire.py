@@ -9,10 +9,13 @@ handler only ever sees well-formed core values.
 from __future__ import annotations
 
 import json
+import sys
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from ..core import messages as m
@@ -114,23 +117,69 @@ def frame_ack_from_pb(msg: pb.FrameAck) -> m.FrameAck:
 # --- Backup ---------------------------------------------------------------------------------------------
 def _run_to_pb(r: m.BackupRun) -> pb.BackupRun:
     e = r.encoded
+    width, sizes = _packed_sizes(e.payload_sizes, e.raw_sizes)
+    uniform = bool(r.counts) and r.counts.count(r.counts[0]) == len(r.counts)
     return pb.BackupRun(first_pos=r.first, codec=codec_to_pb(e.codec), session=e.session, first_index=e.first_index,
-                        counts=r.counts, payload_sizes=e.payload_sizes, raw_sizes=e.raw_sizes, payloads=e.payload,
-                        dictionary=e.dictionary, fresh=e.fresh)
+                        batch_tuples=r.counts[0] if uniform else 0, counts=None if uniform else r.counts,
+                        size_width=width, sizes=sizes, payloads=e.payload, dictionary=e.dictionary, fresh=e.fresh)
+
+
+# array typecodes of 1, 2 and 4 bytes, unsigned (C's unsigned char, short and int on every platform grpc runs
+# on). One byte serves Bsize 1, where a batch is a tuple: there protobuf's varints took three bytes a batch.
+_WIDTHS = ((1, "B"), (2, "H"), (4, "I"))
+
+
+def _packed_sizes(payload_sizes: list[int], raw_sizes: list[int]) -> tuple[int, bytes]:
+    """BackupRun's packed form of the two size lists: (size_width, sizes), the narrowest width that holds
+    every size."""
+    for width, code in _WIDTHS:
+        try:
+            packed = array(code, payload_sizes)
+            packed.extend(raw_sizes)
+        except OverflowError:
+            continue
+        if sys.byteorder == "big":
+            packed.byteswap()
+        return width, packed.tobytes()
+    raise ValueError(f"a backup batch size does not fit in {_WIDTHS[-1][0]} bytes")
+
+
+def _sizes_from_pb(r: pb.BackupRun, what: str) -> tuple[list[int], list[int], list[int]]:
+    """A run's counts, payload sizes and raw sizes from either form (proto BackupRun), each one per batch."""
+    width = r.size_width
+    if width == 0:
+        if r.sizes:
+            raise MalformedMessage(f"{what}: backup run from {r.first_pos} has packed sizes but no size_width")
+        payload_sizes, raw_sizes = list(r.payload_sizes), list(r.raw_sizes)
+    elif width in (1, 2, 4):
+        if r.payload_sizes or r.raw_sizes:
+            raise MalformedMessage(f"{what}: backup run from {r.first_pos} has its sizes both packed and repeated")
+        if len(r.sizes) % (2 * width):
+            raise MalformedMessage(f"{what}: backup run from {r.first_pos} has {len(r.sizes)} bytes of sizes, "
+                                   f"not two lists of {width}-byte sizes")
+        packed = np.frombuffer(r.sizes, dtype=f"<u{width}")
+        half = len(packed) // 2
+        payload_sizes, raw_sizes = packed[:half].tolist(), packed[half:].tolist()
+    else:
+        raise MalformedMessage(f"{what}: backup run from {r.first_pos} has size_width {width} (1, 2, 4 or 0)")
+    if r.batch_tuples and r.counts:
+        raise MalformedMessage(f"{what}: backup run from {r.first_pos} has both batch_tuples and counts")
+    counts = [r.batch_tuples] * len(raw_sizes) if r.batch_tuples else list(r.counts)
+    return counts, payload_sizes, raw_sizes
 
 
 def _run_from_pb(r: pb.BackupRun, what: str) -> m.BackupRun:
-    n = len(r.counts)
-    if len(r.payload_sizes) != n or len(r.raw_sizes) != n:
-        raise MalformedMessage(f"{what}: backup run from {r.first_pos} has {n} counts, {len(r.payload_sizes)} "
-                               f"payload sizes and {len(r.raw_sizes)} raw sizes")
-    if sum(r.payload_sizes) != len(r.payloads):
-        raise MalformedMessage(f"{what}: backup run from {r.first_pos} says {sum(r.payload_sizes)} payload bytes; "
+    counts, payload_sizes, raw_sizes = _sizes_from_pb(r, what)
+    n = len(counts)
+    if len(payload_sizes) != n or len(raw_sizes) != n:
+        raise MalformedMessage(f"{what}: backup run from {r.first_pos} has {n} counts, {len(payload_sizes)} "
+                               f"payload sizes and {len(raw_sizes)} raw sizes")
+    if sum(payload_sizes) != len(r.payloads):
+        raise MalformedMessage(f"{what}: backup run from {r.first_pos} says {sum(payload_sizes)} payload bytes; "
                                f"{len(r.payloads)} arrived")
-    return m.BackupRun(first=r.first_pos, counts=list(r.counts), encoded=EncodedRun(
+    return m.BackupRun(first=r.first_pos, counts=counts, encoded=EncodedRun(
         codec=codec_from_pb(r.codec), session=r.session, first_index=r.first_index, payload=r.payloads,
-        payload_sizes=list(r.payload_sizes), raw_sizes=list(r.raw_sizes), dictionary=r.dictionary,
-        fresh=r.fresh))
+        payload_sizes=payload_sizes, raw_sizes=raw_sizes, dictionary=r.dictionary, fresh=r.fresh))
 
 
 def backup_frame_to_pb(f: m.BackupFrame) -> pb.BackupFrame:
