@@ -152,7 +152,7 @@ def test_the_cost_per_round_pairs_the_runs_of_each_round_and_each_node_gets_its_
     assert cpu_us_per_tuple_by_node(run) == {"nu": 1.0, "n2": 0.4}
 
 
-def test_paced_keys_compare_the_median_runs_and_price_the_standby_in_cores():
+def test_paced_keys_compare_the_median_runs_and_price_the_standby_in_cores_within_each_round():
     from bench.harness import paced_keys
 
     def run(rate, cores, worst, coverage=0.0):
@@ -166,8 +166,15 @@ def test_paced_keys_compare_the_median_runs_and_price_the_standby_in_cores():
     assert k["paced_tuples_per_s"] == 498_000 and k["paced_no_ha_tuples_per_s"] == 500_000
     assert k["paced_ha_cost_ratio"] == 0.996 and k["paced_ha_cost_ratio_rounds"] == [0.982, 0.996]
     assert k["paced_worst_second_ratio"] == 0.95 and k["paced_backup_coverage"] == 0.99
-    assert k["paced_cpu_cores"] == {"ha": 1.0, "no_ha": 0.8} and k["paced_standby_cpu_ratio"] == 1.25
+    assert k["paced_cpu_cores"] == {"ha": 1.05, "no_ha": 0.8} and k["paced_standby_cpu_ratio"] == 1.312
+    assert k["paced_standby_cpu_ratio_rounds"] == [1.375, 1.25]
     assert k["paced_rate_tuples_per_s"] == 500_000
+    # Session 29's bench: a slow round and a fast one, all at the pace. The median by rate took the
+    # standby's run from the fast round and the other from the slow one: 1.182 against 1.226 cores.
+    ha = [run(498_912, {"nu": 1.182}, 0.99), run(498_577, {"nu": 1.347}, 0.99)]
+    no_ha = [run(498_482, {"nu": 0.995}, 0.99), run(498_902, {"nu": 1.226}, 0.99)]
+    k = paced_keys(ha, no_ha, 500_000.0)
+    assert k["paced_standby_cpu_ratio_rounds"] == [1.188, 1.099] and k["paced_standby_cpu_ratio"] == 1.143
 
 
 def test_the_kafka_peers_must_have_done_the_same_work():
