@@ -331,3 +331,8 @@ def test_a_batch_declaring_fewer_raw_bytes_than_its_tuples_encoding_takes_is_fou
     assert tuples.short_batches([3, 10], [59, 156]) == 1  # uneven counts: each against its own
     assert tuples.short_batches([3, 10], [58, 157]) == 0
     assert tuples.short_batches([], []) is None
+    seven = sample(n=7)
+    (raw,) = tuples.encode_runs(seven, 7)  # the header as encode_runs writes it
+    assert tuples.run_head_bytes(7) == len(raw) - sum(len(p) for p in seven.payloads.to_pylist())
+    assert tuples.short_batches([2**32 - 1], [10**6]) == 0  # a forged count: refused, not a numpy error
+    assert tuples.short_batches([2**32 - 1, 1], [10**6, 31]) == 0
