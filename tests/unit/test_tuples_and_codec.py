@@ -336,3 +336,5 @@ def test_a_batch_declaring_fewer_raw_bytes_than_its_tuples_encoding_takes_is_fou
     assert tuples.run_head_bytes(7) == len(raw) - sum(len(p) for p in seven.payloads.to_pylist())
     assert tuples.short_batches([2**32 - 1], [10**6]) == 0  # a forged count: refused, not a numpy error
     assert tuples.short_batches([2**32 - 1, 1], [10**6, 31]) == 0
+    with pytest.raises(CorruptBatch, match="do not fit their declared sizes"):
+        tuples.decode_runs(raw, 1, 2**32 - 1, [len(raw)])  # an eager decode refuses the same count

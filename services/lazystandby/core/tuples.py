@@ -335,12 +335,12 @@ def decode_runs(data: bytes | memoryview, first: int, size: int, raw_sizes: Sequ
     view = memoryview(data)
     if not k:
         return TupleBatch(first)
-    dt = _run_dtype(size)
-    fs = dt.itemsize
+    fs = run_head_bytes(size)
     sizes = np.asarray(raw_sizes, dtype=np.int64)
     if int(sizes.sum()) != len(view) or (sizes < fs).any():
         raise CorruptBatch(f"{what}: {k} batches of {size} tuples in {len(view)} bytes do not fit their "
                            f"declared sizes ({int(sizes.sum())} bytes)")
+    dt = _run_dtype(size)  # size is now bounded by the bytes at hand (a forged one may not fit a C int)
     heads, payload = _split_heads(view, sizes, fs)
     fixed = np.frombuffer(heads, dt, count=k)
     expect = first + np.arange(k, dtype=np.int64) * size
