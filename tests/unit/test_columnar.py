@@ -591,3 +591,10 @@ def test_streams_present_are_the_ids_in_the_column_ascending_whatever_its_type()
 def test_a_size_past_four_bytes_is_refused_before_anything_is_sent():
     with pytest.raises(ValueError, match="does not fit in 4 bytes"):
         wire._packed_sizes([1 << 32], [10])
+
+
+def test_batches_of_no_tuples_keep_their_counts_on_the_wire():
+    # batch_tuples 0 reads as "no common count": such a run's counts must travel as the list.
+    _, msg = _backup_frame_pb([0, 0], [b"h", b"i"])
+    assert (msg.runs[0].batch_tuples, list(msg.runs[0].counts)) == (0, [0, 0])
+    assert _read_back(msg).counts == [0, 0]

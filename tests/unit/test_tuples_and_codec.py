@@ -338,3 +338,8 @@ def test_a_batch_declaring_fewer_raw_bytes_than_its_tuples_encoding_takes_is_fou
     assert tuples.short_batches([2**32 - 1, 1], [10**6, 31]) == 0
     with pytest.raises(CorruptBatch, match="do not fit their declared sizes"):
         tuples.decode_runs(raw, 1, 2**32 - 1, [len(raw)])  # an eager decode refuses the same count
+
+
+def test_a_common_count_is_the_count_every_batch_holds():
+    assert tuples.common_count([10, 10, 10]) == 10 and tuples.common_count([0, 0]) == 0
+    assert tuples.common_count([10, 3]) is None and tuples.common_count([]) is None

@@ -118,9 +118,9 @@ def frame_ack_from_pb(msg: pb.FrameAck) -> m.FrameAck:
 def _run_to_pb(r: m.BackupRun) -> pb.BackupRun:
     e = r.encoded
     width, sizes = _packed_sizes(e.payload_sizes, e.raw_sizes)
-    uniform = bool(r.counts) and r.counts.count(r.counts[0]) == len(r.counts)
+    count = tuples.common_count(r.counts)  # 0 tuples a batch goes as a list: batch_tuples 0 means none
     return pb.BackupRun(first_pos=r.first, codec=codec_to_pb(e.codec), session=e.session, first_index=e.first_index,
-                        batch_tuples=r.counts[0] if uniform else 0, counts=None if uniform else r.counts,
+                        batch_tuples=count or 0, counts=None if count else r.counts,
                         size_width=width, sizes=sizes, payloads=e.payload, dictionary=e.dictionary, fresh=e.fresh)
 
 
