@@ -220,3 +220,35 @@ def test_the_slowest_second_is_taken_over_the_full_seconds_and_says_which_it_was
     assert s == {"mean_per_s": 1_000, "worst_second_ratio": 0.9, "worst_second": 1}
     assert slowest_second([1_000, 1_000, 700, 1_300, 5])["worst_second"] == 3
     assert slowest_second([800])["worst_second_ratio"] == 1.0  # a run shorter than a second: its only window
+
+
+def test_a_run_starts_when_nu_started_not_when_its_status_first_answered():
+    """Nu's server answers status before Nu starts: the run's clock starts at Nu's own start()."""
+    import time
+
+    from bench.harness import run_start
+
+    class Topo:
+        calls = 0
+
+        def status(self, key):
+            assert key == "nu"
+            self.calls += 1
+            return {"started_at": None if self.calls < 3 else started}
+
+    started = time.time() - 0.3
+    t0 = run_start(Topo())
+    assert abs((time.monotonic() - t0) - 0.3) < 0.1  # 0.3 s ago, though first answered only now
+    started = time.time() + 5  # a clock that says Nu starts in the future: the run starts now, not then
+    assert abs(run_start(Topo()) - time.monotonic()) < 0.1
+
+
+def test_a_nu_that_answers_but_never_starts_is_an_error_not_a_run():
+    from bench.harness import run_start
+
+    class Topo:
+        def status(self, key):
+            return {"started_at": None}
+
+    with pytest.raises(RuntimeError, match="did not start within 0.05 s"):
+        run_start(Topo(), timeout=0.05)

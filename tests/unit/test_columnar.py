@@ -331,6 +331,20 @@ def test_a_fresh_nu_holds_its_source_until_its_standby_registers():
     assert nu._resync_backup  # the backup's first call asks the standby where it stands
 
 
+def test_nu_reports_when_it_started():
+    """The bench's clock starts there (bench.harness.run_start): Nu's server answers status before."""
+    import time
+
+    nu = _nu()
+    assert nu.snapshot()["started_at"] is None
+    before = time.time()
+    nu.start()
+    try:
+        assert before <= nu.snapshot()["started_at"] <= time.time()
+    finally:
+        nu.stop()
+
+
 def test_a_fresh_nu_admits_without_a_standby_that_does_not_register_within_standby_wait(caplog):
     now = [100.0]
     nu = _clocked_nu(now, standby_wait=1.0)
