@@ -222,11 +222,12 @@ def test_the_slowest_second_is_taken_over_the_full_seconds_and_says_which_it_was
     assert slowest_second([800])["worst_second_ratio"] == 1.0  # a run shorter than a second: its only window
 
 
-def test_a_run_starts_when_nu_started_not_when_its_status_first_answered():
-    """Nu's server answers status before Nu starts: the run's clock starts at Nu's own start()."""
+def test_a_run_starts_when_nu_says_not_when_its_status_first_answered():
+    """Nu's server answers status before Nu starts: a run's clock starts at Nu's own time of the event."""
     import time
 
-    from bench.harness import run_start
+    from bench.harness import nu_time
+    from lazystandby.transport.peer import PeerError
 
     class Topo:
         calls = 0
@@ -234,21 +235,24 @@ def test_a_run_starts_when_nu_started_not_when_its_status_first_answered():
         def status(self, key):
             assert key == "nu"
             self.calls += 1
-            return {"started_at": None if self.calls < 3 else started}
+            if self.calls == 1:
+                raise PeerError("UNAVAILABLE", "connection refused", refused=True)  # not yet, not an error
+            return {"started_at": None if self.calls < 3 else at, "first_admitted_at": at}
 
-    started = time.time() - 0.3
-    t0 = run_start(Topo())
-    assert abs((time.monotonic() - t0) - 0.3) < 0.1  # 0.3 s ago, though first answered only now
-    started = time.time() + 5  # a clock that says Nu starts in the future: the run starts now, not then
-    assert abs(run_start(Topo()) - time.monotonic()) < 0.1
+    at = time.time() - 0.3
+    t0 = nu_time(Topo(), "started_at")
+    assert abs((time.monotonic() - t0) - 0.3) < 0.1  # 0.3 s ago, though reported only now
+    assert abs((time.monotonic() - nu_time(Topo(), "first_admitted_at")) - 0.3) < 0.1
+    at = time.time() + 5  # a clock that says it happens later: the run starts now, not then
+    assert abs(nu_time(Topo(), "started_at") - time.monotonic()) < 0.1
 
 
 def test_a_nu_that_answers_but_never_starts_is_an_error_not_a_run():
-    from bench.harness import run_start
+    from bench.harness import nu_time
 
     class Topo:
         def status(self, key):
             return {"started_at": None}
 
-    with pytest.raises(RuntimeError, match="did not start within 0.05 s"):
-        run_start(Topo(), timeout=0.05)
+    with pytest.raises(RuntimeError, match="did not report started_at within 0.05 s"):
+        nu_time(Topo(), "started_at", timeout=0.05)

@@ -331,18 +331,20 @@ def test_a_fresh_nu_holds_its_source_until_its_standby_registers():
     assert nu._resync_backup  # the backup's first call asks the standby where it stands
 
 
-def test_nu_reports_when_it_started():
-    """The bench's clock starts there (bench.harness.run_start): Nu's server answers status before."""
+def test_nu_reports_when_it_started_and_when_it_first_admitted():
+    """The bench's runs start there (bench.harness.nu_time): Nu's server answers status before."""
     import time
 
-    nu = _nu()
-    assert nu.snapshot()["started_at"] is None
+    nu = _nu(standby_wait=0.0)
+    nu.spawn = lambda name, loop: None  # its loops are driven by hand here
+    assert nu.snapshot()["started_at"] is None and nu.snapshot()["first_admitted_at"] is None
     before = time.time()
     nu.start()
-    try:
-        assert before <= nu.snapshot()["started_at"] <= time.time()
-    finally:
-        nu.stop()
+    nu._source_loop()
+    s = nu.snapshot()
+    assert before <= s["started_at"] <= s["first_admitted_at"] <= time.time()
+    nu._source_loop()
+    assert nu.snapshot()["first_admitted_at"] == s["first_admitted_at"]  # the first, not the last
 
 
 def test_a_fresh_nu_admits_without_a_standby_that_does_not_register_within_standby_wait(caplog):

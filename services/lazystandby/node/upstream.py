@@ -119,6 +119,9 @@ class UpstreamNode(NodeBase):
         # answers status before start(), and a harness polls it, so the first answer is no start: measured,
         # it came 20 ms before start() in one run and 14 ms after the first admission in another.
         self.started_at: float | None = None
+        # Wall-clock time of the first admission: where a run over records already in Kafka starts, as a
+        # peer's run starts at its first record (bench.harness.kafka_throughput).
+        self.first_admitted_at: float | None = None
         restored = source.restore()
         self._restored = restored is not None
         if restored is not None:
@@ -196,6 +199,8 @@ class UpstreamNode(NodeBase):
             self.dead_letters.flush()
         with self.lock:
             if len(batch):
+                if self.first_admitted_at is None:
+                    self.first_admitted_at = time.time()
                 self.oqu.append(batch)
                 self._admitted.append((batch.last, self.clock()))
                 self.counters["source_tuples"] += len(batch)
@@ -741,5 +746,6 @@ class UpstreamNode(NodeBase):
                                   if c["backup_raw_bytes"] else 1.0),
             "takeovers": self.takeovers.as_status(),
             "started_at": self.started_at,
+            "first_admitted_at": self.first_admitted_at,
         })
         return s
