@@ -607,6 +607,16 @@ def test_streams_present_are_the_ids_in_the_column_ascending_whatever_its_type()
 def test_a_size_past_four_bytes_is_refused_before_anything_is_sent():
     with pytest.raises(ValueError, match="does not fit in 4 bytes"):
         wire._packed_sizes([1 << 32], [10])
+    with pytest.raises(ValueError, match="does not fit in 4 bytes"):
+        wire._packed_sizes([-1], [10])
+
+
+def test_sizes_pack_little_endian_in_the_narrowest_width_that_holds_both_lists():
+    assert wire._packed_sizes([1, 255], [2, 3]) == (1, bytes([1, 255, 2, 3]))
+    # The payload sizes fit one byte; a raw size does not: both lists go two bytes wide.
+    assert wire._packed_sizes([1, 2], [256, 3]) == (2, bytes([1, 0, 2, 0, 0, 1, 3, 0]))
+    assert wire._packed_sizes([70_000], [1]) == (4, (70_000).to_bytes(4, "little") + (1).to_bytes(4, "little"))
+    assert wire._packed_sizes([], []) == (1, b"")
 
 
 def test_batches_of_no_tuples_keep_their_counts_on_the_wire():
