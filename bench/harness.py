@@ -36,7 +36,6 @@ from lazystandby.core.codec import CodecName
 from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.launcher import SPARK_DETECTOR, Topology, run_trial, scratch
 from lazystandby.harness.wait import wait_until
-from lazystandby.transport.peer import PeerError
 
 ROOT = Path(__file__).resolve().parent.parent
 # Results and plots go under run/bench; --publish writes them where the README shows them (docs/bench).
@@ -182,16 +181,15 @@ def nu_time(topo: Topology, event: str, timeout: float = 30.0) -> float:
     by polling, either moved by up to a poll (50 ms): a twentieth of a run's first second, a tenth of a
     Kafka run of 300,000 records. Nu's server answers status before start(), so the first answer is no
     start either: it came 20 ms before start() in one run and 14 ms after the first admission in another."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            at = topo.status("nu").get(event)
-        except PeerError:
-            at = None
-        if at:
-            return time.monotonic() - max(0.0, time.time() - at)
-        time.sleep(0.005)
-    raise RuntimeError(f"Nu did not report {event} within {timeout} s")
+    seen: dict[str, float | None] = {}
+
+    def reported() -> bool:
+        seen["at"] = topo.status("nu").get(event)
+        return bool(seen["at"])
+
+    if not wait_until(reported, timeout, step=0.005):
+        raise RuntimeError(f"Nu did not report {event} within {timeout} s")
+    return time.monotonic() - max(0.0, time.time() - seen["at"])
 
 
 def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: str = "python",
