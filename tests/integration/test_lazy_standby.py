@@ -15,6 +15,11 @@ def test_at_full_speed_the_standby_receives_everything_and_decodes_little_of_it(
     assert r["standby_decoded_ratio"] < 0.5, r  # what Nd's acks covered was left sealed
     assert r["codec_backend"] == native.backend(), r  # Nu compressed through the native library where built
     assert 1 <= r["worst_second"] <= max(1, len(r["per_second"]) - 1), r  # a full second of this run
+    # Each node's CPU over the run's clock (Nu's own reading at its start, the others' just after): on two
+    # cores, none above two, and Nu, which made every tuple, busy.
+    cores = r["cpu_cores_per_node"]
+    assert set(cores) == {"nu", "n", "n2", "nd"} and all(0 <= c <= 2.05 for c in cores.values()), r
+    assert cores["nu"] > 0.2, r
 
 
 def test_a_takeover_at_a_high_rate_unseals_the_backlog_and_is_exact():

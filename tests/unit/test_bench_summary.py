@@ -256,3 +256,19 @@ def test_a_nu_that_answers_but_never_starts_is_an_error_not_a_run():
 
     with pytest.raises(RuntimeError, match="did not report started_at within 0.05 s"):
         nu_time(Topo(), "started_at", timeout=0.05)
+
+
+def test_nus_usage_at_start_is_what_it_reports_and_an_error_before_it_starts():
+    from bench.harness import usage_at_start
+
+    class Topo:
+        snapshot = {"cpu_seconds_at_start": None, "minor_faults_at_start": None}
+
+        def status(self, key):
+            assert key == "nu"
+            return self.snapshot
+
+    with pytest.raises(RuntimeError, match="has not started"):
+        usage_at_start(Topo())
+    Topo.snapshot = {"cpu_seconds_at_start": 1.25, "minor_faults_at_start": 4321}
+    assert usage_at_start(Topo()) == (1.25, 4321)

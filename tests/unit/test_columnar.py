@@ -347,6 +347,27 @@ def test_nu_reports_when_it_started_and_when_it_first_admitted():
     assert nu.snapshot()["first_admitted_at"] == s["first_admitted_at"]  # the first, not the last
 
 
+def test_nu_reports_its_cpu_and_page_faults_as_they_were_at_its_start():
+    """The bench counts Nu's CPU from there (bench.harness.usage_at_start): the run's clock starts there."""
+    import resource
+
+    nu = _nu(standby_wait=0.0)
+    nu.spawn = lambda name, loop: None
+    assert nu.snapshot()["cpu_seconds_at_start"] is None and nu.snapshot()["minor_faults_at_start"] is None
+
+    def used() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    before = used()
+    nu.start()
+    s = nu.snapshot()
+    assert before <= s["cpu_seconds_at_start"] <= used()
+    assert 0 < s["minor_faults_at_start"] <= resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    sum(range(3_000_000))  # CPU spent after the start leaves the reading where it was
+    assert nu.snapshot()["cpu_seconds_at_start"] == s["cpu_seconds_at_start"] < used()
+
+
 def test_a_fresh_nu_admits_without_a_standby_that_does_not_register_within_standby_wait(caplog):
     now = [100.0]
     nu = _clocked_nu(now, standby_wait=1.0)

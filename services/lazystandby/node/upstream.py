@@ -10,6 +10,7 @@ Three loops, one lock:
 
 from __future__ import annotations
 
+import resource
 import time
 from collections import deque
 from collections.abc import Callable
@@ -122,6 +123,9 @@ class UpstreamNode(NodeBase):
         # Wall-clock time of the first admission: where a run over records already in Kafka starts, as a
         # peer's run starts at its first record (bench.harness.kafka_throughput).
         self.first_admitted_at: float | None = None
+        # This process's CPU seconds and minor page faults at start(): a run's CPU counted from the same
+        # instant as its clock. Read from outside, they would start where the harness first looked.
+        self.usage_at_start: tuple[float, int] | None = None
         restored = source.restore()
         self._restored = restored is not None
         if restored is not None:
@@ -154,6 +158,8 @@ class UpstreamNode(NodeBase):
                          self.name, r.checkpoint, len(r.held), self.fence.epoch, self.primary_addr)
 
     def start(self) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.usage_at_start = (usage.ru_utime + usage.ru_stime, usage.ru_minflt)
         self.started_at = time.time()
         self._hold_source_for_standby()
         self.spawn("source", self._source_loop)
@@ -747,5 +753,7 @@ class UpstreamNode(NodeBase):
             "takeovers": self.takeovers.as_status(),
             "started_at": self.started_at,
             "first_admitted_at": self.first_admitted_at,
+            "cpu_seconds_at_start": self.usage_at_start[0] if self.usage_at_start else None,
+            "minor_faults_at_start": self.usage_at_start[1] if self.usage_at_start else None,
         })
         return s
