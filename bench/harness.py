@@ -27,6 +27,7 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,15 +141,17 @@ class Serving:
     the node it follows and looks at the other one only when that one is no primary; `takeovers` counts
     the switches, reported with the run."""
 
-    def __init__(self, topo: Topology) -> None:
+    def __init__(self, topo: Topology, status: Callable[[str], dict] | None = None) -> None:
+        # status: a node's status by key; a kept channel (Topology.poller) where it polls all along
         self.topo, self.key, self.takeovers = topo, "n", 0
+        self._status = status or topo.status
 
     def status(self) -> dict:
-        s = self.topo.status(self.key)
+        s = self._status(self.key)
         other = "n2" if self.key == "n" else "n"
         if s["role"] == "primary" or other not in self.topo.procs:
             return s
-        o = self.topo.status(other)
+        o = self._status(other)
         if o["role"] == "primary" and o["epoch"] > s["epoch"]:
             self.key, self.takeovers = other, self.takeovers + 1
             return o
@@ -208,9 +211,10 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
     if operator == "spark":
         settings.update(SPARK_DETECTOR)
     settings.update(extra or {})
-    with scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo:
+    with (scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo,
+          topo.poller() as poller):
         topo.start_all()
-        serving = Serving(topo)
+        serving = Serving(topo, poller.status)
         t0 = nu_time(topo, "started_at")
         # Each node's CPU over the run's clock, which starts at Nu's start(): Nu's as it reported it there,
         # the others' read now (3-35 ms after it in three start-ups, with N yet to process a tuple). Read
@@ -282,10 +286,11 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
                 "kafka_bootstrap": bootstrap, "topic_prefix": prefix}
     if operator == "spark":
         settings.update(SPARK_DETECTOR)
-    with scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo:
+    with (scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo,
+          topo.poller() as poller):
         topo.start_all()
         t0, first = nu_time(topo, "first_admitted_at", 60), 0
-        serving = Serving(topo)
+        serving = Serving(topo, poller.status)
         if skip:
             wait_until(lambda: serving.processed() >= skip, 300, step=0.02)
             t0, first = time.monotonic(), serving.processed()

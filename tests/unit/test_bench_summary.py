@@ -272,3 +272,18 @@ def test_nus_usage_at_start_is_what_it_reports_and_an_error_before_it_starts():
         usage_at_start(Topo())
     Topo.snapshot = {"cpu_seconds_at_start": 1.25, "minor_faults_at_start": 4321}
     assert usage_at_start(Topo()) == (1.25, 4321)
+
+
+def test_the_bench_polls_the_primary_through_the_status_it_is_given():
+    """The throughput runs poll through a kept channel (Topology.poller), not a fresh one per call."""
+    from bench.harness import Serving
+
+    class Topo:
+        procs = {"nu": 0, "n": 0, "nd": 0}
+
+        def status(self, key):
+            raise AssertionError("polled through a fresh channel")
+
+    asked = []
+    s = Serving(Topo(), lambda key: asked.append(key) or {"role": "primary", "epoch": 1, "processed": [7, 3]})
+    assert s.processed() == 7 and asked == ["n"]
