@@ -287,3 +287,21 @@ def test_the_bench_polls_the_primary_through_the_status_it_is_given():
     asked = []
     s = Serving(Topo(), lambda key: asked.append(key) or {"role": "primary", "epoch": 1, "processed": [7, 3]})
     assert s.processed() == 7 and asked == ["n"]
+
+
+def test_backup_codec_cost_reports_each_parts_least_cpu_over_its_passes(monkeypatch):
+    """A pass slowed by something beside it (1.75x once, just after the bench's Spark runs) must not raise
+    the floor: each part's figure is its least over the passes."""
+    import bench.harness as h
+
+    slow = {"enc": 0.8, "dec": 0.4, "floor_enc": 0.3, "floor_dec": 0.2, "batch": 0.7, "raw": 100, "compressed": 27,
+            "backend": "b"}
+    quick = {**slow, "enc": 0.5, "floor_enc": 0.2, "batch": 0.4}
+    passes = iter([slow, quick, {**slow, "dec": 0.3}])
+    monkeypatch.setattr(h, "_codec_pass", lambda runs, bsize, codec: next(passes))
+    c = h.backup_codec_cost(total=20_480, passes=3)
+    us = 1e6 / 20_480
+    assert c["passes"] == 3 and c["tuples"] == 20_480
+    assert c["encode_us_per_tuple"] == round(0.5 * us, 3) and c["decode_us_per_tuple"] == round(0.3 * us, 3)
+    assert c["batch_floor_encode_us_per_tuple"] == round(0.4 * us, 3)
+    assert c["floor_us_per_tuple"] == round(0.4 * us, 3) and c["compressed_vs_raw"] == 0.27
