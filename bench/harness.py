@@ -394,7 +394,7 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
     same parameters and dictionary over each run's bytes in one call each way, no batch boundaries.
 
     Each figure is the least of `passes` passes, each with fresh encoders: on this machine's two vCPUs the
-    same pass read up to 1.75 times as much CPU when something ran beside it (session 32's bench measured
+    same pass read up to 1.76 times as much CPU when something ran beside it (session 32's bench measured
     it just after the Spark runs: 0.366 us per tuple for the batch floor against 0.206-0.208 on a quiet
     machine), and a floor is what the work costs when nothing else slows it.
 

@@ -290,7 +290,7 @@ def test_the_bench_polls_the_primary_through_the_status_it_is_given():
 
 
 def test_backup_codec_cost_reports_each_parts_least_cpu_over_its_passes(monkeypatch):
-    """A pass slowed by something beside it (1.75x once, just after the bench's Spark runs) must not raise
+    """A pass slowed by something beside it (1.76x once, just after the bench's Spark runs) must not raise
     the floor: each part's figure is its least over the passes."""
     import bench.harness as h
 

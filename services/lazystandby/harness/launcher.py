@@ -206,7 +206,7 @@ def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
 class StatusPoller:
     """Nodes' status over one channel per node, kept from call to call, for a measurement that polls all
     along. A fresh channel per call (Topology.status) cost 2.6 ms of CPU between the harness and the node
-    against 0.7 ms on a kept one (200 calls each way to an idle N): at the bench's 20 polls a second, 5 % of
+    against 0.7-1.0 ms on a kept one (200 calls each way to an idle N, twice): at the bench's 20 polls a second, 5 % of
     a core taken from the pipeline it measures. A call that fails drops its channel, so the next one starts
     afresh as Topology.status would. One caller at a time; `close()` when done (or use it as a context)."""
 
