@@ -35,7 +35,7 @@ from lazystandby.config import NodeConfig
 from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
 from lazystandby.harness.campaign import cpu_model
-from lazystandby.harness.launcher import SPARK_DETECTOR, Topology, run_trial, scratch
+from lazystandby.harness.launcher import SPARK_DETECTOR, StatusPoller, Topology, run_trial, scratch
 from lazystandby.harness.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,24 +178,26 @@ def slowest_second(samples: list[int]) -> dict:
             "worst_second": full.index(min(full)) + 1}
 
 
-def usage_at_start(topo: Topology) -> tuple[float, int]:
+def usage_at_start(nodes: Topology | StatusPoller) -> tuple[float, int]:
     """Nu's CPU seconds and minor page faults at its start(), as it reports them (once it has started)."""
-    s = topo.status("nu")
+    s = nodes.status("nu")
     if s.get("cpu_seconds_at_start") is None:
         raise RuntimeError("Nu has not reported its CPU at start: it has not started")
     return s["cpu_seconds_at_start"], s["minor_faults_at_start"]
 
 
-def nu_time(topo: Topology, event: str, timeout: float = 30.0) -> float:
+def nu_time(nodes: Topology | StatusPoller, event: str, timeout: float = 30.0) -> float:
     """When Nu says `event` happened (`started_at`: its start(); `first_admitted_at`: its first admission;
     wall clock, same host), on this process's monotonic clock, once Nu reports it. Seen from here instead,
     by polling, either moved by up to a poll (50 ms): a twentieth of a run's first second, a tenth of a
     Kafka run of 300,000 records. Nu's server answers status before start(), so the first answer is no
-    start either: it came 20 ms before start() in one run and 14 ms after the first admission in another."""
+    start either: it came 20 ms before start() in one run and 14 ms after the first admission in another.
+    Polled every 5 ms: give it the run's kept channel (Topology.poller), not the Topology's fresh one per
+    call."""
     seen: dict[str, float | None] = {}
 
     def reported() -> bool:
-        seen["at"] = topo.status("nu").get(event)
+        seen["at"] = nodes.status("nu").get(event)
         return bool(seen["at"])
 
     if not wait_until(reported, timeout, step=0.005):
@@ -215,12 +217,12 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
           topo.poller() as poller):
         topo.start_all()
         serving = Serving(topo, poller.status)
-        t0 = nu_time(topo, "started_at")
+        t0 = nu_time(poller, "started_at")
         # Each node's CPU over the run's clock, which starts at Nu's start(): Nu's as it reported it there,
         # the others' read now (3-35 ms after it in three start-ups, with N yet to process a tuple). Read
         # before Nu starts instead, they would hold N''s registration (0.04-0.05 s of CPU in three start-ups).
         usage0 = {k: _proc_usage(p.pid) for k, p in topo.procs.items() if k != "nu"}
-        usage0["nu"] = usage_at_start(topo)
+        usage0["nu"] = usage_at_start(poller)
         marks = [(t0, 0)]
         next_sample = t0 + 1.0
         while True:
@@ -289,7 +291,7 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
     with (scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo,
           topo.poller() as poller):
         topo.start_all()
-        t0, first = nu_time(topo, "first_admitted_at", 60), 0
+        t0, first = nu_time(poller, "first_admitted_at", 60), 0
         serving = Serving(topo, poller.status)
         if skip:
             wait_until(lambda: serving.processed() >= skip, 300, step=0.02)
