@@ -15,6 +15,9 @@ def test_at_full_speed_the_standby_receives_everything_and_decodes_little_of_it(
     assert r["standby_decoded_ratio"] < 0.5, r  # what Nd's acks covered was left sealed
     assert r["codec_backend"] == native.backend(), r  # Nu compressed through the native library where built
     assert 1 <= r["worst_second"] <= max(1, len(r["per_second"]) - 1), r  # a full second of this run
+    # The rates run from N's first frame done, which comes after Nu's start and within the run.
+    assert 0 < r["first_output_ms"] < 1000 * r["tuples"] / r["tuples_per_s"], r
+    assert 0 < r["worst_second_ratio"] <= 1 and 0 < r["worst_second_ratio_from_start"] <= 1, r
     # Each node's CPU over the run's clock (Nu's own reading at its start, the others' just after): on two
     # cores, none above two, and Nu, which made every tuple, busy.
     cores = r["cpu_cores_per_node"]

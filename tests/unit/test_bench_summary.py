@@ -305,3 +305,25 @@ def test_backup_codec_cost_reports_each_parts_least_cpu_over_its_passes(monkeypa
     assert c["encode_us_per_tuple"] == round(0.5 * us, 3) and c["decode_us_per_tuple"] == round(0.3 * us, 3)
     assert c["batch_floor_encode_us_per_tuple"] == round(0.4 * us, 3)
     assert c["floor_us_per_tuple"] == round(0.4 * us, 3) and c["compressed_vs_raw"] == 0.27
+
+
+def test_frame_marks_are_the_node_s_own_frame_times_a_second_apart_from_its_first_frame():
+    """A count polled between frames is up to a frame old: the rates run between the times the node
+    finished a frame, and start at its first, not at Nu's start (the pipeline's fill is no slow second)."""
+    import time
+
+    from bench.harness import FrameMarks, per_second_rates
+
+    wall = time.time()
+    f = FrameMarks()
+    f.see({"processed": [0, 0], "processed_at": None})  # nothing done yet
+    f.see({"processed": [5, 2], "processed_at": None})  # a node that does not say when: no point
+    for ago, done in ((3.0, 32_768), (2.5, 98_304), (1.9, 163_840), (1.0, 229_376), (0.6, 262_144)):
+        f.see({"processed": [done, 0], "processed_at": wall - ago})
+    # 2.5 s ago is under a second after the first point, 1.0 s ago under a second after the second one
+    assert [d for _, d in f.marks] == [32_768, 163_840, 262_144]
+    f.see({"processed": [262_144, 0], "processed_at": wall - 0.6}, final=True)  # no new frame: no new point
+    f.see({"processed": [300_000, 0], "processed_at": wall - 0.5}, final=True)  # the run's end, however soon
+    assert [d for _, d in f.marks] == [32_768, 163_840, 262_144, 300_000]
+    rates = per_second_rates(f.marks)
+    assert [round(r, -3) for r in rates] == [round(131_072 / 1.1, -3), round(98_304 / 1.3, -3), round(37_856 / 0.1, -3)]

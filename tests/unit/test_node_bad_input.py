@@ -1004,3 +1004,22 @@ def test_a_standby_registers_over_a_new_channel_after_each_refusal(caplog):
         assert not made[1].fails  # the timeout was retried on the same channel, the refusal on a new one
     finally:
         n.stop()
+
+
+def test_a_node_reports_when_it_finished_its_first_and_its_last_frame(net, primary):
+    """The bench's per-second rates run between these (bench.harness.FrameMarks): a count polled
+    between frames is up to a frame old."""
+    import time
+
+    assert primary.snapshot()["processed_at"] is None and primary.snapshot()["first_processed_at"] is None
+    before = time.time()
+    push(net, frame(run(1, 5)))
+    primary._operator_loop()
+    first = primary.snapshot()
+    assert first["processed"][0] == 5 and before <= first["first_processed_at"] == first["processed_at"] <= time.time()
+    time.sleep(0.01)
+    push(net, frame(run(6, 5)))
+    primary._operator_loop()
+    s = primary.snapshot()
+    assert s["processed"][0] == 10 and s["first_processed_at"] == first["first_processed_at"]
+    assert s["processed_at"] > first["processed_at"]

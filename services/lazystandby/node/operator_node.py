@@ -124,6 +124,10 @@ class OperatorNode(NodeBase):
         self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
         self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
         self.processed = Checkpoint()
+        # When the operator last finished a frame (wall clock; None before the first): the point in time
+        # `processed` holds for, which a reader polling it between frames cannot tell.
+        self.processed_at: float | None = None
+        self.first_processed_at: float | None = None
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
         self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
@@ -643,6 +647,9 @@ class OperatorNode(NodeBase):
         self.counters["processed_tuples"] += len(batch)
         self.counters["output_tuples"] += len(out)
         self.processed = Checkpoint(batch.last, base + len(out))
+        self.processed_at = time.time()
+        if self.first_processed_at is None:
+            self.first_processed_at = self.processed_at
         self.lock.notify_all()
 
     def _level1(self) -> Checkpoint:
@@ -980,6 +987,8 @@ class OperatorNode(NodeBase):
             "cover_latency_s": round(self.cover_latency, 3) if self.cover_latency is not None else None,
             "received_through": self.received_through,
             "processed": [self.processed.input_pos, self.processed.output_count],
+            "processed_at": self.processed_at,
+            "first_processed_at": self.first_processed_at,
             "level0": self.level0,
             "level1": [self.level1.current.input_pos, self.level1.current.output_count],
             "iq_depth": len(self.iq),
