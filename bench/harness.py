@@ -216,10 +216,11 @@ class FrameMarks:
 
     Why not the count polled at each second: N counts a whole frame at once (32,768 tuples, about 22 ms at
     1.5 M tuples/s), so a count read between frames is up to a frame old at either end of a window, and a
-    second's rate read so moves by up to 4 % either way; the slowest of eight such seconds reads low. And
-    why from the first frame, not from Nu's start: no output can come before the first frame has been
-    generated, sent and run (60-100 ms after Nu's start at full speed, with or without a standby), so a
-    first second counted from the start holds that fill time as if the pipeline had slowed. The fill is a
+    second's rate read so moves by up to a frame, about 2 %, either way; the slowest of eight such seconds
+    reads low. And why from the first frame, not from Nu's start: no output can come before the first
+    frame has been generated, sent and run (at full speed 41-68 ms after Nu's start without a standby,
+    53-132 ms with one, in session 33's runs), so a first second counted from the start holds that fill
+    time as if the pipeline had slowed. The fill is a
     latency, reported with the run (`first_output_ms`: from Nu's start to N's first frame done)."""
 
     def __init__(self) -> None:
