@@ -220,8 +220,8 @@ class FrameMarks:
     reads low. And why from the first frame, not from Nu's start: no output can come before the first
     frame has been generated, sent and run (at full speed 41-68 ms after Nu's start without a standby,
     53-132 ms with one, in session 33's runs), so a first second counted from the start holds that fill
-    time as if the pipeline had slowed. The fill is a
-    latency, reported with the run (`first_output_ms`: from Nu's start to N's first frame done)."""
+    time as if the pipeline had slowed. The fill is a latency, reported with the run (`first_output_ms`:
+    from Nu's start to N's first frame done)."""
 
     def __init__(self) -> None:
         self.marks: list[tuple[float, int]] = []

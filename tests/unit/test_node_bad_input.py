@@ -1023,3 +1023,13 @@ def test_a_node_reports_when_it_finished_its_first_and_its_last_frame(net, prima
     s = primary.snapshot()
     assert s["processed"][0] == 10 and s["first_processed_at"] == first["first_processed_at"]
     assert s["processed_at"] > first["processed_at"]
+
+
+def test_a_skip_past_covered_inputs_says_when_processed_moved_but_is_no_frame_run(net, standby):
+    standby.primary_received = 100
+    enc = BatchEncoder(CodecName.ZSTD_STREAM)
+    net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (20, 20)))
+    standby._operator_loop()
+    s = standby.snapshot()
+    assert s["processed"] == [20, 20] and standby.counters["processed_tuples"] == 0
+    assert s["processed_at"] is not None and s["first_processed_at"] is None

@@ -124,10 +124,10 @@ class OperatorNode(NodeBase):
         self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
         self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
         self.processed = Checkpoint()
-        # When the operator last finished a frame (wall clock; None before the first): the point in time
-        # `processed` holds for, which a reader polling it between frames cannot tell.
+        # When `processed` last moved (wall clock; None before): a frame finished, or a skip past covered
+        # inputs. A reader polling between frames cannot tell from the count alone when it held.
         self.processed_at: float | None = None
-        self.first_processed_at: float | None = None
+        self.first_processed_at: float | None = None  # when the operator finished its first frame
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
         self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
@@ -560,7 +560,7 @@ class OperatorNode(NodeBase):
         self._collect(block=True)  # restore only with nothing in flight (the Operator contract)
         self.operator.restore(ckpt.input_pos, params)
         with self.lock:
-            self.processed = ckpt
+            self.processed, self.processed_at = ckpt, time.time()
             self.oq.trim(ckpt.output_count)
             self.lock.notify_all()
 
