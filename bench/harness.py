@@ -272,7 +272,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         from_start = per_second_rates(marks)
         # A run too short for two frame points (a test's) keeps the polled rates.
         samples = per_second_rates(frames.marks) or from_start
-        first_output = serving.status().get("first_processed_at")
+        first_output = s.get("first_processed_at")  # the loop's last reply: the first frame is long done
         wait_until(lambda: topo.status("nd")["delivered_through"] >= serving.status()["processed"][1], 30)
         elapsed = time.monotonic() - t0
         usage = {k: _proc_usage(p.pid) for k, p in topo.procs.items()}

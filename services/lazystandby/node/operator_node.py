@@ -560,7 +560,7 @@ class OperatorNode(NodeBase):
         self._collect(block=True)  # restore only with nothing in flight (the Operator contract)
         self.operator.restore(ckpt.input_pos, params)
         with self.lock:
-            self.processed, self.processed_at = ckpt, time.time()
+            self._processed_to(ckpt)
             self.oq.trim(ckpt.output_count)
             self.lock.notify_all()
 
@@ -646,11 +646,14 @@ class OperatorNode(NodeBase):
             self.oq.append(fresh)  # fits: calls take no more inputs than OQ has room for
         self.counters["processed_tuples"] += len(batch)
         self.counters["output_tuples"] += len(out)
-        self.processed = Checkpoint(batch.last, base + len(out))
-        self.processed_at = time.time()
+        self._processed_to(Checkpoint(batch.last, base + len(out)))
         if self.first_processed_at is None:
             self.first_processed_at = self.processed_at
         self.lock.notify_all()
+
+    def _processed_to(self, ckpt: Checkpoint) -> None:
+        """Holding the lock: `processed` moves here only, with the time it moved (`processed_at`)."""
+        self.processed, self.processed_at = ckpt, time.time()
 
     def _level1(self) -> Checkpoint:
         return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq))
