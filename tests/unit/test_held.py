@@ -9,7 +9,7 @@ from lazystandby.config import NodeConfig
 from lazystandby.core import messages as m
 from lazystandby.core.acks import Checkpoint
 from lazystandby.core.batching import RunEncoder
-from lazystandby.core.codec import CodecName
+from lazystandby.core.codec import BatchDecoder, CodecName
 from lazystandby.core.held import HeldRuns, Released, Sealed, Unreadable
 from lazystandby.core.roles import Role
 from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
@@ -75,6 +75,37 @@ def test_a_sealed_run_decodes_from_the_last_fresh_run_and_covered_runs_never_do(
         Sealed(held[3], s, held[3].first, held[3].end).tuples()
     assert e.value.error is None
     assert s.unseal(0) is None  # what is still held decodes
+
+
+@pytest.mark.parametrize("codec", [CodecName.NONE, CodecName.ZLIB, CodecName.ZSTD, CodecName.ZSTD_DICT])
+def test_a_codec_that_does_not_stream_is_held_sealed_and_each_run_decodes_on_its_own(codec):
+    """Each batch its own frame: every run is held as fresh, so any run decodes alone, in any order, and
+    a run that does not decode takes none after it down (a streaming run takes the rest of its frame)."""
+    enc = RunEncoder(codec, bsize=10, dict_samples=4)
+    rs = runs(enc, 1, 5)  # a dictionary codec trains on the first run and opens its session with it
+    assert not any(r.encoded.fresh for r in rs)  # as sent: nothing on the wire changed
+    s = store()
+    held = held_all(s, [rs[0], rs[1], garble(rs[2]), rs[3], rs[4]])
+    assert all(h.fresh for h in held) and s.decoded_tuples == 0
+    if codec.uses_dictionary:
+        assert all(h.run.encoded.dictionary == rs[0].encoded.dictionary != b"" for h in held)
+    assert s.tuples(held[3]) == ticks(RUN, 1 + 3 * RUN)  # alone: nothing before it decoded
+    assert s.decoded_tuples == RUN
+    assert s.tuples(held[1]) == ticks(RUN, 1 + RUN)  # behind where the decoder stands
+    with pytest.raises(CorruptBatch):  # `none`: its zeros are no batch's header
+        s.tuples(held[2])
+    assert s.tuples(held[4]) == ticks(RUN, 1 + 4 * RUN)
+    s.trim(4 * RUN)  # runs 0-3 covered: each later run decodes alone, so none of them stays
+    assert len(s) == 1 and s.decoded_tuples == 3 * RUN  # run 0 was never decoded
+
+
+def test_an_uncompressed_run_whose_sizes_disagree_is_refused():
+    enc = RunEncoder(CodecName.NONE, bsize=10)
+    e = runs(enc, 1, 1)[0].encoded
+    shifted = type(e)(e.codec, e.session, e.first_index, e.payload, [e.payload_sizes[0] - 1, e.payload_sizes[1] + 1],
+                      e.raw_sizes, fresh=True)
+    with pytest.raises(CorruptBatch, match="uncompressed batch 0 of .* bytes declares"):
+        BatchDecoder("N'").decode_run(shifted)
 
 
 def test_decoded_runs_are_kept_up_to_a_bound_and_decoded_again_when_needed_again():
@@ -196,14 +227,15 @@ def clean_standby(n: int) -> OperatorNode:
         ref.stop()
 
 
-def test_a_takeover_decodes_what_is_held_first_and_asks_nu_from_a_run_that_does_not_decode(net):
+@pytest.mark.parametrize("codec", [CodecName.ZSTD_STREAM, CodecName.ZSTD, CodecName.NONE])
+def test_a_takeover_decodes_what_is_held_first_and_asks_nu_from_a_run_that_does_not_decode(net, codec):
     t = [100.0]
     n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0), Selection("price > 100"), net.peer,
                       clock=lambda: t[0])
     n2.primary_received = 10_000
     net.register("s", n2)
     try:
-        enc = RunEncoder(CodecName.ZSTD_STREAM, bsize=10)
+        enc = RunEncoder(codec, bsize=10)
         rs = runs(enc, 1, 3)
         send(net, [rs[0], rs[1], garble(rs[2])])
         assert n2.held.decoded_tuples == 0 and n2.received_through == 3 * RUN

@@ -68,6 +68,7 @@ class EncodedRun:
     dictionary: bytes = b""
     # A streaming session's run that opens a new zstd frame: decodable without the runs before it in its
     # session (with the session's dictionary), which lets a standby leave runs it never needs undecoded.
+    # Another codec's run is always decodable so; a lazy standby marks it fresh when it holds it (held.py).
     fresh: bool = False
 
     def __len__(self) -> int:
@@ -452,21 +453,30 @@ class BatchDecoder:
 
     def decode_run(self, run: EncodedRun, pos: DecoderPosition | None = None) -> tuple[bytes, DecoderPosition]:
         """A run's batches decoded and joined (raw_sizes say where each ends), from `pos` (default: where
-        the decoder stands). A streaming session decodes the whole run in one call, capped at the sizes
-        declared; the other codecs batch by batch. The same checks as `decode_many`."""
+        the decoder stands); a fresh run (`EncodedRun.fresh`) also from a position in another session or
+        behind it. A streaming session decodes the whole run in one call, capped at the sizes declared; the
+        other codecs batch by batch, `none` as it came. The same checks as `decode_many`."""
         pos = self.position if pos is None else pos
         n = len(run)
         where = f"{self.node}: backup run session {run.session} indices {run.first_index}..{run.first_index + n - 1}"
         if not n:
             return b"", pos
         run.check_sizes(where, self.max_batch_bytes)
-        if not run.codec.streaming:
-            raws, pos = self.decode_many(run.batches(), pos)
-            return b"".join(raws), pos
         head = EncodedBatch(run.codec, run.session, run.first_index, b"", 0, run.dictionary)
         ses = self._fresh_session(head, pos, where) if run.fresh else self._session_for(head, pos, where)
-        raw = self._decoded(ses, where, sum(run.raw_sizes),
-                            lambda: ses.decode_stream(run.payload, run.payload_sizes, run.raw_sizes))
+        if run.codec.streaming:
+            raw = self._decoded(ses, where, sum(run.raw_sizes),
+                                lambda: ses.decode_stream(run.payload, run.payload_sizes, run.raw_sizes))
+        elif run.codec is CodecName.NONE:
+            if run.payload_sizes != run.raw_sizes:
+                i = next(i for i, (p, r) in enumerate(zip(run.payload_sizes, run.raw_sizes, strict=True)) if p != r)
+                raise CorruptBatch(f"{where}: uncompressed batch {run.first_index + i} of {run.payload_sizes[i]} "
+                                   f"bytes declares {run.raw_sizes[i]}")
+            raw = bytes(run.payload)
+        else:
+            raw = b"".join(self._decoded(ses, f"{where}: batch {run.first_index + i}", size, lambda p=p, size=size:
+                                         ses.decode(EncodedBatch(run.codec, run.session, 0, p, size)))
+                           for i, (p, size) in enumerate(zip(run.payloads(), run.raw_sizes, strict=True)))
         return raw, DecoderPosition(ses, run.first_index + n - 1)
 
     def commit(self, pos: DecoderPosition) -> None:
@@ -522,6 +532,8 @@ class BatchDecoder:
             return self._open(batch, ses)
         if same and batch.codec is not ses.codec:
             raise CorruptBatch(f"{where}: codec {batch.codec} in a {ses.codec} session")
+        if same and not batch.codec.streaming:
+            return ses  # no context between its batches to start again: keep the one the dictionary is loaded in
         return self._open(batch, ses if same else None)
 
     def _open(self, batch: EncodedBatch, current: _Session | None) -> _Session:

@@ -7,7 +7,9 @@ CPU. So a run is checked on arrival in everything that needs no decoding (its pl
 its positions, its declared sizes) and queued sealed: `Sealed` items in IQ'. A run is decoded when the
 operator takes one of its inputs, or when a takeover starts (`OperatorNode._unseal`). A streaming session
 decodes only forward from a fresh run (`EncodedRun.fresh`, every `batching.FRESH_EVERY` tuples), so the
-runs from the last fresh one before the oldest input not covered yet stay held, sealed.
+runs from the last fresh one before the oldest input not covered yet stay held, sealed. The other codecs
+compress every batch on its own, so each of their runs is held as fresh: it decodes without the ones
+before it (with its session's dictionary, which it is given on arrival).
 
 A run that fails to decode then is reported by the error its eager decoding raised; the node forgets it
 and what came after it (`truncate`), and Nu, which holds every input past the Level-1 ack, sends it again
@@ -127,14 +129,16 @@ class HeldRuns:
 
     def accept(self, runs: list[BackupRun]) -> tuple[list[_Held], Ledger]:
         """The runs as held entries, and the ledger after them: each must follow on in its session (or
-        open a new one at index 0), be of a streaming codec, and declare sizes it can be decoded within.
-        Raises what eager decoding would (CorruptBatch, DuplicateSequence, OversizedMessage)."""
+        open a new one at index 0) and declare sizes it can be decoded within. Raises what eager decoding
+        would (CorruptBatch, DuplicateSequence, OversizedMessage)."""
         led, out = self.ledger, []
         for run in runs:
             e = run.encoded
             where = f"{self.node}: backup run session {e.session} index {e.first_index}"
-            if not e.codec.streaming:
-                raise CorruptBatch(f"{where}: only a streaming codec's runs are held sealed")
+            if not e.codec.streaming and not e.fresh:
+                # Each batch its own frame: the run decodes on its own, so it is held as fresh.
+                e = replace(e, fresh=True)
+                run = BackupRun(run.first, run.counts, e)
             if len(e.raw_sizes) != len(run.counts):
                 raise CorruptBatch(f"{where}: {len(run.counts)} counts for {len(e.raw_sizes)} batches")
             e.check_sizes(where, self.max_batch_bytes)

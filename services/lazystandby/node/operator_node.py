@@ -330,7 +330,7 @@ class OperatorNode(NodeBase):
                 raise self._wrong("Backup")
             self._check_epoch(msg.epoch, msg.sender, "backup")
         with self._decoding:
-            lazy = bool(msg.runs) and not msg.batches and all(r.encoded.codec.streaming for r in msg.runs)
+            lazy = bool(msg.runs) and not msg.batches
             if lazy:  # Algorithm 2, decompressing later, if ever (core/held.py)
                 held, ledger = self.held.accept(msg.runs)
                 decoded: list = [Sealed(h, self.held, h.first, h.end) for h in held]
