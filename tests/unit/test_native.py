@@ -59,6 +59,36 @@ def test_native_runs_decode_as_python_zstandards_do_and_are_no_bigger(bsize):
 
 
 @needs_native
+@pytest.mark.parametrize("codec", [CodecName.ZSTD, CodecName.ZSTD_DICT])
+def test_a_codec_that_does_not_stream_writes_a_frame_per_batch_natively(codec):
+    """zstd and zstd-dict: every batch a frame of its own that declares its size, as python-zstandard's
+    compress writes it; any decoder with the session's dictionary reads each alone."""
+    def runs(make):
+        enc = RunEncoder(codec, bsize=10, dict_samples=50, native=make)
+        return enc, [enc.encode(ticks(600, 1 + i * 600)) for i in range(5)]
+
+    nat_enc, nat = runs(native.compressor())
+    py_enc, py = runs(None)
+    assert nat_enc.encoder.backend.startswith("libzstd") and py_enc.encoder.backend.startswith("python-zstandard")
+    assert [r.encoded.raw_sizes for r in nat] == [r.encoded.raw_sizes for r in py]
+    nat_bytes, py_bytes = (sum(len(r.encoded.payload) for r in rs) for rs in (nat, py))
+    assert nat_bytes <= 1.01 * py_bytes  # sized to each batch as python-zstandard's are (no dictionary id)
+    dictionary = next((r.encoded.dictionary for r in nat if r.encoded.dictionary), b"")
+    assert bool(dictionary) == codec.uses_dictionary
+    alone = zstd.ZstdDecompressor(dict_data=zstd.ZstdCompressionDict(dictionary) if dictionary else None)
+    last = nat[-1].encoded
+    for frame, size in zip(last.payloads(), last.raw_sizes, strict=True):
+        assert zstd.frame_content_size(bytes(frame)) == size
+        assert len(alone.decompress(bytes(frame))) == size
+    dec = BatchDecoder("N'")
+    for i, r in enumerate(nat):
+        raw, pos = dec.decode_run(r.encoded)
+        dec.commit(pos)
+        assert decode_runs(raw, r.first, 10, r.encoded.raw_sizes).payloads.to_pylist() == \
+            ticks(600, 1 + i * 600).payloads.to_pylist()
+
+
+@needs_native
 def test_encode_many_on_a_native_link_keeps_one_stream():
     """The per-batch API on a native link goes through the same context: batches still decode in order."""
     raws = encode_runs(ticks(40), 10, seq_deltas=False)
@@ -82,11 +112,15 @@ def test_a_run_whose_cuts_overrun_its_data_is_refused_before_zstd_sees_it():
 
 
 @needs_native
-def test_a_zstd_error_breaks_the_context_until_a_new_session(monkeypatch):
+@pytest.mark.parametrize(("frames", "code", "message"), [(False, -1, "failed"), (True, -1, "failed"),
+                                                         (False, -2, "exceeded its bound"),
+                                                         (True, -3, "refused a batch's size")])
+def test_a_zstd_error_breaks_the_context_until_a_new_session(monkeypatch, frames, code, message):
     layout = layout_runs(ticks(30), 10)
-    comp = native.RunCompressor(zstd.ZstdCompressionParameters.from_level(1))
-    monkeypatch.setattr(comp._libs, "run", lambda *a: -1)
-    with pytest.raises(zstd.ZstdError, match="failed"):
+    comp = native.RunCompressor(zstd.ZstdCompressionParameters.from_level(1), frames=frames)
+    assert comp.compress(layout.heads, layout.head_size, layout.data, layout.cuts)[1]
+    monkeypatch.setattr(comp._libs, "frames" if frames else "run", lambda *a: code)
+    with pytest.raises(zstd.ZstdError, match=message):
         comp.compress(layout.heads, layout.head_size, layout.data, layout.cuts)
     monkeypatch.undo()
     with pytest.raises(zstd.ZstdError, match="broken"):
@@ -119,8 +153,24 @@ def test_build_compiles_a_loadable_library_and_reports_a_missing_compiler(tmp_pa
         pytest.skip("no C compiler here")
     import ctypes
 
-    assert ctypes.CDLL(str(out)).ls_compress_run
+    lib = ctypes.CDLL(str(out))
+    assert lib.ls_compress_run and lib.ls_compress_frames
     assert not list((tmp_path / "ok").glob("*.tmp"))
+
+
+def test_a_library_built_before_frames_is_not_used(tmp_path, monkeypatch):
+    """A _zrun.so from before ls_compress_frames (`make native` rebuilds it when zrun.c changes): the codec
+    compresses through python-zstandard, and says so, rather than fail on the first zstd link."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler here")
+    (tmp_path / "old.c").write_text("long long ls_compress_run(void) { return -1; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / native.LIBRARY), str(tmp_path / "old.c")], check=True)
+    monkeypatch.setattr(native, "HERE", tmp_path)
+    assert native._load() is None
 
 
 def test_a_run_that_is_not_whole_batches_is_refused():

@@ -145,9 +145,9 @@ def default_level(codec: CodecName, bsize: int | None) -> int:
 
 
 class RunCompressor(Protocol):
-    """A zstd streaming context that compresses a run's batches in one call (lazystandby.native), each
-    flushed, as python-zstandard's compressobj would: any zstd decoder with the session's dictionary reads
-    them."""
+    """A zstd context that compresses a run's batches in one call (lazystandby.native), each flushed in
+    one stream, as python-zstandard's compressobj would, or (`frames`) each a frame of its own, as its
+    compress would: any zstd decoder with the session's dictionary reads them."""
 
     backend: str
 
@@ -155,20 +155,23 @@ class RunCompressor(Protocol):
                  cuts: np.ndarray) -> tuple[bytes, list[int]]: ...
 
 
-# Makes a RunCompressor for a session's parameters and dictionary.
-RunCompressorFactory = Callable[[zstd.ZstdCompressionParameters, bytes], RunCompressor]
+class RunCompressorFactory(Protocol):
+    """Makes a RunCompressor for a session's parameters and dictionary; `frames`: a frame per batch."""
+
+    def __call__(self, params: zstd.ZstdCompressionParameters, dictionary: bytes, *,
+                 frames: bool = False) -> RunCompressor: ...
 
 
 class BatchEncoder:
     """The sending end of one link's codec. Dictionary codecs start without a dictionary (plain zstd)
     until `set_dictionary` is called, which opens a new session carrying it. With `native`, a streaming
-    link on SMALL_TABLES compresses its runs through it (one call per run); the other links,
-    and every link without it, through python-zstandard."""
+    link on SMALL_TABLES and a zstd or zstd-dict link compress their runs through it (one call per run);
+    the other links, and every link without it, through python-zstandard (zlib: the standard library)."""
 
     def __init__(self, codec: CodecName, *, level: int = 0, bsize: int | None = 10,
                  native: RunCompressorFactory | None = None) -> None:
         self.codec = CodecName(codec)
-        self._make_native = native if self.codec.streaming else None
+        self._make_native = native if self.codec not in (CodecName.NONE, CodecName.ZLIB) else None
         self.level = level or default_level(self.codec, bsize)
         self.small_tables = small_tables(self.codec, bsize)
         self.dictionary = b""
@@ -199,6 +202,11 @@ class BatchEncoder:
         self._compressor = self._stream = None
         params = (zstd.ZstdCompressionParameters.from_level(self.level, write_content_size=1, **SMALL_TABLES)
                   if self.small_tables else None)
+        if self._make_native is not None and not self.codec.streaming:
+            # A frame per batch, sized by zstd to each batch: only the level is the link's.
+            self._native = self._make_native(zstd.ZstdCompressionParameters.from_level(self.level),
+                                             self.dictionary, frames=True)
+            return
         if params is not None and self._make_native is not None:
             self._native = self._make_native(params, self.dictionary)
             return

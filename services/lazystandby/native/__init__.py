@@ -1,4 +1,5 @@
-"""Nu's backup compression in one call per run: `RunCompressor`, over libzstd and `zrun.c`.
+"""Nu's backup compression in one call per run: `RunCompressor`, over libzstd and `zrun.c`; for the
+streaming codecs and, a frame per batch, for zstd and zstd-dict.
 
 Why: python-zstandard takes two calls per batch (compress, then flush), and lets go of the GIL around
 each. At Bsize 10 and a million tuples/s that is 200,000 calls a second, each one giving the GIL to Nu's
@@ -9,6 +10,12 @@ left them, so nothing is joined. The bytes are zstd's streaming format, flushed 
 python-zstandard's compressobj writes them: byte for byte without a dictionary; with one, which this
 loads into the context's tables (python-zstandard cannot ask for that), faster and as small within a few
 in 10,000. The receiving end does not know which wrote them.
+
+zstd and zstd-dict take the same path with `frames`: each batch a frame of its own, as python-zstandard's
+ZstdCompressor.compress writes one (its size in the header, tables sized to it), one call and one GIL
+release per run instead of one per batch. At full speed in the pipeline (session 34 in docs/benchmarks.md)
+that took Nu from 1.31 to 1.19-1.22 us per tuple with zstd, from 1.00 to 0.86-0.89 with zstd-dict; the zstd
+work itself (3.5-6.5 us a frame) is what remains.
 
 `zrun.c` is compiled when the package is installed (setup.py, `make setup`: build.py). Where it was not
 (no C compiler), or no libzstd >= 1.4 loads, or LS_ZSTD_NATIVE=0, `available()` is False and the codec
@@ -65,6 +72,13 @@ class _Libs:
                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_longlong,
                         ctypes.c_void_p]
         self.run = run
+        # A library built before ls_compress_frames has none (AttributeError: not available; `make native`
+        # rebuilds it whenever zrun.c changes).
+        frames = run_lib.ls_compress_frames
+        frames.restype = ctypes.c_longlong
+        frames.argtypes = [ctypes.c_void_p, *run.argtypes]
+        self.frames = frames
+        self.pledge = ctypes.cast(z.ZSTD_CCtx_setPledgedSrcSize, ctypes.c_void_p).value
         self.stream2 = ctypes.cast(z.ZSTD_compressStream2, ctypes.c_void_p).value
         self.is_error = ctypes.cast(z.ZSTD_isError, ctypes.c_void_p).value
         self.version = z.ZSTD_versionNumber()
@@ -108,16 +122,20 @@ def compressor() -> type[RunCompressor] | None:
 
 
 class RunCompressor:
-    """One zstd streaming context (one codec session) with `params` and `dictionary` (zstd's format or
-    raw content, as python-zstandard's DICT_TYPE_AUTO reads it; loaded, _DICT_FORCE_LOAD). `compress` takes
-    runs in order. One caller at a time. After an error the context is broken (`broken`): its session must
-    be replaced."""
+    """One zstd context (one codec session) with `params` and `dictionary` (zstd's format or raw content,
+    as python-zstandard's DICT_TYPE_AUTO reads it). `compress` takes runs in order. Streaming (the default):
+    every batch flushed in one stream, on exactly `params`, the dictionary loaded (_DICT_FORCE_LOAD).
+    `frames`: every batch a frame of its own that declares its size, on `params`' level only (zstd sizes
+    the rest to each small batch, as python-zstandard's one-shot compress does), the dictionary attached.
+    One caller at a time. After an error the context is broken (`broken`): its session must be replaced."""
 
-    def __init__(self, params: zstd.ZstdCompressionParameters, dictionary: bytes = b"") -> None:
+    def __init__(self, params: zstd.ZstdCompressionParameters, dictionary: bytes = b"", *,
+                 frames: bool = False) -> None:
         libs = _LIBS
         if libs is None:
             raise RuntimeError("lazystandby.native is not available (see backend())")
         self._libs = libs
+        self.frames = frames
         self.backend = backend()
         z = libs.zstd
         cctx = z.ZSTD_createCCtx()
@@ -125,17 +143,19 @@ class RunCompressor:
             raise MemoryError("ZSTD_createCCtx")
         self._cctx = cctx
         weakref.finalize(self, z.ZSTD_freeCCtx, cctx)
-        # Every parameter set explicitly: with a dictionary loaded, a level alone lets zstd derive the others
-        # from the dictionary's size, and the bytes would differ from python-zstandard's.
-        settings = [(_LEVEL, params.compression_level), (_CONTENT_SIZE_FLAG, 0), (_CHECKSUM_FLAG, 0),
+        # Streaming, every parameter set explicitly: with a dictionary loaded, a level alone lets zstd derive
+        # the others from the dictionary's size, and the bytes would differ from python-zstandard's.
+        settings = [(_LEVEL, params.compression_level), (_CONTENT_SIZE_FLAG, int(frames)), (_CHECKSUM_FLAG, 0),
                     (_DICT_ID_FLAG, 0)]
-        settings += [(key, getattr(params, name)) for name, key in _PARAMS.items()]
+        if not frames:
+            settings += [(key, getattr(params, name)) for name, key in _PARAMS.items()]
         for key, value in settings:
             self._check(z.ZSTD_CCtx_setParameter(cctx, key, value), f"parameter {key}")
         if dictionary:
             # An older libzstd refuses the experimental parameter: it then searches the dictionary attached,
-            # as python-zstandard does (same bytes).
-            z.ZSTD_CCtx_setParameter(cctx, _FORCE_ATTACH_DICT, _DICT_FORCE_LOAD)
+            # as python-zstandard does (same bytes). A frame per batch would load it for every batch.
+            if not frames:
+                z.ZSTD_CCtx_setParameter(cctx, _FORCE_ATTACH_DICT, _DICT_FORCE_LOAD)
             self._check(z.ZSTD_CCtx_loadDictionary_advanced(cctx, dictionary, len(dictionary), _DLM_BY_COPY,
                                                             _DCT_AUTO), "dictionary")
         self.broken = False
@@ -159,16 +179,19 @@ class RunCompressor:
         if len(heads) < head_size * count or len(data) < int(cuts[-1] - cuts[0]):
             raise ValueError("a run's heads or data are shorter than its cuts say")
         # zstd stores a block that does not shrink as it is, behind a 3-byte header: room for every batch so,
-        # one block per 128 KB, and the frame header.
-        cap = raw + 3 * count + 3 * (raw >> 17) + 64
+        # one block per 128 KB, and the frame header (at most 18 bytes; with frames, one per batch).
+        cap = raw + (21 if self.frames else 3) * count + 3 * (raw >> 17) + 64
         dst = np.empty(cap, np.uint8)
         sizes = np.empty(count, np.int64)
         head_buf = np.frombuffer(heads, np.uint8)
         data_buf = np.frombuffer(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
         libs = self._libs
-        done = libs.run(libs.stream2, libs.is_error, self._cctx, head_buf.ctypes.data, head_size,
-                        data_buf.ctypes.data, cuts.ctypes.data, count, dst.ctypes.data, cap, sizes.ctypes.data)
+        args = (self._cctx, head_buf.ctypes.data, head_size, data_buf.ctypes.data, cuts.ctypes.data, count,
+                dst.ctypes.data, cap, sizes.ctypes.data)
+        done = (libs.frames(libs.stream2, libs.is_error, libs.pledge, *args) if self.frames
+                else libs.run(libs.stream2, libs.is_error, *args))
         if done < 0:
             self.broken = True
-            raise zstd.ZstdError("zstd compression failed" if done == -1 else "zstd output exceeded its bound")
+            raise zstd.ZstdError({-1: "zstd compression failed", -2: "zstd output exceeded its bound"}.get(
+                done, "zstd refused a batch's size"))
         return dst[:done].tobytes(), sizes.tolist()
