@@ -109,7 +109,7 @@ def available() -> bool:
 
 
 def backend() -> str:
-    """Which library compresses a streaming codec's runs, for the status and the bench."""
+    """Which library compresses the zstd codecs' runs, for the status and the bench."""
     if _LIBS is None:
         return f"python-zstandard {zstd.__version__}"
     v = _LIBS.version
