@@ -4,12 +4,13 @@ that does not decode is forgotten with what follows it, and Nu's resend fills th
 import threading
 
 import pytest
+import zstandard as zstd
 
 from lazystandby.config import NodeConfig
 from lazystandby.core import messages as m
 from lazystandby.core.acks import Checkpoint
 from lazystandby.core.batching import RunEncoder
-from lazystandby.core.codec import BatchDecoder, CodecName
+from lazystandby.core.codec import BatchDecoder, CodecName, EncodedRun
 from lazystandby.core.held import HeldRuns, Released, Sealed, Unreadable
 from lazystandby.core.roles import Role
 from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
@@ -97,6 +98,22 @@ def test_a_codec_that_does_not_stream_is_held_sealed_and_each_run_decodes_on_its
     assert s.tuples(held[4]) == ticks(RUN, 1 + 4 * RUN)
     s.trim(4 * RUN)  # runs 0-3 covered: each later run decodes alone, so none of them stays
     assert len(s) == 1 and s.decoded_tuples == 3 * RUN  # run 0 was never decoded
+
+
+@pytest.mark.parametrize("content_size", [True, False])
+def test_a_held_zstd_frame_that_inflates_past_its_declared_size_is_refused_when_decoded(content_size):
+    """A bomb in a codec that does not stream is held sealed like any run (its declared sizes are
+    plausible), and decoding it stops at what it declared: refused, never inflated."""
+    bomb = zstd.ZstdCompressor(write_content_size=content_size).compress(b"\x00" * (8 << 20))
+    run = m.BackupRun(1, [1], EncodedRun(CodecName.ZSTD, 5, 0, bomb, [len(bomb)], [1000]))
+    s = store()
+    (h,) = held_all(s, [run])
+    # With its size in the header it is refused before any output is made; without, zstd stops at 1000.
+    with pytest.raises(OversizedMessage if content_size else CorruptBatch,
+                       match="declares 8388608 bytes; the sender declared 1000" if content_size
+                       else "does not decode"):
+        s.tuples(h)
+    assert s.decoded_tuples == 0
 
 
 def test_an_uncompressed_run_whose_sizes_disagree_is_refused():
