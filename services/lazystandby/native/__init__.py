@@ -13,9 +13,9 @@ in 10,000. The receiving end does not know which wrote them.
 
 zstd and zstd-dict take the same path with `frames`: each batch a frame of its own, as python-zstandard's
 ZstdCompressor.compress writes one (its size in the header, tables sized to it), one call and one GIL
-release per run instead of one per batch. At full speed in the pipeline (session 34 in docs/benchmarks.md)
-that took Nu from 1.31 to 1.19-1.22 us per tuple with zstd, from 1.00 to 0.86-0.89 with zstd-dict; the zstd
-work itself (3.5-6.5 us a frame) is what remains.
+release per run instead of one per batch. At full speed in the pipeline (session 34 in docs/benchmarks.md,
+three rounds side by side) that took Nu from 1.20-1.27 to 1.11-1.12 us per tuple with zstd, from 0.95-0.97
+to 0.81-0.86 with zstd-dict; the zstd work itself (3.5-6.5 us a frame) is what remains.
 
 `zrun.c` is compiled when the package is installed (setup.py, `make setup`: build.py). Where it was not
 (no C compiler), or no libzstd >= 1.4 loads, or LS_ZSTD_NATIVE=0, `available()` is False and the codec
