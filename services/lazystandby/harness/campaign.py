@@ -22,8 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import config
+from ..core.batching import format_bsize
 from .faults import Fault, Runner, for_runner
 from .launcher import run_dir, run_trial
+
+# The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
+CAMPAIGN_SETTINGS = ("codec", "bsize")
 
 SINGLE_COMPOSABLE = ("kill-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
                      "kill-downstream-restart", "pause-downstream", "forged-deliver", "forged-push", "forged-backup",
@@ -64,7 +68,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--total", type=int, default=20_000, help="ticks of load per run")
     ap.add_argument("--rate", type=float, default=10_000.0, help="ticks/s of load")
     ap.add_argument("--bound", type=float, default=60.0, help="seconds a run may take to complete its output")
+    for name in CAMPAIGN_SETTINGS:
+        ap.add_argument(f"--{name}", default=None, help=f"node setting {name} of every run (env LS_{name.upper()})")
     a = ap.parse_args(argv)
+    try:  # typed and checked as the nodes would, before any broker starts
+        cfg = config.load([f"--{n}={getattr(a, n)}" for n in CAMPAIGN_SETTINGS if getattr(a, n) is not None],
+                          env=os.environ)
+    except ValueError as e:
+        print(f"lazystandby chaos-campaign: {e}", file=sys.stderr, flush=True)
+        return 2
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     catalog = for_runner(Runner.PROCESSES)
@@ -84,7 +96,7 @@ def main(argv: list[str]) -> int:
             at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
             try:
                 r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
-                              kafka=bootstrap, seed=rng.randrange(1000),
+                              kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
                               extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5})
             except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
                 r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
@@ -105,7 +117,7 @@ def main(argv: list[str]) -> int:
         "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
         "stalled": sum(r["stalled"] for r in runs), "double_faults": sum(r["double"] for r in runs),
         "failed_runs": sum(not r["ok"] for r in runs), "harness_errors": sum(bool(r["error"]) for r in runs),
-        "bound_s": a.bound, "seed": seed,
+        "bound_s": a.bound, "seed": seed, "bsize": format_bsize(cfg.bsize), "codec": str(cfg.codec),
         "faults": {n: sum(r["fault"] == n for r in runs) for n in sorted({r["fault"] for r in runs})},
         "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 2),
