@@ -90,12 +90,6 @@ class EncodedRun:
             off += size
         return out
 
-    def batches(self) -> list[EncodedBatch]:
-        """The run as single batches (the per-batch path)."""
-        return [EncodedBatch(self.codec, self.session, self.first_index + i, bytes(p), raw,
-                             self.dictionary if i == 0 else b"")
-                for i, (p, raw) in enumerate(zip(self.payloads(), self.raw_sizes, strict=True))]
-
 
 # zstd's dictionary trainer (fastCover) with its segment and d-mer sizes set, instead of trying a range of
 # them. Nu trains at start-up, on the backup thread, while the source waits for the first backup call

@@ -135,10 +135,8 @@ class HeldRuns:
         for run in runs:
             e = run.encoded
             where = f"{self.node}: backup run session {e.session} index {e.first_index}"
-            if not e.codec.streaming and not e.fresh:
-                # Each batch its own frame: the run decodes on its own, so it is held as fresh.
-                e = replace(e, fresh=True)
-                run = BackupRun(run.first, run.counts, e)
+            # A codec that does not stream makes each batch a frame of its own: every run decodes on its own.
+            fresh = e.fresh or not e.codec.streaming
             if len(e.raw_sizes) != len(run.counts):
                 raise CorruptBatch(f"{where}: {len(run.counts)} counts for {len(e.raw_sizes)} batches")
             e.check_sizes(where, self.max_batch_bytes)
@@ -149,9 +147,10 @@ class HeldRuns:
             if opens_session(where, e.session, e.first_index, e.codec, (led.session, led.next_index, led.codec)):
                 dictionary = e.dictionary or (led.dictionary if e.codec.uses_dictionary else b"")
                 led = Ledger(e.session, 0, e.codec, dictionary)
-            if e.fresh and e.codec.uses_dictionary and not e.dictionary and led.dictionary:
-                # A fresh run decodes on its own: it carries its session's dictionary from here on.
-                run = BackupRun(run.first, run.counts, replace(e, dictionary=led.dictionary))
+            # A fresh run decodes on its own: it carries its session's dictionary from here on.
+            dictionary = led.dictionary if fresh and e.codec.uses_dictionary and not e.dictionary else e.dictionary
+            if fresh is not e.fresh or dictionary is not e.dictionary:
+                run = BackupRun(run.first, run.counts, replace(e, fresh=fresh, dictionary=dictionary))
             led = Ledger(led.session, led.next_index + len(e), led.codec, led.dictionary)
             out.append(_Held(run, run.first, run.first + sum(run.counts)))
         return out, led

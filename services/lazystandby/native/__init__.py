@@ -76,7 +76,7 @@ class _Libs:
         # rebuilds it whenever zrun.c changes).
         frames = run_lib.ls_compress_frames
         frames.restype = ctypes.c_longlong
-        frames.argtypes = [ctypes.c_void_p, *run.argtypes]
+        frames.argtypes = [*run.argtypes[:2], ctypes.c_void_p, *run.argtypes[2:]]  # set_pledged after is_error
         self.frames = frames
         self.pledge = ctypes.cast(z.ZSTD_CCtx_setPledgedSrcSize, ctypes.c_void_p).value
         self.stream2 = ctypes.cast(z.ZSTD_compressStream2, ctypes.c_void_p).value
