@@ -613,6 +613,27 @@ def test_a_primary_announces_itself_to_an_nd_that_does_not_know_its_epoch(net, n
         n.stop()
 
 
+def test_a_primary_nu_knows_by_another_address_is_told_so_and_not_fenced(net):
+    """A primary's announcement to a Nu that pushes to it under another address (a name against an IP, NAT)
+    was refused as stale, and the live primary fenced itself after a second without pushes: a failover,
+    or, with no standby, a pipeline stopped for good. The refusal now fences nobody and says why."""
+    nu = nu_with(RecordingSource())
+    net.register("nu", nu)
+    n = OperatorNode(NodeConfig(role="primary", listen="n", advertise="n.example:50051", upstream="nu"),
+                     Selection("price > 100"), net.peer)
+    try:
+        n._announce(n.upstream, 1)
+        assert n.state.role is Role.PRIMARY and n.counters["fenced"] == 0
+        assert n.counters["announce_refused"] == 1 and n.counters["announced"] == 0
+        assert nu.errors["not_the_primary"] == 1 and nu.primary_addr == "n" and nu.fence.epoch == 1
+        nu.fence.advance(2)  # a newer epoch in force at Nu still fences it
+        n._announce(n.upstream, 1)
+        assert n.state.role is Role.FENCED
+    finally:
+        n.stop()
+        nu.stop()
+
+
 def test_a_fenced_primary_answering_heartbeats_counts_as_a_failure(net, primary):
     s = OperatorNode(NodeConfig(role="standby", listen="s", primary="n", heartbeat_misses=2), Selection("price > 1"),
                      net.peer)
@@ -687,6 +708,9 @@ def test_nu_makes_a_takeover_durable_before_answering_and_again_on_a_retry():
 @pytest.mark.parametrize("req, status, text", [
     (m.TakeoverRequest(node="X", epoch=2, address="mallory:1"), "PERMISSION_DENIED", "this Nu's standby is s"),
     (m.TakeoverRequest(node="N'", epoch=1, address="s"), "ABORTED", "current epoch is 1"),
+    # The current epoch's primary announcing itself from an address this Nu does not push to: not stale.
+    (m.TakeoverRequest(node="N", epoch=1, address="10.0.0.5:50051"), "PERMISSION_DENIED",
+     "set its advertise to n"),
     (m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=10**9 + 1), "OUT_OF_RANGE",
      "holds positions up to 40"),
 ])

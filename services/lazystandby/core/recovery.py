@@ -87,6 +87,10 @@ class TakeoverLog:
         last = self.last
         return last if last is not None and last.epoch == epoch and last.node == node else None
 
+    def won_by_other(self, epoch: int, node: str) -> bool:
+        """A takeover into `epoch` was accepted here from a node other than `node`."""
+        return any(r.epoch == epoch and r.node != node for r in self.records)
+
     def check(self, fence: EpochFence, epoch: int, node: str) -> TakeoverRecord | None:
         """The earlier record when this is a retry; None for a new takeover; StaleEpoch otherwise."""
         retry = self.retry_of(epoch, node)

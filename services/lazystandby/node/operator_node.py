@@ -728,6 +728,12 @@ class OperatorNode(NodeBase):
                 self.log.warning("%s: %s refused the announcement of epoch %d: %s", self.name, peer.address, epoch, e)
                 with self.lock:
                     self._fence(f"{peer.address} refused epoch {epoch}: {e.message}")
+            elif not e.unreachable:
+                # Refused without a newer epoch (Nu knows this epoch's primary at another address): not
+                # fenced, but said, since the peer will not learn this node from it.
+                self.counters["announce_refused"] += 1
+                self.log.warning("%s: %s did not take the announcement of epoch %d: %s", self.name, peer.address,
+                                 epoch, e)
             return
         self.links.note(role, peer.address, None)
         self.counters["announced"] += 1

@@ -33,6 +33,7 @@ from ..core.seq import (
     DuplicateSequence,
     MalformedRecord,
     NonMonotonicSequence,
+    NotThePrimary,
     PerStreamSequence,
     SequenceGap,
     SourceUnavailable,
@@ -634,7 +635,14 @@ class UpstreamNode(NodeBase):
         old = None
         with self.lock:
             record = self.takeovers.retry_of(msg.epoch, msg.node)
-            if record is None and msg.epoch == self.fence.epoch and msg.address == self.primary_addr:
+            if record is None and self._announcement(msg):
+                if msg.address != self.primary_addr:
+                    # Not stale (that would fence the sender): the primary of this epoch may well be the sender,
+                    # known here by another address (a name against an IP, NAT, a relay). Nothing changes.
+                    raise NotThePrimary(f"{self.name}: {msg.node} announced itself as the primary of epoch "
+                                        f"{msg.epoch} at {msg.address}, but this Nu pushes that epoch to "
+                                        f"{self.primary_addr}; if they are one node, set its advertise to "
+                                        f"{self.primary_addr}")
                 # The primary of this epoch announcing itself (this Nu restarted and already knows it).
                 return m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
                                        resend_from=self.cursor)
@@ -653,6 +661,13 @@ class UpstreamNode(NodeBase):
                                         f"not yet durable: {e}") from None
             record.facts["durable"] = True
         return record.reply  # type: ignore[return-value]
+
+    def _announcement(self, msg: m.TakeoverRequest) -> bool:
+        """A Takeover into the current epoch that no other node won here, not from this Nu's standby (a
+        standby must bring a newer epoch): the primary of that epoch announcing itself."""
+        standby = self.standby.address if self.standby is not None else None
+        return (msg.epoch == self.fence.epoch and msg.address != standby
+                and not self.takeovers.won_by_other(msg.epoch, msg.node))
 
     def _check_takeover(self, msg: m.TakeoverRequest) -> None:
         """A new takeover: a newer epoch (else StaleEpoch), from the standby this Nu knows, asking for
