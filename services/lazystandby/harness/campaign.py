@@ -31,7 +31,8 @@ CAMPAIGN_SETTINGS = ("codec", "bsize")
 
 SINGLE_COMPOSABLE = ("kill-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
                      "kill-downstream-restart", "pause-downstream", "forged-deliver", "forged-push", "forged-backup",
-                     "decompression-bomb")
+                     "decompression-bomb", "partition-primary-standby", "isolate-primary", "partition-upstream-primary",
+                     "partition-primary-downstream")
 
 
 def compose(a: Fault, b: Fault, delay: float) -> Fault:

@@ -21,6 +21,8 @@ class Action(StrEnum):
     FORGE_PUSH = "forge-push"  # a client: Push claiming the next epoch
     FORGE_BACKUP = "forge-backup"  # a client: Backup with no batches and a checkpoint at input 10^9
     BOMB = "bomb"  # a client: a backup batch of 32 KB that inflates to 1 GiB, claiming 100 bytes
+    PARTITION = "partition"  # the links between target and `peer` ("*": every other node) carry nothing for
+    # `duration` (0: past the detector's timeout), both ways, while every process runs; then they heal
 
 
 class Runner(StrEnum):
@@ -34,7 +36,8 @@ class Step:
     action: Action
     delay: float = 0.0  # seconds after the previous step (or after the load started, for the first)
     after: str = ""  # wait for this first: "takeover" (Nu has accepted a takeover)
-    duration: float = 0.0  # PAUSE: seconds stopped; 0 = four times the detector's timeout
+    duration: float = 0.0  # PAUSE, PARTITION: seconds stopped or cut off; 0 = four times the detector's timeout
+    peer: str = ""  # PARTITION: the role on the other side of the cut, or "*" for all of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,30 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "for Nd; Nd's output is exact",
           (Step("primary", Action.KILL), Step("downstream", Action.PAUSE, delay=0.2, duration=2.0)),
           runners=_BOTH, takes_over=True),
+    # Partitions: every process runs on; only the links between two of them carry nothing, then heal, and
+    # what was sent meanwhile arrives late (a call its client gave up on still reaches the server).
+    Fault("partition-primary-standby", "N' hears nothing from a live N past the detector's timeout while N still "
+          "serves Nu and Nd: N' takes over in epoch 2, Nd and then Nu fence N, whose later frames are refused "
+          "(it steps down); split brain never reaches Nd; Nd's output is exact",
+          (Step("standby", Action.PARTITION, peer="primary"),), takes_over=True),
+    Fault("isolate-primary", "N is cut off from every node past the detector's timeout, still running: N' takes "
+          "over in epoch 2; when the links heal, N's retried and late calls are refused by epoch; Nd's output is "
+          "exact", (Step("primary", Action.PARTITION, peer="*"),), takes_over=True),
+    Fault("partition-upstream-primary", "Nu and N are cut off from each other for 2 s: no failover (N' still "
+          "hears N); Nu's pushes time out and are retried after a resync, and the ones that arrive late are "
+          "taken once; Nd's output is exact",
+          (Step("upstream", Action.PARTITION, peer="primary", duration=2.0),)),
+    Fault("partition-primary-downstream", "N and Nd are cut off from each other for 2 s: no failover; N's "
+          "deliveries time out and are retried, the late ones taken once, OQ fills and backpressure reaches "
+          "Nu; Nd's output is exact", (Step("primary", Action.PARTITION, peer="downstream", duration=2.0),)),
+    Fault("partition-upstream-standby", "Nu and N' are cut off from each other for 2 s while N' still hears N: "
+          "no failover; Nu counts N' out of sync after backup_stall_max and goes on without it; at the heal the "
+          "backup calls that timed out reach N' late, and N' catches up from a checkpoint; Nd's output is exact",
+          (Step("upstream", Action.PARTITION, peer="standby", duration=2.0),)),
+    Fault("isolate-standby", "N' is cut off from every node past the detector's timeout: it suspects N and "
+          "starts a takeover that reaches no one, while Nu counts it out of sync and the pipeline goes on "
+          "through N; when the links heal, N' either takes over in the next epoch (fencing N) or is refused; "
+          "Nd's output is exact", (Step("standby", Action.PARTITION, peer="*"),)),
     Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
           (Step("downstream", Action.FORGE_DELIVER),)),
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),

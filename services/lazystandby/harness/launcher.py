@@ -40,6 +40,7 @@ from ..transport.tls import TlsFiles
 from . import forge
 from .check import compare, expected_outputs, kafka_expected
 from .faults import Action, Fault, Runner, Step, for_runner
+from .partition import LinkRelay
 from .wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -158,6 +159,31 @@ def _start(topo: Topology, key: str, step: Step) -> dict:
     return {"started": key}
 
 
+def _partition(topo: Topology, key: str, step: Step) -> dict:
+    # By default past the detector's timeout, as a pause; every process runs on meanwhile.
+    peer = "*" if step.peer == "*" else KEY_OF_ROLE[step.peer]
+    links = topo.links(key, peer)
+    if not links:
+        raise ValueError(f"no link between {key} and {peer} can be cut: the topology was started without relays")
+    for relay in links:
+        relay.cut()
+    time.sleep(step.duration or topo.heartbeat_timeout * 4)
+    for relay in links:
+        relay.heal()
+    return {"peer": step.peer, "links": len(links), "held_bytes": sum(r.held_while_cut for r in links)}
+
+
+def cuttable(fault: Fault) -> frozenset[frozenset[str]]:
+    """The pairs of places whose links `fault` cuts (their nodes then dial each other through relays)."""
+    pairs = set()
+    for s in fault.steps:
+        if s.action is Action.PARTITION:
+            key = KEY_OF_ROLE[s.target]
+            others = [k for k in Topology.ROLES if k != key] if s.peer == "*" else [KEY_OF_ROLE[s.peer]]
+            pairs.update(frozenset((key, o)) for o in others)
+    return frozenset(pairs)
+
+
 def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Topology, str, Step], dict]:
     def act(topo: Topology, key: str, step: Step) -> dict:
         # The epoch in force, from Nd (which may be restarting after an earlier step: wait for it).
@@ -183,6 +209,7 @@ ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.KILL: _kill, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
     Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
     Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
+    Action.PARTITION: _partition,
 }
 FAULTS = for_runner(Runner.PROCESSES)
 KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
@@ -250,6 +277,8 @@ class Topology:
     per_node: dict[str, dict[str, Any]] = field(default_factory=dict)  # settings for one place only
     tls_dir: Path | None = None  # mutual TLS: a development CA and a certificate per node are made here
     tls: TlsFiles | None = None  # the harness's own (admin) certificate when the nodes run mutual TLS
+    cuttable: frozenset[frozenset[str]] = frozenset()  # pairs of places whose links run through a LinkRelay
+    relays: dict[tuple[str, str], LinkRelay] = field(default_factory=dict)  # (client place, server place)
 
     ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
     NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
@@ -259,10 +288,27 @@ class Topology:
         self.addrs = {k: f"127.0.0.1:{ports[i]}" for i, k in enumerate(self.ROLES)}
         self.metrics_ports = {k: ports[len(self.ROLES) + i] for i, k in enumerate(self.ROLES)}
         self.sink = str(self.workdir / "nd-output.tsv")
+        for client, server in self.DIALS:
+            if frozenset((client, server)) in self.cuttable:
+                self.relays[client, server] = LinkRelay(self.addrs[server])
         if self.tls_dir is not None:
             make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}" for k in self.ROLES] + ["admin:admin"])
             self.tls = TlsFiles(str(self.tls_dir / "ca.crt"), str(self.tls_dir / "admin.crt"),
                                 str(self.tls_dir / "admin.key"))
+
+    # Who calls whom: Nu pushes to N and backs up to N'; N delivers to Nd; N' watches N, registers and takes
+    # over at Nu and Nd (an operator node keeps its Nu address for when it is a standby).
+    DIALS = (("nu", "n"), ("nu", "n2"), ("n", "nu"), ("n", "nd"), ("n2", "nu"), ("n2", "nd"), ("n2", "n"))
+
+    def dial(self, client: str, server: str) -> str:
+        """The address `client` reaches `server` at: a relay's, when that link can be cut."""
+        relay = self.relays.get((client, server))
+        return relay.address if relay is not None else self.addrs[server]
+
+    def links(self, key: str, peer: str) -> list[LinkRelay]:
+        """The relays between places `key` and `peer` ("*": every other place), both directions."""
+        return [r for (c, s), r in self.relays.items()
+                if key in (c, s) and (peer == "*" or peer in (c, s))]
 
     @property
     def heartbeat_timeout(self) -> float:
@@ -274,16 +320,24 @@ class Topology:
         """The command line of the node in place `key`: its place's role, or `role` (a standby started in
         an operator's place learns the primary from Nu, as a spare does)."""
         a = self.addrs
+
+        def to(server: str) -> str:
+            return self.dial(key, server)
+
         role = role or self.ROLES[key]
         peers = {
-            "upstream": {"primary": a["n"], "standby": a["n2"] if self.with_standby else ""},
-            "primary": {"upstream": a["nu"], "downstream": a["nd"]},
-            "standby": {"upstream": a["nu"], "downstream": a["nd"],
-                        "primary": a["n"] if key == "n2" and not name else ""},
+            "upstream": {"primary": to("n"), "standby": to("n2") if self.with_standby else ""},
+            "primary": {"upstream": to("nu"), "downstream": to("nd")},
+            "standby": {"upstream": to("nu"), "downstream": to("nd"),
+                        "primary": to("n") if key == "n2" and not name else ""},
             "downstream": {"sink": self.sink},
         }[role]
         opts = {"role": role, "name": name or self.NAMES[key], "listen": a[key],
                 "metrics_port": self.metrics_ports[key], **peers, **self.settings, **self.per_node.get(key, {})}
+        if ("nu", key) in self.relays:
+            # An operator node names itself to Nu (registering, taking over, announcing) by the address Nu
+            # reaches it at, as it would behind any network: Nu's relay to it.
+            opts["advertise"] = self.dial("nu", key)
         if self.tls_dir is not None:
             opts.update(tls_ca=str(self.tls_dir / "ca.crt"), tls_cert=str(self.tls_dir / f"{key}.crt"),
                         tls_key=str(self.tls_dir / f"{key}.key"))
@@ -365,6 +419,8 @@ class Topology:
         _killpg(self.procs[key], sig)
 
     def stop(self) -> None:
+        for relay in self.relays.values():
+            relay.close()
         for p in self.procs.values():
             if p.poll() is None:
                 _killpg(p, signal.SIGCONT)  # a paused group must run to hear the TERM
@@ -441,7 +497,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir),
                     "topic_prefix": settings.get("topic_prefix", "")}
     ok = False
-    with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None) as topo:
+    with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None,
+                  cuttable=cuttable(f)) as topo:
         try:
             op = settings.get("operator", "python")
             say(f"starting Nu, N, N', Nd ({op} operator{': a Spark session takes 20-60 s' if op == 'spark' else ''})"
