@@ -34,6 +34,7 @@ CHAIN = [("n", "n-standby", "n-standby-2"), ("n-standby", "n-standby-2", "n-stan
 FAULTS = for_runner(Runner.CONTAINERS)
 SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "downstream": "nd"}
 
+NETWORK = "pipeline"  # docker-compose.yml's network; compose names it <project>_pipeline
 SERVICES = ["kafka", "nd", "n", "n-standby", "nu", "prometheus"]
 RATE = "4000"
 
@@ -57,7 +58,7 @@ def container(client: docker.DockerClient, service: str):
 
 def stack_check() -> dict:
     out = compose("run", "--rm", "--no-deps", "--entrypoint", "python", "generator", "-m", "lazystandby.cli",
-                  "stack-check", "--status", "N'=n-standby:50051,N2=n-standby-2:50051,N3=n-standby-3:50051,"
+                  "stack-check", "--status", "N=n:50051,N'=n-standby:50051,N2=n-standby-2:50051,N3=n-standby-3:50051,"
                   "Nd=nd:50051,Nu=nu:50051", check=False)
     if out.returncode != 0:
         # A check can fail while the stack is still settling (a broker busy, a node restarting): try again.
@@ -167,6 +168,14 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         c.pause()
         time.sleep(step.duration or 5)  # 0: well past the detector's timeout
         c.unpause()
+    elif step.action is Action.PARTITION:
+        # Off the stack's network and back, still running: only a whole node ("*") can be cut here (the
+        # image has no firewall to cut one link). Back under its service name, which its peers dial.
+        assert step.peer == "*", step
+        net = client.networks.get(f"{PROJECT}_{NETWORK}")
+        net.disconnect(c)
+        time.sleep(step.duration or 5)
+        net.connect(c, aliases=[SERVICE_OF_ROLE[step.target]])
     else:
         assert step.action is Action.RESTART, step.action
         c.kill()
@@ -237,6 +246,8 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            "standby_out_of_sync": nu.get("counters", {}).get("standby_out_of_sync", 0),
            "standby_in_sync": nu.get("standby_in_sync"),
            "codec_backend": nu.get("codec_backend"),  # what compressed Nu's backup in its container
+           # Each node's role at the end (a demoted primary that ran on, isolated, ends fenced).
+           "roles": {name: s.get("role") for name, s in result.get("nodes", {}).items() if isinstance(s, dict)},
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None

@@ -32,6 +32,16 @@ def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_e
     assert r["recovery_ms"] is None  # no failover
 
 
+def test_a_primary_container_taken_off_the_network_is_replaced_and_fenced_while_it_runs(stack_images):
+    """N, still running, leaves the compose network past the detector's timeout and comes back under its
+    name: N' takes over, and N learns from the refusals that it was replaced."""
+    r = chaos.run_clean("isolate-primary", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    assert r["new_primary"] == "N'" and r["recovery_ms"] is not None, r
+    assert r["roles"].get("N") == "fenced", r
+
+
 def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(stack_images):
     """A double fault as a sequence of steps with their delays: N' killed, N 2 s later, a spare standby
     started 3 s after that; it learns the dead primary from Nu and takes over in epoch 2."""

@@ -23,6 +23,7 @@ class Action(StrEnum):
     BOMB = "bomb"  # a client: a backup batch of 32 KB that inflates to 1 GiB, claiming 100 bytes
     PARTITION = "partition"  # the links between target and `peer` ("*": every other node) carry nothing for
     # `duration` (0: past the detector's timeout), both ways, while every process runs; then they heal
+    # (processes: loopback relays; containers: off the compose network and back, "*" only)
 
 
 class Runner(StrEnum):
@@ -127,7 +128,7 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           (Step("standby", Action.PARTITION, peer="primary"),), takes_over=True),
     Fault("isolate-primary", "N is cut off from every node past the detector's timeout, still running: N' takes "
           "over in epoch 2; when the links heal, N's retried and late calls are refused by epoch; Nd's output is "
-          "exact", (Step("primary", Action.PARTITION, peer="*"),), takes_over=True),
+          "exact", (Step("primary", Action.PARTITION, peer="*"),), runners=_BOTH, takes_over=True),
     Fault("partition-upstream-primary", "Nu and N are cut off from each other for 2 s: no failover (N' still "
           "hears N); Nu's pushes time out and are retried after a resync, and the ones that arrive late are "
           "taken once; Nd's output is exact",
@@ -142,7 +143,7 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
     Fault("isolate-standby", "N' is cut off from every node past the detector's timeout: it suspects N and "
           "starts a takeover that reaches no one, while Nu counts it out of sync and the pipeline goes on "
           "through N; when the links heal, N' either takes over in the next epoch (fencing N) or is refused; "
-          "Nd's output is exact", (Step("standby", Action.PARTITION, peer="*"),)),
+          "Nd's output is exact", (Step("standby", Action.PARTITION, peer="*"),), runners=_BOTH),
     Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
           (Step("downstream", Action.FORGE_DELIVER),)),
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),
