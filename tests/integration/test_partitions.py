@@ -128,3 +128,16 @@ def test_an_isolated_standby_that_comes_back_leaves_the_output_exact():
     roles = sorted(r["after"][k]["role"] for k in ("n", "n2"))
     assert roles in (["fenced", "primary"], ["primary", "standby"])
     assert r["failovers"] <= 1
+
+
+def test_a_takeover_cut_off_from_nu_halfway_finishes_at_the_heal_and_is_exact():
+    """N' fences Nd, then cannot reach Nu for about 2 s: the takeover waits for the link, nothing is lost
+    or repeated, and no other node moves meanwhile."""
+    r = run_trial(fault="partition-upstream-standby-then-kill-primary", total=30_000, rate=15_000, kill_after=0.8,
+                  timeout=90)
+    assert r["ok"], {k: r.get(k) for k in ("lost", "duplicated", "got", "expected", "events", "workdir")}
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000
+    assert [e["action"] for e in r["events"]] == ["cut", "kill", "heal"]
+    assert r["failovers"] == 1 and r["after"]["n2"]["role"] == "primary" and r["after"]["nu"]["epoch"] == 2
+    # The takeover could not finish before the heal: live no sooner than the cut's end.
+    assert r["recovery_ms"] >= 1500, r["recovery_ms"]

@@ -24,6 +24,8 @@ class Action(StrEnum):
     PARTITION = "partition"  # the links between target and `peer` ("*": every other node) carry nothing for
     # `duration` (0: past the detector's timeout), both ways, while every process runs; then they heal
     # (processes: loopback relays; containers: off the compose network and back, "*" only)
+    CUT = "cut"  # as PARTITION, but the links stay cut, with the later steps running, until a HEAL step
+    HEAL = "heal"  # the links a CUT step cut carry traffic again (and what they held arrives)
 
 
 class Runner(StrEnum):
@@ -140,6 +142,12 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "no failover; Nu counts N' out of sync after backup_stall_max and goes on without it; at the heal the "
           "backup calls that timed out reach N' late, and N' catches up from a checkpoint; Nd's output is exact",
           (Step("upstream", Action.PARTITION, peer="standby", duration=2.0),)),
+    Fault("partition-upstream-standby-then-kill-primary", "Nu and N' are cut off from each other, and N is "
+          "killed 0.1 s later: N' takes over in epoch 2 and fences Nd, but cannot reach Nu until the links heal "
+          "2 s after the cut; meanwhile Nu pushes to a dead N and nothing moves (loudly); at the heal N' "
+          "finishes the takeover at Nu; Nd's output is exact",
+          (Step("upstream", Action.CUT, peer="standby"), Step("primary", Action.KILL, delay=0.1),
+           Step("upstream", Action.HEAL, peer="standby", delay=1.9)), takes_over=True),
     Fault("isolate-standby", "N' is cut off from every node past the detector's timeout: it suspects N and "
           "starts a takeover that reaches no one, while Nu counts it out of sync and the pipeline goes on "
           "through N; when the links heal, N' either takes over in the next epoch (fencing N) or is refused; "

@@ -159,15 +159,30 @@ def _start(topo: Topology, key: str, step: Step) -> dict:
     return {"started": key}
 
 
-def _partition(topo: Topology, key: str, step: Step) -> dict:
-    # By default past the detector's timeout, as a pause; every process runs on meanwhile.
+def _links(topo: Topology, key: str, step: Step) -> list[LinkRelay]:
     peer = "*" if step.peer == "*" else KEY_OF_ROLE[step.peer]
     links = topo.links(key, peer)
     if not links:
         raise ValueError(f"no link between {key} and {peer} can be cut: the topology was started without relays")
+    return links
+
+
+def _partition(topo: Topology, key: str, step: Step) -> dict:
+    # By default past the detector's timeout, as a pause; every process runs on meanwhile.
+    _cut(topo, key, step)
+    time.sleep(step.duration or topo.heartbeat_timeout * 4)
+    return _heal(topo, key, step)
+
+
+def _cut(topo: Topology, key: str, step: Step) -> dict:
+    links = _links(topo, key, step)
     for relay in links:
         relay.cut()
-    time.sleep(step.duration or topo.heartbeat_timeout * 4)
+    return {"peer": step.peer, "links": len(links)}
+
+
+def _heal(topo: Topology, key: str, step: Step) -> dict:
+    links = _links(topo, key, step)
     for relay in links:
         relay.heal()
     return {"peer": step.peer, "links": len(links), "held_bytes": sum(r.held_while_cut for r in links)}
@@ -177,7 +192,7 @@ def cuttable(fault: Fault) -> frozenset[frozenset[str]]:
     """The pairs of places whose links `fault` cuts (their nodes then dial each other through relays)."""
     pairs = set()
     for s in fault.steps:
-        if s.action is Action.PARTITION:
+        if s.action in (Action.PARTITION, Action.CUT):
             key = KEY_OF_ROLE[s.target]
             others = [k for k in Topology.ROLES if k != key] if s.peer == "*" else [KEY_OF_ROLE[s.peer]]
             pairs.update(frozenset((key, o)) for o in others)
@@ -209,7 +224,7 @@ ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.KILL: _kill, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
     Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
     Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
-    Action.PARTITION: _partition,
+    Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal,
 }
 FAULTS = for_runner(Runner.PROCESSES)
 KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
