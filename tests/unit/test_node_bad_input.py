@@ -613,7 +613,7 @@ def test_a_primary_announces_itself_to_an_nd_that_does_not_know_its_epoch(net, n
         n.stop()
 
 
-def test_a_primary_nu_knows_by_another_address_is_told_so_and_not_fenced(net):
+def test_a_primary_nu_knows_by_another_address_is_told_so_and_not_fenced(net, caplog):
     """A primary's announcement to a Nu that pushes to it under another address (a name against an IP, NAT)
     was refused as stale, and the live primary fenced itself after a second without pushes: a failover,
     or, with no standby, a pipeline stopped for good. The refusal now fences nobody and says why."""
@@ -622,10 +622,14 @@ def test_a_primary_nu_knows_by_another_address_is_told_so_and_not_fenced(net):
     n = OperatorNode(NodeConfig(role="primary", listen="n", advertise="n.example:50051", upstream="nu"),
                      Selection("price > 100"), net.peer)
     try:
-        n._announce(n.upstream, 1)
+        with caplog.at_level("WARNING"):
+            n._announce(n.upstream, 1)
+            n._announce(n.upstream, 1)  # a second later: counted, not logged again
         assert n.state.role is Role.PRIMARY and n.counters["fenced"] == 0
-        assert n.counters["announce_refused"] == 1 and n.counters["announced"] == 0
-        assert nu.errors["not_the_primary"] == 1 and nu.primary_addr == "n" and nu.fence.epoch == 1
+        assert n.counters["announce_refused"] == 2 and n.counters["announced"] == 0
+        said = [r.getMessage() for r in caplog.records if "did not take the announcement" in r.getMessage()]
+        assert len(said) == 1 and "set its advertise to n" in said[0]
+        assert nu.errors["not_the_primary"] == 2 and nu.primary_addr == "n" and nu.fence.epoch == 1
         nu.fence.advance(2)  # a newer epoch in force at Nu still fences it
         n._announce(n.upstream, 1)
         assert n.state.role is Role.FENCED

@@ -107,13 +107,17 @@ class NodeBase:
         raise self._wrong("RegisterStandby")
 
 
+LINK_REMIND_S = 30.0  # seconds between reminders of a condition that goes on (a link down, a refusal)
+
+
 class Links:
     """The peers a node calls, and whether it believes each alive: a link is down from the first call
     that got no answer (unreachable: UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN) until one is
     answered, whatever the answer. Each change is one WARN line; while a link stays down, one reminder
     every `remind` seconds. Failures are counted by peer and status for the metrics."""
 
-    def __init__(self, node: str, log: logging.Logger, clock: Callable[[], float], remind: float = 30.0) -> None:
+    def __init__(self, node: str, log: logging.Logger, clock: Callable[[], float],
+                 remind: float = LINK_REMIND_S) -> None:
         self.node, self.log, self.clock, self.remind = node, log, clock, remind
         self._state: dict[str, dict] = {}
         self._lock = threading.Lock()

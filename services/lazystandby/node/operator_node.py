@@ -44,7 +44,7 @@ from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
-from .common import Backoff, NodeBase
+from .common import LINK_REMIND_S, Backoff, NodeBase
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
@@ -158,6 +158,7 @@ class OperatorNode(NodeBase):
         self._resync_output = True
         self._output_backoff = Backoff()
         self._last_push = self.clock()
+        self._announce_warned: float | None = None  # when a refused announcement was last logged
         self.registered = threading.Event()
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)
@@ -731,9 +732,13 @@ class OperatorNode(NodeBase):
             elif not e.unreachable:
                 # Refused without a newer epoch (Nu knows this epoch's primary at another address): not
                 # fenced, but said, since the peer will not learn this node from it.
+                # Announced every second while Nu stays silent: one line, then one every LINK_REMIND_S.
                 self.counters["announce_refused"] += 1
-                self.log.warning("%s: %s did not take the announcement of epoch %d: %s", self.name, peer.address,
-                                 epoch, e)
+                now = self.clock()
+                if self._announce_warned is None or now - self._announce_warned >= LINK_REMIND_S:
+                    self._announce_warned = now
+                    self.log.warning("%s: %s did not take the announcement of epoch %d: %s", self.name,
+                                     peer.address, epoch, e)
             return
         self.links.note(role, peer.address, None)
         self.counters["announced"] += 1
