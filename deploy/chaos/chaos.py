@@ -155,6 +155,11 @@ def start_spare(client: docker.DockerClient) -> str:
     raise RuntimeError("every spare standby is running already")
 
 
+def lasting(step: Step) -> float:
+    """How long a pause or a partition lasts: its duration, or 0 for well past the detector's timeout."""
+    return step.duration or 5.0
+
+
 def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
     """One step of a fault on its container; what it did, for the fault's report."""
     if step.action is Action.KILL_REPEATEDLY:
@@ -166,7 +171,7 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         c.kill()
     elif step.action is Action.PAUSE:
         c.pause()
-        time.sleep(step.duration or 5)  # 0: well past the detector's timeout
+        time.sleep(lasting(step))
         c.unpause()
     elif step.action is Action.PARTITION:
         # Off the stack's network and back, still running: only a whole node ("*") can be cut here (the
@@ -174,7 +179,7 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         assert step.peer == "*", step
         net = client.networks.get(f"{PROJECT}_{NETWORK}")
         net.disconnect(c)
-        time.sleep(step.duration or 5)
+        time.sleep(lasting(step))
         net.connect(c, aliases=[SERVICE_OF_ROLE[step.target]])
     else:
         assert step.action is Action.RESTART, step.action

@@ -135,7 +135,7 @@ def _kill(topo: Topology, key: str, step: Step) -> dict:
 def _pause(topo: Topology, key: str, step: Step) -> dict:
     # By default past the detector's timeout, then back: an old primary must find itself fenced.
     topo.signal(key, signal.SIGSTOP)
-    time.sleep(step.duration or topo.heartbeat_timeout * 4)
+    time.sleep(topo.lasting(step))
     topo.signal(key, signal.SIGCONT)
     return {}
 
@@ -170,7 +170,7 @@ def _links(topo: Topology, key: str, step: Step) -> list[LinkRelay]:
 def _partition(topo: Topology, key: str, step: Step) -> dict:
     # By default past the detector's timeout, as a pause; every process runs on meanwhile.
     _cut(topo, key, step)
-    time.sleep(step.duration or topo.heartbeat_timeout * 4)
+    time.sleep(topo.lasting(step))
     return _heal(topo, key, step)
 
 
@@ -330,6 +330,10 @@ class Topology:
         """The detector's timeout these nodes run with (a pause must outlast it to count as a failure)."""
         interval = self.settings.get("heartbeat_interval", NodeConfig.heartbeat_interval)
         return float(interval) * int(self.settings.get("heartbeat_misses", NodeConfig.heartbeat_misses))
+
+    def lasting(self, step: Step) -> float:
+        """How long a pause or a partition lasts: its duration, or four times the detector's timeout."""
+        return step.duration or self.heartbeat_timeout * 4
 
     def args(self, key: str, role: str = "", name: str = "") -> list[str]:
         """The command line of the node in place `key`: its place's role, or `role` (a standby started in

@@ -23,25 +23,20 @@ class LinkRelay:
     """Relays connections from `listen` (127.0.0.1, a free port) to `target` (host:port) until `close()`;
     `cut()` and `heal()` stop and resume every byte on it, both ways."""
 
-    def __init__(self, target: str, port: int = 0) -> None:
+    def __init__(self, target: str) -> None:
         host, _, p = target.rpartition(":")
         self.target = (host or "127.0.0.1", int(p))
-        self._server = socket.create_server(("127.0.0.1", port))
+        self._server = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
         self._open = threading.Event()
         self._open.set()
         self._closed = False
         self._lock = threading.Lock()
         self._socks: set[socket.socket] = set()
-        self.connections = 0
         # Bytes the relay itself held across a cut (the first read on each busy connection); the rest of
         # what was sent meanwhile waits in the kernel's socket buffers. Both arrive at the heal.
         self.held_while_cut = 0
         threading.Thread(target=self._accept, name=f"relay-{self.address}", daemon=True).start()
-
-    @property
-    def is_cut(self) -> bool:
-        return not self._open.is_set()
 
     def cut(self) -> None:
         self._open.clear()
@@ -77,7 +72,6 @@ class LinkRelay:
             if not self._track(client):
                 client.close()
                 return
-            self.connections += 1
             threading.Thread(target=self._connect, args=(client,), daemon=True).start()
 
     def _connect(self, client: socket.socket) -> None:
