@@ -114,6 +114,11 @@ class NodeConfig:
     heartbeat_misses: int = 3
     # Seconds a standby gives a primary it has not heard from yet before late heartbeats count against it.
     heartbeat_grace: float = 2.0
+    # Seconds Nd declines a takeover after the primary in force last delivered to it (core.recovery.PrimaryLease):
+    # a standby cut off from a primary that still delivers does not depose it. Above ack_poll_ms (an idle
+    # primary renews it with an empty frame that often), below heartbeat_interval (the quickest a standby
+    # suspects a crashed primary, so a dead one's lease has run out by then). 0 = no lease.
+    takeover_lease: float = 0.075
     rpc_timeout: float = 2.0
     # framing and queues
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
@@ -230,6 +235,10 @@ class NodeConfig:
                      "backup_stall_max", "heartbeat_grace", "standby_wait"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
+        if not 0 <= self.takeover_lease < self.heartbeat_interval:
+            raise refuse("takeover_lease", f"a number >= 0 and below heartbeat_interval ({self.heartbeat_interval} "
+                         "s: a dead primary's lease must run out before its standby can suspect it)",
+                         self.takeover_lease)
         if not self.name:
             self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
         if not self.advertise:
@@ -281,6 +290,8 @@ HELP: dict[str, str] = {
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
+    "takeover_lease": "seconds Nd declines a takeover after the primary's last delivery (a standby cut off from a "
+                      "primary that still delivers does not depose it); below heartbeat_interval; 0 = no lease",
     "heartbeat_grace": "seconds a standby gives a primary it has not heard from yet (a starting one) before "
                        "missed heartbeats count; a refusing port or a name that resolves to nothing is suspected "
                        "after one interval; 0 = none",

@@ -158,8 +158,11 @@ def test_standby_refuses_push_until_promoted(net, standby):
 
 @pytest.fixture
 def nd(net):
+    """Nd on a clock the test moves (`nd.tick(s)`): its primary's lease runs out only when told."""
+    now = [0.0]
     sink = MemorySink()
-    d = DownstreamNode(NodeConfig(role="downstream", listen="nd"), sink)
+    d = DownstreamNode(NodeConfig(role="downstream", listen="nd"), sink, clock=lambda: now[0])
+    d.tick = lambda s: now.__setitem__(0, now[0] + s)
     net.register("nd", d)
     return d
 
@@ -179,6 +182,7 @@ def test_nd_drops_repeats_refuses_gaps_and_fences_old_epochs(net, nd):
     with pytest.raises(PeerError) as e:
         net.call_pb("nd", "Deliver", out_frame(9, 1))
     assert e.value.status == "OUT_OF_RANGE" and "expected 8" in e.value.message
+    nd.tick(0.1)  # N's lease has run out
     assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 7
     with pytest.raises(PeerError) as e:
         net.call_pb("nd", "Deliver", out_frame(8, 1, epoch=1))
@@ -198,9 +202,57 @@ def test_nd_refuses_a_takeover_that_does_not_bring_a_newer_epoch(net, nd):
     with pytest.raises(PeerError) as e:
         net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=1))
     assert e.value.status == "ABORTED"
+    nd.tick(0.1)
     assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 2
     retry = pb.TakeoverRequest(node="N'", epoch=2)
     assert net.call_pb("nd", "Takeover", retry).delivered_through == 2  # a retry is fine
+
+
+def test_nd_declines_a_takeover_while_its_primary_still_delivers_and_takes_it_once_the_lease_runs_out(net, nd):
+    """A standby that stopped hearing a primary which still delivers lost its primary, not the pipeline."""
+    net.call_pb("nd", "Deliver", out_frame(1, 2, epoch=1))
+    nd.tick(0.05)
+    net.call_pb("nd", "Deliver", pb.OutputFrame(epoch=1, sender="N"))  # an idle primary's empty frame renews it
+    nd.tick(0.05)
+    with pytest.raises(PeerError) as e:
+        net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2))
+    assert e.value.status == "FAILED_PRECONDITION" and "N delivered 50 ms ago" in e.value.message
+    assert nd.fence.epoch == 1 and nd.primary_node == "N" and nd.counters["takeovers"] == 0
+    assert net.call_pb("nd", "Deliver", out_frame(3, 1, epoch=1)).received_through == 3  # N goes on
+    # A delivery Nd refused (another sender) renews nothing.
+    nd.tick(0.07)
+    with pytest.raises(PeerError):
+        net.call_pb("nd", "Deliver", out_frame(4, 1, epoch=1, sender="X"))
+    nd.tick(0.01)
+    assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 3
+    # The new primary holds the lease now: a third node is declined, the winner's retry is not.
+    with pytest.raises(PeerError) as e:
+        net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="X", epoch=3))
+    assert e.value.status == "FAILED_PRECONDITION"
+    assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 3
+
+
+def test_with_no_lease_nd_takes_any_newer_epoch_at_once(net):
+    d = DownstreamNode(NodeConfig(role="downstream", listen="nd0", takeover_lease=0), MemorySink(), clock=lambda: 0.0)
+    net.register("nd0", d)
+    net.call_pb("nd0", "Deliver", out_frame(1, 2, epoch=1))
+    assert net.call_pb("nd0", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 2
+
+
+def test_a_declined_standby_withdraws_its_epoch_and_keeps_taking_the_backup(net, nd):
+    net.call_pb("nd", "Deliver", out_frame(1, 2, epoch=1))
+    s = OperatorNode(NodeConfig(role="standby", listen="s", downstream="nd", upstream="nu"), Selection("price > 1"),
+                     net.peer)
+    s.state.fence.advance(1)
+    s.take_over()
+    assert s.state.role == "standby" and s.state.epoch == 1
+    assert s.counters["takeovers_declined"] == 1 and s.counters["takeovers"] == 0
+    assert nd.fence.epoch == 1 and nd.primary_node == "N"
+    s._check_epoch(1, "Nu", "backup")  # Nu's backup in the epoch in force is taken again
+    nd.tick(0.1)  # N went silent: the next suspicion reaches Nd and takes over there
+    nd.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s"))
+    assert nd.fence.epoch == 2 and nd.primary_node == "N'"
+    s.stop()
 
 
 def test_a_standby_with_a_stale_epoch_steps_back_instead_of_fencing_itself(net, nd):

@@ -4,7 +4,7 @@ from lazystandby.core.acks import Checkpoint
 from lazystandby.core.admission import must_jump
 from lazystandby.core.dedup import DeliveryDedup
 from lazystandby.core.detector import FailureDetector
-from lazystandby.core.recovery import plan_takeover, resend_start
+from lazystandby.core.recovery import PrimaryLease, plan_takeover, resend_start
 from lazystandby.core.roles import EpochFence, IllegalTransition, Role, RoleState
 from lazystandby.core.seq import (
     DuplicateSequence,
@@ -37,6 +37,37 @@ def test_illegal_transitions_are_refused(path):
     with pytest.raises(IllegalTransition):
         for r in path:
             s.become(r)
+
+
+def test_a_declined_takeover_withdraws_the_epoch_it_took_and_nothing_else_steps_an_epoch_back():
+    r = RoleState("N'")
+    r.become(Role.STANDBY, epoch=3)
+    r.become(Role.PROMOTING, epoch=4)
+    r.withdraw()
+    assert (r.role, r.epoch) == (Role.STANDBY, 3)
+    r.become(Role.PROMOTING, epoch=4)
+    r.become(Role.PRIMARY)
+    with pytest.raises(IllegalTransition):
+        r.withdraw()  # a primary has announced its epoch: it can only be fenced
+    assert r.epoch == 4
+
+
+def test_a_lease_holds_for_its_duration_after_the_last_delivery_and_declines_others_only():
+    from lazystandby.core.seq import PrimaryAlive
+
+    lease = PrimaryLease(0.075)
+    lease.check(0.0, node="N'", primary="N", receiver="Nd")  # never renewed: nothing holds
+    lease.renew(1.0)
+    lease.renew(0.9)  # a frame stamped earlier, handled later, does not shorten it
+    with pytest.raises(PrimaryAlive, match="N delivered 50 ms ago"):
+        lease.check(1.05, node="N'", primary="N", receiver="Nd")
+    lease.check(1.05, node="N", primary="N", receiver="Nd")  # the primary's own announcement
+    lease.check(1.08, node="N'", primary="N", receiver="Nd")  # run out
+    off = PrimaryLease(0)
+    off.renew(1.0)
+    assert not off.holds(1.0)
+    with pytest.raises(ValueError):
+        PrimaryLease(-1)
 
 
 def test_epoch_fence_refuses_older_epochs_and_names_them():

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .acks import Checkpoint
 from .roles import EpochFence
-from .seq import StaleEpoch
+from .seq import PrimaryAlive, StaleEpoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +104,41 @@ class TakeoverLog:
 
     def as_status(self) -> list[dict]:
         return [r.as_status() for r in self.records]
+
+
+class PrimaryLease:
+    """Nd's guard against deposing a primary that works (step 3, the receiver's side).
+
+    Each delivery the primary in force makes renews its lease for `duration` seconds, and Nd declines a
+    takeover by another node while the lease holds: a standby that stopped hearing its primary (cut off
+    from it, or from everyone and then back) has lost its primary, not the pipeline, and a takeover would
+    only cost a recovery. Raft's pre-vote and leader leases serve the same end. The lease is shorter than
+    the quickest suspicion (one heartbeat interval of refused connections after a crash), so a dead
+    primary's lease has run out when its standby asks; an idle primary still renews it with the empty
+    frame it sends every ack_poll_ms. 0 = no lease: every newer epoch is taken, as seed 000 does.
+    Clocks are injected, as everywhere in core."""
+
+    def __init__(self, duration: float) -> None:
+        if duration < 0:
+            raise ValueError("a lease lasts >= 0 s")
+        self.duration = duration
+        self.renewed_at: float | None = None
+
+    def renew(self, at: float) -> None:
+        """The primary in force reached Nd at `at` (taken before the node lock: a frame waiting for the lock
+        was sent no later than that)."""
+        if self.renewed_at is None or at > self.renewed_at:
+            self.renewed_at = at
+
+    def holds(self, now: float) -> bool:
+        return self.duration > 0 and self.renewed_at is not None and now - self.renewed_at < self.duration
+
+    def check(self, now: float, *, node: str, primary: str, receiver: str) -> None:
+        """PrimaryAlive when `node`, not the primary, would take over while the lease holds."""
+        if node != primary and self.holds(now):
+            assert self.renewed_at is not None
+            raise PrimaryAlive(f"{receiver}: takeover by {node} declined; {primary} delivered "
+                               f"{(now - self.renewed_at) * 1000:.0f} ms ago (lease {self.duration * 1000:.0f} ms)")
 
 
 @dataclass(slots=True)

@@ -34,3 +34,9 @@ def after_backup_error(status: Status) -> Retry:
 def fenced_by(status: Status) -> bool:
     """The receiver refused the sender's epoch: a newer primary exists, and the sender must stop."""
     return status is Status.ABORTED
+
+
+def declined_by(status: Status) -> bool:
+    """Nd declined a takeover: its primary still delivers (core.recovery.PrimaryLease). The standby goes
+    back to watching, in the epoch in force."""
+    return status is Status.FAILED_PRECONDITION

@@ -2,7 +2,8 @@
 
     STARTING -> UPSTREAM | DOWNSTREAM | PRIMARY | STANDBY
     STANDBY  -> PROMOTING -> PRIMARY          (failover, seed 000 section 3.6)
-    PROMOTING -> STANDBY                      (takeover refused: someone newer won)
+    PROMOTING -> STANDBY                      (takeover refused: someone newer won; or declined: Nd's
+                                               primary still delivers, and the epoch is withdrawn)
     PRIMARY | PROMOTING -> FENCED             (a peer showed a newer epoch: stop sending, forever)
     any -> STOPPED
 
@@ -87,6 +88,7 @@ class RoleState:
         self.role = Role.STARTING
         self.fence = EpochFence(node, epoch)
         self.history: list[tuple[Role, int]] = [(self.role, epoch)]
+        self._before_promoting = epoch  # the epoch in force when this node last became PROMOTING
 
     @property
     def epoch(self) -> int:
@@ -95,10 +97,23 @@ class RoleState:
     def become(self, role: Role, epoch: int | None = None) -> None:
         if role not in ALLOWED[self.role]:
             raise IllegalTransition(f"{self.node}: {self.role} -> {role} is not allowed")
+        if role is Role.PROMOTING:
+            self._before_promoting = self.epoch
         self.role = role
         if epoch is not None:
             self.fence.advance(epoch)
         self.history.append((role, self.epoch))
+
+    def withdraw(self) -> None:
+        """PROMOTING -> STANDBY after Nd declined the takeover (its primary still delivers), back in the
+        epoch before the one this node took for it. The one step back an epoch ever takes, and a safe one:
+        Nd is asked first and took nothing from the declined takeover, so no node holds that epoch; keeping
+        it would make this standby refuse Nu's backup, which still speaks for the epoch in force."""
+        if self.role is not Role.PROMOTING:
+            raise IllegalTransition(f"{self.node}: only a promoting node withdraws its epoch (it is {self.role})")
+        self.role = Role.STANDBY
+        self.fence.epoch = self._before_promoting
+        self.history.append((self.role, self.epoch))
 
     def can(self, role: Role) -> bool:
         return role in ALLOWED[self.role]

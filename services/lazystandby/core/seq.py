@@ -127,6 +127,15 @@ class UnknownEpoch(LazyStandbyError):
     counter = "unknown_epoch"
 
 
+class PrimaryAlive(LazyStandbyError):
+    """A takeover declined by Nd because the primary in force delivered to it within its lease: the
+    standby lost its primary, not the pipeline (a partition between the two, or the standby cut off and
+    back). FAILED_PRECONDITION, not ABORTED: the sender was not fenced, and withdraws its epoch."""
+
+    status = Status.FAILED_PRECONDITION
+    counter = "takeover_declined"
+
+
 class NotThePrimary(LazyStandbyError):
     """A delivery from a node that is not the primary of the current epoch (a client replaying or
     forging calls): refused before it touches the output or the counters the correctness alerts use."""

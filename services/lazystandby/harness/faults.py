@@ -125,9 +125,10 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
     # Partitions: every process runs on; only the links between two of them carry nothing, then heal, and
     # what was sent meanwhile arrives late (a call its client gave up on still reaches the server).
     Fault("partition-primary-standby", "N' hears nothing from a live N past the detector's timeout while N still "
-          "serves Nu and Nd: N' takes over in epoch 2, Nd and then Nu fence N, whose later frames are refused "
-          "(it steps down); split brain never reaches Nd; Nd's output is exact",
-          (Step("standby", Action.PARTITION, peer="primary"),), takes_over=True),
+          "serves Nu and Nd: N' suspects N after each timeout, and Nd declines each takeover while N's deliveries "
+          "renew its lease (takeover_lease); N' withdraws to epoch 1 and watches again; no failover, and at the heal "
+          "N' hears N again; Nd's output is exact",
+          (Step("standby", Action.PARTITION, peer="primary"),)),
     Fault("isolate-primary", "N is cut off from every node past the detector's timeout, still running: N' takes "
           "over in epoch 2; when the links heal, N's retried and late calls are refused by epoch; Nd's output is "
           "exact", (Step("primary", Action.PARTITION, peer="*"),), runners=_BOTH, takes_over=True),
@@ -150,8 +151,8 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
            Step("upstream", Action.HEAL, peer="standby", delay=1.9)), takes_over=True),
     Fault("isolate-standby", "N' is cut off from every node past the detector's timeout: it suspects N and "
           "starts a takeover that reaches no one, while Nu counts it out of sync and the pipeline goes on "
-          "through N; when the links heal, N' either takes over in the next epoch (fencing N) or is refused; "
-          "Nd's output is exact", (Step("standby", Action.PARTITION, peer="*"),), runners=_BOTH),
+          "through N; when the links heal, Nd declines the takeover (N still delivers: its lease holds), N' "
+          "withdraws to epoch 1 and catches up as a standby; no failover; Nd's output is exact", (Step("standby", Action.PARTITION, peer="*"),), runners=_BOTH),
     Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
           (Step("downstream", Action.FORGE_DELIVER),)),
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..config import NodeConfig
 from ..core import messages as m
 from ..core.dedup import DeliveryDedup
-from ..core.recovery import TakeoverLog, TakeoverRecord
+from ..core.recovery import PrimaryLease, TakeoverLog, TakeoverRecord
 from ..core.roles import Role
 from ..core.seq import NotThePrimary, StreamRegistry, UnknownEpoch
 from ..sinks.base import Sink
@@ -29,12 +29,14 @@ class DownstreamNode(NodeBase):
         # The node that delivers in the current epoch: the one whose takeover made it, or (in the first
         # epoch, or after a restart) the first that delivered in it.
         self.primary_node = ""
+        self.lease = PrimaryLease(cfg.takeover_lease)
         self.first_delivery_after_takeover: float | None = None
 
     def start(self) -> None:
         pass
 
     def handle_deliver(self, msg: m.OutputFrame) -> m.Level0Ack:
+        arrived = self.clock()
         with self.lock:
             self.fence.check(msg.epoch, sender=msg.sender, what="delivery")
             if self.fence.is_newer(msg.epoch):
@@ -45,6 +47,7 @@ class DownstreamNode(NodeBase):
             elif msg.sender != self.primary_node:
                 raise NotThePrimary(f"{self.name}: delivery from {msg.sender} refused; {self.primary_node} is the "
                                     f"primary of epoch {self.fence.epoch}")
+            self.lease.renew(arrived)
             batch = msg.batch
             if batch is not None:
                 adm = self.dedup.admit(batch.first, len(batch))
@@ -62,11 +65,16 @@ class DownstreamNode(NodeBase):
             return m.Level0Ack(epoch=self.fence.epoch, received_through=self.dedup.delivered_through)
 
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
-        """Step 3 of recovery, Nd's side: from now on refuse the old epoch; say what is held."""
+        """Step 3 of recovery, Nd's side: from now on refuse the old epoch; say what is held. Declined
+        (PrimaryAlive) while the primary in force holds its lease."""
         with self.lock:
             retry = self.takeovers.check(self.fence, msg.epoch, msg.node)
+            now = self.clock()
+            if retry is None and self.primary_node:
+                self.lease.check(now, node=msg.node, primary=self.primary_node, receiver=self.name)
             self.fence.advance(msg.epoch)
             self.primary_node = msg.node
+            self.lease.renew(now)
             if retry is None:
                 self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(),
                                                   facts={"delivered_through": self.dedup.delivered_through}))

@@ -12,6 +12,7 @@ Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat`
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -29,7 +30,7 @@ from ..core.detector import FailureDetector
 from ..core.held import HeldRuns, Sealed, Unreadable
 from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
-from ..core.retry import fenced_by
+from ..core.retry import declined_by, fenced_by
 from ..core.roles import Role
 from ..core.seq import (
     LazyStandbyError,
@@ -159,6 +160,7 @@ class OperatorNode(NodeBase):
         self._output_backoff = Backoff()
         self._last_push = self.clock()
         self._announce_warned: float | None = None  # when a refused announcement was last logged
+        self._declined_warned: float | None = None  # when a declined takeover was last logged
         self.registered = threading.Event()
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)
@@ -855,16 +857,19 @@ class OperatorNode(NodeBase):
         # The operator starts on what it holds while the links are rebuilt (unless it gathers: see
         # Operator.takeover_gather).
         self.operator.lazy(False)
-        self.log.warning("%s: primary suspected after %.0f ms; taking over in epoch %d", self.name,
-                         times.detection * 1000, epoch)
+        # A standby cut off from a live primary tries again after each timeout: said once, as declines are.
+        quiet = self._declined_warned is not None and self.clock() - self._declined_warned < LINK_REMIND_S
+        self.log.log(logging.INFO if quiet else logging.WARNING, "%s: primary suspected after %.0f ms; taking "
+                     "over in epoch %d", self.name, times.detection * 1000, epoch)
         return epoch
 
     def _connect_nd(self, req: m.TakeoverRequest) -> m.TakeoverReply | None:
         """3. connect Nd: it refuses the old epoch from now on and tells what it holds. A refusal (someone
-        newer won) sends this node back to standby."""
+        newer won) sends this node back to standby; so does a decline (the primary still delivers to Nd),
+        in the epoch before."""
         assert self.downstream is not None
         nd = self.downstream
-        return self._retry(nd, "downstream", req, on_refusal=self._back_to_standby)
+        return self._retry(nd, "downstream", req, on_refusal=self._back_to_standby, on_decline=self._withdraw)
 
     def _plan(self, epoch: int, nd: m.TakeoverReply) -> TakeoverPlan:
         """4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received."""
@@ -947,10 +952,28 @@ class OperatorNode(NodeBase):
                 self.detector.restart(self.clock())
         self.counters["takeovers_refused"] += 1
 
+    def _withdraw(self, why: str) -> None:
+        """Nd declined the takeover: its primary delivered within the lease (core.recovery.PrimaryLease), so
+        this node lost its primary, not the pipeline. Nothing changed anywhere: back to a lazy standby in the
+        epoch in force, watching again. One line, then one every LINK_REMIND_S while it goes on (a standby
+        cut off from a live primary tries again after each detector timeout)."""
+        with self.lock:
+            self.state.withdraw()
+            self.operator.lazy(True)
+            if self.detector:
+                self.detector.restart(self.clock())
+            self.counters["takeovers_declined"] += 1
+            now = self.clock()
+            if self._declined_warned is None or now - self._declined_warned >= LINK_REMIND_S:
+                self._declined_warned = now
+                self.log.warning("%s: takeover declined, %s; standby again in epoch %d (%d declined so far)",
+                                 self.name, why, self.state.epoch, self.counters["takeovers_declined"])
+
     def _retry(self, peer: Peer, who: str, req: m.TakeoverRequest,
-               on_refusal: Callable[[], None] | None = None) -> m.TakeoverReply | None:
+               on_refusal: Callable[[], None] | None = None,
+               on_decline: Callable[[str], None] | None = None) -> m.TakeoverReply | None:
         """Takeover at `peer` until answered; a refusal (stale epoch) ends the takeover: back to standby,
-        or fenced."""
+        or fenced; so does a decline where `on_decline` is given (Nd: its primary still delivers)."""
         backoff = Backoff(0.02, 0.5)
         while not self.stopped:
             try:
@@ -959,6 +982,9 @@ class OperatorNode(NodeBase):
                 return reply
             except PeerError as e:
                 self.links.note(who, peer.address, e)
+                if on_decline is not None and declined_by(e.status):
+                    on_decline(e.message)
+                    return None
                 if fenced_by(e.status):
                     self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
                     if on_refusal is not None:
