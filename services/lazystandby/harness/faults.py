@@ -152,7 +152,8 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
     Fault("isolate-standby", "N' is cut off from every node past the detector's timeout: it suspects N and "
           "starts a takeover that reaches no one, while Nu counts it out of sync and the pipeline goes on "
           "through N; when the links heal, Nd declines the takeover (N still delivers: its lease holds), N' "
-          "withdraws to epoch 1 and catches up as a standby; no failover; Nd's output is exact", (Step("standby", Action.PARTITION, peer="*"),), runners=_BOTH),
+          "withdraws to epoch 1 and catches up as a standby; no failover; Nd's output is exact",
+          (Step("standby", Action.PARTITION, peer="*"),), runners=_BOTH),
     Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
           (Step("downstream", Action.FORGE_DELIVER),)),
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),

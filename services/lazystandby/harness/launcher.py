@@ -588,6 +588,10 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 result["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
             nd_tk = after.get("nd", {}).get("takeovers") or []
             result["failovers"] = len(nd_tk)
+            # Takeovers Nd declined (its primary still delivered): none after a crash, unless Nd handled a
+            # frame the dead primary sent within takeover_lease of the standby's suspicion.
+            result["takeovers_declined"] = sum(v.get("counters", {}).get("takeovers_declined", 0)
+                                               for k, v in after.items() if k not in ("nu", "nd"))
             # A call from a client that is no node must change nothing: refused, and no failover follows.
             forged = [e for e in events if e["action"] in FORGED]
             result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
@@ -762,7 +766,8 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     summary = {
         "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
         "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r["out_of_order"],
-        "failovers": r["failovers"], "failover_ms": round(r.get("recovery_ms", 0.0), 1),
+        "failovers": r["failovers"], "takeovers_declined": r.get("takeovers_declined", 0),
+        "failover_ms": round(r.get("recovery_ms", 0.0), 1),
         "detection_ms": round(r["recovery"].get("detection_ms", 0.0), 1),
         "reconnection_ms": round(r["recovery"].get("reconnection_ms", 0.0), 1),
         "data_recovery_ms": round(r["recovery"].get("data_recovery_ms", 0.0), 1),
@@ -810,6 +815,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
         "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
         "recovery_ms_max": round(max(rec), 1) if rec else 0.0,
         "detection_ms_p50": round(_pct([t["recovery"].get("detection_ms", 0) for t in trials], 50), 1),
+        "takeovers_declined": sum(t.get("takeovers_declined", 0) for t in trials),
         **_what_ran(args, settings, bootstrap), "failed_workdirs": failed,
     }
     print(json.dumps(summary))
