@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -160,6 +161,45 @@ def lasting(step: Step) -> float:
     return step.duration or 5.0
 
 
+class LinkCutUnavailable(RuntimeError):
+    """A single link cannot be cut on this Docker host."""
+
+
+def _firewall(c, peer, cut: bool) -> str:
+    """Drop (or stop dropping) every packet between containers `c` and `peer`, both ways, with iptables
+    run in `c`'s network namespace from the host: the node image carries no firewall, and needs none.
+    TCP retransmits what was dropped, so at the heal what was sent meanwhile arrives late, as through the
+    process runner's relay. Returns the peer's address."""
+    missing = [t for t in ("nsenter", "iptables") if shutil.which(t) is None]
+    if missing or os.geteuid() != 0:
+        raise LinkCutUnavailable(
+            f"cutting one link between containers needs root and nsenter and iptables on the Docker host "
+            f"(Linux; Debian's docker.io brings iptables){': missing ' + ', '.join(missing) if missing else ''}; "
+            f"isolate-primary and isolate-standby need neither")
+    for x in (c, peer):
+        x.reload()
+    ip = peer.attrs["NetworkSettings"]["Networks"][f"{PROJECT}_{NETWORK}"]["IPAddress"]
+    ns = ["nsenter", "-t", str(c.attrs["State"]["Pid"]), "-n", "iptables", "-w", "-I" if cut else "-D"]
+    for rule in (["INPUT", "-s", ip, "-j", "DROP"], ["OUTPUT", "-d", ip, "-j", "DROP"]):
+        done = subprocess.run(ns + rule, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise LinkCutUnavailable(f"iptables in {c.name}'s network namespace failed: {done.stderr.strip()}")
+    return ip
+
+
+def cut(step: Step, client: docker.DockerClient, c, heal: bool = False) -> None:
+    """Cut (or heal) the links of `step`: every link of the target ("*": off the network and back under
+    its service name, as a real host goes away), or the one link to `step.peer` (a firewall rule)."""
+    if step.peer == "*":
+        net = client.networks.get(f"{PROJECT}_{NETWORK}")
+        if heal:
+            net.connect(c, aliases=[SERVICE_OF_ROLE[step.target]])
+        else:
+            net.disconnect(c)
+    else:
+        _firewall(c, container(client, SERVICE_OF_ROLE[step.peer]), cut=not heal)
+
+
 def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
     """One step of a fault on its container; what it did, for the fault's report."""
     if step.action is Action.KILL_REPEATEDLY:
@@ -174,13 +214,11 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         time.sleep(lasting(step))
         c.unpause()
     elif step.action is Action.PARTITION:
-        # Off the stack's network and back, still running: only a whole node ("*") can be cut here (the
-        # image has no firewall to cut one link). Back under its service name, which its peers dial.
-        assert step.peer == "*", step
-        net = client.networks.get(f"{PROJECT}_{NETWORK}")
-        net.disconnect(c)
+        cut(step, client, c)
         time.sleep(lasting(step))
-        net.connect(c, aliases=[SERVICE_OF_ROLE[step.target]])
+        cut(step, client, c, heal=True)
+    elif step.action in (Action.CUT, Action.HEAL):
+        cut(step, client, c, heal=step.action is Action.HEAL)
     else:
         assert step.action is Action.RESTART, step.action
         c.kill()
@@ -253,6 +291,9 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            "codec_backend": nu.get("codec_backend"),  # what compressed Nu's backup in its container
            # Each node's role at the end (a demoted primary that ran on, isolated, ends fenced).
            "roles": {name: s.get("role") for name, s in result.get("nodes", {}).items() if isinstance(s, dict)},
+           # Takeovers Nd declined while the primary still delivered (the launcher's key of the same name).
+           "takeovers_declined": sum((s.get("counters") or {}).get("takeovers_declined", 0)
+                                     for s in result.get("nodes", {}).values() if isinstance(s, dict)),
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None

@@ -116,8 +116,9 @@ class NodeConfig:
     heartbeat_grace: float = 2.0
     # Seconds Nd declines a takeover after the primary in force last delivered to it (core.recovery.PrimaryLease):
     # a standby cut off from a primary that still delivers does not depose it. Above ack_poll_ms (an idle
-    # primary renews it with an empty frame that often), below heartbeat_interval (the quickest a standby
-    # suspects a crashed primary, so a dead one's lease has run out by then). 0 = no lease.
+    # primary renews it with an empty frame that often), below heartbeat_interval (a standby declined at
+    # a crashed primary's first suspicion suspects it again within that, and the lease must have run out
+    # by then). 0 = no lease.
     takeover_lease: float = 0.075
     rpc_timeout: float = 2.0
     # framing and queues
@@ -237,7 +238,7 @@ class NodeConfig:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         if not 0 <= self.takeover_lease < self.heartbeat_interval:
             raise refuse("takeover_lease", f"a number >= 0 and below heartbeat_interval ({self.heartbeat_interval} "
-                         "s: a dead primary's lease must run out before its standby can suspect it)",
+                         "s: a crashed primary's lease must run out before its standby suspects it again)",
                          self.takeover_lease)
         if not self.name:
             self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]

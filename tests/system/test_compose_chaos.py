@@ -42,6 +42,16 @@ def test_a_primary_container_taken_off_the_network_is_replaced_and_fenced_while_
     assert r["roles"].get("N") == "fenced", r
 
 
+def test_a_standby_container_cut_off_from_a_live_primary_does_not_depose_it(stack_images):
+    """One link cut (firewall rules in N''s network namespace): N' stops hearing N, which still delivers;
+    Nd declines each takeover while N's lease holds, N' withdraws its epoch, and no failover happens."""
+    r = chaos.run_clean("partition-primary-standby", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    assert r["recovery_ms"] is None and r["roles"].get("N") == "primary" and r["roles"].get("N'") == "standby", r
+    assert r["takeovers_declined"] >= 1, r
+
+
 def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(stack_images):
     """A double fault as a sequence of steps with their delays: N' killed, N 2 s later, a spare standby
     started 3 s after that; it learns the dead primary from Nu and takes over in epoch 2."""

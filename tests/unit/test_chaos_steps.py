@@ -93,3 +93,52 @@ def test_the_new_primary_is_the_one_of_the_highest_epoch():
              "Nu": {"role": "upstream"}, "N3": {"error": "unreachable"}}
     assert chaos.took_over_last(nodes, 10.0) == ("N2", 2500.0)
     assert chaos.took_over_last({"Nu": {"role": "upstream"}}, 10.0) == (None, None)
+
+
+class NetContainer(FakeContainer):
+    def __init__(self, log, service, pid, ip):
+        super().__init__(log, service)
+        self.name = service
+        self.attrs = {"State": {"Pid": pid},
+                      "NetworkSettings": {"Networks": {f"{chaos.PROJECT}_{chaos.NETWORK}": {"IPAddress": ip}}}}
+
+    def reload(self):
+        pass
+
+
+def test_a_single_link_is_cut_and_healed_by_firewall_rules_in_the_targets_namespace_both_ways(monkeypatch):
+    boxes = {"nu": NetContainer([], "nu", 101, "10.0.0.2"), "n-standby": NetContainer([], "n-standby", 102, "10.0.0.4")}
+    monkeypatch.setattr(chaos, "container", lambda client, service: boxes[service])
+    monkeypatch.setattr(chaos.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    monkeypatch.setattr(chaos.os, "geteuid", lambda: 0)
+    ran = []
+
+    def run(cmd, **kw):
+        ran.append(cmd)
+        return type("Done", (), {"returncode": 0, "stderr": ""})()
+
+    monkeypatch.setattr(chaos.subprocess, "run", run)
+    fault = CATALOG["partition-upstream-standby-then-kill-primary"]
+    chaos.apply(fault.steps[0], None, 0.0)  # cut
+    chaos.apply(fault.steps[2], None, 0.0)  # heal
+    ns = ["nsenter", "-t", "101", "-n", "iptables", "-w"]
+    assert ran == [ns + [op, chain, flag, "10.0.0.4", "-j", "DROP"]
+                   for op in ("-I", "-D") for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d"))]
+
+
+def test_a_host_that_cannot_cut_one_link_says_what_is_missing_and_cuts_nothing(monkeypatch):
+    boxes = {"n": NetContainer([], "n", 101, "10.0.0.3"), "n-standby": NetContainer([], "n-standby", 102, "10.0.0.4")}
+    monkeypatch.setattr(chaos, "container", lambda client, service: boxes[service])
+    monkeypatch.setattr(chaos.shutil, "which", lambda tool: None if tool == "iptables" else f"/usr/bin/{tool}")
+    monkeypatch.setattr(chaos.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(chaos.subprocess, "run", lambda *a, **k: pytest.fail("nothing may run"))
+    with pytest.raises(chaos.LinkCutUnavailable, match="missing iptables.*isolate-primary and isolate-standby need"):
+        chaos.apply(CATALOG["partition-primary-standby"].steps[0], None, 0.0)
+    monkeypatch.setattr(chaos.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+
+    def failing(cmd, **kw):
+        return type("Done", (), {"returncode": 4, "stderr": "can't initialize iptables table `filter'"})()
+
+    monkeypatch.setattr(chaos.subprocess, "run", failing)
+    with pytest.raises(chaos.LinkCutUnavailable, match="iptables in n-standby's network namespace failed: can't"):
+        chaos.apply(CATALOG["partition-primary-standby"].steps[0], None, 0.0)

@@ -244,9 +244,12 @@ def test_a_declined_standby_withdraws_its_epoch_and_keeps_taking_the_backup(net,
     s = OperatorNode(NodeConfig(role="standby", listen="s", downstream="nd", upstream="nu"), Selection("price > 1"),
                      net.peer)
     s.state.fence.advance(1)
+    unsealed = []
+    s._unseal = lambda: unsealed.append(1)
     s.take_over()
     assert s.state.role == "standby" and s.state.epoch == 1
     assert s.counters["takeovers_declined"] == 1 and s.counters["takeovers"] == 0
+    assert unsealed == []  # declined at Nd's first answer: nothing held was decoded for it
     assert nd.fence.epoch == 1 and nd.primary_node == "N"
     s._check_epoch(1, "Nu", "backup")  # Nu's backup in the epoch in force is taken again
     nd.tick(0.1)  # N went silent: the next suspicion reaches Nd and takes over there

@@ -142,11 +142,11 @@ def test_the_readme_settings_table_is_generated_from_the_config():
     assert table == settings_markdown(), "run: python -m lazystandby.config, and paste it into the README"
 
 
-def test_the_takeover_lease_must_run_out_before_a_standby_can_suspect_a_crashed_primary():
+def test_the_takeover_lease_must_run_out_before_a_declined_standby_suspects_a_crashed_primary_again():
     from lazystandby.config import NodeConfig, SettingError
 
     with pytest.raises(SettingError, match=r"takeover_lease .*below heartbeat_interval \(0.05"):
-        NodeConfig(heartbeat_interval=0.05)  # the default lease (75 ms) would outlast the quickest suspicion
+        NodeConfig(heartbeat_interval=0.05)  # the default lease (75 ms) would outlast a second suspicion
     assert NodeConfig(heartbeat_interval=0.05, takeover_lease=0.04).takeover_lease == 0.04
     assert NodeConfig(takeover_lease=0).takeover_lease == 0
 

@@ -128,27 +128,28 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "serves Nu and Nd: N' suspects N after each timeout, and Nd declines each takeover while N's deliveries "
           "renew its lease (takeover_lease); N' withdraws to epoch 1 and watches again; no failover, and at the heal "
           "N' hears N again; Nd's output is exact",
-          (Step("standby", Action.PARTITION, peer="primary"),)),
+          (Step("standby", Action.PARTITION, peer="primary"),), runners=_BOTH),
     Fault("isolate-primary", "N is cut off from every node past the detector's timeout, still running: N' takes "
           "over in epoch 2; when the links heal, N's retried and late calls are refused by epoch; Nd's output is "
           "exact", (Step("primary", Action.PARTITION, peer="*"),), runners=_BOTH, takes_over=True),
     Fault("partition-upstream-primary", "Nu and N are cut off from each other for 2 s: no failover (N' still "
           "hears N); Nu's pushes time out and are retried after a resync, and the ones that arrive late are "
           "taken once; Nd's output is exact",
-          (Step("upstream", Action.PARTITION, peer="primary", duration=2.0),)),
+          (Step("upstream", Action.PARTITION, peer="primary", duration=2.0),), runners=_BOTH),
     Fault("partition-primary-downstream", "N and Nd are cut off from each other for 2 s: no failover; N's "
           "deliveries time out and are retried, the late ones taken once, OQ fills and backpressure reaches "
-          "Nu; Nd's output is exact", (Step("primary", Action.PARTITION, peer="downstream", duration=2.0),)),
+          "Nu; Nd's output is exact", (Step("primary", Action.PARTITION, peer="downstream", duration=2.0),),
+          runners=_BOTH),
     Fault("partition-upstream-standby", "Nu and N' are cut off from each other for 2 s while N' still hears N: "
           "no failover; Nu counts N' out of sync after backup_stall_max and goes on without it; at the heal the "
           "backup calls that timed out reach N' late, and N' catches up from a checkpoint; Nd's output is exact",
-          (Step("upstream", Action.PARTITION, peer="standby", duration=2.0),)),
+          (Step("upstream", Action.PARTITION, peer="standby", duration=2.0),), runners=_BOTH),
     Fault("partition-upstream-standby-then-kill-primary", "Nu and N' are cut off from each other, and N is "
           "killed 0.1 s later: N' takes over in epoch 2 and fences Nd, but cannot reach Nu until the links heal "
           "2 s after the cut; meanwhile Nu pushes to a dead N and nothing moves (loudly); at the heal N' "
           "finishes the takeover at Nu; Nd's output is exact",
           (Step("upstream", Action.CUT, peer="standby"), Step("primary", Action.KILL, delay=0.1),
-           Step("upstream", Action.HEAL, peer="standby", delay=1.9)), takes_over=True),
+           Step("upstream", Action.HEAL, peer="standby", delay=1.9)), runners=_BOTH, takes_over=True),
     Fault("isolate-standby", "N' is cut off from every node past the detector's timeout: it suspects N and "
           "starts a takeover that reaches no one, while Nu counts it out of sync and the pipeline goes on "
           "through N; when the links heal, Nd declines the takeover (N still delivers: its lease holds), N' "

@@ -172,6 +172,7 @@ class OperatorNode(NodeBase):
         # then nothing until the input through Nu's head at takeover is in or the deadline passes.
         self._gather: tuple[int, float] | None = None  # (Nu's head, deadline) once PRIMARY
         self._gathering = False
+        self._working = False  # this takeover has started the operator on what it holds (_start_work)
         self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
@@ -829,6 +830,7 @@ class OperatorNode(NodeBase):
         nd = self._connect_nd(req)  # 3
         if nd is None:
             return
+        self._start_work()
         plan = self._plan(epoch, nd)  # 4
         nu = self._connect_nu(req, plan)  # 5
         if nu is None:
@@ -853,10 +855,7 @@ class OperatorNode(NodeBase):
             self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
                                          self._in_flight_tuples)
             self._gathering, self._gather = self.operator.takeover_gather, None
-        self._unseal()
-        # The operator starts on what it holds while the links are rebuilt (unless it gathers: see
-        # Operator.takeover_gather).
-        self.operator.lazy(False)
+            self._working = False
         # A standby cut off from a live primary tries again after each timeout: said once, as declines are.
         quiet = self._declined_warned is not None and self.clock() - self._declined_warned < LINK_REMIND_S
         self.log.log(logging.INFO if quiet else logging.WARNING, "%s: primary suspected after %.0f ms; taking "
@@ -869,7 +868,20 @@ class OperatorNode(NodeBase):
         in the epoch before."""
         assert self.downstream is not None
         nd = self.downstream
-        return self._retry(nd, "downstream", req, on_refusal=self._back_to_standby, on_decline=self._withdraw)
+        return self._retry(nd, "downstream", req, on_refusal=self._back_to_standby, on_decline=self._withdraw,
+                           on_wait=self._start_work)
+
+    def _start_work(self) -> None:
+        """The operator starts on what this node holds while the links are rebuilt (unless it gathers: see
+        Operator.takeover_gather): once Nd has taken the takeover, or as soon as Nd keeps it waiting
+        (unreachable, stopped). Not before Nd's first answer: a takeover Nd declines (its primary still
+        delivers) then costs no decoding, and a standby cut off from a live primary for long tries again
+        after every detector timeout. Once per takeover, and before the plan (`_unseal`)."""
+        if self._working:
+            return
+        self._working = True
+        self._unseal()
+        self.operator.lazy(False)
 
     def _plan(self, epoch: int, nd: m.TakeoverReply) -> TakeoverPlan:
         """4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received."""
@@ -971,9 +983,11 @@ class OperatorNode(NodeBase):
 
     def _retry(self, peer: Peer, who: str, req: m.TakeoverRequest,
                on_refusal: Callable[[], None] | None = None,
-               on_decline: Callable[[str], None] | None = None) -> m.TakeoverReply | None:
+               on_decline: Callable[[str], None] | None = None,
+               on_wait: Callable[[], None] | None = None) -> m.TakeoverReply | None:
         """Takeover at `peer` until answered; a refusal (stale epoch) ends the takeover: back to standby,
-        or fenced; so does a decline where `on_decline` is given (Nd: its primary still delivers)."""
+        or fenced; so does a decline where `on_decline` is given (Nd: its primary still delivers).
+        `on_wait` runs after each attempt that got no answer (it runs its work once)."""
         backoff = Backoff(0.02, 0.5)
         while not self.stopped:
             try:
@@ -994,6 +1008,8 @@ class OperatorNode(NodeBase):
                         self._fence(f"{who} refused the takeover")
                     return None
                 self.counters[f"takeover_retry_{who}"] += 1
+                if on_wait is not None:
+                    on_wait()
                 self.sleep(backoff.next())
         return None
 
