@@ -1116,3 +1116,15 @@ def test_a_skip_past_covered_inputs_says_when_processed_moved_but_is_no_frame_ru
     s = standby.snapshot()
     assert s["processed"] == [20, 20] and standby.counters["processed_tuples"] == 0
     assert s["processed_at"] is not None and s["first_processed_at"] is None
+
+
+def test_a_condition_that_recurs_is_said_once_then_once_every_interval():
+    from lazystandby.node.common import Reminder
+
+    now = [0.0]
+    r = Reminder(lambda: now[0], every=30.0)
+    assert not r.recently() and r.due()
+    now[0] = 29.9
+    assert r.recently() and not r.due()
+    now[0] = 30.0
+    assert not r.recently() and r.due() and not r.due()

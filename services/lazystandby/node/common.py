@@ -110,6 +110,26 @@ class NodeBase:
 LINK_REMIND_S = 30.0  # seconds between reminders of a condition that goes on (a link down, a refusal)
 
 
+class Reminder:
+    """When a condition that recurs (an announcement refused every second, a takeover declined after every
+    detector timeout) is worth a log line: the first time, then once every `every` seconds."""
+
+    def __init__(self, clock: Callable[[], float], every: float = LINK_REMIND_S) -> None:
+        self.clock, self.every = clock, every
+        self.said: float | None = None
+
+    def recently(self) -> bool:
+        """A line was said less than `every` seconds ago."""
+        return self.said is not None and self.clock() - self.said < self.every
+
+    def due(self) -> bool:
+        """Whether to say it now; if so, counts it as said."""
+        if self.recently():
+            return False
+        self.said = self.clock()
+        return True
+
+
 class Links:
     """The peers a node calls, and whether it believes each alive: a link is down from the first call
     that got no answer (unreachable: UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN) until one is

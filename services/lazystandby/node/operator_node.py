@@ -45,7 +45,7 @@ from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
-from .common import LINK_REMIND_S, Backoff, NodeBase
+from .common import Backoff, NodeBase, Reminder
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
@@ -159,8 +159,8 @@ class OperatorNode(NodeBase):
         self._resync_output = True
         self._output_backoff = Backoff()
         self._last_push = self.clock()
-        self._announce_warned: float | None = None  # when a refused announcement was last logged
-        self._declined_warned: float | None = None  # when a declined takeover was last logged
+        self._announce_refused = Reminder(self.clock)  # logs a refused announcement
+        self._declined = Reminder(self.clock)  # logs a declined takeover
         self.registered = threading.Event()
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)
@@ -737,9 +737,7 @@ class OperatorNode(NodeBase):
                 # fenced, but said, since the peer will not learn this node from it.
                 # Announced every second while Nu stays silent: one line, then one every LINK_REMIND_S.
                 self.counters["announce_refused"] += 1
-                now = self.clock()
-                if self._announce_warned is None or now - self._announce_warned >= LINK_REMIND_S:
-                    self._announce_warned = now
+                if self._announce_refused.due():
                     self.log.warning("%s: %s did not take the announcement of epoch %d: %s", self.name,
                                      peer.address, epoch, e)
             return
@@ -857,7 +855,7 @@ class OperatorNode(NodeBase):
             self._gathering, self._gather = self.operator.takeover_gather, None
             self._working = False
         # A standby cut off from a live primary tries again after each timeout: said once, as declines are.
-        quiet = self._declined_warned is not None and self.clock() - self._declined_warned < LINK_REMIND_S
+        quiet = self._declined.recently()
         self.log.log(logging.INFO if quiet else logging.WARNING, "%s: primary suspected after %.0f ms; taking "
                      "over in epoch %d", self.name, times.detection * 1000, epoch)
         return epoch
@@ -975,9 +973,7 @@ class OperatorNode(NodeBase):
             if self.detector:
                 self.detector.restart(self.clock())
             self.counters["takeovers_declined"] += 1
-            now = self.clock()
-            if self._declined_warned is None or now - self._declined_warned >= LINK_REMIND_S:
-                self._declined_warned = now
+            if self._declined.due():
                 self.log.warning("%s: takeover declined, %s; standby again in epoch %d (%d declined so far)",
                                  self.name, why, self.state.epoch, self.counters["takeovers_declined"])
 
