@@ -41,6 +41,21 @@ def kafka_bootstrap_from_env(env: Mapping[str, str] | None = None) -> str:
 # processed 70 % of the inputs, on the CPU the primary needed (session 13 in docs/benchmarks.md).
 STANDBY_IQ_FACTOR = 4
 
+# The primary's lease at Nd, as a share of heartbeat_interval, unless takeover_lease is set (NodeConfig).
+LEASE_SHARE = 0.75
+
+
+def parse_lease(text: str | float | None) -> float | None:
+    """'auto' (or None, or empty) means LEASE_SHARE of heartbeat_interval; otherwise seconds."""
+    if text is None or (isinstance(text, str) and text.strip().lower() in ("auto", "")):
+        return None
+    return float(text)
+
+
+def format_lease(lease: float | None) -> str:
+    """The text `parse_lease` reads back."""
+    return "auto" if lease is None else str(lease)
+
 
 @dataclass
 class NodeConfig:
@@ -118,8 +133,11 @@ class NodeConfig:
     # a standby cut off from a primary that still delivers does not depose it. Above ack_poll_ms (an idle
     # primary renews it with an empty frame that often), below heartbeat_interval (a standby declined at
     # a crashed primary's first suspicion suspects it again within that, and the lease must have run out
-    # by then). 0 = no lease.
-    takeover_lease: float = 0.075
+    # by then). None (text "auto") = LEASE_SHARE of heartbeat_interval: a primary's deliveries come less
+    # evenly where the detector is set slower (the Spark operator's 0.2 s: 75 ms let a busy Spark primary's
+    # lease lapse between two frames, and N' took over from it). 0 = no lease. Read it as `lease_s`.
+    takeover_lease: float | None = field(default=None, metadata={"parse": lambda t: parse_lease(t),
+                                                                 "format": lambda v: format_lease(v)})
     rpc_timeout: float = 2.0
     # framing and queues
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
@@ -236,16 +254,25 @@ class NodeConfig:
                      "backup_stall_max", "heartbeat_grace", "standby_wait"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
-        if not 0 <= self.takeover_lease < self.heartbeat_interval:
-            raise refuse("takeover_lease", f"a number >= 0 and below heartbeat_interval ({self.heartbeat_interval} "
-                         "s: a crashed primary's lease must run out before its standby suspects it again)",
-                         self.takeover_lease)
+        try:
+            self.takeover_lease = parse_lease(self.takeover_lease)
+        except (TypeError, ValueError):
+            raise refuse("takeover_lease", "auto or a number of seconds", self.takeover_lease) from None
+        if self.takeover_lease is not None and not 0 <= self.takeover_lease < self.heartbeat_interval:
+            raise refuse("takeover_lease", f"auto or a number >= 0 and below heartbeat_interval "
+                         f"({self.heartbeat_interval} s: a crashed primary's lease must run out before its standby "
+                         "suspects it again)", self.takeover_lease)
         if not self.name:
             self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
         if not self.advertise:
             self.advertise = self.listen
         if not self.kafka_bootstrap:
             self.kafka_bootstrap = kafka_bootstrap_from_env()
+
+    @property
+    def lease_s(self) -> float:
+        """Seconds of the primary's lease at Nd: takeover_lease, or LEASE_SHARE of heartbeat_interval."""
+        return LEASE_SHARE * self.heartbeat_interval if self.takeover_lease is None else self.takeover_lease
 
     @property
     def input_queue_capacity(self) -> int:
@@ -292,7 +319,8 @@ HELP: dict[str, str] = {
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
     "takeover_lease": "seconds Nd declines a takeover after the primary's last delivery (a standby cut off from a "
-                      "primary that still delivers does not depose it); below heartbeat_interval; 0 = no lease",
+                      "primary that still delivers does not depose it); below heartbeat_interval; auto = three "
+                      "quarters of it; 0 = no lease",
     "heartbeat_grace": "seconds a standby gives a primary it has not heard from yet (a starting one) before "
                        "missed heartbeats count; a refusing port or a name that resolves to nothing is suspected "
                        "after one interval; 0 = none",

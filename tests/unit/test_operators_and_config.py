@@ -143,12 +143,19 @@ def test_the_readme_settings_table_is_generated_from_the_config():
 
 
 def test_the_takeover_lease_must_run_out_before_a_declined_standby_suspects_a_crashed_primary_again():
-    from lazystandby.config import NodeConfig, SettingError
+    from lazystandby.config import NodeConfig, SettingError, load, to_args
 
+    assert NodeConfig().lease_s == pytest.approx(0.075)  # auto: three quarters of the 0.1 s interval
+    assert NodeConfig(heartbeat_interval=0.2).lease_s == pytest.approx(0.15)  # it follows the detector
     with pytest.raises(SettingError, match=r"takeover_lease .*below heartbeat_interval \(0.05"):
-        NodeConfig(heartbeat_interval=0.05)  # the default lease (75 ms) would outlast a second suspicion
-    assert NodeConfig(heartbeat_interval=0.05, takeover_lease=0.04).takeover_lease == 0.04
-    assert NodeConfig(takeover_lease=0).takeover_lease == 0
+        NodeConfig(heartbeat_interval=0.05, takeover_lease=0.075)
+    assert NodeConfig(heartbeat_interval=0.05, takeover_lease=0.04).lease_s == 0.04
+    assert NodeConfig(takeover_lease=0).lease_s == 0
+    assert load([], env={"LS_TAKEOVER_LEASE": "0.05"}).lease_s == 0.05
+    assert load(["--takeover-lease", "auto"], env={"LS_TAKEOVER_LEASE": "0.05"}).takeover_lease is None
+    assert load(to_args({"takeover_lease": None}), env={}).takeover_lease is None
+    with pytest.raises(SettingError, match="takeover_lease .*auto or a number of seconds"):
+        NodeConfig(takeover_lease="soon")
 
 
 def test_spark_settings_pass_through_and_the_feed_address_follows_bind_and_advertise():

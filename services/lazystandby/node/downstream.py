@@ -29,7 +29,7 @@ class DownstreamNode(NodeBase):
         # The node that delivers in the current epoch: the one whose takeover made it, or (in the first
         # epoch, or after a restart) the first that delivered in it.
         self.primary_node = ""
-        self.lease = PrimaryLease(cfg.takeover_lease)
+        self.lease = PrimaryLease(cfg.lease_s)
         self.first_delivery_after_takeover: float | None = None
 
     def start(self) -> None:
