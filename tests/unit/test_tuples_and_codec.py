@@ -197,10 +197,10 @@ def test_a_decompression_bomb_is_refused_fast_and_small(codec):
     assert len(bomb.payload) < (1 << 20)
     d = BatchDecoder("N'", max_batch_bytes=64 << 20)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU: the work refusing took, not how busy the machine was
     with pytest.raises((OversizedMessage, CorruptBatch), match="N': backup batch session"):
         d.decode(bomb)
-    assert time.perf_counter() - t0 < 0.1
+    assert time.process_time() - t0 < 0.1  # inflating the 256 MiB takes longer than this
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 64 << 10  # KiB: under 64 MiB more
     assert d.session == 0  # the bomb opened a session; the decoder did not move to it
 
