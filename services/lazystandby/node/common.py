@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..config import NodeConfig
 from ..core import messages as m
+from ..core.reminder import Reminder
 from ..core.roles import Role, RoleState
 from ..core.seq import WrongRole
 from ..transport.peer import PeerError
@@ -110,26 +111,6 @@ class NodeBase:
 LINK_REMIND_S = 30.0  # seconds between reminders of a condition that goes on (a link down, a refusal)
 
 
-class Reminder:
-    """When a condition that recurs (an announcement refused every second, a takeover declined after every
-    detector timeout) is worth a log line: the first time, then once every `every` seconds."""
-
-    def __init__(self, clock: Callable[[], float], every: float = LINK_REMIND_S) -> None:
-        self.clock, self.every = clock, every
-        self.said: float | None = None
-
-    def recently(self) -> bool:
-        """A line was said less than `every` seconds ago."""
-        return self.said is not None and self.clock() - self.said < self.every
-
-    def due(self) -> bool:
-        """Whether to say it now; if so, counts it as said."""
-        if self.recently():
-            return False
-        self.said = self.clock()
-        return True
-
-
 class Links:
     """The peers a node calls, and whether it believes each alive: a link is down from the first call
     that got no answer (unreachable: UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN) until one is
@@ -146,7 +127,7 @@ class Links:
         link = self._state.get(peer)
         if link is None or link["address"] != address:  # a new peer in this place starts unknown-but-up
             link = self._state[peer] = {"address": address, "alive": True, "since": self.clock(), "failures": {},
-                                        "down_calls": 0, "reminded": 0.0}
+                                        "down_calls": 0, "reminder": Reminder(self.clock, self.remind)}
         return link
 
     def ok(self, peer: str, address: str) -> None:
@@ -166,13 +147,13 @@ class Links:
             link["failures"][status] = link["failures"].get(status, 0) + 1
             now = self.clock()
             if link["alive"]:
-                link.update(alive=False, since=now, down_calls=1, reminded=now)
+                link.update(alive=False, since=now, down_calls=1)
+                link["reminder"].say_now()
                 line = "failed"
             else:
                 link["down_calls"] += 1
-                if now - link["reminded"] < self.remind:
+                if not link["reminder"].due():
                     return
-                link["reminded"] = now
                 line = f"still down after {now - link['since']:.0f} s"
         self.log.warning("%s: link to %s %s %s (%s: %s)", self.node, peer, address, line, status, message)
 

@@ -30,6 +30,7 @@ from ..core.detector import FailureDetector
 from ..core.held import HeldRuns, Sealed, Unreadable
 from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
+from ..core.reminder import Reminder
 from ..core.retry import declined_by, fenced_by
 from ..core.roles import Role
 from ..core.seq import (
@@ -45,7 +46,7 @@ from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
-from .common import Backoff, NodeBase, Reminder
+from .common import LINK_REMIND_S, Backoff, NodeBase
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
@@ -159,8 +160,8 @@ class OperatorNode(NodeBase):
         self._resync_output = True
         self._output_backoff = Backoff()
         self._last_push = self.clock()
-        self._announce_refused = Reminder(self.clock)  # logs a refused announcement
-        self._declined = Reminder(self.clock)  # logs a declined takeover
+        self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
+        self._declined = Reminder(self.clock, LINK_REMIND_S)  # logs a declined takeover
         self.registered = threading.Event()
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)

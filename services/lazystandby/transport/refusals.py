@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
+from ..core.reminder import Reminder
 from ..core.seq import LazyStandbyError, Status
 
 LOUD = frozenset({Status.INVALID_ARGUMENT, Status.PERMISSION_DENIED, Status.UNAUTHENTICATED, Status.DATA_LOSS,
@@ -19,23 +21,20 @@ LOUD = frozenset({Status.INVALID_ARGUMENT, Status.PERMISSION_DENIED, Status.UNAU
 
 
 class RefusalLog:
-    def __init__(self, node: str, every: float = 10.0) -> None:
+    def __init__(self, node: str, every: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.log = logging.getLogger(f"lazystandby.{node}")
-        self.every = every
-        self._last: dict[tuple[str, str], float] = {}
-        self._suppressed: dict[tuple[str, str], int] = {}
+        self.every, self.clock = every, clock
+        self._kinds: dict[tuple[str, str], Reminder] = {}
         self._lock = threading.Lock()
 
     def refused(self, rpc: str, e: LazyStandbyError) -> None:
         if e.status not in LOUD:
             return
-        key, now = (rpc, e.counter), time.monotonic()
         with self._lock:
-            if now - self._last.get(key, -self.every) < self.every:
-                self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            kind = self._kinds.setdefault((rpc, e.counter), Reminder(self.clock, self.every))
+            if not kind.due():
                 return
-            self._last[key] = now
-            more = self._suppressed.pop(key, 0)
+            more = kind.take_suppressed()
         self.log.warning("refused %s (%s): %s%s", rpc, e.status, e.message,
                          f" [{more} more like it since the last line]" if more else "")
 
