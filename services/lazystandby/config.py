@@ -136,8 +136,7 @@ class NodeConfig:
     # by then). None (text "auto") = LEASE_SHARE of heartbeat_interval: a primary's deliveries come less
     # evenly where the detector is set slower (the Spark operator's 0.2 s: 75 ms let a busy Spark primary's
     # lease lapse between two frames, and N' took over from it). 0 = no lease. Read it as `lease_s`.
-    takeover_lease: float | None = field(default=None, metadata={"parse": lambda t: parse_lease(t),
-                                                                 "format": lambda v: format_lease(v)})
+    takeover_lease: float | None = field(default=None, metadata={"parse": parse_lease, "format": format_lease})
     rpc_timeout: float = 2.0
     # framing and queues
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
