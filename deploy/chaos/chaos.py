@@ -157,7 +157,8 @@ def start_spare(client: docker.DockerClient) -> str:
 
 
 def lasting(step: Step) -> float:
-    """How long a pause or a partition lasts: its duration, or 0 for well past the detector's timeout."""
+    """How long a pause or a partition lasts: its duration, or 5 s (a duration of 0), well past the
+    detector's timeout."""
     return step.duration or 5.0
 
 
@@ -165,11 +166,11 @@ class LinkCutUnavailable(RuntimeError):
     """A single link cannot be cut on this Docker host."""
 
 
-def _firewall(c, peer, cut: bool) -> str:
+def _firewall(c, peer, cut: bool) -> None:
     """Drop (or stop dropping) every packet between containers `c` and `peer`, both ways, with iptables
     run in `c`'s network namespace from the host: the node image carries no firewall, and needs none.
     TCP retransmits what was dropped, so at the heal what was sent meanwhile arrives late, as through the
-    process runner's relay. Returns the peer's address."""
+    process runner's relay."""
     missing = [t for t in ("nsenter", "iptables") if shutil.which(t) is None]
     if missing or os.geteuid() != 0:
         raise LinkCutUnavailable(
@@ -184,7 +185,6 @@ def _firewall(c, peer, cut: bool) -> str:
         done = subprocess.run(ns + rule, capture_output=True, text=True)
         if done.returncode != 0:
             raise LinkCutUnavailable(f"iptables in {c.name}'s network namespace failed: {done.stderr.strip()}")
-    return ip
 
 
 def cut(step: Step, client: docker.DockerClient, c, heal: bool = False) -> None:

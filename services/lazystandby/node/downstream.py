@@ -76,7 +76,7 @@ class DownstreamNode(NodeBase):
             self.primary_node = msg.node
             self.lease.renew(now)
             if retry is None:
-                self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(),
+                self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, now,
                                                   facts={"delivered_through": self.dedup.delivered_through}))
                 self.first_delivery_after_takeover = None
                 self.counters["takeovers"] += 1

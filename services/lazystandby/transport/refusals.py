@@ -31,7 +31,9 @@ class RefusalLog:
         if e.status not in LOUD:
             return
         with self._lock:
-            kind = self._kinds.setdefault((rpc, e.counter), Reminder(self.clock, self.every))
+            kind = self._kinds.get((rpc, e.counter))
+            if kind is None:  # not built per refusal: a flood of them comes this way
+                kind = self._kinds[(rpc, e.counter)] = Reminder(self.clock, self.every)
             if not kind.due():
                 return
             more = kind.take_suppressed()
