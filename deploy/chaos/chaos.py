@@ -20,7 +20,9 @@ from pathlib import Path
 
 import docker
 
+from lazystandby.config import NodeConfig
 from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner
+from lazystandby.harness.hang import hang
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "lazystandby"
@@ -157,9 +159,12 @@ def start_spare(client: docker.DockerClient) -> str:
 
 
 def lasting(step: Step) -> float:
-    """How long a pause or a partition lasts: its duration, or 5 s (a duration of 0), well past the
-    detector's timeout."""
-    return step.duration or 5.0
+    """How long a pause, a partition or a hang lasts: its duration, or 5 s (a duration of 0), well past the
+    detector's timeout; a hang, past the stack's operator_stall_max (LS_OPERATOR_STALL_MAX) as well."""
+    if step.duration:
+        return step.duration
+    return 5.0 + (float(os.environ.get("LS_OPERATOR_STALL_MAX", NodeConfig.operator_stall_max))
+                  if step.action is Action.HANG else 0.0)
 
 
 class LinkCutUnavailable(RuntimeError):
@@ -219,6 +224,10 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         cut(step, client, c, heal=True)
     elif step.action in (Action.CUT, Action.HEAL):
         cut(step, client, c, heal=step.action is Action.HEAL)
+    elif step.action is Action.HANG:
+        # The node's own processes (its Spark driver JVM and workers), by their host PIDs: root on the host.
+        c.reload()
+        return {"stopped": hang(c.attrs["State"]["Pid"], lasting(step))}
     else:
         assert step.action is Action.RESTART, step.action
         c.kill()

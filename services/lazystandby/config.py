@@ -137,6 +137,12 @@ class NodeConfig:
     # evenly where the detector is set slower (the Spark operator's 0.2 s: 75 ms let a busy Spark primary's
     # lease lapse between two frames, and N' took over from it). 0 = no lease. Read it as `lease_s`.
     takeover_lease: float | None = field(default=None, metadata={"parse": parse_lease, "format": format_lease})
+    # Seconds the primary's operator may leave a call unanswered before the primary stops vouching for
+    # itself (core.recovery.OperatorWatch): its heartbeats then say so, the standby counts each as a miss,
+    # and no empty frame renews its lease at Nd. Far above a call's time: the Spark operator's slowest call
+    # (`operator_slowest_call_s` in a node's status), its first on a cold JVM included, took 0.42-0.59 s on
+    # loopback processes at 5,000 and 50,000 tuples/s (session 37). 0 = never.
+    operator_stall_max: float = 10.0
     rpc_timeout: float = 2.0
     # framing and queues
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
@@ -250,7 +256,7 @@ class NodeConfig:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
                      "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max",
-                     "backup_stall_max", "heartbeat_grace", "standby_wait"):
+                     "backup_stall_max", "heartbeat_grace", "standby_wait", "operator_stall_max"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         try:
@@ -323,6 +329,8 @@ HELP: dict[str, str] = {
     "heartbeat_grace": "seconds a standby gives a primary it has not heard from yet (a starting one) before "
                        "missed heartbeats count; a refusing port or a name that resolves to nothing is suspected "
                        "after one interval; 0 = none",
+    "operator_stall_max": "seconds the primary's operator may leave a call unanswered before the primary says "
+                          "it is stalled (its standby takes over; it stops renewing its lease at Nd); 0 = never",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends, and Nu before it polls a source that "

@@ -77,6 +77,12 @@ class NodeCollector(Collector):
                      self.node.cfg.overhead_budget)
         yield _gauge("lazystandby_compression_ratio", "Compressed / raw backup bytes", name,
                      s.get("compression_ratio", 1.0))
+        if "operator_oldest_call_s" in s:
+            yield _gauge("lazystandby_operator_oldest_call_seconds",
+                         "How long the oldest operator call not yet answered has waited (0: none)", name,
+                         s["operator_oldest_call_s"])
+            yield _gauge("lazystandby_operator_stalled", "1 while this primary's operator has left a call unanswered "
+                         "past operator_stall_max (its standby takes over)", name, float(s["operator_stalled"]))
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)
         if "standby_in_sync" in s:  # Nu

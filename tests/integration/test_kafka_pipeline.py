@@ -83,6 +83,25 @@ def test_a_stalled_spark_primary_that_comes_back_is_fenced(kafka):
     assert r["after"]["nd"]["counters"].get("duplicates_dropped", 0) == 0
 
 
+@pytest.mark.slow
+def test_a_spark_primary_whose_jvm_stops_says_so_and_its_standby_takes_over(kafka):
+    """hang-operator: N's Spark JVM and workers are stopped while N itself runs (it answers heartbeats and
+    Nd). Before OperatorWatch the pipeline stood still with N' ready; now N says it is stalled after
+    operator_stall_max, N' takes over, and N, when its JVM runs again, finds itself fenced."""
+    r = trial(kafka, fault="hang-operator", extra={"operator": "spark", "heartbeat_interval": 0.2,
+                                                   "heartbeat_misses": 5, "spark_partitions": 1,
+                                                   "operator_stall_max": 2.0},
+              kill_after=1.0)
+    assert r["events"][0]["stopped"] >= 1  # the JVM (and its workers), not the node
+    assert r["failovers"] == 1 and r["recovery"]["epoch"] == 2
+    n = r["after"]["n"]
+    assert n["counters"]["operator_stalls"] == 1 and n["counters"]["idle_frames_withheld"] >= 1, n
+    assert r["after"]["n2"]["counters"]["heartbeat_primary_stalled"] >= 1
+    assert n["role"] == "fenced", n
+    # Detected past operator_stall_max, not at the first missed heartbeat, nor much later.
+    assert 2_000 < r["recovery_ms"] < 2_000 + 5 * 200 + 3_000, r["recovery_ms"]
+
+
 def test_restart_of_an_idle_upstream_restores_nothing_and_repeats_nothing(kafka):
     """Nu restarted after everything was acknowledged: its last commit covers all of the link log, so it
     holds nothing to replay, and Nd's output stays exact."""

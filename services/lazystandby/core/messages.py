@@ -109,13 +109,15 @@ class HeartbeatRequest:
 
 @dataclass(slots=True)
 class HeartbeatReply:
-    """A node's role and epoch; a primary adds Nd's Level-0 ack (Algorithm 3) and what it received."""
+    """A node's role and epoch; a primary adds Nd's Level-0 ack (Algorithm 3), what it received, and how
+    long its operator has left a call unanswered, once that is past operator_stall_max (0: it has not)."""
 
     node: str
     role: Role
     epoch: int
     level0: int = 0
     received_through: int = 0
+    stalled_ms: int = 0
 
 
 @dataclass(slots=True)

@@ -143,6 +143,42 @@ class PrimaryLease:
                                f"{(now - self.renewed_at) * 1000:.0f} ms ago (lease {self.duration * 1000:.0f} ms)")
 
 
+class OperatorWatch:
+    """The primary's own evidence that its operator stopped (step 1, from the primary's side).
+
+    A primary whose operator no longer answers (a Spark JVM stopped or deadlocked, a query waiting on
+    an executor that never comes back) still answers heartbeats and still sends Nd its empty frames: the
+    detector and the lease both take it for a working primary, and the pipeline stalls for good while a
+    standby waits. So the primary times its own calls: once the oldest call it made to the operator has
+    gone unanswered for more than `limit` seconds, it says so in its heartbeat replies (the standby counts
+    each such reply as a miss) and sends Nd no more empty frames (its lease runs out). It does not fence
+    itself: with no standby to take over, a slow operator that answers at last is better than a pipeline
+    that stops. Kafka's consumer group does the same with max.poll.interval.ms: a member that stops
+    polling is taken out of the group, though it still sends heartbeats. 0 = never stalled. Clocks are
+    injected, as everywhere in core."""
+
+    def __init__(self, limit: float) -> None:
+        if limit < 0:
+            raise ValueError("operator_stall_max must be >= 0")
+        self.limit = limit
+        self.stalled = False  # as of the last `update`
+        self.stalls = 0  # stalls seen, each counted once, when it passed `limit`
+
+    def stalled_for(self, oldest_call: float | None, now: float) -> float:
+        """Seconds the oldest unanswered call (made at `oldest_call`; None: none) has waited, when that is
+        more than `limit`; else 0."""
+        waited = 0.0 if oldest_call is None else now - oldest_call
+        return waited if self.limit and waited > self.limit else 0.0
+
+    def update(self, oldest_call: float | None, now: float) -> bool:
+        """`stalled_for` > 0, remembered in `stalled`; True only when a stall begins (said and counted once)."""
+        stalled = self.stalled_for(oldest_call, now) > 0
+        began = stalled and not self.stalled
+        self.stalled = stalled
+        self.stalls += began
+        return began
+
+
 @dataclass(slots=True)
 class RecoveryTimes:
     """The clock readings of one failover at the standby, and the phases seed 000 splits recovery into:

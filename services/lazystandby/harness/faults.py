@@ -26,6 +26,8 @@ class Action(StrEnum):
     # (processes: loopback relays; containers: off the compose network and back, "*" only)
     CUT = "cut"  # as PARTITION, but the links stay cut, with the later steps running, until a HEAL step
     HEAL = "heal"  # the links a CUT step cut carry traffic again (and what they held arrives)
+    HANG = "hang"  # SIGSTOP the processes the node started (its Spark JVM and workers), not the node, for
+    # `duration` (0: past operator_stall_max and the detector's timeout), then SIGCONT
 
 
 class Runner(StrEnum):
@@ -52,6 +54,7 @@ class Fault:
     kafka: bool = False  # needs the Kafka source (a restarted Nu rebuilds OQu from the link log)
     takes_over: bool = False  # a failover must happen (the new primary goes live)
     load: int = 40_000  # tuples of source load in a container run
+    spark: bool = False  # needs the Spark operator (its action stops the operator's own processes)
 
     @property
     def target(self) -> str:
@@ -155,6 +158,11 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "through N; when the links heal, Nd declines the takeover (N still delivers: its lease holds), N' "
           "withdraws to epoch 1 and catches up as a standby; no failover; Nd's output is exact",
           (Step("standby", Action.PARTITION, peer="*"),), runners=_BOTH),
+    Fault("hang-operator", "N's operator stops (its Spark JVM and workers are stopped) while N runs, answering "
+          "heartbeats and Nd's calls: after operator_stall_max N says it is stalled in its heartbeat replies and "
+          "stops renewing its lease at Nd, N' takes over; when the JVM runs again N finds itself fenced and "
+          "delivers nothing more; Nd's output is exact",
+          (Step("primary", Action.HANG),), runners=_BOTH, takes_over=True, spark=True),
     Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
           (Step("downstream", Action.FORGE_DELIVER),)),
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),

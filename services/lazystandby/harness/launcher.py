@@ -40,6 +40,7 @@ from ..transport.tls import TlsFiles
 from . import forge
 from .check import compare, expected_outputs, kafka_expected
 from .faults import Action, Fault, Runner, Step, for_runner
+from .hang import hang
 from .partition import LinkRelay
 from .wait import wait_until
 
@@ -140,6 +141,10 @@ def _pause(topo: Topology, key: str, step: Step) -> dict:
     return {}
 
 
+def _hang(topo: Topology, key: str, step: Step) -> dict:
+    return {"stopped": hang(topo.procs[key].pid, topo.lasting(step))}
+
+
 def _restart(topo: Topology, key: str, step: Step) -> dict:
     topo.signal(key, signal.SIGKILL)
     topo.procs[key].wait()
@@ -224,7 +229,7 @@ ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.KILL: _kill, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
     Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
     Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
-    Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal,
+    Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal, Action.HANG: _hang,
 }
 FAULTS = for_runner(Runner.PROCESSES)
 KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
@@ -332,8 +337,10 @@ class Topology:
         return float(interval) * int(self.settings.get("heartbeat_misses", NodeConfig.heartbeat_misses))
 
     def lasting(self, step: Step) -> float:
-        """How long a pause or a partition lasts: its duration, or four times the detector's timeout."""
-        return step.duration or self.heartbeat_timeout * 4
+        """How long a pause, a partition or a hang lasts: its duration, or four times the detector's timeout
+        (a hang: past operator_stall_max as well)."""
+        stall = float(self.settings.get("operator_stall_max", NodeConfig.operator_stall_max))
+        return step.duration or self.heartbeat_timeout * 4 + (stall if step.action is Action.HANG else 0.0)
 
     def args(self, key: str, role: str = "", name: str = "") -> list[str]:
         """The command line of the node in place `key`: its place's role, or `role` (a standby started in
@@ -503,6 +510,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     is doing, every few seconds while it waits."""
     say = progress or (lambda _: None)
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
+    if f.spark and (extra or {}).get("operator") != "spark":
+        raise ValueError(f"{f.name} needs the Spark operator (extra={{'operator': 'spark'}})")
     bsize = parse_bsize(bsize)
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
     settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
@@ -650,7 +659,7 @@ def _pct(values: list[float], q: float) -> float:
 
 # The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
 NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "seed", "total", "rate", "heartbeat_interval",
-                 "heartbeat_misses")
+                 "heartbeat_misses", "operator_stall_max")
 
 
 class NodeStartError(RuntimeError):
@@ -697,6 +706,9 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
+    if FAULTS[args.fault].spark and settings["operator"] != "spark":
+        raise config.SettingError(f"fault (--fault): {args.fault} stops the operator's own processes and needs the "
+                                  f"Spark operator (--operator spark or LS_OPERATOR=spark)")
     if settings["rate"] <= 0 or settings["total"] <= 0:
         raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
                                   f"got {settings['total']} and {settings['rate']}")
@@ -744,7 +756,8 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
     """run_trial's arguments from typed node settings."""
     return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
-            "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses")}}
+            "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
+                                                "operator_stall_max")}}
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:

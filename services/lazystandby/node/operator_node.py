@@ -29,7 +29,7 @@ from ..core.codec import BatchDecoder, DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.held import HeldRuns, Sealed, Unreadable
 from ..core.queues import InputQueue, KeyedQueue
-from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
+from ..core.recovery import OperatorWatch, RecoveryTimes, TakeoverPlan, plan_takeover
 from ..core.reminder import Reminder
 from ..core.retry import declined_by, fenced_by
 from ..core.roles import Role
@@ -162,11 +162,15 @@ class OperatorNode(NodeBase):
         self._last_push = self.clock()
         self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
         self._declined = Reminder(self.clock, LINK_REMIND_S)  # logs a declined takeover
+        self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
         self.registered = threading.Event()
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)
         # Operator calls submitted and not yet answered, oldest first: (batch, future, submitted at).
         self._in_flight: deque[tuple[TupleBatch, Future, float]] = deque()
+        self._calling_since: float | None = None  # a call inside `operator.submit` (a synchronous operator)
+        self.watch = OperatorWatch(cfg.operator_stall_max)
+        self.slowest_call_s = 0.0  # the longest an operator call took to be answered (for operator_stall_max)
         self._in_flight_tuples = 0
         self._backlog_at_takeover = (0, 0)
         # A takeover by a gathering operator (Operator.takeover_gather): nothing is taken while PROMOTING,
@@ -610,9 +614,13 @@ class OperatorNode(NodeBase):
         return bool(self._in_flight) and self._in_flight[0][1].done()
 
     def _submit(self, batch: TupleBatch) -> None:
+        # Timed from before the call: an operator that computes inside `submit` (and may hang there) is
+        # timed by OperatorWatch and by batch_seconds as one whose future answers later is.
+        t0 = self._calling_since = self.clock()
         fut = self.operator.submit(batch)
         with self.lock:
-            self._in_flight.append((batch, fut, self.clock()))
+            self._calling_since = None
+            self._in_flight.append((batch, fut, t0))
             self._in_flight_tuples += len(batch)
         if fut.done():
             self._collect(block=False)
@@ -642,6 +650,7 @@ class OperatorNode(NodeBase):
     def _finish(self, batch: TupleBatch, selected, took: float) -> None:
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
         self.batch_seconds.observe(took)
+        self.slowest_call_s = max(self.slowest_call_s, took)
         self.counters["operator_batches"] += 1
         base = self.processed.output_count
         out = batch.select(selected, first=base + 1)
@@ -655,6 +664,29 @@ class OperatorNode(NodeBase):
         if self.first_processed_at is None:
             self.first_processed_at = self.processed_at
         self.lock.notify_all()
+
+    def _oldest_call(self) -> float | None:
+        """Holding the lock: when the oldest operator call not yet answered was made (None: there is none)."""
+        made = [t for t in (self._calling_since, self._in_flight[0][2] if self._in_flight else None) if t is not None]
+        return min(made, default=None)
+
+    def _stalled_s(self) -> float:
+        """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
+        operator_stall_max (OperatorWatch); 0 when it has not, or when this node is no primary. A stall is
+        said once when it begins and once when it ends."""
+        oldest, now = self._oldest_call(), self.clock()
+        was = self.watch.stalled
+        if self.state.role is not Role.PRIMARY:
+            self.watch.update(None, now)  # a standby's calls wait by design; a fenced node's do not matter
+            return 0.0
+        if self.watch.update(oldest, now):
+            self.counters["operator_stalls"] += 1
+            self.log.warning("%s: the operator has left a call unanswered for %.1f s (operator_stall_max %.1f s): "
+                             "heartbeats say so from now, and Nd's lease is no longer renewed; a standby will take "
+                             "over", self.name, self.watch.stalled_for(oldest, now), self.watch.limit)
+        elif was and not self.watch.stalled:
+            self.log.warning("%s: the operator answers again", self.name)
+        return self.watch.stalled_for(oldest, now)
 
     def _processed_to(self, ckpt: Checkpoint) -> None:
         """Holding the lock: `processed` moves here only, with the time it moved (`processed_at`)."""
@@ -677,6 +709,11 @@ class OperatorNode(NodeBase):
                 if self.state.role is not Role.PRIMARY:
                     deadline = self.clock() + poll
             if self.stopped or self.downstream is None:
+                return
+            if (self._resync_output or self.oq.last < self.sent_next) and self._stalled_s():
+                # An empty frame would renew this primary's lease at Nd, and its operator has stalled: the
+                # standby's takeover must not be declined.
+                self.counters["idle_frames_withheld"] += 1
                 return
             batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
             epoch, peer = self.state.epoch, self.downstream
@@ -765,7 +802,8 @@ class OperatorNode(NodeBase):
         with self.lock:
             self.counters["heartbeats_answered"] += 1
             return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
-                                    received_through=self.received_through)
+                                    received_through=self.received_through,
+                                    stalled_ms=round(self._stalled_s() * 1000))
 
     def _heartbeat_loop(self) -> None:
         det = self.detector
@@ -794,7 +832,15 @@ class OperatorNode(NodeBase):
             self.links.note("primary", peer.address, None)
             now = self.clock()
             if reply.role is Role.PRIMARY:
-                det.ok(now, now - t0)
+                if reply.stalled_ms:
+                    # Alive, but its operator has stopped (OperatorWatch): a primary that works no more.
+                    det.missed(now, started=t0)
+                    self.counters["heartbeat_primary_stalled"] += 1
+                    if self._primary_stalled.due():
+                        self.log.warning("%s: the primary's operator has left a call unanswered for %.1f s: "
+                                         "counted as a missed heartbeat", self.name, reply.stalled_ms / 1000)
+                else:
+                    det.ok(now, now - t0)
                 with self.lock:
                     self.counters["heartbeats"] += 1
                     self.state.fence.advance(reply.epoch)
@@ -1031,6 +1077,7 @@ class OperatorNode(NodeBase):
 
     def snapshot(self) -> dict:
         lag_tuples, lag_seconds = self.standby_lag()
+        oldest = self._oldest_call()
         s = super().snapshot()
         s["counters"]["backup_decoded_tuples"] = self.held.decoded_tuples
         s.update({
@@ -1055,5 +1102,8 @@ class OperatorNode(NodeBase):
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
             "heartbeat_stalls": self.detector.stalls if self.detector else 0,
             "primary_heard": self.detector.heard if self.detector else None,
+            "operator_oldest_call_s": 0.0 if oldest is None else round(self.clock() - oldest, 3),
+            "operator_stalled": self.watch.stalled,
+            "operator_slowest_call_s": round(self.slowest_call_s, 3),
         })
         return s

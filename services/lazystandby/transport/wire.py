@@ -240,12 +240,13 @@ def heartbeat_from_pb(msg: pb.HeartbeatRequest, *, node: str = "") -> m.Heartbea
 def heartbeat_reply_to_pb(r: m.HeartbeatReply) -> pb.HeartbeatReply:
     return pb.HeartbeatReply(node=r.node, role=role_to_pb(r.role), epoch=r.epoch,
                              level0=pb.Level0Ack(epoch=r.epoch, received_through=r.level0),
-                             received_through=r.received_through)
+                             received_through=r.received_through, stalled_ms=r.stalled_ms)
 
 
 def heartbeat_reply_from_pb(msg: pb.HeartbeatReply) -> m.HeartbeatReply:
     return m.HeartbeatReply(node=msg.node, role=role_from_pb(msg.role), epoch=msg.epoch,
-                            level0=msg.level0.received_through, received_through=msg.received_through)
+                            level0=msg.level0.received_through, received_through=msg.received_through,
+                            stalled_ms=msg.stalled_ms)
 
 
 def takeover_to_pb(t: m.TakeoverRequest) -> pb.TakeoverRequest:

@@ -1,0 +1,65 @@
+"""The `hang-operator` fault's action, for both runners: a node's operator stops while the node runs.
+
+The Spark operator's work happens in processes the node started (its driver JVM, and the Python workers
+the JVM starts in turn): stopping those, and not the node, leaves a node that answers heartbeats and Nd's
+calls but processes nothing, as a JVM that deadlocks or waits on an executor that never comes back does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+class NothingToHang(RuntimeError):
+    """The node started no process of its own: its operator runs inside it (the Python operator)."""
+
+
+def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """Every live process `pid` started, and those they started, from /proc (Linux); not `pid` itself."""
+    children: dict[int, list[int]] = {}
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # The name, in parentheses, may hold spaces: the fields after its last ')' are state, ppid, ...
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return sorted(found)
+
+
+def hang(pid: int, seconds: float, *, proc: Path = Path("/proc"), kill: Callable[[int, int], None] = os.kill,
+         sleep: Callable[[float], None] = time.sleep) -> int:
+    """Stop every process node `pid` started for `seconds`, then continue them (also when interrupted);
+    how many were stopped. NothingToHang when there is none."""
+    pids = descendants(pid, proc)
+    if not pids:
+        raise NothingToHang(f"process {pid} started no process to stop: hang-operator needs an operator that runs "
+                            f"in processes of its own (the Spark operator: --operator spark, LS_OPERATOR=spark)")
+    stopped = []
+    try:
+        for p in pids:
+            try:
+                kill(p, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            stopped.append(p)
+        sleep(seconds)
+    finally:
+        for p in stopped:
+            try:
+                kill(p, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    return len(stopped)
