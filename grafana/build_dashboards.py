@@ -62,6 +62,10 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Standby lag: inputs behind the primary, and seconds the oldest waited", "short", [
             ("max by (node) (lazystandby_standby_lag_tuples)", "{{node}} inputs"),
             ("max by (node) (lazystandby_standby_lag_seconds)", "{{node}} seconds")]),
+        # A primary whose oldest call passes operator_stall_max says so (stalled 1), and its standby takes over.
+        ("Operator: seconds its oldest unanswered call has waited, and stalled (1)", "s", [
+            ("max by (node) (lazystandby_operator_oldest_call_seconds)", "{{node}} oldest call"),
+            ("max by (node) (lazystandby_operator_stalled)", "{{node}} stalled")]),
     ]),
     "backup-bandwidth": ("Lazy Standby: backup bandwidth", [
         ("Bytes/s per link", "Bps", [(f"sum by (link) (rate(lazystandby_link_bytes_total{R}))", "{{link}}")]),

@@ -307,7 +307,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
-                     **({"started": e["started"]} if "started" in e else {})} for e in events]
+                     **{k: e[k] for k in ("started", "stopped") if k in e}} for e in events]
     if rounds:
         out["rounds"] = rounds
         out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]

@@ -22,6 +22,28 @@ def test_rules_pass_promtool():
     assert "SUCCESS" in out.stdout
 
 
+def test_operator_stalled_fires_only_while_a_primary_says_it_is_stalled(tmp_path):
+    """promtool's rule tests: the rule as Prometheus evaluates it, over series written here."""
+    install()
+    (tmp_path / "t.yml").write_text(json.dumps({
+        "rule_files": [str(RULES)], "evaluation_interval": "1s",
+        "tests": [{"interval": "1s",
+                   "input_series": [{"series": 'lazystandby_operator_stalled{node="N", job="primary"}',
+                                     "values": "0 0 0 1 1 1 1 1 1 1 1 1 0 0"},
+                                    {"series": 'lazystandby_operator_stalled{node="N\'", job="standby"}',
+                                     "values": "0x13"}],
+                   "alert_rule_test": [
+                       {"eval_time": "6s", "alertname": "OperatorStalled", "exp_alerts": []},  # pending
+                       {"eval_time": "9s", "alertname": "OperatorStalled",
+                        "exp_alerts": [{"exp_labels": {"severity": "critical", "node": "N"},
+                                        "exp_annotations": {"summary": "A primary's operator has stopped "
+                                                            "answering; its standby should take over"}}]},
+                       {"eval_time": "13s", "alertname": "OperatorStalled", "exp_alerts": []}]}]}))
+    out = subprocess.run([shutil.which("promtool") or "promtool", "test", "rules", str(tmp_path / "t.yml")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_standby_down_alert_fires_when_the_standby_is_killed(tmp_path):
     work = tmp_path
     with Topology({"total": 0, "rate": 2000.0}, work) as topo:

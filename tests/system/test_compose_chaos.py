@@ -52,6 +52,20 @@ def test_a_standby_container_cut_off_from_a_live_primary_does_not_depose_it(stac
     assert r["takeovers_declined"] >= 1, r
 
 
+def test_a_primary_container_whose_spark_jvm_stops_is_replaced(stack_images, monkeypatch):
+    """hang-operator, with the Spark operator (the one test of this tier that runs it: its JVM is what
+    stops): N's driver JVM and workers are stopped by their host PIDs while N runs. N says it is stalled
+    after operator_stall_max (3 s here), N' takes over, and N finds itself fenced."""
+    monkeypatch.setenv("LS_OPERATOR", "spark")
+    monkeypatch.setenv("LS_OPERATOR_STALL_MAX", "3")
+    r = chaos.run_clean("hang-operator", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    assert r["steps"][0]["stopped"] >= 1, r
+    assert r["new_primary"] == "N'" and r["roles"].get("N") == "fenced", r
+    assert 3_000 < r["recovery_ms"] < 3_000 + 5 * 200 + 5_000, r
+
+
 def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(stack_images):
     """A double fault as a sequence of steps with their delays: N' killed, N 2 s later, a spare standby
     started 3 s after that; it learns the dead primary from Nu and takes over in epoch 2."""
