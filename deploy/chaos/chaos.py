@@ -335,6 +335,15 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)} or all", file=sys.stderr)
         return 2
+    operator = os.environ.get("LS_OPERATOR", "spark")  # the compose file's default
+    needs_spark = [n for n in names if FAULTS[n].spark]
+    if operator != "spark" and needs_spark:
+        if argv and argv[0] != "all":
+            print(f"{', '.join(needs_spark)} stop(s) the primary's Spark JVM and need(s) the Spark operator; "
+                  f"LS_OPERATOR is {operator!r}", file=sys.stderr)
+            return 2
+        say(f"skipped with LS_OPERATOR={operator}: {', '.join(needs_spark)} (they need the Spark operator)")
+        names = [n for n in names if n not in needs_spark]
     client = docker.from_env()
     ok = True
     for name in names:

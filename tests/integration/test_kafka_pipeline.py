@@ -102,6 +102,19 @@ def test_a_spark_primary_whose_jvm_stops_says_so_and_its_standby_takes_over(kafk
     assert 2_000 < r["recovery_ms"] < 2_000 + 5 * 200 + 3_000, r["recovery_ms"]
 
 
+@pytest.mark.slow
+def test_a_spark_primary_whose_jvm_stops_with_no_standby_waits_for_it_and_stays_exact(kafka):
+    """kill-standby-then-hang-operator: with nobody to take over, a stalled primary says so but does not
+    give up; when its JVM runs again it goes on as the primary of epoch 1."""
+    r = trial(kafka, fault="kill-standby-then-hang-operator",
+              extra={"operator": "spark", "heartbeat_interval": 0.2, "heartbeat_misses": 5, "spark_partitions": 1,
+                     "operator_stall_max": 2.0}, kill_after=1.0)
+    assert r["failovers"] == 0 and "n2" not in r["after"]
+    n = r["after"]["n"]
+    assert n["role"] == "primary" and n["epoch"] == 1, n
+    assert n["counters"]["operator_stalls"] == 1 and n["counters"]["idle_frames_withheld"] >= 1, n
+
+
 def test_restart_of_an_idle_upstream_restores_nothing_and_repeats_nothing(kafka):
     """Nu restarted after everything was acknowledged: its last commit covers all of the link log, so it
     holds nothing to replay, and Nd's output stays exact."""

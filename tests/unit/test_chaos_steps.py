@@ -142,3 +142,28 @@ def test_a_host_that_cannot_cut_one_link_says_what_is_missing_and_cuts_nothing(m
     monkeypatch.setattr(chaos.subprocess, "run", failing)
     with pytest.raises(chaos.LinkCutUnavailable, match="iptables in n-standby's network namespace failed: can't"):
         chaos.apply(CATALOG["partition-primary-standby"].steps[0], None, 0.0)
+
+
+def test_spark_only_faults_are_refused_or_skipped_without_the_spark_operator(monkeypatch, capsys):
+    ran = []
+    monkeypatch.setattr(chaos.docker, "from_env", lambda: None)
+    monkeypatch.setattr(chaos, "run_clean", lambda name, client: ran.append(name) or {"ok": True})
+    monkeypatch.setenv("LS_OPERATOR", "python")
+    assert chaos.main(["hang-operator"]) == 2 and ran == []
+    assert "need(s) the Spark operator" in capsys.readouterr().err
+    assert chaos.main(["all"]) == 0
+    assert "hang-operator" not in ran and "kill-primary" in ran and "skipped" in capsys.readouterr().err
+    ran.clear()
+    monkeypatch.delenv("LS_OPERATOR")  # the compose file's default: spark
+    assert chaos.main(["hang-operator"]) == 0 and ran == ["hang-operator"]
+
+
+def test_a_hang_step_stops_the_processes_of_the_target_container(monkeypatch):
+    c = FakeContainer([], "n")
+    c.attrs, c.reload = {"State": {"Pid": 4242}}, lambda: None
+    monkeypatch.setattr(chaos, "container", lambda client, service: c)
+    calls = []
+    monkeypatch.setattr(chaos, "hang", lambda pid, seconds: calls.append((pid, seconds)) or 2)
+    monkeypatch.setenv("LS_OPERATOR_STALL_MAX", "3")
+    assert chaos.apply(Step("primary", Action.HANG), None, 0.0) == {"stopped": 2}
+    assert calls == [(4242, 8.0)]  # operator_stall_max, then 5 s more (well past the detector's timeout)

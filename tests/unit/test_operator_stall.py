@@ -197,4 +197,5 @@ def test_hang_operator_is_refused_without_the_spark_operator_and_never_drawn_by_
     assert CATALOG["hang-operator"].spark and "hang-operator" in for_runner(Runner.CONTAINERS)
     rng, catalog = random.Random(5), for_runner(Runner.PROCESSES)
     drawn = {campaign.draw(rng, i, catalog).name for i in range(600)}
-    assert "hang-operator" not in drawn and "kill-primary" in drawn
+    assert not drawn & {n for n, f in CATALOG.items() if f.spark} and "kill-primary" in drawn
+    assert "kill-standby-then-primary" in drawn  # doubles are still drawn

@@ -163,6 +163,10 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "stops renewing its lease at Nd, N' takes over; when the JVM runs again N finds itself fenced and "
           "delivers nothing more; Nd's output is exact",
           (Step("primary", Action.HANG),), runners=_BOTH, takes_over=True, spark=True),
+    Fault("kill-standby-then-hang-operator", "N' is killed, then N's operator stops (as in hang-operator) past "
+          "operator_stall_max: nobody can take over, so N says it is stalled (OperatorStalled) but stays primary, "
+          "and when its JVM runs again it goes on where it stopped; no failover; Nd's output is exact",
+          (Step("standby", Action.KILL), Step("primary", Action.HANG, delay=1.0)), runners=_BOTH, spark=True),
     Fault("forged-deliver", "a Deliver claiming epoch e+1 with no tuples" + _FORGED,
           (Step("downstream", Action.FORGE_DELIVER),)),
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),
