@@ -22,7 +22,7 @@ import docker
 
 from lazystandby.config import NodeConfig
 from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner
-from lazystandby.harness.hang import hang
+from lazystandby.harness.operator_procs import hang, kill_all
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "lazystandby"
@@ -228,6 +228,9 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         # The node's own processes (its Spark driver JVM and workers), by their host PIDs: root on the host.
         c.reload()
         return {"stopped": hang(c.attrs["State"]["Pid"], lasting(step))}
+    elif step.action is Action.KILL_OPERATOR:
+        c.reload()
+        return {"killed": kill_all(c.attrs["State"]["Pid"])}
     else:
         assert step.action is Action.RESTART, step.action
         c.kill()
@@ -307,7 +310,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
-                     **{k: e[k] for k in ("started", "stopped") if k in e}} for e in events]
+                     **{k: e[k] for k in ("started", "stopped", "killed") if k in e}} for e in events]
     if rounds:
         out["rounds"] = rounds
         out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]

@@ -141,7 +141,8 @@ class NodeConfig:
     # itself (core.recovery.OperatorWatch): its heartbeats then say so, the standby counts each as a miss,
     # and no empty frame renews its lease at Nd. Far above a call's time: the Spark operator's slowest call
     # (`operator_slowest_call_s` in a node's status), its first on a cold JVM included, took 0.42-0.59 s on
-    # loopback processes at 5,000 and 50,000 tuples/s (session 37). 0 = never.
+    # loopback processes at 5,000 and 50,000 tuples/s (session 37). 0 = never (an operator whose calls fail,
+    # its JVM gone, is said at once whatever this is).
     operator_stall_max: float = 10.0
     rpc_timeout: float = 2.0
     # framing and queues
@@ -330,7 +331,8 @@ HELP: dict[str, str] = {
                        "missed heartbeats count; a refusing port or a name that resolves to nothing is suspected "
                        "after one interval; 0 = none",
     "operator_stall_max": "seconds the primary's operator may leave a call unanswered before the primary says "
-                          "it is stalled (its standby takes over; it stops renewing its lease at Nd); 0 = never",
+                          "it is stalled (its standby takes over; it stops renewing its lease at Nd); 0 = never (an "
+                          "operator that failed is still said at once)",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends, and Nu before it polls a source that "

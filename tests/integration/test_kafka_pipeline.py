@@ -103,6 +103,19 @@ def test_a_spark_primary_whose_jvm_stops_says_so_and_its_standby_takes_over(kafk
 
 
 @pytest.mark.slow
+def test_a_spark_primary_whose_jvm_is_killed_says_so_at_once_and_its_standby_takes_over(kafka):
+    """kill-operator, with operator_stall_max at its default (10 s): the calls fail (the Spark watch finds
+    the JVM unreachable), the operator loop ends, and N says so at once instead of waiting out the 10 s."""
+    r = trial(kafka, fault="kill-operator", extra={"operator": "spark", "heartbeat_interval": 0.2,
+                                                   "heartbeat_misses": 5, "spark_partitions": 1}, kill_after=1.0)
+    assert r["events"][0]["killed"] >= 1
+    assert r["failovers"] == 1 and r["recovery"]["epoch"] == 2
+    assert r["recovery_ms"] < 5_000, r["recovery_ms"]  # well within operator_stall_max
+    n = r["after"]["n"]
+    assert n["counters"]["operator_failures"] == 1 and n["counters"]["operator_stalls"] == 1, n
+
+
+@pytest.mark.slow
 def test_a_spark_primary_whose_jvm_stops_with_no_standby_waits_for_it_and_stays_exact(kafka):
     """kill-standby-then-hang-operator: with nobody to take over, a stalled primary says so but does not
     give up; when its JVM runs again it goes on as the primary of epoch 1."""

@@ -12,7 +12,7 @@ from lazystandby.core.detector import FailureDetector
 from lazystandby.core.recovery import OperatorWatch
 from lazystandby.core.roles import Role
 from lazystandby.core.tuples import TupleBatch
-from lazystandby.harness.hang import NothingToHang, descendants, hang
+from lazystandby.harness.operator_procs import NothingToHang, descendants, hang, kill_all
 from lazystandby.node.downstream import DownstreamNode
 from lazystandby.node.operator_node import OperatorNode
 from lazystandby.operators.selection import Selection
@@ -35,6 +35,11 @@ def test_the_watch_counts_a_stall_once_and_only_past_its_limit():
     assert w.update(90.0, 103.0) and w.stalls == 2  # a second stall is a new one
     off = OperatorWatch(0.0)
     assert off.stalled_for(0.0, 10**6) == 0.0 and not off.update(0.0, 10**6)
+    # A failed operator answers nothing more: stalled at once, even with no call out and no time limit.
+    off.fail("RuntimeError: Spark's JVM cannot be reached")
+    off.fail("a second reason")  # the first is kept
+    assert off.stalled_for(None, 5.0) == 0.001 and off.stalled_for(1.0, 5.0) == 4.0
+    assert off.update(None, 5.0) and off.failed == "RuntimeError: Spark's JVM cannot be reached"
     with pytest.raises(ValueError):
         OperatorWatch(-1.0)
 
@@ -113,6 +118,39 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     assert n.snapshot()["operator_slowest_call_s"] == 3.0
 
 
+def test_a_primary_whose_operator_failed_says_so_at_once(stalled_setup):
+    """A call answered with an error (Spark's JVM is gone) ends the operator loop: nothing will be processed
+    again, so the primary does not wait out operator_stall_max."""
+    net, now, nd, n, op = stalled_setup
+    n._submit(batch(1, 5))
+    op.futures[0].set_exception(RuntimeError("Spark's JVM cannot be reached"))
+    with pytest.raises(RuntimeError):
+        n._collect(block=False)  # in the node, this ends the operator loop: spawn hands it to _operator_failed
+    n._operator_failed(RuntimeError("Spark's JVM cannot be reached"))
+    now[0] = 0.2  # far below operator_stall_max (2 s)
+    assert net.call_pb("n", "Heartbeat", pb.HeartbeatRequest(sender="N'", epoch=1)).stalled_ms == 200
+    s = n.snapshot()
+    assert s["operator_stalled"] and "JVM cannot be reached" in s["operator_failed"]
+    assert n.counters["operator_failures"] == 1 and n.counters["operator_stalls"] == 1
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the loop re-raises, on purpose
+def test_a_loop_that_dies_is_handed_to_its_crash_handler():
+    import threading
+
+    n = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 1"), MemoryNetwork().peer)
+    seen, done = [], threading.Event()
+
+    def loop():
+        raise ValueError("boom")
+
+    n.spawn("x", loop, on_crash=lambda e: (seen.append(str(e)), done.set()))
+    assert done.wait(5) and seen == ["boom"]
+    n._threads[-1].join(5)
+    assert n.counters["loop_crashes"] == 1
+    n.stop()
+
+
 def test_a_call_that_hangs_inside_submit_is_timed_too(stalled_setup):
     """A synchronous operator computes inside `submit`: a hang there leaves no future to time."""
     net, now, nd, n, op = stalled_setup
@@ -178,6 +216,11 @@ def test_hang_stops_what_the_node_started_not_the_node_and_always_continues_it(t
     assert sent == [(11, signal.SIGSTOP), (13, signal.SIGSTOP), (11, signal.SIGCONT), (13, signal.SIGCONT)]
     with pytest.raises(NothingToHang, match="Spark operator"):
         hang(21, 1.0, proc=proc, kill=lambda p, s: None, sleep=lambda _: None)
+    sent.clear()
+    assert kill_all(10, proc=proc, kill=gone) == 2  # 12 was gone already
+    assert sent == [(11, signal.SIGKILL), (13, signal.SIGKILL)]
+    with pytest.raises(NothingToHang):
+        kill_all(21, proc=proc, kill=gone)
 
 
 def test_hang_operator_is_refused_without_the_spark_operator_and_never_drawn_by_a_campaign(monkeypatch):

@@ -154,20 +154,29 @@ class OperatorWatch:
     each such reply as a miss) and sends Nd no more empty frames (its lease runs out). It does not fence
     itself: with no standby to take over, a slow operator that answers at last is better than a pipeline
     that stops. Kafka's consumer group does the same with max.poll.interval.ms: a member that stops
-    polling is taken out of the group, though it still sends heartbeats. 0 = never stalled. Clocks are
-    injected, as everywhere in core."""
+    polling is taken out of the group, though it still sends heartbeats. An operator that failed (a call
+    answered with an error: its JVM is gone) will answer nothing more, so it is stalled from then on,
+    without waiting out `limit` (`fail`). limit 0 = never stalled by time alone. Clocks are injected, as
+    everywhere in core."""
 
     def __init__(self, limit: float) -> None:
         if limit < 0:
             raise ValueError("operator_stall_max must be >= 0")
         self.limit = limit
         self.stalled = False  # as of the last `update`
+        self.failed = ""  # why the operator failed, once it has (`fail`)
         self.stalls = 0  # stalls seen, each counted once, when it passed `limit`
+
+    def fail(self, why: str) -> None:
+        """The operator failed: stalled from now on, whatever the calls' times."""
+        self.failed = self.failed or why
 
     def stalled_for(self, oldest_call: float | None, now: float) -> float:
         """Seconds the oldest unanswered call (made at `oldest_call`; None: none) has waited, when that is
-        more than `limit`; else 0."""
+        more than `limit` or the operator failed (then at least a millisecond); else 0."""
         waited = 0.0 if oldest_call is None else now - oldest_call
+        if self.failed:
+            return max(waited, 0.001)
         return waited if self.limit and waited > self.limit else 0.0
 
     def update(self, oldest_call: float | None, now: float) -> bool:

@@ -26,6 +26,7 @@ class Action(StrEnum):
     # (processes: loopback relays; containers: off the compose network and back, "*" only)
     CUT = "cut"  # as PARTITION, but the links stay cut, with the later steps running, until a HEAL step
     HEAL = "heal"  # the links a CUT step cut carry traffic again (and what they held arrives)
+    KILL_OPERATOR = "kill-operator"  # SIGKILL the processes the node started (its Spark JVM and workers)
     HANG = "hang"  # SIGSTOP the processes the node started (its Spark JVM and workers), not the node, for
     # `duration` (0: past operator_stall_max and the detector's timeout), then SIGCONT
 
@@ -163,6 +164,10 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "stops renewing its lease at Nd, N' takes over; when the JVM runs again N finds itself fenced and "
           "delivers nothing more; Nd's output is exact",
           (Step("primary", Action.HANG),), runners=_BOTH, takes_over=True, spark=True),
+    Fault("kill-operator", "N's Spark JVM and workers are killed while N runs: its calls to the operator fail, N "
+          "says so at once in its heartbeat replies (its operator failed, not only slow) and stops renewing its "
+          "lease at Nd, N' takes over well within operator_stall_max; Nd's output is exact",
+          (Step("primary", Action.KILL_OPERATOR),), runners=_BOTH, takes_over=True, spark=True),
     Fault("kill-standby-then-hang-operator", "N' is killed, then N's operator stops (as in hang-operator) past "
           "operator_stall_max: nobody can take over, so N says it is stalled (OperatorStalled) but stays primary, "
           "and when its JVM runs again it goes on where it stopped; no failover; Nd's output is exact",

@@ -40,7 +40,7 @@ from ..transport.tls import TlsFiles
 from . import forge
 from .check import compare, expected_outputs, kafka_expected
 from .faults import Action, Fault, Runner, Step, for_runner
-from .hang import hang
+from .operator_procs import hang, kill_all
 from .partition import LinkRelay
 from .wait import wait_until
 
@@ -145,6 +145,10 @@ def _hang(topo: Topology, key: str, step: Step) -> dict:
     return {"stopped": hang(topo.procs[key].pid, topo.lasting(step))}
 
 
+def _kill_operator(topo: Topology, key: str, step: Step) -> dict:
+    return {"killed": kill_all(topo.procs[key].pid)}
+
+
 def _restart(topo: Topology, key: str, step: Step) -> dict:
     topo.signal(key, signal.SIGKILL)
     topo.procs[key].wait()
@@ -230,6 +234,7 @@ ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
     Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
     Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal, Action.HANG: _hang,
+    Action.KILL_OPERATOR: _kill_operator,
 }
 FAULTS = for_runner(Runner.PROCESSES)
 KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}

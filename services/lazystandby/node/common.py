@@ -33,14 +33,19 @@ class NodeBase:
         self.links = Links(cfg.name, self.log, clock)
 
     # --- lifecycle -------------------------------------------------------------------------------------
-    def spawn(self, name: str, loop: Callable[[], None]) -> None:
+    def spawn(self, name: str, loop: Callable[[], None],
+              on_crash: Callable[[Exception], None] | None = None) -> None:
+        """Run `loop` over and over in a thread of its own until the node stops; an exception ends it, said
+        and counted, and handed to `on_crash` first."""
         def run() -> None:
             try:
                 while not self._stop.is_set():
                     loop()
-            except Exception:
+            except Exception as e:
                 self.log.exception("%s: loop %s died", self.name, name)
                 self.counters["loop_crashes"] += 1
+                if on_crash is not None:
+                    on_crash(e)
                 raise
 
         t = threading.Thread(target=run, name=f"{self.name}:{name}", daemon=True)

@@ -186,7 +186,7 @@ class OperatorNode(NodeBase):
             self.primary = peers(cfg.primary) if cfg.primary else None
 
     def start(self) -> None:
-        self.spawn("operator", self._operator_loop)
+        self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
         self.spawn("output", self._output_loop)
         self.spawn("announce", self._announce_loop)
         if self.state.role is Role.STANDBY:
@@ -670,6 +670,14 @@ class OperatorNode(NodeBase):
         made = [t for t in (self._calling_since, self._in_flight[0][2] if self._in_flight else None) if t is not None]
         return min(made, default=None)
 
+    def _operator_failed(self, e: Exception) -> None:
+        """The operator loop ended with an error (a failed call: a Spark JVM that is gone): nothing will be
+        processed here again, so a primary says so at once (OperatorWatch.fail) and its standby takes over."""
+        with self.lock:
+            self.watch.fail(f"{type(e).__name__}: {e}"[:300])
+            self.counters["operator_failures"] += 1
+            self._stalled_s()  # said now, not at the next heartbeat
+
     def _stalled_s(self) -> float:
         """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
         operator_stall_max (OperatorWatch); 0 when it has not, or when this node is no primary. A stall is
@@ -681,9 +689,11 @@ class OperatorNode(NodeBase):
             return 0.0
         if self.watch.update(oldest, now):
             self.counters["operator_stalls"] += 1
-            self.log.warning("%s: the operator has left a call unanswered for %.1f s (operator_stall_max %.1f s): "
-                             "heartbeats say so from now, and Nd's lease is no longer renewed; a standby will take "
-                             "over", self.name, self.watch.stalled_for(oldest, now), self.watch.limit)
+            what = (f"failed ({self.watch.failed})" if self.watch.failed else
+                    f"has left a call unanswered for {self.watch.stalled_for(oldest, now):.1f} s (operator_stall_max "
+                    f"{self.watch.limit:.1f} s)")
+            self.log.warning("%s: the operator %s: heartbeats say so from now, and Nd's lease is no longer renewed; a "
+                             "standby will take over", self.name, what)
         elif was and not self.watch.stalled:
             self.log.warning("%s: the operator answers again", self.name)
         return self.watch.stalled_for(oldest, now)
@@ -837,8 +847,9 @@ class OperatorNode(NodeBase):
                     det.missed(now, started=t0)
                     self.counters["heartbeat_primary_stalled"] += 1
                     if self._primary_stalled.due():
-                        self.log.warning("%s: the primary's operator has left a call unanswered for %.1f s: "
-                                         "counted as a missed heartbeat", self.name, reply.stalled_ms / 1000)
+                        self.log.warning("%s: the primary says its operator stalled or failed (its oldest call "
+                                         "%.1f s old): counted as a missed heartbeat", self.name,
+                                         reply.stalled_ms / 1000)
                 else:
                     det.ok(now, now - t0)
                 with self.lock:
@@ -1104,6 +1115,7 @@ class OperatorNode(NodeBase):
             "primary_heard": self.detector.heard if self.detector else None,
             "operator_oldest_call_s": 0.0 if oldest is None else round(self.clock() - oldest, 3),
             "operator_stalled": self.watch.stalled,
+            "operator_failed": self.watch.failed,
             "operator_slowest_call_s": round(self.slowest_call_s, 3),
         })
         return s

@@ -135,12 +135,20 @@ class SparkSelection(Operator):
             raise error
 
     def _watch(self) -> None:
-        """Fails what waits in the feed if the query dies: the node would otherwise wait for ever."""
+        """Fails what waits in the feed if the query dies, or the JVM itself (py4j cannot reach it: killed,
+        crashed): the node would otherwise wait for ever, or until OperatorWatch's operator_stall_max."""
         while not self._closing.wait(1.0):
             try:
                 self._check_query()
             except RuntimeError:
                 log.exception("%s: the Spark query died", self.cfg.name)
+                return
+            except Exception as e:  # py4j's errors: the gateway's connection is gone, and the JVM with it
+                if self._closing.is_set():
+                    return
+                error = RuntimeError(f"Spark's JVM cannot be reached: {type(e).__name__}: {e}")
+                self.feed.fail(error)
+                log.error("%s: %s", self.cfg.name, error)
                 return
 
     def _append(self, payloads: pa.BinaryArray) -> Future:

@@ -1,8 +1,10 @@
-"""The `hang-operator` fault's action, for both runners: a node's operator stops while the node runs.
+"""The actions of `hang-operator` and `kill-operator`, for both runners: a node's operator stops, or dies,
+while the node runs.
 
 The Spark operator's work happens in processes the node started (its driver JVM, and the Python workers
 the JVM starts in turn): stopping those, and not the node, leaves a node that answers heartbeats and Nd's
-calls but processes nothing, as a JVM that deadlocks or waits on an executor that never comes back does.
+calls but processes nothing, as a JVM that deadlocks or waits on an executor that never comes back does;
+killing them is a JVM that crashed (or that the kernel's OOM killer chose).
 """
 
 from __future__ import annotations
@@ -39,14 +41,32 @@ def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:
     return sorted(found)
 
 
+def _operator_processes(pid: int, proc: Path) -> list[int]:
+    pids = descendants(pid, proc)
+    if not pids:
+        raise NothingToHang(f"process {pid} started no process: hang-operator and kill-operator need an operator "
+                            f"that runs in processes of its own (the Spark operator: --operator spark, "
+                            f"LS_OPERATOR=spark)")
+    return pids
+
+
+def kill_all(pid: int, *, proc: Path = Path("/proc"), kill: Callable[[int, int], None] = os.kill) -> int:
+    """SIGKILL every process node `pid` started; how many were killed. NothingToHang when there is none."""
+    killed = 0
+    for p in _operator_processes(pid, proc):
+        try:
+            kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        killed += 1
+    return killed
+
+
 def hang(pid: int, seconds: float, *, proc: Path = Path("/proc"), kill: Callable[[int, int], None] = os.kill,
          sleep: Callable[[float], None] = time.sleep) -> int:
     """Stop every process node `pid` started for `seconds`, then continue them (also when interrupted);
     how many were stopped. NothingToHang when there is none."""
-    pids = descendants(pid, proc)
-    if not pids:
-        raise NothingToHang(f"process {pid} started no process to stop: hang-operator needs an operator that runs "
-                            f"in processes of its own (the Spark operator: --operator spark, LS_OPERATOR=spark)")
+    pids = _operator_processes(pid, proc)
     stopped = []
     try:
         for p in pids:
