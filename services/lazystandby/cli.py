@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-import threading
 from functools import partial
 
 from . import config
@@ -70,6 +69,9 @@ def keep_memory(cfg: config.NodeConfig, log: logging.Logger) -> bool:
     return False
 
 
+EXIT_FAILED = 70  # EX_SOFTWARE: the node failed in a way it cannot recover from (NodeBase.fail)
+
+
 def run_node(argv: list[str]) -> int:
     try:
         cfg = config.load(argv)
@@ -94,15 +96,16 @@ def run_node(argv: list[str]) -> int:
         from .metrics import serve_metrics
 
         serve_metrics(node, cfg.metrics_port)
-    done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
+        signal.signal(sig, lambda *_: node.halt.set())
     node.start()  # after the server listens: a standby registers with Nu, which then calls back
     log.info("%s (%s) listening on %s%s", cfg.name, cfg.role, cfg.listen, " (mutual TLS)" if tls else "")
-    done.wait()
-    server.stop(grace=0.5)
+    node.halt.wait()
+    if node.fatal:
+        log.error("%s: exits with code %d so that it is replaced: %s", cfg.name, EXIT_FAILED, node.fatal)
+    server.stop(grace=0 if node.fatal else 0.5)  # the port closes: peers see a dead node at once
     node.stop()
-    return 0
+    return EXIT_FAILED if node.fatal else 0
 
 
 COMMANDS = {

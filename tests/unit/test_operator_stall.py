@@ -132,6 +132,15 @@ def test_a_primary_whose_operator_failed_says_so_at_once(stalled_setup):
     s = n.snapshot()
     assert s["operator_stalled"] and "JVM cannot be reached" in s["operator_failed"]
     assert n.counters["operator_failures"] == 1 and n.counters["operator_stalls"] == 1
+    assert n.halt.is_set() and "JVM cannot be reached" in n.fatal  # its process exits (cli: EXIT_FAILED)
+
+
+def test_a_standby_whose_operator_failed_asks_to_exit_rather_than_take_over_and_stall():
+    s = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 1"), MemoryNetwork().peer)
+    s._operator_failed(RuntimeError("Spark's JVM cannot be reached"))
+    assert s.halt.is_set() and s.fatal.startswith("the operator failed")
+    assert s.snapshot()["operator_failed"]
+    s.stop()
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the loop re-raises, on purpose

@@ -165,8 +165,8 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "delivers nothing more; Nd's output is exact",
           (Step("primary", Action.HANG),), runners=_BOTH, takes_over=True, spark=True),
     Fault("kill-operator", "N's Spark JVM and workers are killed while N runs: its calls to the operator fail, N "
-          "says so at once in its heartbeat replies (its operator failed, not only slow) and stops renewing its "
-          "lease at Nd, N' takes over well within operator_stall_max; Nd's output is exact",
+          "says so in its heartbeat replies and exits (code 70: a node that cannot process is better dead than "
+          "alive), N' takes over well within operator_stall_max; Nd's output is exact",
           (Step("primary", Action.KILL_OPERATOR),), runners=_BOTH, takes_over=True, spark=True),
     Fault("kill-standby-then-hang-operator", "N' is killed, then N's operator stops (as in hang-operator) past "
           "operator_stall_max: nobody can take over, so N says it is stalled (OperatorStalled) but stays primary, "

@@ -584,6 +584,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             done = delivered and took_over
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
+            # Nodes that ended before the trial did, and how: -9 killed, 70 a node that failed (NodeBase.fail).
+            result["exited"] = {k: p.returncode for k, p in topo.procs.items() if p.poll() is not None}
             if kafka:
                 rows = read_results(kafka, f"{settings['topic_prefix']}results")
             else:

@@ -30,6 +30,10 @@ class NodeBase:
         self.errors: Counter[str] = Counter()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        # Set when this node's process should end: a signal (cli.run_node), or a failure the node cannot
+        # recover from (`fail`), whose reason is then in `fatal`.
+        self.halt = threading.Event()
+        self.fatal = ""
         self.links = Links(cfg.name, self.log, clock)
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -51,6 +55,14 @@ class NodeBase:
         t = threading.Thread(target=run, name=f"{self.name}:{name}", daemon=True)
         t.start()
         self._threads.append(t)
+
+    def fail(self, why: str) -> None:
+        """This node can do its work no more (its operator's JVM is gone): its process is asked to exit
+        (EXIT_FAILED), so that peers see it dead and it is replaced, rather than answer them while it does
+        nothing (a standby that would take over and then stall, a primary deposed only by its standby's
+        reading of its heartbeats)."""
+        self.fatal = self.fatal or why
+        self.halt.set()
 
     def stop(self) -> None:
         self._stop.set()

@@ -672,11 +672,14 @@ class OperatorNode(NodeBase):
 
     def _operator_failed(self, e: Exception) -> None:
         """The operator loop ended with an error (a failed call: a Spark JVM that is gone): nothing will be
-        processed here again, so a primary says so at once (OperatorWatch.fail) and its standby takes over."""
+        processed here again. A primary says so at once in its heartbeats (OperatorWatch.fail), and the node
+        asks its process to exit (`fail`): its closed port is the surest sign of all."""
+        why = f"{type(e).__name__}: {e}"[:300]
         with self.lock:
-            self.watch.fail(f"{type(e).__name__}: {e}"[:300])
+            self.watch.fail(why)
             self.counters["operator_failures"] += 1
             self._stalled_s()  # said now, not at the next heartbeat
+        self.fail(f"the operator failed ({why})")
 
     def _stalled_s(self) -> float:
         """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
