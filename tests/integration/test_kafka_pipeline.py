@@ -124,6 +124,18 @@ def test_a_spark_primary_whose_jvm_is_killed_says_so_at_once_and_its_standby_tak
 
 
 @pytest.mark.slow
+def test_a_spark_standby_whose_jvm_is_killed_exits_and_the_pipeline_goes_on(kafka):
+    """kill-standby-operator: N' would otherwise stay registered with a dead JVM, take over at N's next
+    failure and stall; it exits (70), Nu's backup to it fails (NoStandby), and N goes on."""
+    r = trial(kafka, fault="kill-standby-operator", extra={"operator": "spark", "heartbeat_interval": 0.2,
+                                                           "heartbeat_misses": 5, "spark_partitions": 1},
+              kill_after=1.0)
+    assert r["events"][0]["killed"] >= 1
+    assert r["failovers"] == 0 and r["exited"] == {"n2": 70}, r["exited"]
+    assert r["after"]["n"]["role"] == "primary" and r["after"]["n"]["epoch"] == 1
+
+
+@pytest.mark.slow
 def test_a_spark_primary_whose_jvm_stops_with_no_standby_waits_for_it_and_stays_exact(kafka):
     """kill-standby-then-hang-operator: with nobody to take over, a stalled primary says so but does not
     give up; when its JVM runs again it goes on as the primary of epoch 1."""

@@ -143,6 +143,15 @@ def test_a_standby_whose_operator_failed_asks_to_exit_rather_than_take_over_and_
     s.stop()
 
 
+def test_an_operator_that_says_it_failed_ends_the_loop_with_no_call_out():
+    """A lazy standby may make no operator call for a long time: a dead engine is found between calls."""
+    s = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 1"), MemoryNetwork().peer)
+    s.operator.failure = RuntimeError("Spark's JVM cannot be reached")
+    with pytest.raises(RuntimeError, match="JVM cannot be reached"):
+        s._operator_loop()
+    s.stop()
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the loop re-raises, on purpose
 def test_a_loop_that_dies_is_handed_to_its_crash_handler():
     import threading

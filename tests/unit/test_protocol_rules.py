@@ -187,7 +187,7 @@ def test_the_fault_catalog_is_data_every_runner_can_read():
         "pause-standby-then-kill-primary", "kill-primary-then-pause-downstream", "isolate-primary", "isolate-standby",
         "partition-primary-standby", "partition-upstream-primary", "partition-primary-downstream",
         "partition-upstream-standby", "partition-upstream-standby-then-kill-primary", "hang-operator",
-        "kill-standby-then-hang-operator", "kill-operator"}
+        "kill-standby-then-hang-operator", "kill-operator", "kill-standby-operator"}
 
 
 def test_the_fault_docs_list_every_fault_of_the_catalog():

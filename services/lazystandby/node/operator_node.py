@@ -426,6 +426,8 @@ class OperatorNode(NodeBase):
             through: int | None = None  # the last input this pass may take (None: all)
             take = True
             while not self.stopped:
+                if self.operator.failure is not None:
+                    raise self.operator.failure  # ends this loop, as a failed call does (_operator_failed)
                 if self.iq.empty():
                     if self._head_done():
                         break

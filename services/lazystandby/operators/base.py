@@ -38,6 +38,10 @@ class Operator(ABC):
     # call costs a fixed time far above the wait (a Spark micro-batch, 0.25-0.5 s, against the 10-60 ms
     # until Nu's resend is in), where starting early means a second call for the resend.
     takeover_gather = False
+    # Set by an operator that can answer nothing more (its engine is gone: a Spark JVM that was killed),
+    # found out between calls: the node then ends its operator loop with it, as it would on a failed call.
+    # A lazy standby may make no call for a long time, and must not stay registered on a dead engine.
+    failure: BaseException | None = None
 
     @abstractmethod
     def process(self, batch: TupleBatch) -> np.ndarray | list[int]:

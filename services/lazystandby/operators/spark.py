@@ -147,6 +147,7 @@ class SparkSelection(Operator):
                 if self._closing.is_set():
                     return
                 error = RuntimeError(f"Spark's JVM cannot be reached: {type(e).__name__}: {e}")
+                self.failure = error
                 self.feed.fail(error)
                 log.error("%s: %s", self.cfg.name, error)
                 return
