@@ -9,7 +9,7 @@ import pytest
 from lazystandby.config import NodeConfig, SettingError
 from lazystandby.core import messages as m
 from lazystandby.core.detector import FailureDetector
-from lazystandby.core.recovery import OperatorWatch
+from lazystandby.core.recovery import OperatorWatch, plan_takeover
 from lazystandby.core.roles import Role
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.harness.operator_procs import NothingToHang, descendants, hang, kill_all
@@ -167,6 +167,27 @@ def test_a_loop_that_dies_is_handed_to_its_crash_handler():
     n._threads[-1].join(5)
     assert n.counters["loop_crashes"] == 1
     n.stop()
+
+
+def test_a_promoted_standby_times_its_calls_from_its_promotion():
+    """A lazy standby's calls wait by design (a Spark feed holds them): as a new primary it must not take
+    a call made long before for a stalled one, nor say so to a spare standby."""
+    now = [0.0]
+    s = OperatorNode(NodeConfig(role="standby", listen="s", operator_stall_max=2.0), Hung(), MemoryNetwork().peer,
+                     clock=lambda: now[0])
+    s._submit(batch(1, 5))
+    now[0] = 30.0
+    assert s.handle_heartbeat(m.HeartbeatRequest(sender="x", epoch=0)).stalled_ms == 0  # a standby: never
+    s.state.fence.advance(1)
+    s.state.become(Role.PROMOTING, epoch=2)
+    s._replay(plan_takeover(epoch=2, delivered_through=0, received_through=5, oq_first=1, oq_last=0),
+              m.TakeoverReply(epoch=2))
+    assert s.state.role is Role.PRIMARY
+    now[0] = 31.0
+    assert s.handle_heartbeat(m.HeartbeatRequest(sender="x", epoch=2)).stalled_ms == 0
+    now[0] = 32.5
+    assert s.handle_heartbeat(m.HeartbeatRequest(sender="x", epoch=2)).stalled_ms == 2500  # 2.5 s as a primary
+    s.stop()
 
 
 def test_a_call_that_hangs_inside_submit_is_timed_too(stalled_setup):

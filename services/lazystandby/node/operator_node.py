@@ -170,6 +170,8 @@ class OperatorNode(NodeBase):
         self._in_flight: deque[tuple[TupleBatch, Future, float]] = deque()
         self._calling_since: float | None = None  # a call inside `operator.submit` (a synchronous operator)
         self.watch = OperatorWatch(cfg.operator_stall_max)
+        # A standby's calls wait by design (a lazy Spark feed holds them): a promoted one is timed from then.
+        self._primary_since = self.clock()
         self.slowest_call_s = 0.0  # the longest an operator call took to be answered (for operator_stall_max)
         self._in_flight_tuples = 0
         self._backlog_at_takeover = (0, 0)
@@ -692,6 +694,8 @@ class OperatorNode(NodeBase):
         if self.state.role is not Role.PRIMARY:
             self.watch.update(None, now)  # a standby's calls wait by design; a fenced node's do not matter
             return 0.0
+        if oldest is not None:
+            oldest = max(oldest, self._primary_since)
         if self.watch.update(oldest, now):
             self.counters["operator_stalls"] += 1
             what = (f"failed ({self.watch.failed})" if self.watch.failed else
@@ -970,6 +974,7 @@ class OperatorNode(NodeBase):
             self.sent_next = plan.delivered_through + 1
             self._resync_output = False  # Nd just said where it stands (step 3)
             self.state.become(Role.PRIMARY)
+            self._primary_since = self.clock()
             if self._gathering:
                 self._gather = (nu.head_pos, self.clock() + GATHER_MAX_S)
             self.counters["takeovers"] += 1
