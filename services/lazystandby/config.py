@@ -141,8 +141,8 @@ class NodeConfig:
     # itself (core.recovery.OperatorWatch): its heartbeats then say so, the standby counts each as a miss,
     # and no empty frame renews its lease at Nd. Far above a call's time: the Spark operator's slowest call
     # (`operator_slowest_call_s` in a node's status), its first on a cold JVM included, took 0.42-0.59 s on
-    # loopback processes at 5,000 and 50,000 tuples/s (session 37). 0 = never (an operator whose calls fail,
-    # its JVM gone, is said at once whatever this is).
+    # loopback processes at 5,000 and 50,000 tuples/s, 1.55 s at full speed (session 37). 0 = never (an
+    # operator whose calls fail, its JVM gone, ends its node whatever this is).
     operator_stall_max: float = 10.0
     rpc_timeout: float = 2.0
     # framing and queues
