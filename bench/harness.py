@@ -36,6 +36,7 @@ from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
 from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.launcher import SPARK_DETECTOR, StatusPoller, Topology, run_trial, scratch
+from lazystandby.harness.operator_procs import descendants
 from lazystandby.harness.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,24 +91,11 @@ def tradeoff(bsizes: list[str], codecs: list[str], trials: int, *, total: int, r
     return rows
 
 
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        for task in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                todo.extend(int(c) for c in task.read_text().split())
-            except OSError:
-                pass
-    return out
-
-
 def _proc_usage(pid: int) -> tuple[float, int]:
     """CPU seconds and minor page faults of a node process and everything it started (a Spark operator's
     JVM and Python workers)."""
     cpu, faults = 0.0, 0
-    for p in _descendants(pid):
+    for p in (pid, *descendants(pid)):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             cpu += (int(fields[11]) + int(fields[12])) / 100.0
@@ -124,7 +112,7 @@ def _cpu_seconds(pid: int) -> float:
 def _peak_rss_mb(pid: int) -> float:
     """Peak resident memory of a node process and everything it started (VmHWM, MB)."""
     total = 0
-    for p in _descendants(pid):
+    for p in (pid, *descendants(pid)):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):

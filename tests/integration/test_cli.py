@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from lazystandby.harness.operator_procs import descendants
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT / 'services'}:{ROOT / 'spark'}:{ROOT}"}
 
@@ -45,23 +47,6 @@ def test_a_bad_value_is_one_line_naming_the_setting(argv, env, names, bound):
     assert took < bound, took
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    out, todo = set(), [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.add(c)
-            todo.append(c)
-    return out
-
-
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -77,7 +62,7 @@ def test_sigterm_to_launch_stops_every_node_of_its_topology(tmp_path):
         deadline = time.monotonic() + 60
         nodes: set[int] = set()
         while time.monotonic() < deadline and len(nodes) < 4:
-            nodes = {c for c in _descendants(p.pid) if "lazystandby.cli" in Path(f"/proc/{c}/cmdline").read_text()}
+            nodes = {c for c in descendants(p.pid) if "lazystandby.cli" in Path(f"/proc/{c}/cmdline").read_text()}
             time.sleep(0.2)
         assert len(nodes) == 4, nodes
         time.sleep(1.0)

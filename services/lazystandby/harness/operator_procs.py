@@ -4,7 +4,8 @@ while the node runs.
 The Spark operator's work happens in processes the node started (its driver JVM, and the Python workers
 the JVM starts in turn): stopping those, and not the node, leaves a node that answers heartbeats and Nd's
 calls but processes nothing, as a JVM that deadlocks or waits on an executor that never comes back does;
-killing them is a JVM that crashed (or that the kernel's OOM killer chose).
+killing them is a JVM that crashed (or that the kernel's OOM killer chose). `descendants` is also how
+the benchmarks count a node's CPU and memory with its JVM's.
 """
 
 from __future__ import annotations
