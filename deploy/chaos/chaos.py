@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 
 from lazystandby.config import NodeConfig
-from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner
+from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner, standby_back
 from lazystandby.harness.operator_procs import hang, kill_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -233,7 +233,9 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         return {"killed": kill_all(c.attrs["State"]["Pid"])}
     else:
         assert step.action is Action.RESTART, step.action
-        c.kill()
+        c.reload()
+        if c.status == "running":  # a node killed by an earlier step is only started again
+            c.kill()
         time.sleep(1)
         c.start()
     return {}
@@ -246,6 +248,8 @@ def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0) -> 
     for step in fault.steps:
         if step.after == "takeover":
             wait_for("Nu to accept a takeover", lambda: bool(node_status("nu").get("takeovers")), timeout, 0.05)
+        elif step.after == "standby":
+            wait_for("Nu to back up to a standby again", lambda: standby_back(node_status("nu")), timeout, 0.1)
         if step.delay:
             time.sleep(step.delay)
         at = time.time()

@@ -1,7 +1,8 @@
 """The faults the first catalog did not survive (issue 11), each with real node processes and the exact
 output checked against the truth table: Nu killed right after a takeover (Kafka), no standby then no
-primary (loud: log lines, metrics, alerts), forged calls from a client, a decompression bomb, and an OQ
-smaller than one operator call through a pause of Nd."""
+primary (loud: log lines, metrics, alerts), forged calls from a client, a decompression bomb, an OQ
+smaller than one operator call through a pause of Nd, and a killed primary started again that rejoins as
+the standby."""
 
 import signal
 import time
@@ -266,3 +267,18 @@ def test_a_paused_upstream_resumes_where_it_was_without_a_failover():
     r = run_trial(fault="pause-upstream", total=400_000, rate=100_000, kill_after=0.8, timeout=90, extra=CALM)
     exact(r)
     assert r["failovers"] == 0 and r["after"]["n"]["role"] == "primary"
+
+
+# --- 7. A primary started again after a takeover rejoins as the standby ---------------------------------
+def test_a_killed_primary_started_again_rejoins_as_the_standby_and_takes_over_at_the_next_kill():
+    """Two operator nodes, two failovers: N, started again with its own settings (role primary, epoch 1)
+    once N' has taken over, is refused by Nd before it has done anything, registers with Nu as N''s standby,
+    and takes over when N' is killed (epoch 3). Before, it stayed fenced, and the second kill stopped the
+    pipeline for good."""
+    r = run_trial(fault="kill-primary-then-restart", total=60_000, rate=10_000, kill_after=1.0, timeout=90)
+    exact(r)
+    n = r["after"]["n"]
+    assert r["failovers"] == 2 and r["exited"] == {"n2": -9}
+    assert n["role"] == "primary" and n["epoch"] == 3 and r["after"]["nd"]["epoch"] == 3
+    assert n["counters"]["rejoined"] == 1 and n["counters"]["takeovers"] == 1 and not n["counters"].get("fenced")
+    assert n["counters"]["backup_tuples"] > 0  # re-seeded by Nu as its standby before it took over

@@ -17,14 +17,20 @@ from lazystandby.harness.faults import CATALOG, Action, Fault, Step  # noqa: E40
 
 
 class FakeContainer:
-    def __init__(self, log: list, service: str, status: str = "running") -> None:
-        self.log, self.service, self.status = log, service, status
+    def __init__(self, log: list, service: str, status: str = "running", running: set | None = None) -> None:
+        self.log, self.service, self.status, self.running = log, service, status, running
 
     def _do(self, what: str) -> None:
         self.log.append((time.monotonic(), what, self.service))
 
+    def reload(self):
+        if self.running is not None:
+            self.status = "running" if self.service in self.running else "exited"
+
     def kill(self):
         self._do("kill")
+        if self.running is not None:
+            self.running.discard(self.service)
 
     def pause(self):
         self._do("pause")
@@ -34,6 +40,8 @@ class FakeContainer:
 
     def start(self):
         self._do("start")
+        if self.running is not None:
+            self.running.add(self.service)
 
 
 @pytest.fixture
@@ -41,7 +49,7 @@ def fake(monkeypatch):
     log: list = []
     running = {"nu", "n", "n-standby", "nd"}
     monkeypatch.setattr(chaos, "container", lambda client, service: FakeContainer(
-        log, service, "running" if service in running else "exited"))
+        log, service, "running" if service in running else "exited", running))
 
     def compose(*args, **kw):
         log.append((time.monotonic(), "compose " + " ".join(args), args[-1]))
@@ -79,6 +87,20 @@ def test_a_step_after_the_takeover_waits_for_nu_to_accept_one(fake, monkeypatch)
     assert [(w, s) for _, w, s in log] == [("kill", "n"), ("kill", "nu"), ("start", "nu")]
     with pytest.raises(StopIteration):
         next(polls)  # the restart came only after the poll that saw the takeover
+
+
+def test_a_killed_primary_is_started_again_and_the_next_kill_waits_for_nu_to_have_a_standby(fake, monkeypatch):
+    log, running = fake
+    polls = iter([{"takeovers": [{"epoch": 2}]},  # the takeover, then Nu's standby: none, out of sync, back
+                  {"standby": ""}, {"standby": "n:50051", "standby_in_sync": False},
+                  {"standby": "n:50051", "standby_in_sync": True}])
+    monkeypatch.setattr(chaos, "node_status", lambda service: next(polls))
+    chaos.inject(CATALOG["kill-primary-then-restart"], client=None)
+    # N, already dead, is only started again (a kill would fail on a stopped container); then N' is killed.
+    assert [(w, s) for _, w, s in log] == [("kill", "n"), ("start", "n"), ("kill", "n-standby")]
+    assert "n" in running and "n-standby" not in running
+    with pytest.raises(StopIteration):
+        next(polls)
 
 
 def test_a_takeover_that_never_comes_fails_the_run_instead_of_hanging(fake, monkeypatch):

@@ -52,6 +52,25 @@ def test_a_declined_takeover_withdraws_the_epoch_it_took_and_nothing_else_steps_
     assert r.epoch == 4
 
 
+def test_only_a_primary_that_has_not_worked_rejoins_as_a_standby():
+    r = RoleState("N")
+    r.become(Role.PRIMARY, epoch=1)
+    with pytest.raises(IllegalTransition, match="it has worked in this life"):
+        r.rejoin(worked=True)  # its state belongs to a deposed epoch: fenced instead
+    r.rejoin(worked=False)
+    assert (r.role, r.epoch) == (Role.STANDBY, 1)  # the epoch moves forward only when Nu answers
+    assert [x for x, _ in r.history] == ["starting", "primary", "standby"]
+    r.become(Role.PROMOTING, epoch=3)  # and it can take over as any standby can
+    r.become(Role.PRIMARY)
+    r.become(Role.FENCED)
+    with pytest.raises(IllegalTransition, match="it is fenced"):
+        r.rejoin(worked=False)
+    standby = RoleState("N'")
+    standby.become(Role.STANDBY)
+    with pytest.raises(IllegalTransition, match="it is standby"):
+        standby.rejoin(worked=False)
+
+
 def test_a_lease_holds_for_its_duration_after_the_last_delivery_and_declines_others_only():
     from lazystandby.core.seq import PrimaryAlive
 

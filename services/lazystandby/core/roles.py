@@ -5,6 +5,10 @@
     PROMOTING -> STANDBY                      (takeover refused: someone newer won; or declined: Nd's
                                                primary still delivers, and the epoch is withdrawn)
     PRIMARY | PROMOTING -> FENCED             (a peer showed a newer epoch: stop sending, forever)
+    PRIMARY -> STANDBY                        (rejoin: a primary that has delivered and taken nothing yet in
+                                               this life was shown a newer epoch: it was started again into a
+                                               pipeline that failed over without it, holds nothing, and joins
+                                               as a standby, as a spare does)
     any -> STOPPED
 
 Each takeover raises the epoch by one. Nu and Nd remember the highest epoch they have seen and refuse
@@ -113,6 +117,18 @@ class RoleState:
             raise IllegalTransition(f"{self.node}: only a promoting node withdraws its epoch (it is {self.role})")
         self.role = Role.STANDBY
         self.fence.epoch = self._before_promoting
+        self.history.append((self.role, self.epoch))
+
+    def rejoin(self, *, worked: bool) -> None:
+        """PRIMARY -> STANDBY for a primary shown a newer epoch before it `worked` in this life (delivered to
+        Nd, took a frame from Nu, or took over): a node restarted with its old settings after a takeover.
+        Such a node holds no tuple and sent none: joining as a standby, empty, costs nothing, where fencing
+        it would leave the pipeline one standby short for good. A primary that has worked is fenced instead
+        (its state belongs to a deposed epoch). The epoch stays; the registration with Nu moves it forward."""
+        if self.role is not Role.PRIMARY or worked:
+            why = "it has worked in this life" if worked else f"it is {self.role}"
+            raise IllegalTransition(f"{self.node}: only a primary that has done nothing rejoins as a standby ({why})")
+        self.role = Role.STANDBY
         self.history.append((self.role, self.epoch))
 
     def can(self, role: Role) -> bool:

@@ -14,7 +14,7 @@ from enum import StrEnum
 class Action(StrEnum):
     KILL = "kill"  # SIGKILL (process group) / docker kill
     PAUSE = "pause"  # SIGSTOP for `duration` (0: past the detector's timeout), then SIGCONT / docker pause
-    RESTART = "restart"  # kill, then start again with the same settings and state
+    RESTART = "restart"  # kill (if it runs), then start again with the same settings and state
     START = "start"  # start a node in a place whose node was killed (an operator place gets a new standby)
     KILL_REPEATEDLY = "kill-repeatedly"  # kill the primary, a spare standby joins, again (containers)
     FORGE_DELIVER = "forge-deliver"  # a client that is no node: Deliver claiming the next epoch, no tuples
@@ -41,7 +41,8 @@ class Step:
     target: str  # upstream | primary | standby | downstream
     action: Action
     delay: float = 0.0  # seconds after the previous step (or after the load started, for the first)
-    after: str = ""  # wait for this first: "takeover" (Nu has accepted a takeover)
+    after: str = ""  # wait for this first: "takeover" (Nu has accepted a takeover); "standby" (Nu has a
+    # standby again, registered and in sync)
     duration: float = 0.0  # PAUSE, PARTITION: seconds stopped or cut off; 0 = four times the detector's timeout
     peer: str = ""  # PARTITION: the role on the other side of the cut, or "*" for all of them
 
@@ -69,6 +70,12 @@ class Fault:
     def double(self) -> bool:
         """Two faults or more (a START that repairs is not one)."""
         return sum(s.action is not Action.START for s in self.steps) > 1
+
+
+def standby_back(nu: dict) -> bool:
+    """Nu's status (`after="standby"`): it backs up to a standby again, registered since the last takeover
+    (a takeover leaves Nu with none) and in sync."""
+    return bool(nu.get("standby")) and bool(nu.get("standby_in_sync"))
 
 
 _BOTH = frozenset({Runner.PROCESSES, Runner.CONTAINERS})
@@ -112,6 +119,12 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
     Fault("kill-upstream-and-primary", "Nu and N die together; Nu restarts; N' takes over at the restarted Nu; "
           "Nd's output is exact", (Step("primary", Action.KILL), Step("upstream", Action.RESTART)),
           runners=_BOTH, kafka=True, takes_over=True),
+    Fault("kill-primary-then-restart", "N is killed and N' takes over (epoch 2); N is started again with its own "
+          "settings, is shown epoch 2 by Nd before it has done anything, and rejoins as N''s standby, empty, "
+          "re-seeded by Nu; then N' is killed and N takes over (epoch 3): two failovers with two operator nodes; "
+          "Nd's output is exact",
+          (Step("primary", Action.KILL), Step("primary", Action.RESTART, after="takeover"),
+           Step("standby", Action.KILL, after="standby")), runners=_BOTH, takes_over=True),
     Fault("kill-standby-then-primary", "N' is killed, then N 2 s later: the pipeline stalls, loudly (WARN lines "
           "for the failed links, lazystandby_peer_up 0, NoStandby and PipelineStalled); a new standby started in "
           "N's place registers with Nu, learns the dead primary, takes over; Nd's output is exact",

@@ -39,7 +39,7 @@ from ..transport.peer import PeerError
 from ..transport.tls import TlsFiles
 from . import forge
 from .check import compare, expected_outputs, kafka_expected
-from .faults import Action, Fault, Runner, Step, for_runner
+from .faults import Action, Fault, Runner, Step, for_runner, standby_back
 from .operator_procs import hang, kill_all
 from .partition import LinkRelay
 from .wait import wait_until
@@ -247,6 +247,8 @@ def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
     for step in fault.steps:
         if step.after == "takeover":
             wait_until(lambda: bool(topo.status("nu")["takeovers"]), timeout, step=0.005)
+        elif step.after == "standby":
+            wait_until(lambda: standby_back(topo.status("nu")), timeout, step=0.05)
         if step.delay:
             time.sleep(step.delay)
         at = time.time()

@@ -158,6 +158,9 @@ class OperatorNode(NodeBase):
         # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
         # Nd holds (Precise), and Nd's answer trims OQ.
         self._resync_output = True
+        # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
+        # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
+        self._worked = False
         self._output_backoff = Backoff()
         self._last_push = self.clock()
         self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
@@ -192,14 +195,18 @@ class OperatorNode(NodeBase):
         self.spawn("output", self._output_loop)
         self.spawn("announce", self._announce_loop)
         if self.state.role is Role.STANDBY:
-            # In the background: Nu may start after us, and registration waits for it.
-            t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
-            t.start()
-            self._threads.append(t)
-            self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock(),
-                                            self.cfg.heartbeat_grace)
-            self.operator.lazy(True)  # only a takeover needs a standby's answers
-            self.spawn("heartbeat", self._heartbeat_loop)
+            self._watch_as_standby()
+
+    def _watch_as_standby(self) -> None:
+        """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy."""
+        # In the background: Nu may start after us, and registration waits for it.
+        t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
+        t.start()
+        self._threads.append(t)
+        self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock(),
+                                        self.cfg.heartbeat_grace)
+        self.operator.lazy(True)  # only a takeover needs a standby's answers
+        self.spawn("heartbeat", self._heartbeat_loop)
 
     def _register_with_upstream(self) -> None:
         """A standby starts empty: Nu re-cuts its backup from the trim point for it. Nu (started last) holds
@@ -319,6 +326,7 @@ class OperatorNode(NodeBase):
             with self.lock:
                 self._admit([batch], msg.checkpoint, msg.params)
                 self.counters["input_tuples"] += len(batch)
+                self._worked = True
         with self.lock:
             return m.FrameAck(epoch=self.state.epoch, level1=self._level1(), received_through=self.received_through)
 
@@ -755,6 +763,7 @@ class OperatorNode(NodeBase):
         with self.lock:
             self._output_backoff.reset()
             self._resync_output = False
+            self._worked = True
             self.counters["output_bytes"] += ack.wire_bytes
             if batch is not None:
                 self.counters["delivered_tuples"] += len(batch)
@@ -811,10 +820,21 @@ class OperatorNode(NodeBase):
         self.lock.notify_all()
 
     def _fence(self, why: str) -> None:
-        if self.state.role in (Role.PRIMARY, Role.PROMOTING):
+        if self.state.role is Role.PRIMARY and not self._worked and self.upstream is not None:
+            self._rejoin(why)
+        elif self.state.role in (Role.PRIMARY, Role.PROMOTING):
             self.log.warning("%s: fenced (%s); stops sending", self.name, why)
             self.state.become(Role.FENCED)
             self.counters["fenced"] += 1
+
+    def _rejoin(self, why: str) -> None:
+        """Started as the primary into a pipeline that failed over without this node (a restart with its old
+        settings): it joins as a standby, learns the primary from Nu, and can take over at the next failure."""
+        self.log.warning("%s: %s; it has delivered nothing in this life, so it joins as a standby", self.name, why)
+        self.state.rejoin(worked=self._worked)
+        self.counters["rejoined"] += 1
+        self.primary = None  # Nu names the primary in force when it answers the registration
+        self._watch_as_standby()
 
     # --- heartbeats (standby) and failover -------------------------------------------------------------
     def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
@@ -975,6 +995,7 @@ class OperatorNode(NodeBase):
             self._resync_output = False  # Nd just said where it stands (step 3)
             self.state.become(Role.PRIMARY)
             self._primary_since = self.clock()
+            self._worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
             if self._gathering:
                 self._gather = (nu.head_pos, self.clock() + GATHER_MAX_S)
             self.counters["takeovers"] += 1

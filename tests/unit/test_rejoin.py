@@ -1,0 +1,107 @@
+"""A primary started again after a takeover (its old settings, role primary, epoch 1) rejoins as a standby
+when it is shown the newer epoch before it has done anything (RoleState.rejoin); one that has worked in
+this life is fenced, as before. Real nodes on the in-memory network; the processes and containers run the
+same in the `kill-primary-then-restart` fault (tests/integration, tests/system)."""
+
+import time
+
+import pytest
+
+from lazystandby.config import NodeConfig
+from lazystandby.core import messages as m
+from lazystandby.core.recovery import plan_takeover
+from lazystandby.core.roles import Role
+from lazystandby.harness.wait import wait_until
+from lazystandby.node.downstream import DownstreamNode
+from lazystandby.node.operator_node import OperatorNode
+from lazystandby.node.upstream import UpstreamNode
+from lazystandby.operators.selection import Selection
+from lazystandby.sinks.base import MemorySink
+from lazystandby.sources.base import GeneratorSource
+from lazystandby.transport.memory import MemoryNetwork
+
+
+@pytest.fixture
+def moved_on():
+    """Nu and Nd, and N' at "s" (answering heartbeats); `take()` makes N' the primary of epoch 2 at both."""
+    net = MemoryNetwork()
+    nd = DownstreamNode(NodeConfig(role="downstream", listen="nd"), MemorySink())
+    net.register("nd", nd)
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s"),
+                      GeneratorSource(["I1", "I2"], total=40, rate=0.0), net.peer)
+    net.register("nu", nu)
+    s = OperatorNode(NodeConfig(role="primary", listen="s"), Selection("price > 100"), net.peer)
+    net.register("s", s)
+    nodes = [nd, nu, s]
+
+    def take() -> None:
+        req = m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=1)
+        nu.handle_takeover(req)
+        nd.handle_takeover(req)
+
+    yield net, nd, nu, nodes, take
+    for x in nodes:
+        x.stop()
+
+
+def restarted_n(net, nodes) -> OperatorNode:
+    n = OperatorNode(NodeConfig(role="primary", name="N", listen="n", advertise="n", upstream="nu", downstream="nd",
+                                ack_poll_ms=5), Selection("price > 100"), net.peer)
+    net.register("n", n)
+    nodes.append(n)
+    return n
+
+
+def test_a_primary_shown_a_newer_epoch_before_it_did_anything_rejoins_as_a_standby(moved_on):
+    net, nd, nu, nodes, take = moved_on
+    take()
+    n = restarted_n(net, nodes)
+    assert n.state.role is Role.PRIMARY and n.state.epoch == 1
+    n._output_loop()  # its first call: the resync with Nd, refused (epoch 2 is in force)
+    assert n.state.role is Role.STANDBY and n.counters["rejoined"] == 1 and n.counters["fenced"] == 0
+    # As a spare does: it registers with Nu, learns the primary and the epoch from it, and is backed up to.
+    assert wait_until(n.registered.is_set, 5)
+    assert nu.standby is not None and nu.standby.address == "n"
+    assert n.primary is not None and n.primary.address == "s" and n.state.epoch == 2
+    assert n.detector is not None
+    assert wait_until(lambda: n.counters["heartbeats"] + n.counters["heartbeat_misses"] > 0, 5)
+    assert n.counters["heartbeat_misses"] == 0  # it watches N', the primary Nu named
+    assert nd.dedup.delivered_through == 0 and nd.fence.epoch == 2  # and it sent Nd nothing
+
+
+def test_a_primary_that_has_delivered_is_fenced_not_rejoined(moved_on):
+    net, nd, nu, nodes, take = moved_on
+    n = restarted_n(net, nodes)
+    n._output_loop()  # before the takeover: N's resync goes through
+    assert n.state.role is Role.PRIMARY and not n._resync_output
+    time.sleep(0.1)  # past N's lease at Nd (75 ms): Nd takes the takeover
+    take()
+    n._output_loop()  # an idle frame, refused: its state belongs to epoch 1
+    assert n.state.role is Role.FENCED and n.counters["fenced"] == 1 and n.counters["rejoined"] == 0
+
+
+def test_a_primary_that_took_a_frame_from_nu_is_fenced_not_rejoined(moved_on):
+    from lazystandby.core.acks import Checkpoint
+    from lazystandby.core.tuples import TupleBatch
+
+    net, nd, nu, nodes, take = moved_on
+    n = restarted_n(net, nodes)
+    n.handle_push(m.Frame(epoch=1, sender="Nu", checkpoint=Checkpoint(0, 0),
+                          batch=TupleBatch(first=1, streams=[1], seqs=[1], payloads=[b"x"])))
+    take()
+    n._output_loop()
+    assert n.state.role is Role.FENCED and n.counters["rejoined"] == 0
+
+
+def test_a_promoted_standby_refused_before_its_first_delivery_is_fenced_not_rejoined(moved_on):
+    net, nd, nu, nodes, take = moved_on
+    take()
+    s = OperatorNode(NodeConfig(role="standby", listen="s2", upstream="nu", downstream="nd"), Selection("price > 1"),
+                     net.peer)
+    nodes.append(s)
+    s.state.become(Role.PROMOTING, epoch=2)
+    s._replay(plan_takeover(epoch=2, delivered_through=0, received_through=0, oq_first=1, oq_last=0),
+              m.TakeoverReply(epoch=2))
+    with s.lock:
+        s._fence("Nd refused epoch 2")  # it holds IQ' and OQ' of a deposed epoch
+    assert s.state.role is Role.FENCED and s.counters["rejoined"] == 0
