@@ -39,6 +39,7 @@ SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "do
 
 NETWORK = "pipeline"  # docker-compose.yml's network; compose names it <project>_pipeline
 SERVICES = ["kafka", "nd", "n", "n-standby", "nu", "prometheus"]
+OPERATOR_SERVICES = ("n", "n-standby", "n-standby-2", "n-standby-3")
 RATE = "4000"
 
 
@@ -318,7 +319,39 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     if rounds:
         out["rounds"] = rounds
         out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]
+    # An operator node that ended on its own (exit 70: its operator failed) is started again by compose
+    # (restart: on-failure) and must come back as the standby Nu backs up to: not down, not fenced.
+    restarted = {service: n for service in OPERATOR_SERVICES if (n := restarts(client, service))}
+    if restarted:
+        out["restarted"] = {service: {"restarts": n, **rejoined(service, deadline)} for service, n in restarted.items()}
+        out["ok"] = out["ok"] and all(r["role"] == "standby" and r["backed_up"] for r in out["restarted"].values())
     return out
+
+
+def restarts(client: docker.DockerClient, service: str) -> int:
+    """How often docker started `service`'s container again by its restart policy (0: never, or no such
+    container: a spare not started)."""
+    try:
+        c = container(client, service)
+    except RuntimeError:
+        return 0
+    c.reload()
+    return int(c.attrs.get("RestartCount", 0))
+
+
+def rejoined(service: str, deadline: float) -> dict:
+    """Wait (until `deadline`) for a restarted operator node to be a standby Nu backs up to, in sync; its
+    role and whether Nu backs up to it, as they are then."""
+    def back() -> dict:
+        s, nu = node_status(service), node_status("nu")
+        return {"role": s.get("role"), "epoch": s.get("epoch"),
+                "backed_up": nu.get("standby") == f"{service}:50051" and bool(nu.get("standby_in_sync"))}
+
+    seen = back()
+    while not (seen["role"] == "standby" and seen["backed_up"]) and time.monotonic() < deadline:
+        time.sleep(2)
+        seen = back()
+    return seen
 
 
 def run_clean(name: str, client: docker.DockerClient) -> dict:

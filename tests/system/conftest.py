@@ -10,8 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session", autouse=True)
 def python_operator():
     """The system tier runs the stack with the Python operator: two Spark JVMs in containers on CI's 2 cores
-    would take most of its time budget (one test, hang-operator, sets the Spark operator itself: its JVM is
-    what that fault stops). `make chaos` runs the stack's own default (spark)."""
+    would take most of its time budget (two tests, hang-operator and kill-operator, set the Spark operator
+    themselves: its JVM is what those faults stop). `make chaos` runs the stack's own default (spark)."""
     before = os.environ.get("LS_OPERATOR")
     os.environ["LS_OPERATOR"] = "python"
     yield

@@ -53,7 +53,7 @@ def test_a_standby_container_cut_off_from_a_live_primary_does_not_depose_it(stac
 
 
 def test_a_primary_container_whose_spark_jvm_stops_is_replaced(stack_images, monkeypatch):
-    """hang-operator, with the Spark operator (the one test of this tier that runs it: its JVM is what
+    """hang-operator, with the Spark operator (one of the two tests of this tier that run it: its JVM is what
     stops): N's driver JVM and workers are stopped by their host PIDs while N runs. N says it is stalled
     after operator_stall_max (3 s here), N' takes over, and N finds itself fenced."""
     monkeypatch.setenv("LS_OPERATOR", "spark")
@@ -64,6 +64,30 @@ def test_a_primary_container_whose_spark_jvm_stops_is_replaced(stack_images, mon
     assert r["steps"][0]["stopped"] >= 1, r
     assert r["new_primary"] == "N'" and r["roles"].get("N") == "fenced", r
     assert 3_000 < r["recovery_ms"] < 3_000 + 5 * 200 + 5_000, r
+
+
+def test_a_primary_container_whose_spark_jvm_dies_exits_and_compose_brings_it_back_as_the_standby(stack_images,
+                                                                                               monkeypatch):
+    """kill-operator, with the Spark operator: N's JVM is killed, N exits (70) and N' takes over; compose
+    starts N again (restart: on-failure), and N, shown epoch 2 before it has done anything, rejoins as the
+    standby that Nu backs up to."""
+    monkeypatch.setenv("LS_OPERATOR", "spark")
+    r = chaos.run_clean("kill-operator", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    assert r["new_primary"] == "N'" and r["recovery_ms"] is not None, r
+    assert r["restarted"] == {"n": {"restarts": 1, "role": "standby", "epoch": 2, "backed_up": True}}, r
+
+
+def test_a_killed_primary_container_started_again_rejoins_and_takes_over_at_the_next_kill(stack_images):
+    """Two failovers with two operator containers: N killed, N' takes over; N started again with its own
+    command (role primary) rejoins as the standby; N' killed, N takes over in epoch 3."""
+    r = chaos.run_clean("kill-primary-then-restart", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    assert [(s["action"], s["target"]) for s in r["steps"]] == [("kill", "primary"), ("restart", "primary"),
+                                                                ("kill", "standby")], r
+    assert r["new_primary"] == "N" and r["roles"].get("N") == "primary", r
 
 
 def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(stack_images):

@@ -189,3 +189,23 @@ def test_a_hang_step_stops_the_processes_of_the_target_container(monkeypatch):
     monkeypatch.setenv("LS_OPERATOR_STALL_MAX", "3")
     assert chaos.apply(Step("primary", Action.HANG), None, 0.0) == {"stopped": 2}
     assert calls == [(4242, 8.0)]  # operator_stall_max, then 5 s more (well past the detector's timeout)
+
+
+def test_a_restarted_operator_container_is_waited_for_until_it_is_the_standby_nu_backs_up_to(monkeypatch):
+    seen = iter([({"error": "unreachable"}, {"standby": ""}),  # still starting
+                 ({"role": "standby", "epoch": 2}, {"standby": "n:50051", "standby_in_sync": False}),
+                 ({"role": "standby", "epoch": 2}, {"standby": "n:50051", "standby_in_sync": True})])
+    pending: list = []
+
+    def status(service):
+        if not pending:
+            pending.extend(next(seen))
+        return pending.pop(0)
+
+    monkeypatch.setattr(chaos, "node_status", status)
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    assert chaos.rejoined("n", time.monotonic() + 60) == {"role": "standby", "epoch": 2, "backed_up": True}
+    # One that never comes back is reported as it was at the deadline (and the run is not ok).
+    monkeypatch.setattr(chaos, "node_status", lambda service: {"role": "fenced", "epoch": 1} if service == "n"
+                        else {"standby": ""})
+    assert chaos.rejoined("n", time.monotonic() - 1) == {"role": "fenced", "epoch": 1, "backed_up": False}

@@ -179,11 +179,13 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           (Step("primary", Action.HANG),), runners=_BOTH, takes_over=True, spark=True),
     Fault("kill-operator", "N's Spark JVM and workers are killed while N runs: its calls to the operator fail, N "
           "says so in its heartbeat replies and exits (code 70: a node that cannot process is better dead than "
-          "alive), N' takes over well within operator_stall_max; Nd's output is exact",
+          "alive), N' takes over well within operator_stall_max; on the compose stack (restart: on-failure) N "
+          "is started again and rejoins as the standby; Nd's output is exact",
           (Step("primary", Action.KILL_OPERATOR),), runners=_BOTH, takes_over=True, spark=True),
     Fault("kill-standby-operator", "N''s Spark JVM and workers are killed while N' runs: N' exits (code 70) rather "
           "than wait as a standby that would take over and stall; Nu's backup to it fails, loudly (NoStandby), and "
-          "the pipeline goes on through N; no failover; Nd's output is exact",
+          "the pipeline goes on through N; on the compose stack N' is started again and registers anew, empty; no "
+          "failover; Nd's output is exact",
           (Step("standby", Action.KILL_OPERATOR),), runners=_BOTH, spark=True),
     Fault("kill-standby-then-hang-operator", "N' is killed, then N's operator stops (as in hang-operator) past "
           "operator_stall_max: nobody can take over, so N says it is stalled (OperatorStalled) but stays primary, "
