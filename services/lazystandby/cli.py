@@ -10,6 +10,7 @@ from functools import partial
 from . import config
 from .allocator import keep_freed_memory
 from .core.seq import StreamRegistry
+from .node.common import EXIT_FAILED, EXIT_FENCED  # noqa: F401 - the process's exit codes
 from .node.downstream import DownstreamNode
 from .node.operator_node import OperatorNode
 from .node.upstream import UpstreamNode
@@ -69,7 +70,6 @@ def keep_memory(cfg: config.NodeConfig, log: logging.Logger) -> bool:
     return False
 
 
-EXIT_FAILED = 70  # EX_SOFTWARE: the node failed in a way it cannot recover from (NodeBase.fail)
 
 
 def run_node(argv: list[str]) -> int:
@@ -102,10 +102,10 @@ def run_node(argv: list[str]) -> int:
     log.info("%s (%s) listening on %s%s", cfg.name, cfg.role, cfg.listen, " (mutual TLS)" if tls else "")
     node.halt.wait()
     if node.fatal:
-        log.error("%s: exits with code %d so that it is replaced: %s", cfg.name, EXIT_FAILED, node.fatal)
+        log.error("%s: exits with code %d so that it is replaced: %s", cfg.name, node.exit_code, node.fatal)
     server.stop(grace=0 if node.fatal else 0.5)  # the port closes: peers see a dead node at once
     node.stop()
-    return EXIT_FAILED if node.fatal else 0
+    return node.exit_code if node.fatal else 0
 
 
 COMMANDS = {

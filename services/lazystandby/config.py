@@ -144,6 +144,12 @@ class NodeConfig:
     # loopback processes at 5,000 and 50,000 tuples/s, 1.55 s at full speed (session 37). 0 = never (an
     # operator whose calls fail, its JVM gone, ends its node whatever this is).
     operator_stall_max: float = 10.0
+    # A fenced node (a primary deposed while it ran: paused, cut off, its operator stalled) ends its process
+    # (exit 75) instead of staying up, fenced, holding a place: under a supervisor that starts it again (the
+    # compose stack's restart: on-failure) it comes back as a fresh node, is shown the newer epoch before it
+    # has worked, and rejoins as the standby (RoleState.rejoin). Off by default: with nothing to start it
+    # again, a fenced node that stays up still says what happened in its status and metrics.
+    exit_when_fenced: bool = False
     rpc_timeout: float = 2.0
     # framing and queues
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
@@ -333,6 +339,8 @@ HELP: dict[str, str] = {
     "operator_stall_max": "seconds the primary's operator may leave a call unanswered before the primary says "
                           "it is stalled (its standby takes over; it stops renewing its lease at Nd); 0 = never (an "
                           "operator that failed is still said at once)",
+    "exit_when_fenced": "a fenced node exits (code 75) so that a supervisor starts it again and it rejoins as the "
+                        "standby (the compose stack turns it on); off: it stays up, fenced",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends, and Nu before it polls a source that "

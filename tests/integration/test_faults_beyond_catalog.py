@@ -282,3 +282,13 @@ def test_a_killed_primary_started_again_rejoins_as_the_standby_and_takes_over_at
     assert n["role"] == "primary" and n["epoch"] == 3 and r["after"]["nd"]["epoch"] == 3
     assert n["counters"]["rejoined"] == 1 and n["counters"]["takeovers"] == 1 and not n["counters"].get("fenced")
     assert n["counters"]["backup_tuples"] > 0  # re-seeded by Nu as its standby before it took over
+
+
+def test_a_primary_fenced_while_it_runs_exits_75_when_told_to():
+    """pause-primary with exit_when_fenced (the compose stack's setting): N, resumed and refused, ends its
+    process with EXIT_FENCED, for its supervisor to start it again as the standby; the output is exact."""
+    r = run_trial(fault="pause-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=90,
+                  extra={"exit_when_fenced": True})
+    exact(r)
+    assert r["failovers"] == 1 and r["exited"] == {"n": 75}, r["exited"]
+    assert "n" not in r["after"] and r["after"]["n2"]["role"] == "primary"

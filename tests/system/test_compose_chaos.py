@@ -32,14 +32,15 @@ def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_e
     assert r["recovery_ms"] is None  # no failover
 
 
-def test_a_primary_container_taken_off_the_network_is_replaced_and_fenced_while_it_runs(stack_images):
+def test_a_primary_container_taken_off_the_network_is_replaced_fenced_and_back_as_the_standby(stack_images):
     """N, still running, leaves the compose network past the detector's timeout and comes back under its
-    name: N' takes over, and N learns from the refusals that it was replaced."""
+    name: N' takes over, N learns from the refusals that it was replaced, exits (75: exit_when_fenced), and
+    compose starts it again as the standby."""
     r = chaos.run_clean("isolate-primary", docker.from_env())
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["new_primary"] == "N'" and r["recovery_ms"] is not None, r
-    assert r["roles"].get("N") == "fenced", r
+    assert r["restarted"] == {"n": {"restarts": 1, "role": "standby", "epoch": 2, "backed_up": True}}, r
 
 
 def test_a_standby_container_cut_off_from_a_live_primary_does_not_depose_it(stack_images):
@@ -55,14 +56,16 @@ def test_a_standby_container_cut_off_from_a_live_primary_does_not_depose_it(stac
 def test_a_primary_container_whose_spark_jvm_stops_is_replaced(stack_images, monkeypatch):
     """hang-operator, with the Spark operator (one of the two tests of this tier that run it: its JVM is what
     stops): N's driver JVM and workers are stopped by their host PIDs while N runs. N says it is stalled
-    after operator_stall_max (3 s here), N' takes over, and N finds itself fenced."""
+    after operator_stall_max (3 s here), N' takes over, and N finds itself fenced, exits (75) and is back
+    as the standby."""
     monkeypatch.setenv("LS_OPERATOR", "spark")
     monkeypatch.setenv("LS_OPERATOR_STALL_MAX", "3")
     r = chaos.run_clean("hang-operator", docker.from_env())
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["steps"][0]["stopped"] >= 1, r
-    assert r["new_primary"] == "N'" and r["roles"].get("N") == "fenced", r
+    assert r["new_primary"] == "N'", r
+    assert r["restarted"] == {"n": {"restarts": 1, "role": "standby", "epoch": 2, "backed_up": True}}, r
     assert 3_000 < r["recovery_ms"] < 3_000 + 5 * 200 + 5_000, r
 
 

@@ -105,3 +105,32 @@ def test_a_promoted_standby_refused_before_its_first_delivery_is_fenced_not_rejo
     with s.lock:
         s._fence("Nd refused epoch 2")  # it holds IQ' and OQ' of a deposed epoch
     assert s.state.role is Role.FENCED and s.counters["rejoined"] == 0
+
+
+@pytest.mark.parametrize("exit_when_fenced", [False, True])
+def test_a_fenced_primary_exits_to_be_started_again_only_when_told_to(moved_on, exit_when_fenced):
+    """exit_when_fenced (the compose stack's): a deposed primary ends its process (75), and its supervisor
+    starts it again as a fresh node, which rejoins; off, it stays up, fenced, and says so."""
+    from lazystandby.node.common import EXIT_FENCED
+
+    net, nd, nu, nodes, take = moved_on
+    n = OperatorNode(NodeConfig(role="primary", name="N", listen="n", upstream="nu", downstream="nd", ack_poll_ms=5,
+                                exit_when_fenced=exit_when_fenced), Selection("price > 100"), net.peer)
+    net.register("n", n)
+    nodes.append(n)
+    n._output_loop()
+    time.sleep(0.1)  # past N's lease at Nd
+    take()
+    n._output_loop()
+    assert n.state.role is Role.FENCED
+    assert n.halt.is_set() is exit_when_fenced
+    assert (n.exit_code, n.fatal.startswith("fenced (Nd refused epoch 1")) == ((EXIT_FENCED, True) if exit_when_fenced
+                                                                              else (0, False))
+
+
+def test_exit_when_fenced_is_a_setting_off_by_default():
+    from lazystandby import config
+
+    assert NodeConfig().exit_when_fenced is False
+    assert config.load(["--role", "primary", "--exit-when-fenced", "true"]).exit_when_fenced is True
+    assert config.load(["--role", "primary"], env={"LS_EXIT_WHEN_FENCED": "1"}).exit_when_fenced is True

@@ -79,6 +79,8 @@ def standby_back(nu: dict) -> bool:
 
 
 _BOTH = frozenset({Runner.PROCESSES, Runner.CONTAINERS})
+# A fenced node on the compose stack (exit_when_fenced, restart: on-failure).
+_BACK = "; on the compose stack N then exits (75), is started again, and rejoins as the standby"
 _FORGED = ("; the call comes from a client with no node certificate: refused (TLS: at the handshake; plaintext: "
            "by the protocol's checks), nothing changes, no failover, Nd's output is exact")
 
@@ -86,7 +88,7 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
     Fault("kill-primary", "N' detects the loss and takes over in epoch 2; Nd's output is exact (0 lost, 0 duplicated)",
           (Step("primary", Action.KILL),), runners=_BOTH, takes_over=True),
     Fault("pause-primary", "N is stopped past the heartbeat timeout and N' takes over; when N resumes it is fenced "
-          "by epoch, and nothing it sends reaches Nd", (Step("primary", Action.PAUSE),), runners=_BOTH,
+          "by epoch, and nothing it sends reaches Nd" + _BACK, (Step("primary", Action.PAUSE),), runners=_BOTH,
           takes_over=True),
     Fault("kill-standby", "no failover; Nu's backup to N' fails, loudly (one WARN, NoStandby), and OQu is still "
           "trimmed by the primary's acks; Nd's output is exact", (Step("standby", Action.KILL),), runners=_BOTH),
@@ -147,8 +149,8 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "N' hears N again; Nd's output is exact",
           (Step("standby", Action.PARTITION, peer="primary"),), runners=_BOTH),
     Fault("isolate-primary", "N is cut off from every node past the detector's timeout, still running: N' takes "
-          "over in epoch 2; when the links heal, N's retried and late calls are refused by epoch; Nd's output is "
-          "exact", (Step("primary", Action.PARTITION, peer="*"),), runners=_BOTH, takes_over=True),
+          "over in epoch 2; when the links heal, N's retried and late calls are refused by epoch" + _BACK
+          + "; Nd's output is exact", (Step("primary", Action.PARTITION, peer="*"),), runners=_BOTH, takes_over=True),
     Fault("partition-upstream-primary", "Nu and N are cut off from each other for 2 s: no failover (N' still "
           "hears N); Nu's pushes time out and are retried after a resync, and the ones that arrive late are "
           "taken once; Nd's output is exact",
@@ -174,8 +176,8 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           (Step("standby", Action.PARTITION, peer="*"),), runners=_BOTH),
     Fault("hang-operator", "N's operator stops (its Spark JVM and workers are stopped) while N runs, answering "
           "heartbeats and Nd's calls: after operator_stall_max N says it is stalled in its heartbeat replies and "
-          "stops renewing its lease at Nd, N' takes over; when the JVM runs again N finds itself fenced and "
-          "delivers nothing more; Nd's output is exact",
+          "stops renewing its lease at Nd, N' takes over; N finds itself fenced and delivers nothing more"
+          + _BACK + "; Nd's output is exact",
           (Step("primary", Action.HANG),), runners=_BOTH, takes_over=True, spark=True),
     Fault("kill-operator", "N's Spark JVM and workers are killed while N runs: its calls to the operator fail, N "
           "says so in its heartbeat replies and exits (code 70: a node that cannot process is better dead than "

@@ -15,6 +15,9 @@ from ..core.roles import Role, RoleState
 from ..core.seq import WrongRole
 from ..transport.peer import PeerError
 
+# The node's process exit codes (cli.run_node) when it ends on its own, from sysexits.h.
+EXIT_FAILED = 70  # EX_SOFTWARE: it failed in a way it cannot recover from (its operator's JVM is gone)
+EXIT_FENCED = 75  # EX_TEMPFAIL: fenced (exit_when_fenced); started again, it rejoins as a standby
 
 class NodeBase:
     """Base of the three runtimes. Handlers for RPCs a role does not serve refuse with WrongRole."""
@@ -34,6 +37,7 @@ class NodeBase:
         # recover from (`fail`), whose reason is then in `fatal`.
         self.halt = threading.Event()
         self.fatal = ""
+        self.exit_code = 0  # the process's, once halted: EXIT_FAILED or EXIT_FENCED with `fatal`
         self.links = Links(cfg.name, self.log, clock)
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -56,12 +60,14 @@ class NodeBase:
         t.start()
         self._threads.append(t)
 
-    def fail(self, why: str) -> None:
-        """This node can do its work no more (its operator's JVM is gone): its process is asked to exit
-        (EXIT_FAILED), so that peers see it dead and it is replaced, rather than answer them while it does
-        nothing (a standby that would take over and then stall, a primary deposed only by its standby's
-        reading of its heartbeats)."""
-        self.fatal = self.fatal or why
+    def fail(self, why: str, code: int = EXIT_FAILED) -> None:
+        """This node can do its work no more (its operator's JVM is gone: EXIT_FAILED; or it was fenced and
+        exit_when_fenced is on: EXIT_FENCED): its process is asked to exit with `code`, so that peers see it
+        dead and it is replaced or started again, rather than answer them while it does nothing (a standby
+        that would take over and then stall, a primary deposed only by its standby's reading of its
+        heartbeats, a fenced primary that holds a place). The first reason stands."""
+        if not self.fatal:
+            self.fatal, self.exit_code = why, code
         self.halt.set()
 
     def stop(self) -> None:

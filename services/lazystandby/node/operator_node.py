@@ -46,7 +46,7 @@ from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer, PeerError
-from .common import LINK_REMIND_S, Backoff, NodeBase
+from .common import EXIT_FENCED, LINK_REMIND_S, Backoff, NodeBase
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
@@ -826,6 +826,8 @@ class OperatorNode(NodeBase):
             self.log.warning("%s: fenced (%s); stops sending", self.name, why)
             self.state.become(Role.FENCED)
             self.counters["fenced"] += 1
+            if self.cfg.exit_when_fenced:  # to be started again, and rejoin as the standby
+                self.fail(f"fenced ({why})", EXIT_FENCED)
 
     def _rejoin(self, why: str) -> None:
         """Started as the primary into a pipeline that failed over without this node (a restart with its old
