@@ -319,8 +319,8 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     if rounds:
         out["rounds"] = rounds
         out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]
-    # An operator node that ended on its own (exit 70: its operator failed) is started again by compose
-    # (restart: on-failure) and must come back as the standby Nu backs up to: not down, not fenced.
+    # An operator node that ended on its own (exit 70: its operator failed; 75: fenced) is started again by
+    # compose (restart: on-failure) and must come back as the standby Nu backs up to: not down, not fenced.
     restarted = {service: n for service in OPERATOR_SERVICES if (n := restarts(client, service))}
     if restarted:
         out["restarted"] = {service: {"restarts": n, **rejoined(service, deadline)} for service, n in restarted.items()}

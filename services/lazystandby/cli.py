@@ -10,7 +10,6 @@ from functools import partial
 from . import config
 from .allocator import keep_freed_memory
 from .core.seq import StreamRegistry
-from .node.common import EXIT_FAILED, EXIT_FENCED  # noqa: F401 - the process's exit codes
 from .node.downstream import DownstreamNode
 from .node.operator_node import OperatorNode
 from .node.upstream import UpstreamNode
@@ -70,8 +69,6 @@ def keep_memory(cfg: config.NodeConfig, log: logging.Logger) -> bool:
     return False
 
 
-
-
 def run_node(argv: list[str]) -> int:
     try:
         cfg = config.load(argv)
@@ -105,7 +102,7 @@ def run_node(argv: list[str]) -> int:
         log.error("%s: exits with code %d so that it is replaced: %s", cfg.name, node.exit_code, node.fatal)
     server.stop(grace=0 if node.fatal else 0.5)  # the port closes: peers see a dead node at once
     node.stop()
-    return node.exit_code if node.fatal else 0
+    return node.exit_code if node.fatal else 0  # node.common: EXIT_FAILED (70), EXIT_FENCED (75)
 
 
 COMMANDS = {

@@ -19,6 +19,7 @@ from ..transport.peer import PeerError
 EXIT_FAILED = 70  # EX_SOFTWARE: it failed in a way it cannot recover from (its operator's JVM is gone)
 EXIT_FENCED = 75  # EX_TEMPFAIL: fenced (exit_when_fenced); started again, it rejoins as a standby
 
+
 class NodeBase:
     """Base of the three runtimes. Handlers for RPCs a role does not serve refuse with WrongRole."""
 
