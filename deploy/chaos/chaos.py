@@ -345,7 +345,7 @@ def rejoined(service: str, deadline: float) -> dict:
     def back() -> dict:
         s, nu = node_status(service), node_status("nu")
         return {"role": s.get("role"), "epoch": s.get("epoch"),
-                "backed_up": nu.get("standby") == f"{service}:50051" and bool(nu.get("standby_in_sync"))}
+                "backed_up": standby_back(nu) and nu["standby"] == f"{service}:50051"}
 
     seen = back()
     while not (seen["role"] == "standby" and seen["backed_up"]) and time.monotonic() < deadline:

@@ -44,9 +44,10 @@ def moved_on():
         x.stop()
 
 
-def restarted_n(net, nodes) -> OperatorNode:
+def restarted_n(net, nodes, **settings) -> OperatorNode:
+    """N as its old settings start it: the primary of epoch 1 (plus `settings`)."""
     n = OperatorNode(NodeConfig(role="primary", name="N", listen="n", advertise="n", upstream="nu", downstream="nd",
-                                ack_poll_ms=5), Selection("price > 100"), net.peer)
+                                ack_poll_ms=5, **settings), Selection("price > 100"), net.peer)
     net.register("n", n)
     nodes.append(n)
     return n
@@ -114,10 +115,7 @@ def test_a_fenced_primary_exits_to_be_started_again_only_when_told_to(moved_on, 
     from lazystandby.node.common import EXIT_FENCED
 
     net, nd, nu, nodes, take = moved_on
-    n = OperatorNode(NodeConfig(role="primary", name="N", listen="n", upstream="nu", downstream="nd", ack_poll_ms=5,
-                                exit_when_fenced=exit_when_fenced), Selection("price > 100"), net.peer)
-    net.register("n", n)
-    nodes.append(n)
+    n = restarted_n(net, nodes, exit_when_fenced=exit_when_fenced)
     n._output_loop()
     time.sleep(0.1)  # past N's lease at Nd
     take()
