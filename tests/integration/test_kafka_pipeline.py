@@ -11,7 +11,8 @@ TOTAL, RATE = 12_000, 6_000.0
 
 def trial(kafka, **kw):
     kw.setdefault("kill_after", 1.0)
-    r = run_trial(kafka=kafka, total=TOTAL, rate=RATE, timeout=90.0, **kw)
+    kw.setdefault("total", TOTAL)
+    r = run_trial(kafka=kafka, rate=RATE, timeout=90.0, **kw)
     assert r["delivered_all"], f"Nd did not receive everything; logs in {r['workdir']}"
     assert r["took_over"], f"N' never went live after the fault; logs in {r['workdir']}"
     assert r["expected"] > 0
@@ -95,7 +96,8 @@ def test_a_spark_primary_whose_jvm_stops_says_so_and_its_standby_takes_over(kafk
     assert r["events"][0]["stopped"] >= 1  # the JVM (and its workers), not the node
     assert r["failovers"] == 1 and r["recovery"]["epoch"] == 2
     n = r["after"]["n"]
-    assert n["counters"]["operator_stalls"] == 1 and n["counters"]["idle_frames_withheld"] >= 1, n
+    assert r["events"][1]["stopped"] >= 1, r["events"]
+    assert n["counters"].get("operator_stalls") == 1 and n["counters"].get("idle_frames_withheld", 0) >= 1, n
     assert r["after"]["n2"]["counters"]["heartbeat_primary_stalled"] >= 1
     assert n["role"] == "fenced", n
     # Detected past operator_stall_max, not at the first missed heartbeat, nor much later.
@@ -138,14 +140,17 @@ def test_a_spark_standby_whose_jvm_is_killed_exits_and_the_pipeline_goes_on(kafk
 @pytest.mark.slow
 def test_a_spark_primary_whose_jvm_stops_with_no_standby_waits_for_it_and_stays_exact(kafka):
     """kill-standby-then-hang-operator: with nobody to take over, a stalled primary says so but does not
-    give up; when its JVM runs again it goes on as the primary of epoch 1."""
-    r = trial(kafka, fault="kill-standby-then-hang-operator",
+    give up; when its JVM runs again it goes on as the primary of epoch 1. A stall is a call left
+    unanswered, so the hang (about 2 s in) must find ticks still coming: the stream lasts 5 s (at 2 s it
+    sometimes ended first, and the stalled JVM was never asked anything)."""
+    r = trial(kafka, fault="kill-standby-then-hang-operator", total=5 * int(RATE),
               extra={"operator": "spark", "heartbeat_interval": 0.2, "heartbeat_misses": 5, "spark_partitions": 1,
                      "operator_stall_max": 2.0}, kill_after=1.0)
     assert r["failovers"] == 0 and "n2" not in r["after"]
     n = r["after"]["n"]
     assert n["role"] == "primary" and n["epoch"] == 1, n
-    assert n["counters"]["operator_stalls"] == 1 and n["counters"]["idle_frames_withheld"] >= 1, n
+    assert r["events"][1]["stopped"] >= 1, r["events"]
+    assert n["counters"].get("operator_stalls") == 1 and n["counters"].get("idle_frames_withheld", 0) >= 1, n
 
 
 def test_restart_of_an_idle_upstream_restores_nothing_and_repeats_nothing(kafka):
