@@ -66,6 +66,10 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Operator: seconds its oldest unanswered call has waited, and stalled (1)", "s", [
             ("max by (node) (lazystandby_operator_oldest_call_seconds)", "{{node}} oldest call"),
             ("max by (node) (lazystandby_operator_stalled)", "{{node}} stalled")]),
+        # A working primary silent at Nd for longer than its lease can be deposed by a standby cut off from it.
+        ("Primary's longest silence at Nd, and the takeover lease", "s", [
+            ("max(lazystandby_primary_longest_silence_seconds)", "longest silence"),
+            ("max(lazystandby_takeover_lease_seconds)", "lease")]),
     ]),
     "backup-bandwidth": ("Lazy Standby: backup bandwidth", [
         ("Bytes/s per link", "Bps", [(f"sum by (link) (rate(lazystandby_link_bytes_total{R}))", "{{link}}")]),

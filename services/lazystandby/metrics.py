@@ -83,6 +83,12 @@ class NodeCollector(Collector):
                          s["operator_oldest_call_s"])
             yield _gauge("lazystandby_operator_stalled", "1 while this primary's operator has left a call unanswered "
                          "past operator_stall_max (its standby takes over)", name, float(s["operator_stalled"]))
+        if "primary_longest_silence_ms" in s:  # Nd
+            yield _gauge("lazystandby_primary_longest_silence_seconds", "The longest the primary in force was "
+                         "silent at Nd (from a frame's answer to its next frame); past the lease, a standby that "
+                         "cannot hear it may depose a working primary", name, s["primary_longest_silence_ms"] / 1000)
+            yield _gauge("lazystandby_takeover_lease_seconds", "How long each delivery keeps another node's "
+                         "takeover declined at Nd (takeover_lease)", name, self.node.cfg.lease_s)
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)
         if "standby_in_sync" in s:  # Nu

@@ -1,3 +1,4 @@
+import pytest
 from prometheus_client import generate_latest
 
 from lazystandby.harness.inprocess import InProcessTopology
@@ -35,6 +36,9 @@ def test_metrics_follow_a_failover():
     assert n2['lazystandby_last_recovery_seconds{node="N\'",phase="detection"}'] > 0.1
     assert nd['lazystandby_duplicates_dropped_total{node="Nd"}'] == 0
     assert nd['lazystandby_gaps_total{node="Nd"}'] == 0
+    # N delivered every few ms (an empty frame every ack_poll_ms when idle): its longest silence is short.
+    assert 0 < nd['lazystandby_primary_longest_silence_seconds{node="Nd"}'] < 1.0
+    assert nd['lazystandby_takeover_lease_seconds{node="Nd"}'] == pytest.approx(0.075)
 
 
 def test_histograms_count_batches_and_each_takeover():

@@ -232,6 +232,30 @@ def test_nd_declines_a_takeover_while_its_primary_still_delivers_and_takes_it_on
     assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 3
 
 
+def test_a_takeover_queued_behind_a_slow_delivery_finds_the_lease_renewed_by_it(net):
+    """The primary waits for Nd's reply before its next frame: a sink that took longer than the lease (a
+    results topic's flush on a busy machine) is Nd's time, not the primary's silence. Renewed at arrival
+    alone, the takeover that waited for the node lock meanwhile deposed a primary that was delivering."""
+    now = [0.0]
+
+    class SlowSink(MemorySink):
+        def append(self, outputs, *, epoch=0):
+            now[0] += 0.2  # the flush: longer than the 75 ms lease
+            super().append(outputs, epoch=epoch)
+
+    d = DownstreamNode(NodeConfig(role="downstream", listen="nd1"), SlowSink(), clock=lambda: now[0])
+    net.register("nd1", d)
+    net.call_pb("nd1", "Deliver", out_frame(1, 2, epoch=1))
+    with pytest.raises(PeerError) as e:
+        net.call_pb("nd1", "Takeover", pb.TakeoverRequest(node="N'", epoch=2))
+    assert e.value.status == "FAILED_PRECONDITION" and "N delivered 0 ms ago" in e.value.message
+    assert d.fence.epoch == 1 and d.counters["takeovers"] == 0
+    # Silent past the lease after that reply, the primary is deposed, and Nd says for how long it was.
+    now[0] += 0.1
+    assert net.call_pb("nd1", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 2
+    assert d.takeovers.last.facts["primary_silent_ms"] == pytest.approx(100.0)
+
+
 def test_with_no_lease_nd_takes_any_newer_epoch_at_once(net):
     d = DownstreamNode(NodeConfig(role="downstream", listen="nd0", takeover_lease=0), MemorySink(), clock=lambda: 0.0)
     net.register("nd0", d)

@@ -89,6 +89,18 @@ def test_a_lease_holds_for_its_duration_after_the_last_delivery_and_declines_oth
         PrimaryLease(-1)
 
 
+def test_a_lease_keeps_the_primarys_longest_silence_within_its_term_only():
+    lease = PrimaryLease(0.15)
+    lease.renew(1.0)
+    lease.renew(1.12)
+    lease.renew(1.05)  # handled late: no gap, and no shorter lease
+    lease.renew(1.2)
+    assert lease.longest_gap == pytest.approx(0.12)
+    lease.grant(5.0)  # a takeover: the 3.8 s before it were the deposed primary's, not a silence of this one
+    lease.renew(5.1)
+    assert lease.longest_gap == pytest.approx(0.12) and lease.renewed_at == 5.1
+
+
 def test_epoch_fence_refuses_older_epochs_and_names_them():
     f = EpochFence("Nd")
     assert f.admit(1, sender="N", what="delivery")

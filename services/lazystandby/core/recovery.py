@@ -125,12 +125,21 @@ class PrimaryLease:
             raise ValueError("a lease lasts >= 0 s")
         self.duration = duration
         self.renewed_at: float | None = None
+        # The primary's longest silence at Nd (from one renewal to the next, within one primary's term):
+        # what a lease must outlast for a working primary never to be deposed.
+        self.longest_gap = 0.0
 
     def renew(self, at: float) -> None:
         """The primary in force reached Nd at `at` (taken before the node lock: a frame waiting for the lock
-        was sent no later than that)."""
+        was sent no later than that), or Nd answered it then."""
         if self.renewed_at is None or at > self.renewed_at:
+            if self.renewed_at is not None:
+                self.longest_gap = max(self.longest_gap, at - self.renewed_at)
             self.renewed_at = at
+
+    def grant(self, at: float) -> None:
+        """A new primary took over at `at`: its lease starts, and the silence before it was its predecessor's."""
+        self.renewed_at = at
 
     def holds(self, now: float) -> bool:
         return self.duration > 0 and self.renewed_at is not None and now - self.renewed_at < self.duration
@@ -165,7 +174,6 @@ class OperatorWatch:
         self.limit = limit
         self.stalled = False  # as of the last `update`
         self.failed = ""  # why the operator failed, once it has (`fail`)
-        self.stalls = 0  # stalls seen, each counted once, when it passed `limit`
 
     def fail(self, why: str) -> None:
         """The operator failed: stalled from now on, whatever the calls' times."""
@@ -180,11 +188,11 @@ class OperatorWatch:
         return waited if self.limit and waited > self.limit else 0.0
 
     def update(self, oldest_call: float | None, now: float) -> bool:
-        """`stalled_for` > 0, remembered in `stalled`; True only when a stall begins (said and counted once)."""
+        """`stalled_for` > 0, remembered in `stalled`; True only when a stall begins (the caller says and
+        counts it once: the node's `operator_stalls`)."""
         stalled = self.stalled_for(oldest_call, now) > 0
         began = stalled and not self.stalled
         self.stalled = stalled
-        self.stalls += began
         return began
 
 

@@ -62,6 +62,11 @@ class DownstreamNode(NodeBase):
                     if last is not None and self.first_delivery_after_takeover is None:
                         self.first_delivery_after_takeover = self.clock()
                         last.facts["first_delivery_ms"] = (self.clock() - last.at) * 1000
+            # Renewed again once the frame is handled: the primary waits for this reply before it sends its
+            # next frame, so the time the sink took (a results topic's flush, a busy machine) is Nd's, not a
+            # silence of the primary's. Renewed at arrival alone, a takeover queued behind a slow flush found
+            # a lease that had lapsed while the primary was being served, and deposed it.
+            self.lease.renew(self.clock())
             return m.Level0Ack(epoch=self.fence.epoch, received_through=self.dedup.delivered_through)
 
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
@@ -72,12 +77,16 @@ class DownstreamNode(NodeBase):
             now = self.clock()
             if retry is None and self.primary_node:
                 self.lease.check(now, node=msg.node, primary=self.primary_node, receiver=self.name)
+            heard = self.lease.renewed_at
             self.fence.advance(msg.epoch)
             self.primary_node = msg.node
-            self.lease.renew(now)
+            self.lease.grant(now)
             if retry is None:
-                self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, now,
-                                                  facts={"delivered_through": self.dedup.delivered_through}))
+                # How long the deposed primary had been silent at Nd: a takeover well inside the detector's
+                # timeout of it would mean the standby suspected a primary that was still delivering.
+                facts = {"delivered_through": self.dedup.delivered_through,
+                         "primary_silent_ms": None if heard is None else round((now - heard) * 1000, 1)}
+                self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, now, facts=facts))
                 self.first_delivery_after_takeover = None
                 self.counters["takeovers"] += 1
             return m.TakeoverReply(epoch=self.fence.epoch, delivered_through=self.dedup.delivered_through)
@@ -85,7 +94,8 @@ class DownstreamNode(NodeBase):
     def snapshot(self) -> dict:
         s = super().snapshot()
         s.update({"delivered_through": self.dedup.delivered_through, "takeovers": self.takeovers.as_status(),
-                  "primary_node": self.primary_node})
+                  "primary_node": self.primary_node,
+                  "primary_longest_silence_ms": round(self.lease.longest_gap * 1000, 1)})
         return s
 
     def stop(self) -> None:
