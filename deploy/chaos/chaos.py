@@ -376,11 +376,11 @@ def main(argv: list[str]) -> int:
         print(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)} or all", file=sys.stderr)
         return 2
     operator = os.environ.get("LS_OPERATOR", "spark")  # the compose file's default
-    needs_spark = [n for n in names if FAULTS[n].spark]
-    if operator != "spark" and needs_spark:
+    needs_spark = [n for n in names if FAULTS[n].unfit_for(operator)]
+    if needs_spark:
         if argv and argv[0] != "all":
-            print(f"{', '.join(needs_spark)} stop(s) the primary's Spark JVM and need(s) the Spark operator; "
-                  f"LS_OPERATOR is {operator!r}", file=sys.stderr)
+            for n in needs_spark:
+                print(f"{FAULTS[n].unfit_for(operator)} (LS_OPERATOR)", file=sys.stderr)
             return 2
         say(f"skipped with LS_OPERATOR={operator}: {', '.join(needs_spark)} (they need the Spark operator)")
         names = [n for n in names if n not in needs_spark]

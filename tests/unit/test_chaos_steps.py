@@ -172,7 +172,7 @@ def test_spark_only_faults_are_refused_or_skipped_without_the_spark_operator(mon
     monkeypatch.setattr(chaos, "run_clean", lambda name, client: ran.append(name) or {"ok": True})
     monkeypatch.setenv("LS_OPERATOR", "python")
     assert chaos.main(["hang-operator"]) == 2 and ran == []
-    assert "need(s) the Spark operator" in capsys.readouterr().err
+    assert "needs the Spark operator, not 'python' (LS_OPERATOR)" in capsys.readouterr().err
     assert chaos.main(["all"]) == 0
     assert "hang-operator" not in ran and "kill-primary" in ran and "skipped" in capsys.readouterr().err
     ran.clear()

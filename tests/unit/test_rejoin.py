@@ -132,3 +132,33 @@ def test_exit_when_fenced_is_a_setting_off_by_default():
     assert NodeConfig().exit_when_fenced is False
     assert config.load(["--role", "primary", "--exit-when-fenced", "true"]).exit_when_fenced is True
     assert config.load(["--role", "primary"], env={"LS_EXIT_WHEN_FENCED": "1"}).exit_when_fenced is True
+
+
+def standby_started_with(net, nodes, listen: str, primary: str) -> OperatorNode:
+    """A standby as its settings start it, with a configured primary (`primary`), registered with Nu."""
+    s2 = OperatorNode(NodeConfig(role="standby", name=listen, listen=listen, advertise=listen, upstream="nu",
+                                 downstream="nd", primary=primary), Selection("price > 100"), net.peer)
+    net.register(listen, s2)
+    nodes.append(s2)
+    s2.start()
+    assert wait_until(s2.registered.is_set, 5)
+    return s2
+
+
+def test_a_standby_started_after_a_takeover_watches_the_primary_nu_names_not_its_configured_one(moved_on):
+    """Started again with its old settings (primary: N, dead since the takeover), it would suspect the dead
+    N at every timeout and be declined while N' delivers; Nu names N', which it watches."""
+    net, nd, nu, nodes, take = moved_on
+    take()
+    s2 = standby_started_with(net, nodes, "x", primary="n")
+    assert s2.primary is not None and s2.primary.address == "s" and s2.state.epoch == 2
+    assert wait_until(lambda: s2.counters["heartbeats"] >= 2, 5)
+    assert s2.counters["heartbeat_misses"] == 0 and s2.state.role is Role.STANDBY
+
+
+def test_in_the_first_epoch_a_standby_keeps_its_configured_route_to_the_primary(moved_on):
+    """Epoch 1: the configured primary is the first primary, reached perhaps by a route Nu does not use
+    (a relay, another name): it is kept, though Nu names the primary "n"."""
+    net, nd, nu, nodes, take = moved_on
+    s2 = standby_started_with(net, nodes, "x", primary="s")
+    assert s2.primary is not None and s2.primary.address == "s" and s2.state.epoch == 1

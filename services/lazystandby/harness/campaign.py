@@ -44,7 +44,7 @@ def compose(a: Fault, b: Fault, delay: float) -> Fault:
 
 def draw(rng: random.Random, i: int, catalog: dict[str, Fault]) -> Fault:
     # A campaign runs the Python operator: faults that need the Spark operator are not drawn.
-    catalog = {n: f for n, f in catalog.items() if not f.spark}
+    catalog = {n: f for n, f in catalog.items() if not f.unfit_for("python")}
     doubles = [f for f in catalog.values() if f.double]
     if i % 3 == 2:  # every third run: two faults
         if rng.random() < 0.5:

@@ -62,6 +62,13 @@ class Fault:
     def target(self) -> str:
         return self.steps[0].target
 
+    def unfit_for(self, operator: str) -> str:
+        """Why this fault cannot be run with `operator` ("" when it can); each runner adds how to choose."""
+        if self.spark and operator != "spark":
+            return (f"{self.name} stops the primary's or the standby's Spark JVM and workers and needs the Spark "
+                    f"operator, not {operator!r}")
+        return ""
+
     @property
     def action(self) -> Action:
         return self.steps[0].action

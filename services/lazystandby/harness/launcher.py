@@ -517,8 +517,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     is doing, every few seconds while it waits."""
     say = progress or (lambda _: None)
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
-    if f.spark and (extra or {}).get("operator") != "spark":
-        raise ValueError(f"{f.name} needs the Spark operator (extra={{'operator': 'spark'}})")
+    if why := f.unfit_for((extra or {}).get("operator", "python")):
+        raise ValueError(f"{why} (extra={{'operator': 'spark'}})")
     bsize = parse_bsize(bsize)
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
     settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
@@ -715,9 +715,8 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
-    if FAULTS[args.fault].spark and settings["operator"] != "spark":
-        raise config.SettingError(f"fault (--fault): {args.fault} stops the operator's own processes and needs the "
-                                  f"Spark operator (--operator spark or LS_OPERATOR=spark)")
+    if why := FAULTS[args.fault].unfit_for(settings["operator"]):
+        raise config.SettingError(f"fault (--fault): {why} (--operator spark or LS_OPERATOR=spark)")
     if settings["rate"] <= 0 or settings["total"] <= 0:
         raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
                                   f"got {settings['total']} and {settings['rate']}")

@@ -236,10 +236,23 @@ class OperatorNode(NodeBase):
             self.links.note("upstream", self.upstream.address, None)
             with self.lock:
                 self.state.fence.advance(reply.epoch)
-                if self.primary is None and reply.primary_address:
-                    self.primary = self.peers(reply.primary_address)
+                self._watch_primary_at(reply.primary_address, reply.epoch)
                 self.registered.set()
             return
+
+    def _watch_primary_at(self, address: str, epoch: int) -> None:
+        """Holding the lock: the primary Nu pushes to, as Nu's registration reply names it (`address`, in
+        `epoch`). A configured `primary` is the route to the first primary: it is kept in epoch 1 (where it
+        may be a route Nu does not use, a relay or another name for the same node), and left after a
+        takeover, when it may name a node that is dead or the standby itself; watching it, this standby
+        would suspect a primary that works and be declined at every timeout."""
+        if not address or (self.primary is not None and (epoch <= 1 or self.primary.address == address)):
+            return
+        if self.primary is not None:
+            self.log.warning("%s: Nu names %s the primary of epoch %d; the configured primary %s (the first "
+                             "primary's) is not watched", self.name, address, epoch, self.primary.address)
+            self.primary.close()
+        self.primary = self.peers(address)
 
     # --- input: frames and batches -> IQ ---------------------------------------------------------------
     def _check_tuples(self, batch: TupleBatch, what: str) -> TupleBatch:
