@@ -96,7 +96,6 @@ def test_a_spark_primary_whose_jvm_stops_says_so_and_its_standby_takes_over(kafk
     assert r["events"][0]["stopped"] >= 1  # the JVM (and its workers), not the node
     assert r["failovers"] == 1 and r["recovery"]["epoch"] == 2
     n = r["after"]["n"]
-    assert r["events"][1]["stopped"] >= 1, r["events"]
     assert n["counters"].get("operator_stalls") == 1 and n["counters"].get("idle_frames_withheld", 0) >= 1, n
     assert r["after"]["n2"]["counters"]["heartbeat_primary_stalled"] >= 1
     assert n["role"] == "fenced", n
