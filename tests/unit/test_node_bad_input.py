@@ -256,6 +256,33 @@ def test_a_takeover_queued_behind_a_slow_delivery_finds_the_lease_renewed_by_it(
     assert d.takeovers.last.facts["primary_silent_ms"] == pytest.approx(100.0)
 
 
+def test_an_idle_primary_renews_its_lease_three_times_per_lease_and_on_time(net, nd):
+    """Empty frames every third of the lease (or ack_poll_ms, if shorter), and at the deadline: a notify
+    just before it (an ack, an output) once made the loop wait a whole interval more."""
+    assert NodeConfig(takeover_lease=0.075).idle_frame_s == pytest.approx(0.025)
+    assert NodeConfig(heartbeat_interval=0.2).idle_frame_s == pytest.approx(0.05)  # auto: 150 ms, so ack_poll_ms
+    assert NodeConfig(takeover_lease=0).idle_frame_s == 0.05  # no lease: ack_poll_ms
+    now = [10.0]
+    n = OperatorNode(NodeConfig(role="primary", name="N", listen="n", downstream="nd", takeover_lease=0.075),
+                     Selection("price > 100"), net.peer, clock=lambda: now[0])
+    net.register("n", n)
+    try:
+        n._output_loop()  # the first frame: a resync
+        waits = []
+
+        def wait(timeout=None):  # a notify 20 ms in, then nothing: time passes as far as the wait asked
+            waits.append(timeout)
+            now[0] += 0.02 if len(waits) == 1 else timeout
+        n.lock.wait = wait
+        nd.tick(1.0)
+        sent_at = now[0]
+        n._output_loop()
+        assert now[0] - sent_at == pytest.approx(0.025) and waits == pytest.approx([0.025, 0.005])
+        assert nd.counters["takeovers"] == 0 and nd.lease.renewed_at == nd.clock()
+    finally:
+        n.stop()
+
+
 def test_with_no_lease_nd_takes_any_newer_epoch_at_once(net):
     d = DownstreamNode(NodeConfig(role="downstream", listen="nd0", takeover_lease=0), MemorySink(), clock=lambda: 0.0)
     net.register("nd0", d)
