@@ -109,3 +109,4 @@ def test_pip_install_in_a_fresh_venv_gives_a_working_command(tmp_path):
                          text=True, timeout=300)
     summary = json.loads(ran.stdout.strip().splitlines()[-1])
     assert ran.returncode == 0 and summary["ok"] and summary["lost"] == 0 and summary["duplicated"] == 0, ran.stderr
+    assert 0 < summary["primary_longest_silence_ms"] < 5000 and summary["takeover_lease_ms"] == 75.0, summary

@@ -610,6 +610,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             # frame the dead primary sent within takeover_lease of the standby's suspicion.
             result["takeovers_declined"] = sum(v.get("counters", {}).get("takeovers_declined", 0)
                                                for k, v in after.items() if k not in ("nu", "nd"))
+            # What a working primary's lease must outlast (a standby cut off from it is declined while it holds).
+            result["primary_longest_silence_ms"] = after.get("nd", {}).get("primary_longest_silence_ms", 0.0)
             # A call from a client that is no node must change nothing: refused, and no failover follows.
             forged = [e for e in events if e["action"] in FORGED]
             result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
@@ -789,6 +791,8 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
         "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r["out_of_order"],
         "failovers": r["failovers"], "takeovers_declined": r.get("takeovers_declined", 0),
+        "primary_longest_silence_ms": r.get("primary_longest_silence_ms", 0.0),
+        "takeover_lease_ms": round(NodeConfig(heartbeat_interval=settings["heartbeat_interval"]).lease_s * 1000, 1),
         "failover_ms": round(r.get("recovery_ms", 0.0), 1),
         "detection_ms": round(r["recovery"].get("detection_ms", 0.0), 1),
         "reconnection_ms": round(r["recovery"].get("reconnection_ms", 0.0), 1),
