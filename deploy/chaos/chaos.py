@@ -311,6 +311,8 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            # Takeovers Nd declined while the primary still delivered (the launcher's key of the same name).
            "takeovers_declined": sum((s.get("counters") or {}).get("takeovers_declined", 0)
                                      for s in result.get("nodes", {}).values() if isinstance(s, dict)),
+           # How close a working primary came to losing its lease at Nd (the launcher's key of the same name).
+           "primary_longest_silence_ms": (result.get("nodes", {}).get("Nd") or {}).get("primary_longest_silence_ms"),
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None
