@@ -378,11 +378,11 @@ def main(argv: list[str]) -> int:
         print(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)} or all", file=sys.stderr)
         return 2
     operator = os.environ.get("LS_OPERATOR", "spark")  # the compose file's default
-    needs_spark = [n for n in names if FAULTS[n].unfit_for(operator)]
+    needs_spark = {n: why for n in names if (why := FAULTS[n].unfit_for(operator))}
     if needs_spark:
         if argv and argv[0] != "all":
-            for n in needs_spark:
-                print(f"{FAULTS[n].unfit_for(operator)} (LS_OPERATOR)", file=sys.stderr)
+            for why in needs_spark.values():
+                print(f"{why} (LS_OPERATOR)", file=sys.stderr)
             return 2
         say(f"skipped with LS_OPERATOR={operator}: {', '.join(needs_spark)} (they need the Spark operator)")
         names = [n for n in names if n not in needs_spark]

@@ -88,7 +88,7 @@ class NodeCollector(Collector):
                          "silent at Nd (from a frame's answer to its next frame); past the lease, a standby that "
                          "cannot hear it may depose a working primary", name, s["primary_longest_silence_ms"] / 1000)
             yield _gauge("lazystandby_takeover_lease_seconds", "How long each delivery keeps another node's "
-                         "takeover declined at Nd (takeover_lease)", name, self.node.cfg.lease_s)
+                         "takeover declined at Nd (takeover_lease)", name, s["takeover_lease_ms"] / 1000)
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)
         if "standby_in_sync" in s:  # Nu

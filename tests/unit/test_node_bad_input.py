@@ -288,6 +288,7 @@ def test_with_no_lease_nd_takes_any_newer_epoch_at_once(net):
     net.register("nd0", d)
     net.call_pb("nd0", "Deliver", out_frame(1, 2, epoch=1))
     assert net.call_pb("nd0", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 2
+    assert d.snapshot()["takeover_lease_ms"] == 0.0  # what launch's summary reports: Nd's lease, not a default
 
 
 def test_a_declined_standby_withdraws_its_epoch_and_keeps_taking_the_backup(net, nd):

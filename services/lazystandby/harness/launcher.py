@@ -612,6 +612,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                                                for k, v in after.items() if k not in ("nu", "nd"))
             # What a working primary's lease must outlast (a standby cut off from it is declined while it holds).
             result["primary_longest_silence_ms"] = after.get("nd", {}).get("primary_longest_silence_ms", 0.0)
+            result["takeover_lease_ms"] = after.get("nd", {}).get("takeover_lease_ms", 0.0)
             # A call from a client that is no node must change nothing: refused, and no failover follows.
             forged = [e for e in events if e["action"] in FORGED]
             result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
@@ -657,7 +658,7 @@ def _brief(s: dict) -> dict:
     keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby_in_sync", "primary_longest_silence_ms",
-            "takeovers")
+            "takeover_lease_ms", "takeovers")
     return {k: s[k] for k in keys if k in s}
 
 
@@ -792,7 +793,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r["out_of_order"],
         "failovers": r["failovers"], "takeovers_declined": r.get("takeovers_declined", 0),
         "primary_longest_silence_ms": r.get("primary_longest_silence_ms", 0.0),
-        "takeover_lease_ms": round(NodeConfig(heartbeat_interval=settings["heartbeat_interval"]).lease_s * 1000, 1),
+        "takeover_lease_ms": r.get("takeover_lease_ms", 0.0),
         "failover_ms": round(r.get("recovery_ms", 0.0), 1),
         "detection_ms": round(r["recovery"].get("detection_ms", 0.0), 1),
         "reconnection_ms": round(r["recovery"].get("reconnection_ms", 0.0), 1),

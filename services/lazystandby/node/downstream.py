@@ -95,7 +95,8 @@ class DownstreamNode(NodeBase):
         s = super().snapshot()
         s.update({"delivered_through": self.dedup.delivered_through, "takeovers": self.takeovers.as_status(),
                   "primary_node": self.primary_node,
-                  "primary_longest_silence_ms": round(self.lease.longest_gap * 1000, 1)})
+                  "primary_longest_silence_ms": round(self.lease.longest_gap * 1000, 1),
+                  "takeover_lease_ms": round(self.lease.duration * 1000, 1)})
         return s
 
     def stop(self) -> None:
