@@ -146,9 +146,10 @@ class NodeConfig:
     operator_stall_max: float = 10.0
     # A fenced node (a primary deposed while it ran: paused, cut off, its operator stalled) ends its process
     # (exit 75) instead of staying up, fenced, holding a place: under a supervisor that starts it again (the
-    # compose stack's restart: on-failure) it comes back as a fresh node, is shown the newer epoch before it
-    # has worked, and rejoins as the standby (RoleState.rejoin). Off by default: with nothing to start it
-    # again, a fenced node that stays up still says what happened in its status and metrics.
+    # compose stack's restart: on-failure, or launch's Topology.supervise) it comes back as a fresh node, is
+    # shown the newer epoch before it has worked, and rejoins as the standby (RoleState.rejoin). Off by
+    # default: with nothing to start it again, a fenced node that stays up still says what happened in its
+    # status and metrics.
     exit_when_fenced: bool = False
     rpc_timeout: float = 2.0
     # framing and queues
@@ -349,7 +350,8 @@ HELP: dict[str, str] = {
                           "it is stalled (its standby takes over; it stops renewing its lease at Nd); 0 = never (an "
                           "operator that failed is still said at once)",
     "exit_when_fenced": "a fenced node exits (code 75) so that a supervisor starts it again and it rejoins as the "
-                        "standby (the compose stack turns it on); off: it stays up, fenced",
+                        "standby (the compose stack, launch and failover-check turn it on and start it again); off: "
+                        "it stays up, fenced",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends, and Nu before it polls a source that "

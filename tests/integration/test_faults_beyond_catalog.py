@@ -284,11 +284,16 @@ def test_a_killed_primary_started_again_rejoins_as_the_standby_and_takes_over_at
     assert n["counters"]["backup_tuples"] > 0  # re-seeded by Nu as its standby before it took over
 
 
-def test_a_primary_fenced_while_it_runs_exits_75_when_told_to():
-    """pause-primary with exit_when_fenced (the compose stack's setting): N, resumed and refused, ends its
-    process with EXIT_FENCED, for its supervisor to start it again as the standby; the output is exact."""
+def test_a_primary_fenced_while_it_runs_exits_and_is_started_again_as_the_standby():
+    """pause-primary with exit_when_fenced (the compose stack's setting, and launch's): N, resumed and
+    refused, ends its process with EXIT_FENCED; the topology's supervisor starts it again with its own
+    settings (primary, epoch 1), Nd refuses it before it has done anything, and it rejoins as N''s standby,
+    re-seeded by Nu. The output is exact, and the pipeline has a standby again."""
     r = run_trial(fault="pause-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=90,
                   extra={"exit_when_fenced": True})
     exact(r)
-    assert r["failovers"] == 1 and r["exited"] == {"n": 75}, r["exited"]
-    assert "n" not in r["after"] and r["after"]["n2"]["role"] == "primary"
+    assert r["failovers"] == 1 and r["restarted"] == ["n"] and r["settled"], (r["restarted"], r["exited"])
+    n, n2, nu = r["after"]["n"], r["after"]["n2"], r["after"]["nu"]
+    assert n2["role"] == "primary" and (n["role"], n["epoch"]) == ("standby", 2), n
+    assert n["counters"]["rejoined"] == 1 and not n["counters"].get("fenced")
+    assert nu["standby_in_sync"] and nu["standby"], nu

@@ -134,6 +134,20 @@ def test_exit_when_fenced_is_a_setting_off_by_default():
     assert config.load(["--role", "primary"], env={"LS_EXIT_WHEN_FENCED": "1"}).exit_when_fenced is True
 
 
+def test_launch_turns_exit_when_fenced_on_for_its_supervised_nodes_unless_told_not_to(monkeypatch):
+    """launch and failover-check start a fenced node again (Topology.supervise), as the compose stack does,
+    so they turn exit_when_fenced on; a flag or LS_EXIT_WHEN_FENCED turns it off, and the summary says which."""
+    from lazystandby.harness import launcher
+
+    monkeypatch.delenv("LS_EXIT_WHEN_FENCED", raising=False)
+    args, s = launcher._args("launch", [])
+    assert s["exit_when_fenced"] is True and launcher._trial_args(s)["extra"]["exit_when_fenced"] is True
+    assert launcher._what_ran(args, s, "")["exit_when_fenced"] is True
+    assert launcher._args("launch", ["--exit-when-fenced", "false"])[1]["exit_when_fenced"] is False
+    monkeypatch.setenv("LS_EXIT_WHEN_FENCED", "0")
+    assert launcher._args("failover-check", [])[1]["exit_when_fenced"] is False
+
+
 def standby_started_with(net, nodes, listen: str, primary: str) -> OperatorNode:
     """A standby as its settings start it, with a configured primary (`primary`), registered with Nu."""
     s2 = OperatorNode(NodeConfig(role="standby", name=listen, listen=listen, advertise=listen, upstream="nu",

@@ -86,8 +86,8 @@ def standby_back(nu: dict) -> bool:
 
 
 _BOTH = frozenset({Runner.PROCESSES, Runner.CONTAINERS})
-# A fenced node on the compose stack (exit_when_fenced, restart: on-failure).
-_BACK = "; on the compose stack N then exits (75), is started again, and rejoins as the standby"
+# A fenced node under a supervisor (exit_when_fenced; the compose stack's restart: on-failure, launch's own).
+_BACK = "; on the compose stack and under launch N then exits (75), is started again, and rejoins as the standby"
 _FORGED = ("; the call comes from a client with no node certificate: refused (TLS: at the handshake; plaintext: "
            "by the protocol's checks), nothing changes, no failover, Nd's output is exact")
 

@@ -32,6 +32,7 @@ from typing import Any
 from .. import config
 from ..config import NodeConfig
 from ..core.batching import format_bsize, parse_bsize
+from ..node.common import EXIT_FAILED, EXIT_FENCED
 from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
@@ -306,6 +307,11 @@ class Topology:
     tls: TlsFiles | None = None  # the harness's own (admin) certificate when the nodes run mutual TLS
     cuttable: frozenset[frozenset[str]] = frozenset()  # pairs of places whose links run through a LinkRelay
     relays: dict[tuple[str, str], LinkRelay] = field(default_factory=dict)  # (client place, server place)
+    # Start a node again when it ends itself (fenced with exit_when_fenced, or its operator failed), as the
+    # compose stack's `restart: on-failure` does: without it, a primary deposed while it ran stays fenced,
+    # and the pipeline goes on with no standby.
+    supervise: bool = False
+    supervisor_restarts: list[str] = field(default_factory=list)  # places the supervisor started again, in order
 
     ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
     NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
@@ -322,6 +328,11 @@ class Topology:
             make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}" for k in self.ROLES] + ["admin:admin"])
             self.tls = TlsFiles(str(self.tls_dir / "ca.crt"), str(self.tls_dir / "admin.crt"),
                                 str(self.tls_dir / "admin.key"))
+        # Starting a node (a fault's step, or the supervisor's restart) is one act at a time per topology.
+        self._life = threading.RLock()
+        self._stopping = threading.Event()
+        self._started_as: dict[str, tuple[str, str]] = {}  # place: (role, name) its node was last started with
+        self._supervisor: threading.Thread | None = None
 
     # Who calls whom: Nu pushes to N and backs up to N'; N delivers to Nd; N' watches N, registers and takes
     # over at Nu and Nd (an operator node keeps its Nu address for when it is a standby).
@@ -377,6 +388,10 @@ class Topology:
         return [sys.executable, "-m", "lazystandby.cli", "node", *config.to_args(opts)]
 
     def start(self, key: str, role: str = "", name: str = "") -> None:
+        with self._life:
+            self._start(key, role, name)
+
+    def _start(self, key: str, role: str, name: str) -> None:
         env = dict(os.environ)
         if not self.settings.get("kafka_bootstrap"):
             # The generator, not a cluster the caller's environment happens to name.
@@ -390,6 +405,28 @@ class Topology:
         # Its own process group, so that a fault hits the node with its Spark JVM, as it would a container.
         self.procs[key] = subprocess.Popen(self.args(key, role, name), stdout=log, stderr=subprocess.STDOUT,
                                            env=env, start_new_session=True)
+        self._started_as[key] = (role, name)
+
+    # The exits a node chooses for its supervisor to start it again (node.common); a killed node (-9) is
+    # the fault a trial asked for, and is left alone.
+    RESTARTED = (EXIT_FAILED, EXIT_FENCED)
+
+    def _supervise(self) -> None:
+        """Every 50 ms: a node that ended itself is started again as it was last started (its place's
+        settings: N as the primary of epoch 1). Nd refuses it before it has done anything, and a node that
+        has not worked in its life rejoins as the standby, as on the compose stack."""
+        while not self._stopping.wait(0.05):
+            for key, p in list(self.procs.items()):
+                if p.poll() not in self.RESTARTED:
+                    continue
+                with self._life:
+                    if self.procs.get(key) is p and not self._stopping.is_set():
+                        self.supervisor_restarts.append(key)
+                        self._start(key, *self._started_as[key])
+
+    def waiting_restart(self, key: str) -> bool:
+        """The node in place `key` ended itself, and the supervisor has not started it again yet."""
+        return self.supervise and key in self.procs and self.procs[key].poll() in self.RESTARTED
 
     def last_words(self, key: str) -> str:
         """The last line a node wrote that is not a traceback frame: its error, when it failed to start."""
@@ -420,6 +457,9 @@ class Topology:
             self.wait_ready(key)
         self.start("nu")
         self.wait_ready("nu")
+        if self.supervise and self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
+            self._supervisor.start()
 
     def status(self, key: str, timeout: float = 2.0) -> dict:
         """A node's status over a channel of its own, closed after the call: right around faults and
@@ -452,6 +492,9 @@ class Topology:
         _killpg(self.procs[key], sig)
 
     def stop(self) -> None:
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join()
         for relay in self.relays.values():
             relay.close()
         for p in self.procs.values():
@@ -533,7 +576,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                     "topic_prefix": settings.get("topic_prefix", "")}
     ok = False
     with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None,
-                  cuttable=cuttable(f)) as topo:
+                  cuttable=cuttable(f), supervise=bool(settings.get("exit_when_fenced"))) as topo:
         try:
             op = settings.get("operator", "python")
             say(f"starting Nu, N, N', Nd ({op} operator{': a Spark session takes 20-60 s' if op == 'spark' else ''})"
@@ -583,11 +626,18 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 # A takeover is over when the new primary says it is live (a pause shorter than the
                 # detector's timeout would deliver everything with no takeover: not the fault asked for).
                 took_over = wait_until(lambda: _live_primary(topo) is not None, timeout)
-            done = delivered and took_over
+            settled = True
+            if topo.supervise:
+                # The supervisor's part over too: a node the fault fenced has exited, been started again and
+                # rejoined, so the summary says whether the pipeline has a standby again.
+                settled = wait_until(lambda: _settled(topo), timeout)
+            done = delivered and took_over and settled
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
             # Nodes that ended before the trial did, and how: -9 killed, 70 a node that failed (NodeBase.fail).
             result["exited"] = {k: p.returncode for k, p in topo.procs.items() if p.poll() is not None}
+            result["restarted"] = list(topo.supervisor_restarts)  # ended itself, started again (supervise)
+            result["settled"] = settled
             if kafka:
                 rows = read_results(kafka, f"{settings['topic_prefix']}results")
             else:
@@ -654,10 +704,26 @@ def _live_primary(topo: Topology, statuses: dict[str, dict] | None = None) -> st
     return best
 
 
+def _settled(topo: Topology) -> bool:
+    """No operator node is fenced, behind Nd's epoch, or waiting to be started again; and once the supervisor
+    started one again, Nu backs up to a standby in sync (the pipeline has its standby back). A node that
+    does not answer (starting again, or still paused) raises PeerError: wait_until's "not yet"."""
+    epoch = topo.status("nd")["epoch"]
+    for key in ("n", "n2"):
+        if topo.waiting_restart(key):
+            return False
+        if topo.alive(key):
+            s = topo.status(key)
+            if s.get("role") == "fenced" or s.get("epoch", 0) < epoch:
+                return False
+    return not topo.supervisor_restarts or standby_back(topo.status("nu"))
+
+
 def _brief(s: dict) -> dict:
     keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
-            "counters", "errors", "operator_switches", "peers", "standby_in_sync", "primary_longest_silence_ms",
+            "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
+            "primary_longest_silence_ms",
             "takeover_lease_ms", "takeovers")
     return {k: s[k] for k in keys if k in s}
 
@@ -672,7 +738,7 @@ def _pct(values: list[float], q: float) -> float:
 
 # The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
 NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "seed", "total", "rate", "heartbeat_interval",
-                 "heartbeat_misses", "operator_stall_max")
+                 "heartbeat_misses", "operator_stall_max", "exit_when_fenced")
 
 
 class NodeStartError(RuntimeError):
@@ -715,7 +781,9 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     cfg = config.load(given, env=os.environ)  # validates every value, flags and env alike
     explicit = {n for n in NODE_SETTINGS if getattr(args, n) is not None or f"LS_{n.upper()}" in os.environ}
     settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
-    defaults = {"total": 40_000, "rate": 20_000.0}
+    # These commands supervise their nodes (Topology.supervise), as the compose stack does: a fenced node
+    # exits, is started again, and rejoins as the standby.
+    defaults = {"total": 40_000, "rate": 20_000.0, "exit_when_fenced": True}
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
@@ -769,14 +837,15 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
     return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
-                                                "operator_stall_max")}}
+                                                "operator_stall_max", "exit_when_fenced")}}
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
     return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
             "seed": settings["seed"], "heartbeat_interval": settings["heartbeat_interval"],
-            "heartbeat_misses": settings["heartbeat_misses"], "fault": args.fault}
+            "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
+            "fault": args.fault}
 
 
 def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
@@ -803,6 +872,10 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "backlog_at_takeover": r["recovery"].get("backlog_at_takeover", 0),
         "catch_up_ms": round(r["recovery"].get("catch_up_ms", 0.0), 1),
         "overhead": round(nu.get("overhead", 0.0), 4), "dead_letters": r.get("malformed", 0),
+        # Nodes that ended themselves (fenced, or their operator failed) and were started again; whether Nu
+        # backs up to a standby at the end (nothing starts a killed node again: after kill-primary the
+        # pipeline runs on without one).
+        "restarted": r.get("restarted", []), "standby_at_end": standby_back(nu),
         **_what_ran(args, settings, bootstrap), "ok": r["ok"],
     }
     if not r["ok"]:
