@@ -135,6 +135,19 @@ def test_a_standby_cut_off_from_a_primary_that_still_delivers_never_deposes_it(n
     assert after["n"]["counters"].get("fenced", 0) == 0
 
 
+def test_a_standby_cut_off_from_an_idle_primary_silent_past_its_lease_does_not_depose_it():
+    """Nd's lease at 10 ms, shorter than an idle primary's frames are apart (25 ms): it has lapsed at
+    almost every ask, as a 150 ms lease does after a 300-400 ms silence on busy containers. N' says it has
+    not heard N for about 200 ms (its 0.3 s timeout, less an interval); N's last frame reached Nd within
+    that, so Nd declines: no failover. Under the lease alone, N' deposed N in 3 runs of 3 (session 40)."""
+    r = run_trial(fault="partition-primary-standby", total=6_000, rate=15_000, kill_after=0.8, timeout=90,
+                  per_node={"nd": {"takeover_lease": 0.01}})
+    exact(r)
+    assert r["takeover_lease_ms"] == 10.0 and r["primary_longest_silence_ms"] > 10.0
+    assert r["failovers"] == 0 and r["takeovers_declined"] >= 1, (r["failovers"], r["takeovers_declined"])
+    assert (r["after"]["n"]["role"], r["after"]["n2"]["role"]) == ("primary", "standby")
+
+
 def test_a_takeover_cut_off_from_nu_halfway_finishes_at_the_heal_and_is_exact():
     """N' fences Nd, then cannot reach Nu for about 2 s: the takeover waits for the link, nothing is lost
     or repeated, and no other node moves meanwhile."""

@@ -7,6 +7,7 @@ from lazystandby.config import STANDBY_IQ_FACTOR, NodeConfig
 from lazystandby.core import messages as m
 from lazystandby.core import tuples
 from lazystandby.core.codec import BatchEncoder, CodecName
+from lazystandby.core.detector import FailureDetector
 from lazystandby.core.roles import Role
 from lazystandby.core.seq import LazyStandbyError
 from lazystandby.core.tuples import TupleBatch
@@ -230,6 +231,33 @@ def test_nd_declines_a_takeover_while_its_primary_still_delivers_and_takes_it_on
         net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="X", epoch=3))
     assert e.value.status == "FAILED_PRECONDITION"
     assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 3
+
+
+def test_past_the_lease_nd_declines_a_standby_that_has_not_heard_a_primary_nd_heard_since(net, nd):
+    """The primary's frame came 100 ms ago (past the 75 ms lease: a busy machine). A standby that says it
+    has not heard the primary for 300 ms is cut off from a primary that lives: declined. One that says 150
+    ms (a suspicion by refusals, or a crash: the frame is about as old as that) is taken."""
+    net.call_pb("nd", "Deliver", out_frame(1, 2, epoch=1))
+    nd.tick(0.1)
+    with pytest.raises(PeerError) as e:
+        net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2, primary_unheard_ms=300))
+    assert e.value.status == "FAILED_PRECONDITION" and "cut off from a primary that lives" in e.value.message
+    assert nd.fence.epoch == 1 and nd.counters["takeovers"] == 0
+    assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2,
+                                                            primary_unheard_ms=150)).delivered_through == 2
+
+
+def test_a_standby_says_how_long_it_has_surely_not_heard_its_primary():
+    """Since its last good heartbeat, less one interval; nothing when it has heard no answer yet."""
+    from lazystandby.core.recovery import RecoveryTimes
+
+    s = OperatorNode(NodeConfig(role="standby", name="N'", listen="s", heartbeat_interval=0.2,
+                                heartbeat_misses=5), Selection("price > 100"), MemoryNetwork().peer)
+    s.detector = FailureDetector(0.2, 5, now=0.0)
+    assert s._unheard_ms(RecoveryTimes(last_ok=0.0, detected=1.0)) == 0  # never heard
+    s.detector.ok(0.5, 0.001)
+    assert s._unheard_ms(RecoveryTimes(last_ok=0.5, detected=1.5)) == 800
+    assert s._unheard_ms(RecoveryTimes(last_ok=0.5, detected=0.6)) == 0  # within an interval: says nothing
 
 
 def test_a_takeover_queued_behind_a_slow_delivery_finds_the_lease_renewed_by_it(net):

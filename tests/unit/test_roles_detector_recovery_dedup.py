@@ -101,6 +101,36 @@ def test_a_lease_keeps_the_primarys_longest_silence_within_its_term_only():
     assert lease.longest_gap == pytest.approx(0.12) and lease.renewed_at == 5.1
 
 
+def test_past_the_lease_nd_still_declines_a_standby_that_lost_a_primary_nd_heard_since():
+    """A working primary silent at Nd past its lease (a busy machine), and a standby cut off from it that
+    has not heard it for 850 ms: Nd heard it 200 ms ago, well inside that, so the takeover is declined. A
+    crash, from the same standby's side: the last frame reached Nd no later than the crash, and the standby
+    heard the primary at most an interval before it, so the frame is as old as `unheard`, less its
+    transit, which the lease covers: taken."""
+    from lazystandby.core.seq import PrimaryAlive
+
+    lease = PrimaryLease(0.15)
+    lease.arrived(1.0)
+    lease.renew(1.01)  # Nd's answer: the lease counts from it, the arrival stays
+    assert lease.renewed_at == 1.01 and lease.arrived_at == 1.0
+    with pytest.raises(PrimaryAlive, match="N's last frame came 200 ms ago, and N' has not heard it for 850 ms"):
+        lease.check(1.2, node="N'", primary="N", receiver="Nd", unheard=0.85)
+    lease.check(1.2, node="N'", primary="N", receiver="Nd")  # a standby that does not say: the lease alone
+    lease.check(1.2, node="N'", primary="N", receiver="Nd", unheard=0.3)  # 200 + 150 >= 300 ms: taken
+    # The crash: N's last frame at 1.0 and its last heartbeat answer too; N' suspects at 2.0 after a 1 s
+    # timeout with heartbeats 0.2 s apart: unheard 0.8, the frame 1.0 s old (20 ms transit: 0.98).
+    lease.check(2.0, node="N'", primary="N", receiver="Nd", unheard=0.8)
+    lease.check(1.98, node="N'", primary="N", receiver="Nd", unheard=0.8)
+    # A takeover's new primary has sent nothing yet: nothing to weigh, the lease alone.
+    lease.grant(3.0)
+    assert lease.arrived_at is None
+    lease.check(3.2, node="X", primary="N'", receiver="Nd", unheard=5.0)
+    # No lease, no decline of either kind (seed 000).
+    off = PrimaryLease(0)
+    off.arrived(1.0)
+    off.check(1.01, node="N'", primary="N", receiver="Nd", unheard=5.0)
+
+
 def test_epoch_fence_refuses_older_epochs_and_names_them():
     f = EpochFence("Nd")
     assert f.admit(1, sender="N", what="delivery")

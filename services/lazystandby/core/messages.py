@@ -128,6 +128,9 @@ class TakeoverRequest:
     epoch: int
     address: str
     resend_from: int = 0
+    # To Nd: how long the standby has surely not heard its primary (since its last good heartbeat, less one
+    # interval), in ms; 0 = it does not say (core.recovery.PrimaryLease).
+    primary_unheard_ms: int = 0
 
 
 @dataclass(slots=True)

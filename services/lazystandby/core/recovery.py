@@ -118,13 +118,29 @@ class PrimaryLease:
     interval after the crash): the standby withdraws, suspects again about half an interval later, and by
     then the lease has run out. Measured (`make failover-check KILLS=20`, session 36): 4 of 20 takeovers
     declined once, recovery p95 172 ms (session 34's bench: 171-194 ms). 0 = no lease: every newer epoch
-    is taken, as seed 000 does. Clocks are injected, as everywhere in core."""
+    is taken, as seed 000 does. Clocks are injected, as everywhere in core.
+
+    The lease alone must outlast every silence of a working primary, and on two busy cores those reach
+    290-407 ms in containers (session 39), past a 150 ms lease. So the standby also says how long it has
+    surely not heard its primary (`unheard`: since its last good heartbeat, less one heartbeat interval),
+    and Nd declines while the primary's last frame reached it well inside that time: Nd heard the primary
+    after the standby lost it, so the standby is cut off from a primary that lives. A crashed primary sent
+    its last frame no later than its last heartbeat answer, at most an interval after the standby's last
+    good one, so Nd got that frame at least `unheard` ago, less its transit, which the lease's length
+    covers as a margin: this rule never declines a crash the lease would take. A standby that suspects by
+    refusals (one interval) says almost nothing (unheard near 0); one whose heartbeats timed out (the
+    detector's timeout, a second for the Spark settings) covers silences up to that, less an interval
+    and the lease. (Should Nd itself stand still with a dead primary's last frame, the frame's arrival is
+    late, but the standby asks again after each timeout while that arrival only ages: taken then.)"""
 
     def __init__(self, duration: float) -> None:
         if duration < 0:
             raise ValueError("a lease lasts >= 0 s")
         self.duration = duration
         self.renewed_at: float | None = None
+        # When the primary's last frame reached Nd (its arrival, not Nd's answer): what a standby's `unheard`
+        # is weighed against. None until the term's primary has sent one.
+        self.arrived_at: float | None = None
         # The primary's longest silence at Nd (from one renewal to the next, within one primary's term):
         # what a lease must outlast for a working primary never to be deposed.
         self.longest_gap = 0.0
@@ -137,19 +153,41 @@ class PrimaryLease:
                 self.longest_gap = max(self.longest_gap, at - self.renewed_at)
             self.renewed_at = at
 
+    def arrived(self, at: float) -> None:
+        """A frame of the primary in force reached Nd at `at`: its lease is renewed, and its arrival noted."""
+        self.renew(at)
+        if self.arrived_at is None or at > self.arrived_at:
+            self.arrived_at = at
+
     def grant(self, at: float) -> None:
         """A new primary took over at `at`: its lease starts, and the silence before it was its predecessor's."""
         self.renewed_at = at
+        self.arrived_at = None
 
     def holds(self, now: float) -> bool:
         return self.duration > 0 and self.renewed_at is not None and now - self.renewed_at < self.duration
 
-    def check(self, now: float, *, node: str, primary: str, receiver: str) -> None:
-        """PrimaryAlive when `node`, not the primary, would take over while the lease holds."""
-        if node != primary and self.holds(now):
+    def check(self, now: float, *, node: str, primary: str, receiver: str, unheard: float = 0.0) -> None:
+        """PrimaryAlive when `node`, not the primary, would take over while the lease holds, or while the
+        primary's last frame reached Nd well after `node` last heard the primary (`unheard` seconds ago at
+        least; 0: it does not say)."""
+        if node == primary:
+            return
+        if self.holds(now):
             assert self.renewed_at is not None
             raise PrimaryAlive(f"{receiver}: takeover by {node} declined; {primary} delivered "
                                f"{(now - self.renewed_at) * 1000:.0f} ms ago (lease {self.duration * 1000:.0f} ms)")
+        if self.heard_since_lost(now, unheard):
+            assert self.arrived_at is not None
+            raise PrimaryAlive(f"{receiver}: takeover by {node} declined; {primary}'s last frame came "
+                               f"{(now - self.arrived_at) * 1000:.0f} ms ago, and {node} has not heard it for "
+                               f"{unheard * 1000:.0f} ms: cut off from a primary that lives")
+
+    def heard_since_lost(self, now: float, unheard: float) -> bool:
+        """The primary's last frame reached Nd more than the lease's length inside the `unheard` seconds in
+        which a standby surely did not hear it (with the lease on)."""
+        return (self.duration > 0 and unheard > 0 and self.arrived_at is not None
+                and now - self.arrived_at + self.duration < unheard)
 
 
 class OperatorWatch:

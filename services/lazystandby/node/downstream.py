@@ -47,7 +47,7 @@ class DownstreamNode(NodeBase):
             elif msg.sender != self.primary_node:
                 raise NotThePrimary(f"{self.name}: delivery from {msg.sender} refused; {self.primary_node} is the "
                                     f"primary of epoch {self.fence.epoch}")
-            self.lease.renew(arrived)
+            self.lease.arrived(arrived)
             batch = msg.batch
             if batch is not None:
                 adm = self.dedup.admit(batch.first, len(batch))
@@ -76,7 +76,8 @@ class DownstreamNode(NodeBase):
             retry = self.takeovers.check(self.fence, msg.epoch, msg.node)
             now = self.clock()
             if retry is None and self.primary_node:
-                self.lease.check(now, node=msg.node, primary=self.primary_node, receiver=self.name)
+                self.lease.check(now, node=msg.node, primary=self.primary_node, receiver=self.name,
+                                 unheard=msg.primary_unheard_ms / 1000)
             heard = self.lease.renewed_at
             self.fence.advance(msg.epoch)
             self.primary_node = msg.node

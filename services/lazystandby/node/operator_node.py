@@ -928,7 +928,8 @@ class OperatorNode(NodeBase):
         """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""
         times = self._detect()  # 1
         epoch = self._fence_self(times)  # 2
-        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise)
+        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
+                                primary_unheard_ms=self._unheard_ms(times))
         nd = self._connect_nd(req)  # 3
         if nd is None:
             return
@@ -947,6 +948,17 @@ class OperatorNode(NodeBase):
         now = self.clock()
         self._wall_detected = time.time()
         return RecoveryTimes(last_ok=det.last_ok if det else now, detected=now)
+
+    def _unheard_ms(self, times: RecoveryTimes) -> int:
+        """How long this node has surely not heard its primary, in ms, for Nd to weigh against the primary's
+        last frame (core.recovery.PrimaryLease): since the last good heartbeat (or since the detector
+        watched again), less one interval, the most a live primary's answers are apart. 0 when no answer
+        came since this node started watching."""
+        det = self.detector
+        if det is None or not det.heard:
+            return 0
+        unheard = times.detected - times.last_ok - self.cfg.heartbeat_interval
+        return min(0xFFFFFFFF, max(0, int(unheard * 1000)))
 
     def _fence_self(self, times: RecoveryTimes) -> int:
         """2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen."""

@@ -250,11 +250,13 @@ def heartbeat_reply_from_pb(msg: pb.HeartbeatReply) -> m.HeartbeatReply:
 
 
 def takeover_to_pb(t: m.TakeoverRequest) -> pb.TakeoverRequest:
-    return pb.TakeoverRequest(node=t.node, epoch=t.epoch, address=t.address, resend_from=t.resend_from)
+    return pb.TakeoverRequest(node=t.node, epoch=t.epoch, address=t.address, resend_from=t.resend_from,
+                              primary_unheard_ms=t.primary_unheard_ms)
 
 
 def takeover_from_pb(msg: pb.TakeoverRequest, *, node: str = "") -> m.TakeoverRequest:
-    return m.TakeoverRequest(node=msg.node, epoch=msg.epoch, address=msg.address, resend_from=msg.resend_from)
+    return m.TakeoverRequest(node=msg.node, epoch=msg.epoch, address=msg.address, resend_from=msg.resend_from,
+                             primary_unheard_ms=msg.primary_unheard_ms)
 
 
 def takeover_reply_to_pb(r: m.TakeoverReply) -> pb.TakeoverReply:
