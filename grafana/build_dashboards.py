@@ -70,6 +70,9 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Primary's longest silence at Nd, and the takeover lease", "s", [
             ("max(lazystandby_primary_longest_silence_seconds)", "longest silence"),
             ("max(lazystandby_takeover_lease_seconds)", "lease")]),
+        # Declines: a standby that cannot hear a primary Nd still hears (a partition between the two).
+        ("Takeovers Nd declined (the primary lives), by reason", "short", [
+            ("sum by (reason) (lazystandby_takeovers_declined_total)", "{{reason}}")]),
     ]),
     "backup-bandwidth": ("Lazy Standby: backup bandwidth", [
         ("Bytes/s per link", "Bps", [(f"sum by (link) (rate(lazystandby_link_bytes_total{R}))", "{{link}}")]),

@@ -89,6 +89,13 @@ class NodeCollector(Collector):
                          "cannot hear it may depose a working primary", name, s["primary_longest_silence_ms"] / 1000)
             yield _gauge("lazystandby_takeover_lease_seconds", "How long each delivery keeps another node's "
                          "takeover declined at Nd (takeover_lease)", name, s["takeover_lease_ms"] / 1000)
+            d = CounterMetricFamily("lazystandby_takeovers_declined", "Takeovers Nd declined because the primary "
+                                    "in force lives: within its lease, or past it but heard after the standby "
+                                    "lost it (unheard); a standby cut off from a working primary",
+                                    labels=[*lbl, "reason"])
+            d.add_metric([name, "lease"], e.get("takeover_declined", 0))
+            d.add_metric([name, "unheard"], e.get("takeover_declined_unheard", 0))
+            yield d
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)
         if "standby_in_sync" in s:  # Nu

@@ -44,6 +44,34 @@ def test_operator_stalled_fires_only_while_a_primary_says_it_is_stalled(tmp_path
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_standby_cut_off_fires_on_declines_that_go_on_and_not_on_a_crash(tmp_path):
+    """promtool's rule tests: Nd declining a takeover every second (a standby cut off from a primary that
+    delivers) fires after 30 s; the one decline a crash can cause never does."""
+    install()
+    summary = ("Nd keeps declining the standby's takeovers: the standby is cut off from a primary that still "
+               "delivers")
+    series = 'lazystandby_takeovers_declined_total{node="Nd", job="downstream", reason="%s"}'
+    (tmp_path / "t.yml").write_text(json.dumps({
+        "rule_files": [str(RULES)], "evaluation_interval": "1s",
+        "tests": [
+            {"interval": "1s",
+             "input_series": [{"series": series % "unheard", "values": "0+1x90"},
+                              {"series": series % "lease", "values": "0x90"}],
+             "alert_rule_test": [
+                 {"eval_time": "20s", "alertname": "StandbyCutOffFromPrimary", "exp_alerts": []},  # pending
+                 {"eval_time": "45s", "alertname": "StandbyCutOffFromPrimary",
+                  "exp_alerts": [{"exp_labels": {"severity": "warning"},
+                                  "exp_annotations": {"summary": summary}}]}]},
+            {"interval": "1s",
+             "input_series": [{"series": series % "lease", "values": "0 0 0 1x90"}],
+             "alert_rule_test": [
+                 {"eval_time": "45s", "alertname": "StandbyCutOffFromPrimary", "exp_alerts": []},
+                 {"eval_time": "80s", "alertname": "StandbyCutOffFromPrimary", "exp_alerts": []}]}]}))
+    out = subprocess.run([shutil.which("promtool") or "promtool", "test", "rules", str(tmp_path / "t.yml")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_standby_down_alert_fires_when_the_standby_is_killed(tmp_path):
     work = tmp_path
     with Topology({"total": 0, "rate": 2000.0}, work) as topo:

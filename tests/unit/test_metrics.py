@@ -39,6 +39,10 @@ def test_metrics_follow_a_failover():
     # N delivered every few ms (an empty frame every ack_poll_ms when idle): its longest silence is short.
     assert 0 < nd['lazystandby_primary_longest_silence_seconds{node="Nd"}'] < 1.0
     assert nd['lazystandby_takeover_lease_seconds{node="Nd"}'] == pytest.approx(0.075)
+    # A crash is never declined on the standby's word (N's last frame is as old as N' says it has not heard
+    # N): at most by the lease, when a frame N sent just before it died was still fresh.
+    assert nd['lazystandby_takeovers_declined_total{node="Nd",reason="unheard"}'] == 0
+    assert nd['lazystandby_takeovers_declined_total{node="Nd",reason="lease"}'] <= 1
 
 
 def test_histograms_count_batches_and_each_takeover():

@@ -243,6 +243,7 @@ def test_past_the_lease_nd_declines_a_standby_that_has_not_heard_a_primary_nd_he
         net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2, primary_unheard_ms=300))
     assert e.value.status == "FAILED_PRECONDITION" and "cut off from a primary that lives" in e.value.message
     assert nd.fence.epoch == 1 and nd.counters["takeovers"] == 0
+    assert nd.snapshot()["errors"] == {"takeover_declined_unheard": 1}  # apart from the lease's declines
     assert net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2,
                                                             primary_unheard_ms=150)).delivered_through == 2
 

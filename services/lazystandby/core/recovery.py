@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .acks import Checkpoint
 from .roles import EpochFence
-from .seq import PrimaryAlive, StaleEpoch
+from .seq import PrimaryAlive, PrimaryHeard, StaleEpoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +179,7 @@ class PrimaryLease:
                                f"{(now - self.renewed_at) * 1000:.0f} ms ago (lease {self.duration * 1000:.0f} ms)")
         if self.heard_since_lost(now, unheard):
             assert self.arrived_at is not None
-            raise PrimaryAlive(f"{receiver}: takeover by {node} declined; {primary}'s last frame came "
+            raise PrimaryHeard(f"{receiver}: takeover by {node} declined; {primary}'s last frame came "
                                f"{(now - self.arrived_at) * 1000:.0f} ms ago, and {node} has not heard it for "
                                f"{unheard * 1000:.0f} ms: cut off from a primary that lives")
 

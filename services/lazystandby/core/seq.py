@@ -136,6 +136,14 @@ class PrimaryAlive(LazyStandbyError):
     counter = "takeover_declined"
 
 
+class PrimaryHeard(PrimaryAlive):
+    """A takeover declined by Nd past the primary's lease: its last frame reached Nd well after the standby
+    last heard it (core.recovery.PrimaryLease.heard_since_lost), so the standby is cut off from a primary
+    that lives. Answered and handled as PrimaryAlive; counted apart."""
+
+    counter = "takeover_declined_unheard"
+
+
 class NotThePrimary(LazyStandbyError):
     """A delivery from a node that is not the primary of the current epoch (a client replaying or
     forging calls): refused before it touches the output or the counters the correctness alerts use."""
