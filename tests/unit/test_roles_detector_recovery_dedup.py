@@ -125,6 +125,15 @@ def test_past_the_lease_nd_still_declines_a_standby_that_lost_a_primary_nd_heard
     lease.grant(3.0)
     assert lease.arrived_at is None
     lease.check(3.2, node="X", primary="N'", receiver="Nd", unheard=5.0)
+    # Whatever a standby says, a primary silent at Nd past the detector's timeout (less the lease) is not
+    # protected: a standby cut off from N that then died, its word counted from long before, is taken.
+    capped = PrimaryLease(0.15, unheard_max=1.0)
+    capped.arrived(1.0)
+    with pytest.raises(PrimaryAlive, match="cut off from a primary that lives"):
+        capped.check(1.8, node="N'", primary="N", receiver="Nd", unheard=30.0)  # 0.8 + 0.15 < 1.0
+    capped.check(1.9, node="N'", primary="N", receiver="Nd", unheard=30.0)  # 0.9 + 0.15 >= 1.0: taken
+    with pytest.raises(ValueError):
+        PrimaryLease(0.15, unheard_max=-1)
     # No lease, no decline of either kind (seed 000).
     off = PrimaryLease(0)
     off.arrived(1.0)

@@ -130,13 +130,18 @@ class PrimaryLease:
     covers as a margin: this rule never declines a crash the lease would take. A standby that suspects by
     refusals (one interval) says almost nothing (unheard near 0); one whose heartbeats timed out (the
     detector's timeout, a second for the Spark settings) covers silences up to that, less an interval
-    and the lease. (Should Nd itself stand still with a dead primary's last frame, the frame's arrival is
-    late, but the standby asks again after each timeout while that arrival only ages: taken then.)"""
+    and the lease. Whatever a standby says, Nd weighs at most `unheard_max` of it (the detector's timeout),
+    so a primary silent at Nd for longer than that, less the lease, is never protected. That bounds the
+    cases where the argument above does not hold: a standby's word counts from its last decline too (its
+    detector watches again from then), so one cut off from N when N then dies may be declined once more
+    on its word, one more timeout; and should Nd itself stand still with a dead primary's last frame, the
+    frame's arrival is late, but it only ages."""
 
-    def __init__(self, duration: float) -> None:
-        if duration < 0:
-            raise ValueError("a lease lasts >= 0 s")
+    def __init__(self, duration: float, unheard_max: float = float("inf")) -> None:
+        if duration < 0 or unheard_max < 0:
+            raise ValueError("a lease lasts >= 0 s, and a standby's word counts for >= 0 s")
         self.duration = duration
+        self.unheard_max = unheard_max
         self.renewed_at: float | None = None
         # When the primary's last frame reached Nd (its arrival, not Nd's answer): what a standby's `unheard`
         # is weighed against. None until the term's primary has sent one.
@@ -187,7 +192,7 @@ class PrimaryLease:
         """The primary's last frame reached Nd more than the lease's length inside the `unheard` seconds in
         which a standby surely did not hear it (with the lease on)."""
         return (self.duration > 0 and unheard > 0 and self.arrived_at is not None
-                and now - self.arrived_at + self.duration < unheard)
+                and now - self.arrived_at + self.duration < min(unheard, self.unheard_max))
 
 
 class OperatorWatch:

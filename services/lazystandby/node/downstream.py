@@ -29,7 +29,8 @@ class DownstreamNode(NodeBase):
         # The node that delivers in the current epoch: the one whose takeover made it, or (in the first
         # epoch, or after a restart) the first that delivered in it.
         self.primary_node = ""
-        self.lease = PrimaryLease(cfg.lease_s)
+        # A standby's word on its primary counts for at most the detector's timeout (core.recovery.PrimaryLease).
+        self.lease = PrimaryLease(cfg.lease_s, unheard_max=cfg.heartbeat_interval * cfg.heartbeat_misses)
         self.first_delivery_after_takeover: float | None = None
 
     def start(self) -> None:
