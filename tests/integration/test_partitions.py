@@ -148,6 +148,21 @@ def test_a_standby_cut_off_from_an_idle_primary_silent_past_its_lease_does_not_d
     assert (r["after"]["n"]["role"], r["after"]["n2"]["role"]) == ("primary", "standby")
 
 
+def test_a_primary_that_dies_while_its_standby_is_cut_off_from_it_is_still_taken_over():
+    """N and N' cut off from each other, and Nd declines N''s takeovers while N delivers; N killed during
+    the cut: N' takes over within two detector timeouts of the kill (its word on N, counted from its last
+    decline, may be weighed once more), before the heal, and the output is exact."""
+    r = run_trial(fault="partition-primary-standby-then-kill-primary", total=40_000, rate=10_000, kill_after=0.8,
+                  timeout=90)
+    assert r["ok"], {k: r.get(k) for k in ("lost", "duplicated", "got", "expected", "events", "workdir")}
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000
+    assert [e["action"] for e in r["events"]] == ["cut", "kill", "heal"]
+    assert r["failovers"] == 1 and r["after"]["n2"]["role"] == "primary" and r["takeovers_declined"] >= 1
+    kill = next(e["at"] for e in r["events"] if e["action"] == "kill")
+    live = r["recovery"]["live_at"]
+    assert live - kill < 2 * 0.3 + 0.5, (live - kill, r["recovery"])  # two timeouts, and the catch-up
+
+
 def test_a_takeover_cut_off_from_nu_halfway_finishes_at_the_heal_and_is_exact():
     """N' fences Nd, then cannot reach Nu for about 2 s: the takeover waits for the link, nothing is lost
     or repeated, and no other node moves meanwhile."""

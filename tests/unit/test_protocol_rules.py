@@ -187,7 +187,8 @@ def test_the_fault_catalog_is_data_every_runner_can_read():
         "kill-primary-then-restart", "pause-standby-then-kill-primary", "kill-primary-then-pause-downstream",
         "isolate-primary", "isolate-standby",
         "partition-primary-standby", "partition-upstream-primary", "partition-primary-downstream",
-        "partition-upstream-standby", "partition-upstream-standby-then-kill-primary", "hang-operator",
+        "partition-upstream-standby", "partition-upstream-standby-then-kill-primary",
+        "partition-primary-standby-then-kill-primary", "hang-operator",
         "kill-standby-then-hang-operator", "kill-operator", "kill-standby-operator"}
 
 

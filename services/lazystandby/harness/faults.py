@@ -176,6 +176,12 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "finishes the takeover at Nu; Nd's output is exact",
           (Step("upstream", Action.CUT, peer="standby"), Step("primary", Action.KILL, delay=0.1),
            Step("upstream", Action.HEAL, peer="standby", delay=1.9)), runners=_BOTH, takes_over=True),
+    Fault("partition-primary-standby-then-kill-primary", "N and N' are cut off from each other: N' suspects N "
+          "after each timeout and Nd declines, since N delivers (within its lease, or heard after N' lost it); N is "
+          "killed 1.5 s after the cut, while the cut holds: N' takes over in epoch 2, after at most one more "
+          "timeout (its word on N counts from its last decline), and the link heals 1 s later; Nd's output is exact",
+          (Step("standby", Action.CUT, peer="primary"), Step("primary", Action.KILL, delay=1.5),
+           Step("standby", Action.HEAL, peer="primary", delay=1.0)), runners=_BOTH, takes_over=True),
     Fault("isolate-standby", "N' is cut off from every node past the detector's timeout: it suspects N and "
           "starts a takeover that reaches no one, while Nu counts it out of sync and the pipeline goes on "
           "through N; when the links heal, Nd declines the takeover (N still delivers: its lease holds), N' "
