@@ -172,6 +172,11 @@ class LinkCutUnavailable(RuntimeError):
     """A single link cannot be cut on this Docker host."""
 
 
+# The peer address each cut's rules name, by (container, peer): a heal deletes exactly the rules its cut
+# inserted, though the peer may be gone by then (killed during the cut: no address of its own any more).
+_CUT_ADDRESS: dict[tuple[str, str], str] = {}
+
+
 def _firewall(c, peer, cut: bool) -> None:
     """Drop (or stop dropping) every packet between containers `c` and `peer`, both ways, with iptables
     run in `c`'s network namespace from the host: the node image carries no firewall, and needs none.
@@ -185,7 +190,10 @@ def _firewall(c, peer, cut: bool) -> None:
             f"isolate-primary and isolate-standby need neither")
     for x in (c, peer):
         x.reload()
-    ip = peer.attrs["NetworkSettings"]["Networks"][f"{PROJECT}_{NETWORK}"]["IPAddress"]
+    now = (peer.attrs["NetworkSettings"]["Networks"].get(f"{PROJECT}_{NETWORK}") or {}).get("IPAddress", "")
+    ip = now if cut else _CUT_ADDRESS.pop((c.name, peer.name), now)
+    if cut:
+        _CUT_ADDRESS[(c.name, peer.name)] = ip
     ns = ["nsenter", "-t", str(c.attrs["State"]["Pid"]), "-n", "iptables", "-w", "-I" if cut else "-D"]
     for rule in (["INPUT", "-s", ip, "-j", "DROP"], ["OUTPUT", "-d", ip, "-j", "DROP"]):
         done = subprocess.run(ns + rule, capture_output=True, text=True)
