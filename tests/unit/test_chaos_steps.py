@@ -128,9 +128,10 @@ class NetContainer(FakeContainer):
         pass
 
 
-def test_a_single_link_is_cut_and_healed_by_firewall_rules_in_the_targets_namespace_both_ways(monkeypatch):
-    boxes = {"nu": NetContainer([], "nu", 101, "10.0.0.2"), "n-standby": NetContainer([], "n-standby", 102, "10.0.0.4")}
-    monkeypatch.setattr(chaos, "container", lambda client, service: boxes[service])
+def firewall_on(monkeypatch, *boxes: NetContainer) -> list:
+    """chaos's firewall over these containers, as root with nsenter and iptables: the commands it runs."""
+    by_name = {b.name: b for b in boxes}
+    monkeypatch.setattr(chaos, "container", lambda client, service: by_name[service])
     monkeypatch.setattr(chaos.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
     monkeypatch.setattr(chaos.os, "geteuid", lambda: 0)
     ran = []
@@ -140,36 +141,36 @@ def test_a_single_link_is_cut_and_healed_by_firewall_rules_in_the_targets_namesp
         return type("Done", (), {"returncode": 0, "stderr": ""})()
 
     monkeypatch.setattr(chaos.subprocess, "run", run)
+    return ran
+
+
+def drop_rules(pid: int, ip: str) -> list[list[str]]:
+    """The rules a cut inserts and its heal deletes, in the namespace of `pid`, against `ip`."""
+    ns = ["nsenter", "-t", str(pid), "-n", "iptables", "-w"]
+    return [ns + [op, chain, flag, ip, "-j", "DROP"]
+            for op in ("-I", "-D") for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d"))]
+
+
+def test_a_single_link_is_cut_and_healed_by_firewall_rules_in_the_targets_namespace_both_ways(monkeypatch):
+    ran = firewall_on(monkeypatch, NetContainer([], "nu", 101, "10.0.0.2"),
+                      NetContainer([], "n-standby", 102, "10.0.0.4"))
     fault = CATALOG["partition-upstream-standby-then-kill-primary"]
     chaos.apply(fault.steps[0], None, 0.0)  # cut
     chaos.apply(fault.steps[2], None, 0.0)  # heal
-    ns = ["nsenter", "-t", "101", "-n", "iptables", "-w"]
-    assert ran == [ns + [op, chain, flag, "10.0.0.4", "-j", "DROP"]
-                   for op in ("-I", "-D") for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d"))]
+    assert ran == drop_rules(101, "10.0.0.4")
 
 
 def test_a_heal_deletes_the_rules_its_cut_inserted_though_the_peer_was_killed_meanwhile(monkeypatch):
     """partition-primary-standby-then-kill-primary: N is killed during the cut, and a killed container has
     no address any more; the heal in N''s namespace still names N's address of the cut (before, iptables
     was given an empty host and the heal failed)."""
-    boxes = {"n": NetContainer([], "n", 101, "10.0.0.3"), "n-standby": NetContainer([], "n-standby", 102, "10.0.0.4")}
-    monkeypatch.setattr(chaos, "container", lambda client, service: boxes[service])
-    monkeypatch.setattr(chaos.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
-    monkeypatch.setattr(chaos.os, "geteuid", lambda: 0)
-    ran = []
-
-    def run(cmd, **kw):
-        ran.append(cmd)
-        return type("Done", (), {"returncode": 0, "stderr": ""})()
-
-    monkeypatch.setattr(chaos.subprocess, "run", run)
+    n = NetContainer([], "n", 101, "10.0.0.3")
+    ran = firewall_on(monkeypatch, n, NetContainer([], "n-standby", 102, "10.0.0.4"))
     fault = CATALOG["partition-primary-standby-then-kill-primary"]
     chaos.apply(fault.steps[0], None, 0.0)  # cut, in N''s namespace
-    boxes["n"].attrs["NetworkSettings"]["Networks"] = {}  # killed: off every network
-    chaos.cut(fault.steps[2], None, boxes["n-standby"], heal=True)
-    ns = ["nsenter", "-t", "102", "-n", "iptables", "-w"]
-    assert ran == [ns + [op, chain, flag, "10.0.0.3", "-j", "DROP"]
-                   for op in ("-I", "-D") for chain, flag in (("INPUT", "-s"), ("OUTPUT", "-d"))]
+    n.attrs["NetworkSettings"]["Networks"] = {}  # killed: off every network
+    chaos.apply(fault.steps[2], None, 0.0)  # heal
+    assert ran == drop_rules(102, "10.0.0.3")
 
 
 def test_a_host_that_cannot_cut_one_link_says_what_is_missing_and_cuts_nothing(monkeypatch):
