@@ -191,9 +191,10 @@ def _firewall(c, peer, cut: bool) -> None:
     for x in (c, peer):
         x.reload()
     now = (peer.attrs["NetworkSettings"]["Networks"].get(f"{PROJECT}_{NETWORK}") or {}).get("IPAddress", "")
-    ip = now if cut else _CUT_ADDRESS.pop((c.name, peer.name), now)
     if cut:
-        _CUT_ADDRESS[(c.name, peer.name)] = ip
+        ip = _CUT_ADDRESS[(c.name, peer.name)] = now
+    else:
+        ip = _CUT_ADDRESS.pop((c.name, peer.name), now)
     ns = ["nsenter", "-t", str(c.attrs["State"]["Pid"]), "-n", "iptables", "-w", "-I" if cut else "-D"]
     for rule in (["INPUT", "-s", ip, "-j", "DROP"], ["OUTPUT", "-d", ip, "-j", "DROP"]):
         done = subprocess.run(ns + rule, capture_output=True, text=True)

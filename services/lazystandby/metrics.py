@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from .core.seq import PrimaryAlive, PrimaryHeard
+
 ROLES = ("upstream", "primary", "standby", "promoting", "fenced", "downstream")
 
 # counter name in the snapshot -> (metric, extra labels)
@@ -93,8 +95,8 @@ class NodeCollector(Collector):
                                     "in force lives: within its lease, or past it but heard after the standby "
                                     "lost it (unheard); a standby cut off from a working primary",
                                     labels=[*lbl, "reason"])
-            d.add_metric([name, "lease"], e.get("takeover_declined", 0))
-            d.add_metric([name, "unheard"], e.get("takeover_declined_unheard", 0))
+            for reason, declined in (("lease", PrimaryAlive), ("unheard", PrimaryHeard)):
+                d.add_metric([name, reason], e.get(declined.counter, 0))
             yield d
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)

@@ -723,8 +723,7 @@ def _brief(s: dict) -> dict:
     keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
-            "primary_longest_silence_ms",
-            "takeover_lease_ms", "takeovers")
+            "primary_longest_silence_ms", "takeover_lease_ms", "takeovers")
     return {k: s[k] for k in keys if k in s}
 
 
