@@ -224,6 +224,11 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
     c = container(client, SERVICE_OF_ROLE[step.target])
     if step.action is Action.KILL:
         c.kill()
+    elif step.action is Action.STOP:
+        t0 = time.monotonic()
+        c.stop(timeout=30)  # SIGTERM, then SIGKILL past 30 s: a primary hands over first
+        c.reload()
+        return {"exit_code": c.attrs["State"]["ExitCode"], "stopped_ms": round((time.monotonic() - t0) * 1000, 1)}
     elif step.action is Action.PAUSE:
         c.pause()
         time.sleep(lasting(step))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from functools import partial
 
 from . import config
@@ -94,7 +96,7 @@ def run_node(argv: list[str]) -> int:
 
         serve_metrics(node, cfg.metrics_port)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: node.halt.set())
+        signal.signal(sig, _on_stop(node, log) if cfg.handover_on_stop else lambda *_: node.halt.set())
     node.start()  # after the server listens: a standby registers with Nu, which then calls back
     log.info("%s (%s) listening on %s%s", cfg.name, cfg.role, cfg.listen, " (mutual TLS)" if tls else "")
     node.halt.wait()
@@ -103,6 +105,26 @@ def run_node(argv: list[str]) -> int:
     server.stop(grace=0 if node.fatal else 0.5)  # the port closes: peers see a dead node at once
     node.stop()
     return node.exit_code if node.fatal else 0  # node.common: EXIT_FAILED (70), EXIT_FENCED (75)
+
+
+def _on_stop(node: DownstreamNode | OperatorNode | UpstreamNode, log: logging.Logger) -> Callable[..., None]:
+    """The handler of SIGTERM and SIGINT: a primary hands over first (handover_on_stop), in a thread of its
+    own (it waits for its standby's next heartbeat); any other node, or a second signal, stops at once."""
+    asked = threading.Event()
+
+    def hand_over() -> None:
+        how = node.hand_over()
+        log.info("%s: stopping (handover: %s)", node.name, how)
+        node.halt.set()
+
+    def handler(*_) -> None:
+        if asked.is_set() or not isinstance(node, OperatorNode):
+            node.halt.set()
+            return
+        asked.set()
+        threading.Thread(target=hand_over, name=f"{node.name}:handover", daemon=True).start()
+
+    return handler
 
 
 COMMANDS = {

@@ -151,6 +151,10 @@ class NodeConfig:
     # default: with nothing to start it again, a fenced node that stays up still says what happened in its
     # status and metrics.
     exit_when_fenced: bool = False
+    # A primary asked to stop (SIGTERM or SIGINT: `docker stop`, a rolling upgrade, Ctrl-C) hands over
+    # first (OperatorNode.hand_over): its standby takes over at its next heartbeat, not after the detector's
+    # timeout and the lease. A second signal stops it at once.
+    handover_on_stop: bool = True
     rpc_timeout: float = 2.0
     # framing and queues
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
@@ -352,6 +356,9 @@ HELP: dict[str, str] = {
     "exit_when_fenced": "a fenced node exits (code 75) so that a supervisor starts it again and it rejoins as the "
                         "standby (the compose stack, launch and failover-check turn it on and start it again); off: "
                         "it stays up, fenced",
+    "handover_on_stop": "a primary asked to stop (SIGTERM, SIGINT) first hands over: it takes no more input, ends "
+                        "its lease at Nd, and its standby takes over at its next heartbeat instead of after the "
+                        "detector's timeout; a second signal stops it at once; off: it just stops",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",
     "linger_ms": "how long a link waits to fill a frame before it sends, and Nu before it polls a source that "

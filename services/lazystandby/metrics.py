@@ -12,9 +12,10 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from .core.roles import Role
 from .core.seq import PrimaryAlive, PrimaryHeard
 
-ROLES = ("upstream", "primary", "standby", "promoting", "fenced", "downstream")
+ROLES = tuple(r.value for r in Role if r not in (Role.STARTING, Role.STOPPED))  # what a serving node can be
 
 # counter name in the snapshot -> (metric, extra labels)
 TUPLES = {
@@ -116,6 +117,8 @@ class NodeCollector(Collector):
         yield _counter("lazystandby_backup_unreadable", "Sealed backup runs a standby could not decode when it "
                        "needed them (forgotten, and sent again by Nu)", name, c.get("backup_unreadable", 0))
         yield _counter("lazystandby_failovers", "Takeovers this node took part in", name, c.get("takeovers", 0))
+        yield _counter("lazystandby_handovers", "Handovers this node began as the primary when asked to stop (its "
+                       "standby took over at its word, not on missed heartbeats)", name, c.get("handovers", 0))
         rec = s.get("recovery") or {}
         yield _gauge("lazystandby_last_failover_time_seconds", "Unix time the last takeover this node made went live "
                      "(0: none); the dashboards' failover annotation", name, rec.get("live_at", 0.0))

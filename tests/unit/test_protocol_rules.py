@@ -119,6 +119,7 @@ def _batch(first, n, sources=False):
     m.Frame(epoch=2, sender="Nu", checkpoint=Checkpoint(4, 1), batch=_batch(5, 3)),
     m.Frame(epoch=2, sender="Nu", checkpoint=Checkpoint(4, 1)),
     m.OutputFrame(epoch=3, sender="N", batch=_batch(7, 2, sources=True)),
+    m.OutputFrame(epoch=3, sender="N", batch=_batch(7, 2), leaving=True),
     m.TakeoverRequest(node="N'", epoch=2, address="x:1", resend_from=9),
     m.RegisterStandby(node="N'", address="x:1"),
     m.HeartbeatRequest(sender="N'", epoch=2),
@@ -137,8 +138,9 @@ def test_backup_frames_and_replies_survive_the_wire():
     assert wire.backup_frame_from_pb(wire.backup_frame_to_pb(f)) == f
     r = m.TakeoverReply(epoch=2, delivered_through=5, checkpoint=Checkpoint(9, 4), head_pos=20, resend_from=10)
     assert wire.takeover_reply_from_pb(wire.takeover_reply_to_pb(r)) == r
-    h = m.HeartbeatReply(node="N", role=Role.PRIMARY, epoch=2, level0=5, received_through=9)
-    assert wire.heartbeat_reply_from_pb(wire.heartbeat_reply_to_pb(h)) == h
+    for role in (Role.PRIMARY, Role.LEAVING, Role.FENCED):
+        h = m.HeartbeatReply(node="N", role=role, epoch=2, level0=5, received_through=9)
+        assert wire.heartbeat_reply_from_pb(wire.heartbeat_reply_to_pb(h)) == h
     s = m.StatusReply(node="Nd", role=Role.DOWNSTREAM, epoch=2, snapshot={"a": 1})
     assert wire.status_reply_from_pb(wire.status_reply_to_pb(s)) == s
 
@@ -184,7 +186,8 @@ def test_the_fault_catalog_is_data_every_runner_can_read():
         "kill-primary", "pause-primary", "kill-standby", "pause-standby", "pause-upstream", "pause-downstream",
         "kill-upstream-restart", "kill-downstream-restart", "kill-primary-repeatedly",
         "kill-primary-then-upstream", "kill-upstream-and-primary", "kill-standby-then-primary",
-        "kill-primary-then-restart", "pause-standby-then-kill-primary", "kill-primary-then-pause-downstream",
+        "kill-primary-then-restart", "stop-primary", "rolling-restart",
+        "pause-standby-then-kill-primary", "kill-primary-then-pause-downstream",
         "isolate-primary", "isolate-standby",
         "partition-primary-standby", "partition-upstream-primary", "partition-primary-downstream",
         "partition-upstream-standby", "partition-upstream-standby-then-kill-primary",

@@ -31,12 +31,23 @@ def test_failover_path_through_the_role_machine():
     [Role.STANDBY, Role.PRIMARY],           # a standby must promote through PROMOTING
     [Role.PRIMARY, Role.STANDBY],           # a primary never goes back to standby
     [Role.PRIMARY, Role.FENCED, Role.PRIMARY],  # fenced is final
+    [Role.STANDBY, Role.LEAVING],           # only a primary hands over
+    [Role.PRIMARY, Role.LEAVING, Role.PRIMARY],  # and never takes the role back
 ])
 def test_illegal_transitions_are_refused(path):
     s = RoleState("N")
     with pytest.raises(IllegalTransition):
         for r in path:
             s.become(r)
+
+
+def test_a_leaving_primary_can_still_be_fenced_and_stops():
+    s = RoleState("N")
+    s.become(Role.PRIMARY, epoch=1)
+    s.become(Role.LEAVING)
+    s.become(Role.FENCED, epoch=2)  # its standby took over, and a peer said so
+    s.become(Role.STOPPED)
+    assert [r for r, _ in s.history] == ["starting", "primary", "leaving", "fenced", "stopped"]
 
 
 def test_a_declined_takeover_withdraws_the_epoch_it_took_and_nothing_else_steps_an_epoch_back():
@@ -99,6 +110,22 @@ def test_a_lease_keeps_the_primarys_longest_silence_within_its_term_only():
     lease.grant(5.0)  # a takeover: the 3.8 s before it were the deposed primary's, not a silence of this one
     lease.renew(5.1)
     assert lease.longest_gap == pytest.approx(0.12) and lease.renewed_at == 5.1
+
+
+def test_a_primary_that_hands_over_ends_its_lease_and_its_last_frame_is_not_weighed():
+    from lazystandby.core.seq import PrimaryAlive
+
+    lease = PrimaryLease(0.15, unheard_max=1.0)
+    lease.arrived(1.0)
+    with pytest.raises(PrimaryAlive):
+        lease.check(1.05, node="N'", primary="N", receiver="Nd")  # the lease holds
+    lease.release()  # N's last frame said it is leaving
+    lease.check(1.05, node="N'", primary="N", receiver="Nd")  # taken at once
+    lease.check(1.05, node="N'", primary="N", receiver="Nd", unheard=0.9)  # its frame is not weighed either
+    lease.renew(1.06)  # a frame handled late renews no released lease
+    assert not lease.holds(1.07)
+    lease.grant(2.0)  # the next term has a lease of its own
+    assert not lease.released and lease.holds(2.1)
 
 
 def test_past_the_lease_nd_still_declines_a_standby_that_lost_a_primary_nd_heard_since():

@@ -85,11 +85,13 @@ class BackupAck:
 
 @dataclass(slots=True)
 class OutputFrame:
-    """Primary -> Nd: outputs batch.first.. (output sequence numbers); no batch = a poll for the ack."""
+    """Primary -> Nd: outputs batch.first.. (output sequence numbers); no batch = a poll for the ack.
+    `leaving`: the primary's last frame in its epoch (a planned handover): Nd ends its lease."""
 
     epoch: int
     sender: str
     batch: TupleBatch | None = None
+    leaving: bool = False
 
 
 @dataclass(slots=True)

@@ -149,6 +149,9 @@ class PrimaryLease:
         # The primary's longest silence at Nd (from one renewal to the next, within one primary's term):
         # what a lease must outlast for a working primary never to be deposed.
         self.longest_gap = 0.0
+        # The term's primary said its last frame (a planned handover): nothing of its is weighed any more,
+        # until the next term.
+        self.released = False
 
     def renew(self, at: float) -> None:
         """The primary in force reached Nd at `at` (taken before the node lock: a frame waiting for the lock
@@ -168,9 +171,17 @@ class PrimaryLease:
         """A new primary took over at `at`: its lease starts, and the silence before it was its predecessor's."""
         self.renewed_at = at
         self.arrived_at = None
+        self.released = False
+
+    def release(self) -> None:
+        """The primary in force sent its last frame (it hands over, asked to stop): a takeover is no longer
+        declined on its behalf, neither by the lease nor by its last frame. For the rest of the term: a
+        leaving primary delivers nothing after that frame."""
+        self.released = True
 
     def holds(self, now: float) -> bool:
-        return self.duration > 0 and self.renewed_at is not None and now - self.renewed_at < self.duration
+        return (self.duration > 0 and not self.released and self.renewed_at is not None
+                and now - self.renewed_at < self.duration)
 
     def check(self, now: float, *, node: str, primary: str, receiver: str, unheard: float = 0.0) -> None:
         """PrimaryAlive when `node`, not the primary, would take over while the lease holds, or while the
@@ -191,7 +202,7 @@ class PrimaryLease:
     def heard_since_lost(self, now: float, unheard: float) -> bool:
         """The primary's last frame reached Nd more than the lease's length inside the `unheard` seconds in
         which a standby surely did not hear it (with the lease on)."""
-        return (self.duration > 0 and unheard > 0 and self.arrived_at is not None
+        return (self.duration > 0 and not self.released and unheard > 0 and self.arrived_at is not None
                 and now - self.arrived_at + self.duration < min(unheard, self.unheard_max))
 
 

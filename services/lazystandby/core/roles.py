@@ -4,7 +4,10 @@
     STANDBY  -> PROMOTING -> PRIMARY          (failover, seed 000 section 3.6)
     PROMOTING -> STANDBY                      (takeover refused: someone newer won; or declined: Nd's
                                                primary still delivers, and the epoch is withdrawn)
-    PRIMARY | PROMOTING -> FENCED             (a peer showed a newer epoch: stop sending, forever)
+    PRIMARY  -> LEAVING                       (a planned handover: asked to stop, it takes no more input,
+                                               ends its lease at Nd, and its heartbeats tell the standby to
+                                               take over at once)
+    PRIMARY | PROMOTING | LEAVING -> FENCED   (a peer showed a newer epoch: stop sending, forever)
     PRIMARY -> STANDBY                        (rejoin: a primary that has delivered and taken nothing yet in
                                                this life was shown a newer epoch: it was started again into a
                                                pipeline that failed over without it, holds nothing, and joins
@@ -31,6 +34,7 @@ class Role(StrEnum):
     STANDBY = "standby"
     PROMOTING = "promoting"
     FENCED = "fenced"
+    LEAVING = "leaving"
     STOPPED = "stopped"
 
 
@@ -38,7 +42,8 @@ ALLOWED: dict[Role, frozenset[Role]] = {
     Role.STARTING: frozenset({Role.UPSTREAM, Role.DOWNSTREAM, Role.PRIMARY, Role.STANDBY, Role.STOPPED}),
     Role.STANDBY: frozenset({Role.PROMOTING, Role.STOPPED}),
     Role.PROMOTING: frozenset({Role.PRIMARY, Role.STANDBY, Role.FENCED, Role.STOPPED}),
-    Role.PRIMARY: frozenset({Role.FENCED, Role.STOPPED}),
+    Role.PRIMARY: frozenset({Role.FENCED, Role.LEAVING, Role.STOPPED}),
+    Role.LEAVING: frozenset({Role.FENCED, Role.STOPPED}),
     Role.FENCED: frozenset({Role.STOPPED}),
     Role.UPSTREAM: frozenset({Role.STOPPED}),
     Role.DOWNSTREAM: frozenset({Role.STOPPED}),

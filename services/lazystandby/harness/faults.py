@@ -13,6 +13,7 @@ from enum import StrEnum
 
 class Action(StrEnum):
     KILL = "kill"  # SIGKILL (process group) / docker kill
+    STOP = "stop"  # SIGTERM to the node alone, and wait for it to exit / docker stop (a rolling upgrade's)
     PAUSE = "pause"  # SIGSTOP for `duration` (0: past the detector's timeout), then SIGCONT / docker pause
     RESTART = "restart"  # kill (if it runs), then start again with the same settings and state
     START = "start"  # start a node in a place whose node was killed (an operator place gets a new standby)
@@ -134,6 +135,15 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           "Nd's output is exact",
           (Step("primary", Action.KILL), Step("primary", Action.RESTART, after="takeover"),
            Step("standby", Action.KILL, after="standby")), runners=_BOTH, takes_over=True),
+    Fault("stop-primary", "N is asked to stop (SIGTERM, as docker stop sends): it hands over (handover_on_stop): "
+          "takes no more input, ends its lease at Nd with its last frame and says LEAVING to N', which takes over "
+          "at its next heartbeat, not after the detector's timeout; N exits 0; Nd's output is exact",
+          (Step("primary", Action.STOP),), runners=_BOTH, takes_over=True),
+    Fault("rolling-restart", "both operator nodes restarted in turn, as a rolling upgrade does: N is stopped and "
+          "hands over to N' (epoch 2), is started again and rejoins as the standby; then N' is stopped and hands "
+          "back to N (epoch 3); each takeover at the standby's next heartbeat; Nd's output is exact",
+          (Step("primary", Action.STOP), Step("primary", Action.RESTART, after="takeover"),
+           Step("standby", Action.STOP, after="standby")), runners=_BOTH, takes_over=True),
     Fault("kill-standby-then-primary", "N' is killed, then N 2 s later: the pipeline stalls, loudly (WARN lines "
           "for the failed links, lazystandby_peer_up 0, NoStandby and PipelineStalled); a new standby started in "
           "N's place registers with Nu, learns the dead primary, takes over; Nd's output is exact",

@@ -134,6 +134,15 @@ def _kill(topo: Topology, key: str, step: Step) -> dict:
     return {}
 
 
+def _stop(topo: Topology, key: str, step: Step) -> dict:
+    """SIGTERM to the node alone, as `docker stop` sends it to a container's first process (its Spark JVM
+    is the node's to stop), and its exit awaited: a primary hands over first (handover_on_stop)."""
+    t0 = time.monotonic()
+    topo.procs[key].send_signal(signal.SIGTERM)
+    code = topo.procs[key].wait(timeout=60)
+    return {"exit_code": code, "stopped_ms": round((time.monotonic() - t0) * 1000, 1)}
+
+
 def _pause(topo: Topology, key: str, step: Step) -> dict:
     # By default past the detector's timeout, then back: an old primary must find itself fenced.
     topo.signal(key, signal.SIGSTOP)
@@ -231,7 +240,7 @@ def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Top
 
 # How this runner carries out the catalog's actions, and where each role runs.
 ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
-    Action.KILL: _kill, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
+    Action.KILL: _kill, Action.STOP: _stop, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
     Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
     Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
     Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal, Action.HANG: _hang,
@@ -501,6 +510,12 @@ class Topology:
             if p.poll() is None:
                 _killpg(p, signal.SIGCONT)  # a paused group must run to hear the TERM
                 p.terminate()  # the node alone: it stops its own Spark session and queries cleanly
+        # A primary's first TERM starts a handover (handover_on_stop), which waits for a standby that is
+        # stopping too; the second stops it at once. The whole pipeline stops here: nothing to hand over to.
+        wait_until(lambda: all(p.poll() is not None for p in self.procs.values()), 0.2, step=0.02)
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
         for p in self.procs.values():
             try:
                 p.wait(timeout=5)
@@ -737,7 +752,7 @@ def _pct(values: list[float], q: float) -> float:
 
 # The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
 NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "seed", "total", "rate", "heartbeat_interval",
-                 "heartbeat_misses", "operator_stall_max", "exit_when_fenced")
+                 "heartbeat_misses", "operator_stall_max", "exit_when_fenced", "handover_on_stop")
 
 
 class NodeStartError(RuntimeError):
@@ -836,7 +851,7 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
     return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
-                                                "operator_stall_max", "exit_when_fenced")}}
+                                                "operator_stall_max", "exit_when_fenced", "handover_on_stop")}}
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
@@ -844,7 +859,7 @@ def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
             "seed": settings["seed"], "heartbeat_interval": settings["heartbeat_interval"],
             "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
-            "fault": args.fault}
+            "handover_on_stop": settings["handover_on_stop"], "fault": args.fault}
 
 
 def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
@@ -863,6 +878,9 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "primary_longest_silence_ms": r.get("primary_longest_silence_ms", 0.0),
         "takeover_lease_ms": r.get("takeover_lease_ms", 0.0),
         "failover_ms": round(r.get("recovery_ms", 0.0), 1),
+        # What made the standby take over: "detector" (missed heartbeats), "handover" (the primary, asked
+        # to stop, said it was leaving), "" (no takeover).
+        "failover_cause": r["recovery"].get("cause", ""),
         "detection_ms": round(r["recovery"].get("detection_ms", 0.0), 1),
         "reconnection_ms": round(r["recovery"].get("reconnection_ms", 0.0), 1),
         "data_recovery_ms": round(r["recovery"].get("data_recovery_ms", 0.0), 1),
@@ -915,6 +933,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
         "recovery_ms_max": round(max(rec), 1) if rec else 0.0,
         "detection_ms_p50": round(_pct([t["recovery"].get("detection_ms", 0) for t in trials], 50), 1),
         "takeovers_declined": sum(t.get("takeovers_declined", 0) for t in trials),
+        "handovers": sum((t.get("recovery") or {}).get("cause") == "handover" for t in trials),
         **_what_ran(args, settings, bootstrap), "failed_workdirs": failed,
     }
     print(json.dumps(summary))

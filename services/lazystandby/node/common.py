@@ -86,8 +86,8 @@ class NodeBase:
         self._stop.wait(seconds)
 
     def serving(self) -> bool:
-        """What the health check answers: a fenced or stopped node serves nothing."""
-        return self.state.role not in (Role.FENCED, Role.STOPPED)
+        """What the health check answers: a fenced, leaving or stopped node serves nothing."""
+        return self.state.role not in (Role.FENCED, Role.LEAVING, Role.STOPPED)
 
     # --- status ----------------------------------------------------------------------------------------
     def count_error(self, counter: str) -> None:

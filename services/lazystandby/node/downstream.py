@@ -68,6 +68,12 @@ class DownstreamNode(NodeBase):
             # silence of the primary's. Renewed at arrival alone, a takeover queued behind a slow flush found
             # a lease that had lapsed while the primary was being served, and deposed it.
             self.lease.renew(self.clock())
+            if msg.leaving and not self.lease.released:
+                # Its last frame: the standby may take over at once, not only after the lease has run out.
+                self.lease.release()
+                self.counters["lease_released"] += 1
+                self.log.info("%s: %s hands over (its last frame in epoch %d, through output %d); its lease "
+                              "ends", self.name, msg.sender, msg.epoch, self.dedup.delivered_through)
             return m.Level0Ack(epoch=self.fence.epoch, received_through=self.dedup.delivered_through)
 
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
@@ -79,7 +85,7 @@ class DownstreamNode(NodeBase):
             if retry is None and self.primary_node:
                 self.lease.check(now, node=msg.node, primary=self.primary_node, receiver=self.name,
                                  unheard=msg.primary_unheard_ms / 1000)
-            heard = self.lease.renewed_at
+            heard, handed_over = self.lease.renewed_at, self.lease.released
             self.fence.advance(msg.epoch)
             self.primary_node = msg.node
             self.lease.grant(now)
@@ -87,7 +93,8 @@ class DownstreamNode(NodeBase):
                 # How long the deposed primary had been silent at Nd: a takeover well inside the detector's
                 # timeout of it would mean the standby suspected a primary that was still delivering.
                 facts = {"delivered_through": self.dedup.delivered_through,
-                         "primary_silent_ms": None if heard is None else round((now - heard) * 1000, 1)}
+                         "primary_silent_ms": None if heard is None else round((now - heard) * 1000, 1),
+                         "handed_over": handed_over}
                 self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, now, facts=facts))
                 self.first_delivery_after_takeover = None
                 self.counters["takeovers"] += 1

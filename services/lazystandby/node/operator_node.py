@@ -41,6 +41,7 @@ from ..core.seq import (
     Status,
     StreamRegistry,
     UnknownEpoch,
+    WrongRole,
 )
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator
@@ -161,6 +162,11 @@ class OperatorNode(NodeBase):
         # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
         # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
         self._worked = False
+        # A planned handover (hand_over): no input is taken, and the output loop sends its last frame.
+        self._leaving = False
+        self._told_leaving = False  # a heartbeat reply has said LEAVING to the standby
+        self._heartbeat_at: float | None = None  # when the standby last asked (a primary's view)
+        self._handover = False  # a standby's view: the primary of this epoch said it is leaving
         self._output_backoff = Backoff()
         self._last_push = self.clock()
         self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
@@ -330,6 +336,8 @@ class OperatorNode(NodeBase):
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
         with self.lock:
             role = self.state.role
+            if self._leaving:
+                raise WrongRole(f"{self.name}: hands over to its standby and takes no more input")
             if role not in (Role.PRIMARY, Role.PROMOTING):
                 raise self._wrong("Push")
             self._check_epoch(msg.epoch, msg.sender, "frame")
@@ -743,8 +751,8 @@ class OperatorNode(NodeBase):
             # An idle primary still sends an empty frame now and then: it renews its lease at Nd, a primary
             # that was paused and replaced learns at once that it is fenced, and a restarted Nd is found again.
             while not self.stopped and (self.state.role is not Role.PRIMARY or
-                                        (not self._resync_output and self.oq.last < self.sent_next
-                                         and self.clock() < deadline)):
+                                        (not self._leaving and not self._resync_output
+                                         and self.oq.last < self.sent_next and self.clock() < deadline)):
                 # Up to the deadline, not a whole interval past a notify that came just before it: the
                 # empty frame was up to twice ack_poll_ms apart (99 ms at 50 ms, measured).
                 self.lock.wait(max(0.001, deadline - self.clock()))
@@ -752,14 +760,15 @@ class OperatorNode(NodeBase):
                     deadline = self.clock() + idle
             if self.stopped or self.downstream is None:
                 return
-            if (self._resync_output or self.oq.last < self.sent_next) and self._stalled_s():
+            leaving = self._leaving
+            if not leaving and (self._resync_output or self.oq.last < self.sent_next) and self._stalled_s():
                 # An empty frame would renew this primary's lease at Nd, and its operator has stalled: the
                 # standby's takeover must not be declined.
                 self.counters["idle_frames_withheld"] += 1
                 return
             batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
             epoch, peer = self.state.epoch, self.downstream
-        frame = m.OutputFrame(epoch=epoch, sender=self.name, batch=batch)
+        frame = m.OutputFrame(epoch=epoch, sender=self.name, batch=batch, leaving=leaving)
         try:
             ack = peer.deliver(frame, self.cfg.rpc_timeout)
         except PeerError as e:
@@ -768,6 +777,11 @@ class OperatorNode(NodeBase):
                 self.counters[f"deliver_error_{e.status.lower()}"] += 1
                 if fenced_by(e.status):
                     self._fence(f"Nd refused epoch {epoch}: {e.message}")
+                    return
+                if leaving:
+                    # Tried once: the lease then ends by itself within takeover_lease, before the standby's
+                    # takeover is asked again (a declined one is, at its next heartbeat).
+                    self._left(f"its last frame failed ({e.status})")
                     return
                 self._resync_output = True
             if e.status is Status.FAILED_PRECONDITION:
@@ -784,6 +798,8 @@ class OperatorNode(NodeBase):
                 self.counters["delivered_tuples"] += len(batch)
             self._on_level0(ack.received_through)
             self.sent_next = ack.received_through + 1
+            if leaving:
+                self._left(f"Nd holds its outputs through {ack.received_through}")
 
     def _announce_loop(self) -> None:
         """A live Nu pushes to its primary at least every ack_poll_ms. A primary that hears nothing for a
@@ -853,10 +869,55 @@ class OperatorNode(NodeBase):
         self.primary = None  # Nu names the primary in force when it answers the registration
         self._watch_as_standby()
 
+    # --- a planned handover (the primary asked to stop) ------------------------------------------------
+    def hand_over(self, timeout: float | None = None) -> str:
+        """A primary asked to stop (SIGTERM: `docker stop`, a rolling upgrade) hands its work to the standby
+        instead of leaving it to find out: it takes no more input (Nu keeps what it sends in OQu and sends it
+        to the next primary), sends Nd what OQ holds in a last frame that ends its lease there, and then says
+        LEAVING in its heartbeat replies, so the standby takes over at its next heartbeat instead of after
+        the detector's timeout and the lease. The takeover is the usual one: Precise, it replays what Nd
+        lacks. Waits at most `timeout` seconds (by default twice the detector's timeout, and a call's).
+
+        Returns how it went: "told" (the standby has heard it), "no standby" (none asked for a heartbeat
+        for the detector's timeout: nobody to hand over to, and the lease has ended all the same),
+        "timed out", or "not primary" (nothing done)."""
+        cfg = self.cfg
+        wait = 2 * cfg.heartbeat_interval * cfg.heartbeat_misses + cfg.rpc_timeout if timeout is None else timeout
+        with self.lock:
+            if self.state.role is not Role.PRIMARY or self._leaving or self.downstream is None:
+                return "not primary"
+            self._leaving = True
+            self.counters["handovers"] += 1
+            self.lock.notify_all()  # the output loop sends the last frame now
+            deadline = self.clock() + wait
+            while not self.stopped and self.state.role is Role.PRIMARY and self.clock() < deadline:
+                self.lock.wait(0.01)
+            if self.state.role is not Role.LEAVING:
+                return "not primary" if self.state.role is not Role.PRIMARY else "timed out"
+            # A standby asks every heartbeat_interval; one that has not asked for the detector's timeout is
+            # gone (or not there yet: a standby that has just registered gets that long to ask).
+            since, gone = self.clock(), cfg.heartbeat_interval * cfg.heartbeat_misses
+            while not self.stopped and not self._told_leaving and self.clock() < deadline:
+                if self.clock() - max(since, self._heartbeat_at or since) > gone:
+                    self.log.warning("%s: no standby has asked for a heartbeat; stops without a handover", self.name)
+                    return "no standby"
+                self.lock.wait(0.01)
+            return "told" if self._told_leaving else "timed out"
+
+    def _left(self, why: str) -> None:
+        """Holding the lock: the last frame went (or failed): LEAVING from now on, which heartbeats say."""
+        self.state.become(Role.LEAVING)
+        self.log.warning("%s: hands over in epoch %d (%s); its standby takes over", self.name, self.state.epoch, why)
+        self.lock.notify_all()
+
     # --- heartbeats (standby) and failover -------------------------------------------------------------
     def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
         with self.lock:
             self.counters["heartbeats_answered"] += 1
+            self._heartbeat_at = self.clock()
+            if self.state.role is Role.LEAVING and not self._told_leaving:
+                self._told_leaving = True
+                self.lock.notify_all()
             return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
                                     received_through=self.received_through,
                                     stalled_ms=round(self._stalled_s() * 1000))
@@ -903,11 +964,20 @@ class OperatorNode(NodeBase):
                     self.state.fence.advance(reply.epoch)
                     self._primary_reached(reply.received_through, now)
                     self._on_level0(reply.level0)
+            elif reply.role is Role.LEAVING:
+                # Its handover (hand_over): it has sent Nd its last frame and ended its lease there.
+                det.ok(now, now - t0)
+                self._handover = True
+                self.counters["heartbeat_primary_leaving"] += 1
+                with self.lock:
+                    self.state.fence.advance(reply.epoch)
+                    self._primary_reached(reply.received_through, now)
+                    self._on_level0(reply.level0)
             else:
                 # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
                 det.missed(now, started=t0)
                 self.counters["heartbeat_not_primary"] += 1
-        suspected = det.suspects_after_beat(self.clock())
+        suspected = self._handover or det.suspects_after_beat(self.clock())
         if det.stalls > stalls:
             self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
                              "primary is watched again from now", self.name, det.stall_after)
@@ -972,8 +1042,11 @@ class OperatorNode(NodeBase):
             self._working = False
         # A standby cut off from a live primary tries again after each timeout: said once, as declines are.
         quiet = self._declined.recently()
-        self.log.log(logging.INFO if quiet else logging.WARNING, "%s: primary suspected after %.0f ms; taking "
-                     "over in epoch %d", self.name, times.detection * 1000, epoch)
+        if self._handover:
+            self.log.warning("%s: the primary hands over; taking over in epoch %d", self.name, epoch)
+        else:
+            self.log.log(logging.INFO if quiet else logging.WARNING, "%s: primary suspected after %.0f ms; "
+                         "taking over in epoch %d", self.name, times.detection * 1000, epoch)
         return epoch
 
     def _connect_nd(self, req: m.TakeoverRequest) -> m.TakeoverReply | None:
@@ -1063,6 +1136,7 @@ class OperatorNode(NodeBase):
             self.recovery["catch_up_ms"] = (processed_at - times.connected) * 1000
             self.recovery["total_ms"] = sum(phases.values()) * 1000
             self.recovery["detected_at"] = self._wall_detected
+            self.recovery["cause"] = "handover" if self._handover else "detector"
             self.recovery["live_at"] = self._wall_detected + (times.live - times.detected)
         self.log.warning("%s: live as primary in epoch %d: %s", self.name, plan.epoch, self.recovery)
 
@@ -1075,6 +1149,7 @@ class OperatorNode(NodeBase):
             epoch = self.state.epoch + 1
         with self.lock:
             self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
+            self._handover = False
             self.operator.lazy(True)
             if self.detector:
                 self.detector.restart(self.clock())
@@ -1087,6 +1162,8 @@ class OperatorNode(NodeBase):
         cut off from a live primary tries again after each detector timeout)."""
         with self.lock:
             self.state.withdraw()
+            # A primary that said it is leaving never works again: asked again at the next heartbeat (its lease
+            # runs out within takeover_lease), answered or not, not after the detector's timeout.
             self.operator.lazy(True)
             if self.detector:
                 self.detector.restart(self.clock())

@@ -42,6 +42,7 @@ _ROLE_PB = {
     Role.PROMOTING: pb.ROLE_PROMOTING,
     Role.FENCED: pb.ROLE_FENCED,
     Role.DOWNSTREAM: pb.ROLE_DOWNSTREAM,
+    Role.LEAVING: pb.ROLE_LEAVING,
 }
 _ROLE_FROM_PB = {v: k for k, v in _ROLE_PB.items()}
 
@@ -209,14 +210,14 @@ def backup_ack_from_pb(msg: pb.BackupAck) -> m.BackupAck:
 
 # --- Deliver --------------------------------------------------------------------------------------------
 def output_frame_to_pb(f: m.OutputFrame) -> pb.OutputFrame:
-    out = pb.OutputFrame(epoch=f.epoch, sender=f.sender)
+    out = pb.OutputFrame(epoch=f.epoch, sender=f.sender, leaving=f.leaving)
     if f.batch is not None:
         out.first_oseq, out.count, out.tuples = f.batch.first, len(f.batch), tuples.encode(f.batch)
     return out
 
 
 def output_frame_from_pb(msg: pb.OutputFrame, *, node: str) -> m.OutputFrame:
-    return m.OutputFrame(epoch=msg.epoch, sender=msg.sender,
+    return m.OutputFrame(epoch=msg.epoch, sender=msg.sender, leaving=msg.leaving,
                          batch=_batch(msg.tuples, msg.first_oseq, msg.count, f"{node}: output frame {msg.first_oseq}"))
 
 

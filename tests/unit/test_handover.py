@@ -1,0 +1,96 @@
+"""A primary asked to stop hands over (OperatorNode.hand_over): it takes no more input, its last frame ends
+its lease at Nd, and its standby takes over at its next heartbeat, not after the detector's timeout. Real
+nodes on the in-memory network; the processes run the same in the `stop-primary` fault (tests/integration)."""
+
+import time
+
+from lazystandby.core import messages as m
+from lazystandby.core.roles import Role
+from lazystandby.core.seq import WrongRole
+from lazystandby.harness.check import compare, expected_outputs
+from lazystandby.harness.inprocess import InProcessTopology
+
+NAMES = {1: "I1", 2: "I2"}
+# A detector that takes 2 s: a standby that waited for it could not be live within the 1 s asserted below.
+SLOW_DETECTOR = {"heartbeat_interval": 0.2, "heartbeat_misses": 10, "takeover_lease": 0.15}
+
+
+def test_a_primary_asked_to_stop_hands_over_at_the_next_heartbeat_and_the_output_is_exact():
+    total = 20_000
+    with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_DETECTOR) as t:
+        n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
+        exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
+        assert t.wait(lambda: nd.dedup.delivered_through > 1000)
+        t0 = time.monotonic()
+        assert n.hand_over() == "told"
+        assert n.state.role is Role.LEAVING and not n.serving()
+        try:
+            n.handle_push(m.Frame(epoch=1, sender="Nu", checkpoint=n.processed))
+            raise AssertionError("a leaving primary took a frame")
+        except WrongRole as e:
+            assert "hands over" in str(e)
+        t.kill("n")  # the process exits once its standby has heard it
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
+        live_s = time.monotonic() - t0
+        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        res = compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows])
+        assert res.ok, res
+        assert live_s < 1.0, f"N' was live {live_s:.2f} s after the handover: it waited for its detector"
+        assert n2.recovery["cause"] == "handover" and n2.counters["takeovers_declined"] == 0
+        assert nd.counters["lease_released"] == 1 and nd.counters["duplicates_dropped"] == 0
+        assert nd.takeovers.last is not None and nd.takeovers.last.facts["handed_over"] is True
+        assert n.counters["handovers"] == 1
+
+
+def test_a_primary_with_no_standby_asking_only_ends_its_lease_and_a_standby_cannot_hand_over():
+    with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **SLOW_DETECTOR) as t:
+        n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
+        assert n2.hand_over() == "not primary" and n2.state.role is Role.STANDBY
+        assert t.wait(lambda: nd.dedup.delivered_through > 0)
+        t.kill("n2")
+        t0 = time.monotonic()
+        assert n.hand_over(timeout=5.0) == "no standby"  # nobody asked for the detector's timeout (2 s)
+        assert 1.5 <= time.monotonic() - t0 < 3.0  # from N''s last heartbeat, at most an interval before
+        assert n.state.role is Role.LEAVING and nd.lease.released
+        assert n.hand_over() == "not primary"  # once
+
+
+def test_a_takeover_declined_before_the_lease_ended_is_asked_again_at_the_next_leaving_heartbeat():
+    """N' heard LEAVING, but Nd has not had the last frame yet (it failed): the lease runs out by itself
+    within takeover_lease, and the next heartbeat's LEAVING sends N' again: still well inside the detector's
+    timeout."""
+    total = 10_000
+    with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_DETECTOR) as t:
+        n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
+        exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
+        assert t.wait(lambda: nd.dedup.delivered_through > 500)
+        t.net.down("nd")  # N's last frame cannot reach Nd
+        t0 = time.monotonic()
+        assert n.hand_over() == "told"
+        assert not nd.lease.released
+        t.net.up("nd")
+        t.kill("n")
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
+        assert time.monotonic() - t0 < 1.5
+        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
+        assert n2.recovery["cause"] == "handover"  # asked again on N's word, not on its detector's
+
+
+def test_the_stop_signal_hands_over_once_and_a_second_one_stops_at_once():
+    import logging
+
+    from lazystandby.cli import _on_stop
+
+    with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **SLOW_DETECTOR) as t:
+        n, nd = t.nodes["n"], t.nodes["nd"]
+        assert t.wait(lambda: nd.dedup.delivered_through > 0)
+        t.kill("n2")  # nobody to hand over to: the handover would wait out the detector's timeout (2 s)
+        handler = _on_stop(n, logging.getLogger("test"))
+        handler()
+        assert t.wait(lambda: n.state.role is Role.LEAVING, 2) and not n.halt.is_set()
+        handler()  # the second signal
+        assert n.halt.is_set()
+        handler_nd = _on_stop(nd, logging.getLogger("test"))
+        handler_nd()  # any other node stops at once
+        assert nd.halt.is_set()
