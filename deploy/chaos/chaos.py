@@ -310,12 +310,18 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
             break
         time.sleep(3)
     nu = result.get("nodes", {}).get("Nu", {}) or {}
-    new_primary, took = took_over_last(result.get("nodes", {}), t0)
+    nodes = result.get("nodes", {})
+    new_primary, took = took_over_last(nodes, t0)
+    live = (nodes.get(new_primary) or {}) if new_primary else {}
     if rounds:
         took = max(r["recovery_ms"] for r in rounds)
     out = {"fault": fault.name, "expect": fault.expect, "lost": result.get("lost"),
            "duplicated": result.get("duplicated"), "expected": result.get("expected"), "got": result.get("got"),
            "recovery_ms": took, "new_primary": new_primary, "check_error": result.get("check_error"),
+           # What made the last takeover: "detector" or "handover" (the launcher's key of the same name).
+           "failover_cause": (live.get("recovery") or {}).get("cause", ""),
+           # Handovers Nd took (a primary's last frame ended its lease): one per stopped primary.
+           "leases_released": ((nodes.get("Nd") or {}).get("counters") or {}).get("lease_released", 0),
            # Nu's view of its standby: how often it fell out of sync (backup_stall_max), and whether it is now.
            "standby_out_of_sync": nu.get("counters", {}).get("standby_out_of_sync", 0),
            "standby_in_sync": nu.get("standby_in_sync"),
@@ -331,7 +337,8 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
-                     **{k: e[k] for k in ("started", "stopped", "killed") if k in e}} for e in events]
+                     **{k: e[k] for k in ("started", "stopped", "killed", "exit_code", "stopped_ms") if k in e}}
+                    for e in events]
     if rounds:
         out["rounds"] = rounds
         out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]

@@ -93,6 +93,18 @@ def test_a_killed_primary_container_started_again_rejoins_and_takes_over_at_the_
     assert r["new_primary"] == "N" and r["roles"].get("N") == "primary", r
 
 
+def test_a_rolling_restart_of_the_operator_containers_hands_over_twice_and_is_exact(stack_images):
+    """docker stop of N (SIGTERM): it hands over to N', exits 0 and is started again as the standby; then
+    docker stop of N': it hands back to N. Both takeovers on the stopped primary's word (its last frame
+    ended its lease at Nd; its heartbeat replies said LEAVING), not on missed heartbeats."""
+    r = chaos.run_clean("rolling-restart", docker.from_env())
+    assert r["ok"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
+    assert [(s["action"], s["target"], s.get("exit_code")) for s in r["steps"]] == [
+        ("stop", "primary", 0), ("restart", "primary", None), ("stop", "standby", 0)], r
+    assert r["new_primary"] == "N" and r["failover_cause"] == "handover" and r["leases_released"] == 2, r
+
+
 def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(stack_images):
     """A double fault as a sequence of steps with their delays: N' killed, N 2 s later, a spare standby
     started 3 s after that; it learns the dead primary from Nu and takes over in epoch 2."""
