@@ -40,7 +40,9 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Epoch", "short", [("max by (node) (lazystandby_epoch)", "{{node}}")]),
         ("Heartbeat round trip", "s", [("max by (node) (lazystandby_heartbeat_rtt_seconds)", "{{node}}")]),
         ("Heartbeat misses/s", "ops", [(f"sum by (node) (rate(lazystandby_heartbeat_misses_total{R}))", "{{node}}")]),
-        ("Failovers", "short", [("sum by (node) (lazystandby_failovers_total)", "{{node}}")]),
+        ("Failovers, and handovers among them", "short", [
+            ("sum by (node) (lazystandby_failovers_total)", "{{node}}"),
+            ("sum(lazystandby_handovers_total)", "handovers (a primary asked to stop)")]),
         ("Last recovery, by phase", "s", [
             ("max by (phase) (lazystandby_last_recovery_seconds)", "{{phase}}")]),
         ("Recovery phases, all failovers (mean)", "s", [

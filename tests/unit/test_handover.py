@@ -10,6 +10,8 @@ from lazystandby.core.seq import WrongRole
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.inprocess import InProcessTopology
 
+from .test_metrics import scrape
+
 NAMES = {1: "I1", 2: "I2"}
 # A detector that takes 2 s: a standby that waited for it could not be live within the 1 s asserted below.
 SLOW_DETECTOR = {"heartbeat_interval": 0.2, "heartbeat_misses": 10, "takeover_lease": 0.15}
@@ -40,6 +42,9 @@ def test_a_primary_asked_to_stop_hands_over_at_the_next_heartbeat_and_the_output
         assert nd.counters["lease_released"] == 1 and nd.counters["duplicates_dropped"] == 0
         assert nd.takeovers.last is not None and nd.takeovers.last.facts["handed_over"] is True
         assert n.counters["handovers"] == 1
+        scraped = scrape(n)
+        assert scraped['lazystandby_handovers_total{node="N"}'] == 1
+        assert scraped['lazystandby_role{node="N",role="leaving"}'] == 1
 
 
 def test_a_primary_with_no_standby_asking_only_ends_its_lease_and_a_standby_cannot_hand_over():
