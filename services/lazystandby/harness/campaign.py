@@ -29,7 +29,7 @@ from .launcher import run_dir, run_trial
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
 CAMPAIGN_SETTINGS = ("codec", "bsize")
 
-SINGLE_COMPOSABLE = ("kill-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
+SINGLE_COMPOSABLE = ("kill-primary", "stop-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
                      "kill-downstream-restart", "pause-downstream", "forged-deliver", "forged-push", "forged-backup",
                      "decompression-bomb", "partition-primary-standby", "isolate-primary", "partition-upstream-primary",
                      "partition-primary-downstream")
