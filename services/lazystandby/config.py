@@ -287,6 +287,12 @@ class NodeConfig:
             self.kafka_bootstrap = kafka_bootstrap_from_env()
 
     @property
+    def heartbeat_timeout(self) -> float:
+        """Seconds of silence after which a standby suspects its primary (FailureDetector.timeout): how
+        long Nd weighs a standby's word, and how long a leaving primary waits for a standby to ask."""
+        return self.heartbeat_interval * self.heartbeat_misses
+
+    @property
     def lease_s(self) -> float:
         """Seconds of the primary's lease at Nd: takeover_lease, or LEASE_SHARE of heartbeat_interval."""
         return LEASE_SHARE * self.heartbeat_interval if self.takeover_lease is None else self.takeover_lease

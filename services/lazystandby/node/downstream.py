@@ -30,7 +30,7 @@ class DownstreamNode(NodeBase):
         # epoch, or after a restart) the first that delivered in it.
         self.primary_node = ""
         # A standby's word on its primary counts for at most the detector's timeout (core.recovery.PrimaryLease).
-        self.lease = PrimaryLease(cfg.lease_s, unheard_max=cfg.heartbeat_interval * cfg.heartbeat_misses)
+        self.lease = PrimaryLease(cfg.lease_s, unheard_max=cfg.heartbeat_timeout)
         self.first_delivery_after_takeover: float | None = None
 
     def start(self) -> None:

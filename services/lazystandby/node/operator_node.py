@@ -882,7 +882,7 @@ class OperatorNode(NodeBase):
         for the detector's timeout: nobody to hand over to, and the lease has ended all the same),
         "timed out", or "not primary" (nothing done)."""
         cfg = self.cfg
-        wait = 2 * cfg.heartbeat_interval * cfg.heartbeat_misses + cfg.rpc_timeout if timeout is None else timeout
+        wait = 2 * cfg.heartbeat_timeout + cfg.rpc_timeout if timeout is None else timeout
         with self.lock:
             if self.state.role is not Role.PRIMARY or self._leaving or self.downstream is None:
                 return "not primary"
@@ -896,9 +896,9 @@ class OperatorNode(NodeBase):
                 return "not primary" if self.state.role is not Role.PRIMARY else "timed out"
             # A standby asks every heartbeat_interval; one that has not asked for the detector's timeout is
             # gone (or not there yet: a standby that has just registered gets that long to ask).
-            since, gone = self.clock(), cfg.heartbeat_interval * cfg.heartbeat_misses
+            since = self.clock()
             while not self.stopped and not self._told_leaving and self.clock() < deadline:
-                if self.clock() - max(since, self._heartbeat_at or since) > gone:
+                if self.clock() - max(since, self._heartbeat_at or since) > cfg.heartbeat_timeout:
                     self.log.warning("%s: no standby has asked for a heartbeat; stops without a handover", self.name)
                     return "no standby"
                 self.lock.wait(0.01)
@@ -948,8 +948,13 @@ class OperatorNode(NodeBase):
         else:
             self.links.note("primary", peer.address, None)
             now = self.clock()
-            if reply.role is Role.PRIMARY:
-                if reply.stalled_ms:
+            if reply.role in (Role.PRIMARY, Role.LEAVING):
+                if reply.role is Role.LEAVING:
+                    # Its handover (hand_over): it has sent Nd its last frame and ended its lease there.
+                    det.ok(now, now - t0)
+                    self._handover = True
+                    self.counters["heartbeat_primary_leaving"] += 1
+                elif reply.stalled_ms:
                     # Alive, but its operator has stopped (OperatorWatch): a primary that works no more.
                     det.missed(now, started=t0)
                     self.counters["heartbeat_primary_stalled"] += 1
@@ -961,15 +966,6 @@ class OperatorNode(NodeBase):
                     det.ok(now, now - t0)
                 with self.lock:
                     self.counters["heartbeats"] += 1
-                    self.state.fence.advance(reply.epoch)
-                    self._primary_reached(reply.received_through, now)
-                    self._on_level0(reply.level0)
-            elif reply.role is Role.LEAVING:
-                # Its handover (hand_over): it has sent Nd its last frame and ended its lease there.
-                det.ok(now, now - t0)
-                self._handover = True
-                self.counters["heartbeat_primary_leaving"] += 1
-                with self.lock:
                     self.state.fence.advance(reply.epoch)
                     self._primary_reached(reply.received_through, now)
                     self._on_level0(reply.level0)
