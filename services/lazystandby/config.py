@@ -152,8 +152,8 @@ class NodeConfig:
     # status and metrics.
     exit_when_fenced: bool = False
     # A primary asked to stop (SIGTERM or SIGINT: `docker stop`, a rolling upgrade, Ctrl-C) hands over
-    # first (OperatorNode.hand_over): its standby takes over at its next heartbeat, not after the detector's
-    # timeout and the lease. A second signal stops it at once.
+    # first (OperatorNode.hand_over): it tells its standby, which takes over at once, not after the
+    # detector's timeout and the lease. A second signal stops it at once.
     handover_on_stop: bool = True
     rpc_timeout: float = 2.0
     # framing and queues
@@ -363,7 +363,7 @@ HELP: dict[str, str] = {
                         "standby (the compose stack, launch and failover-check turn it on and start it again); off: "
                         "it stays up, fenced",
     "handover_on_stop": "a primary asked to stop (SIGTERM, SIGINT) first hands over: it takes no more input, ends "
-                        "its lease at Nd, and its standby takes over at its next heartbeat instead of after the "
+                        "its lease at Nd, and tells its standby, which takes over at once instead of after the "
                         "detector's timeout; a second signal stops it at once; off: it just stops",
     "rpc_timeout": "seconds a call to a peer may take",
     "frame_max": "most tuples per frame on every link",

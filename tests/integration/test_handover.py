@@ -22,8 +22,10 @@ def test_a_primary_asked_to_stop_hands_over_and_exits_zero():
     assert r["recovery"]["cause"] == "handover", r["recovery"]
     nd = r["after"]["nd"]
     assert nd["counters"]["lease_released"] == 1 and nd["takeovers"][-1]["handed_over"] is True
-    # From the signal to N' live: the standby's next heartbeat (0.2 s apart) and the catch-up, not the
-    # detector's 1 s.
+    # N told N' to heartbeat at once (over gRPC, at the address N' gave in its heartbeats).
+    assert r["after"]["n2"]["counters"]["handover_notices"] == 1, r["after"]["n2"]["counters"]
+    # From the signal to N' live: a round trip and the catch-up, not the detector's 1 s (the margin is
+    # for a loaded machine: about 30-50 ms here).
     assert r["recovery_ms"] < 700, (r["recovery_ms"], r["recovery"])
 
 
@@ -35,6 +37,7 @@ def test_a_rolling_restart_of_both_operator_nodes_hands_over_twice_and_is_exact(
     n = r["after"]["n"]
     assert r["failovers"] == 2 and (n["role"], n["epoch"]) == ("primary", 3), n
     assert n["counters"]["rejoined"] == 1 and r["recovery"]["cause"] == "handover", r["recovery"]
+    assert n["counters"]["handover_notices"] == 1  # N, started again as the standby, heard N' leave
     assert r["after"]["nd"]["counters"]["lease_released"] == 2
 
 

@@ -1,20 +1,27 @@
 """A primary asked to stop hands over (OperatorNode.hand_over): it takes no more input, its last frame ends
-its lease at Nd, and its standby takes over at its next heartbeat, not after the detector's timeout. Real
-nodes on the in-memory network; the processes run the same in the `stop-primary` fault (tests/integration)."""
+its lease at Nd, it tells its standby to heartbeat now, and the standby takes over on that heartbeat's
+LEAVING, not after the detector's timeout. Real nodes on the in-memory network; the processes run the same
+in the `stop-primary` fault (tests/integration)."""
 
 import time
+
+import pytest
 
 from lazystandby.core import messages as m
 from lazystandby.core.roles import Role
 from lazystandby.core.seq import WrongRole
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.inprocess import InProcessTopology
+from lazystandby.transport.peer import PeerError
+from lazystandby.v1 import lazystandby_pb2 as pb
 
 from .test_metrics import scrape
 
 NAMES = {1: "I1", 2: "I2"}
 # A detector that takes 2 s: a standby that waited for it could not be live within the 1 s asserted below.
 SLOW_DETECTOR = {"heartbeat_interval": 0.2, "heartbeat_misses": 10, "takeover_lease": 0.15}
+# Heartbeats 3 s apart: a standby that waited for its next one could not take over within the 1 s asserted.
+SLOW_BEATS = {"heartbeat_interval": 3.0, "heartbeat_misses": 3, "takeover_lease": 0.15}
 
 
 def test_a_primary_asked_to_stop_hands_over_at_the_next_heartbeat_and_the_output_is_exact():
@@ -45,6 +52,68 @@ def test_a_primary_asked_to_stop_hands_over_at_the_next_heartbeat_and_the_output
         scraped = scrape(n)
         assert scraped['lazystandby_handovers_total{node="N"}'] == 1
         assert scraped['lazystandby_role{node="N",role="leaving"}'] == 1
+
+
+def test_the_primary_tells_its_standby_to_heartbeat_now_so_the_takeover_waits_for_no_interval():
+    total = 40_000
+    with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_BEATS) as t:
+        n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
+        exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
+        assert t.wait(lambda: nd.dedup.delivered_through > 1000 and n.counters["heartbeats_answered"] > 0)
+        beats = n.counters["heartbeats_answered"]
+        assert t.wait(lambda: n.counters["heartbeats_answered"] > beats, 5)  # just beat: the next is 3 s away
+        t0 = time.monotonic()
+        assert n.hand_over() == "told"
+        told_s = time.monotonic() - t0
+        t.kill("n")
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
+        live_s = time.monotonic() - t0
+        assert told_s < 1.0 and live_s < 1.0, f"told after {told_s:.2f} s, live after {live_s:.2f} s"
+        assert n.counters["handover_notices_heard"] == 1 and n2.counters["handover_notices"] == 1
+        assert n2.recovery["cause"] == "handover" and nd.counters["lease_released"] == 1
+        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
+
+
+def test_a_handover_notice_alone_moves_nothing_and_a_stale_one_is_ignored():
+    """Anyone may send the notice (a forged one, an old primary's): it costs the standby one heartbeat at
+    most, and the takeover still waits for the primary it watches to say LEAVING."""
+    with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **SLOW_BEATS) as t:
+        n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
+        assert t.wait(lambda: n2.registered.is_set() and n.counters["heartbeats_answered"] > 0)
+        stale = t.net.call_pb("n2", "Handover", pb.HandoverNotice(sender="mallory", epoch=0))
+        assert not stale.beats and stale.epoch == 1 and n2.counters["handover_notices_ignored"] == 1
+        beats = n.counters["heartbeats_answered"]
+        assert t.net.call_pb("n2", "Handover", pb.HandoverNotice(sender="mallory", epoch=1)).beats
+        assert t.wait(lambda: n.counters["heartbeats_answered"] > beats, 1)  # now, not 3 s later
+        time.sleep(0.3)
+        assert n2.state.role is Role.STANDBY and n.state.role is Role.PRIMARY and nd.fence.epoch == 1
+        assert n2.recovery == {} and n2.counters["heartbeat_primary_leaving"] == 0
+        to_primary = t.net.call_pb("n", "Handover", pb.HandoverNotice(sender="mallory", epoch=1))
+        assert not to_primary.beats and to_primary.role == pb.ROLE_PRIMARY
+        with pytest.raises(PeerError) as e:
+            t.net.call_pb("nd", "Handover", pb.HandoverNotice(sender="mallory", epoch=1))
+        assert e.value.status == "FAILED_PRECONDITION"
+
+
+def test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat():
+    total = 10_000
+    with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_DETECTOR) as t:
+        n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
+        exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
+
+        def deaf(msg):
+            raise WrongRole("N': not now")
+
+        n2.handle_handover = deaf  # the notice is refused (as by a standby too old to know the RPC)
+        assert t.wait(lambda: nd.dedup.delivered_through > 500)
+        assert n.hand_over() == "told"
+        assert n.counters["handover_notices_failed"] == 1 and not n2.counters["handover_notices"]
+        t.kill("n")
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
+        assert n2.recovery["cause"] == "handover"  # on its own heartbeat's LEAVING
+        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
 
 
 def test_a_primary_with_no_standby_asking_only_ends_its_lease_and_a_standby_cannot_hand_over():

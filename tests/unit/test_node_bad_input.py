@@ -681,7 +681,8 @@ def test_a_standby_that_stops_answering_stops_holding_the_pipeline_back(net):
         s2.stop()
 
 
-@pytest.mark.parametrize("rpc", ["Push", "Backup", "Deliver", "Heartbeat", "Takeover", "RegisterStandby"])
+@pytest.mark.parametrize("rpc", ["Push", "Backup", "Deliver", "Heartbeat", "Takeover", "RegisterStandby",
+                                 "Handover"])
 def test_bytes_that_are_not_protobuf_get_invalid_argument_and_one_log_line(net, primary, rpc, caplog):
     caplog.set_level("WARNING", logger="lazystandby")
     for _ in range(3):

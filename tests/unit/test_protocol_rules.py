@@ -123,10 +123,13 @@ def _batch(first, n, sources=False):
     m.TakeoverRequest(node="N'", epoch=2, address="x:1", resend_from=9),
     m.RegisterStandby(node="N'", address="x:1"),
     m.HeartbeatRequest(sender="N'", epoch=2),
+    m.HeartbeatRequest(sender="N'", epoch=2, address="x:1"),
+    m.HandoverNotice(sender="N", epoch=3),
 ], ids=lambda x: type(x).__name__)
 def test_requests_survive_the_wire(msg):
     name = {m.Frame: "Push", m.OutputFrame: "Deliver", m.TakeoverRequest: "Takeover",
-            m.RegisterStandby: "RegisterStandby", m.HeartbeatRequest: "Heartbeat"}[type(msg)]
+            m.RegisterStandby: "RegisterStandby", m.HeartbeatRequest: "Heartbeat",
+            m.HandoverNotice: "Handover"}[type(msg)]
     rpc = wire.RPCS[name]
     back = rpc.req_pb.FromString(rpc.req_to(msg).SerializeToString())
     assert rpc.req_from(back, node="x") == msg
@@ -141,6 +144,9 @@ def test_backup_frames_and_replies_survive_the_wire():
     for role in (Role.PRIMARY, Role.LEAVING, Role.FENCED):
         h = m.HeartbeatReply(node="N", role=role, epoch=2, level0=5, received_through=9)
         assert wire.heartbeat_reply_from_pb(wire.heartbeat_reply_to_pb(h)) == h
+    for beats in (True, False):
+        a = m.HandoverAck(node="N'", role=Role.STANDBY, epoch=3, beats=beats)
+        assert wire.handover_ack_from_pb(wire.handover_ack_to_pb(a)) == a
     s = m.StatusReply(node="Nd", role=Role.DOWNSTREAM, epoch=2, snapshot={"a": 1})
     assert wire.status_reply_from_pb(wire.status_reply_to_pb(s)) == s
 

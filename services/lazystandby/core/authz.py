@@ -38,6 +38,7 @@ MAY_SEND: dict[str, frozenset[PeerRole]] = {
     "Takeover": frozenset({PeerRole.OPERATOR}),  # the standby taking over (or a primary announcing itself)
     "Heartbeat": frozenset({PeerRole.OPERATOR}),  # standby -> primary
     "RegisterStandby": frozenset({PeerRole.OPERATOR}),  # a standby joining Nu
+    "Handover": frozenset({PeerRole.OPERATOR}),  # a primary handing over -> its standby
     "Status": frozenset(PeerRole),  # read-only: every node and the admin tools
 }
 

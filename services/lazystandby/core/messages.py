@@ -105,8 +105,30 @@ class Level0Ack:
 
 @dataclass(slots=True)
 class HeartbeatRequest:
+    """Standby -> primary; `address` is where the standby hears of a planned handover ("": not said)."""
+
     sender: str
     epoch: int
+    address: str = ""
+
+
+@dataclass(slots=True)
+class HandoverNotice:
+    """A primary handing over -> its standby, once Nd has its last frame: heartbeat me now. It moves nothing
+    by itself: the standby takes over only when its own heartbeat hears LEAVING."""
+
+    sender: str
+    epoch: int
+
+
+@dataclass(slots=True)
+class HandoverAck:
+    """Whether the standby heartbeats now (`beats`): not when the notice's epoch is not its primary's."""
+
+    node: str
+    role: Role
+    epoch: int
+    beats: bool = False
 
 
 @dataclass(slots=True)

@@ -136,12 +136,12 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           (Step("primary", Action.KILL), Step("primary", Action.RESTART, after="takeover"),
            Step("standby", Action.KILL, after="standby")), runners=_BOTH, takes_over=True),
     Fault("stop-primary", "N is asked to stop (SIGTERM, as docker stop sends): it hands over (handover_on_stop): "
-          "takes no more input, ends its lease at Nd with its last frame and says LEAVING to N', which takes over "
-          "at its next heartbeat, not after the detector's timeout; N exits 0; Nd's output is exact",
+          "takes no more input, ends its lease at Nd with its last frame, tells N' to heartbeat now and says LEAVING "
+          "to it, and N' takes over at once, not after the detector's timeout; N exits 0; Nd's output is exact",
           (Step("primary", Action.STOP),), runners=_BOTH, takes_over=True),
     Fault("rolling-restart", "both operator nodes restarted in turn, as a rolling upgrade does: N is stopped and "
           "hands over to N' (epoch 2), is started again and rejoins as the standby; then N' is stopped and hands "
-          "back to N (epoch 3); each takeover at the standby's next heartbeat; Nd's output is exact",
+          "back to N (epoch 3); each takeover at once, on the leaving primary's word; Nd's output is exact",
           (Step("primary", Action.STOP), Step("primary", Action.RESTART, after="takeover"),
            Step("standby", Action.STOP, after="standby")), runners=_BOTH, takes_over=True),
     Fault("kill-standby-then-primary", "N' is killed, then N 2 s later: the pipeline stalls, loudly (WARN lines "

@@ -934,6 +934,9 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
         "detection_ms_p50": round(_pct([t["recovery"].get("detection_ms", 0) for t in trials], 50), 1),
         "takeovers_declined": sum(t.get("takeovers_declined", 0) for t in trials),
         "handovers": sum((t.get("recovery") or {}).get("cause") == "handover" for t in trials),
+        # Trials whose standby heard the leaving primary's notice (Handover) and beat at once.
+        "handover_notices": sum(any(s.get("counters", {}).get("handover_notices") for s in t.get("after", {}).values())
+                                for t in trials),
         **_what_ran(args, settings, bootstrap), "failed_workdirs": failed,
     }
     print(json.dumps(summary))

@@ -131,6 +131,9 @@ class NodeBase:
     def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
         raise self._wrong("RegisterStandby")
 
+    def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
+        raise self._wrong("Handover")
+
 
 LINK_REMIND_S = 30.0  # seconds between reminders of a condition that goes on (a link down, a refusal)
 

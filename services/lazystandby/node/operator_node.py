@@ -166,7 +166,9 @@ class OperatorNode(NodeBase):
         self._leaving = False
         self._told_leaving = False  # a heartbeat reply has said LEAVING to the standby
         self._heartbeat_at: float | None = None  # when the standby last asked (a primary's view)
+        self._standby_at = ""  # where that standby hears of a handover (a primary's view; "": not said)
         self._handover = False  # a standby's view: the primary of this epoch said it is leaving
+        self._beat_now = threading.Event()  # a standby's view: its primary's handover notice came (or a stop)
         self._output_backoff = Backoff()
         self._last_push = self.clock()
         self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
@@ -195,6 +197,10 @@ class OperatorNode(NodeBase):
         else:
             self.state.become(Role.STANDBY, epoch=0)
             self.primary = peers(cfg.primary) if cfg.primary else None
+
+    def stop(self) -> None:
+        self._beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
+        super().stop()
 
     def start(self) -> None:
         self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
@@ -874,9 +880,10 @@ class OperatorNode(NodeBase):
         """A primary asked to stop (SIGTERM: `docker stop`, a rolling upgrade) hands its work to the standby
         instead of leaving it to find out: it takes no more input (Nu keeps what it sends in OQu and sends it
         to the next primary), sends Nd what OQ holds in a last frame that ends its lease there, and then says
-        LEAVING in its heartbeat replies, so the standby takes over at its next heartbeat instead of after
-        the detector's timeout and the lease. The takeover is the usual one: Precise, it replays what Nd
-        lacks. Waits at most `timeout` seconds (by default twice the detector's timeout, and a call's).
+        LEAVING in its heartbeat replies. It tells the standby to heartbeat now (`_tell_standby`), so the
+        standby takes over about a round trip after the last frame, not at its next heartbeat, and not
+        after the detector's timeout and the lease. The takeover is the usual one: Precise, it replays what
+        Nd lacks. Waits at most `timeout` seconds (by default twice the detector's timeout, and a call's).
 
         Returns how it went: "told" (the standby has heard it), "no standby" (none asked for a heartbeat
         for the detector's timeout: nobody to hand over to, and the lease has ended all the same),
@@ -894,15 +901,35 @@ class OperatorNode(NodeBase):
                 self.lock.wait(0.01)
             if self.state.role is not Role.LEAVING:
                 return "not primary" if self.state.role is not Role.PRIMARY else "timed out"
+            since, standby = self.clock(), self._standby_at
+        if standby and not self._told_leaving:
+            self._tell_standby(standby)  # outside the lock: the standby's heartbeat comes in meanwhile
+        with self.lock:
             # A standby asks every heartbeat_interval; one that has not asked for the detector's timeout is
             # gone (or not there yet: a standby that has just registered gets that long to ask).
-            since = self.clock()
             while not self.stopped and not self._told_leaving and self.clock() < deadline:
                 if self.clock() - max(since, self._heartbeat_at or since) > cfg.heartbeat_timeout:
                     self.log.warning("%s: no standby has asked for a heartbeat; stops without a handover", self.name)
                     return "no standby"
                 self.lock.wait(0.01)
             return "told" if self._told_leaving else "timed out"
+
+    def _tell_standby(self, address: str) -> None:
+        """Tells the standby that asked last to heartbeat now (HandoverNotice). Best effort: a standby
+        that does not hear it (gone, or one that never said where) hears LEAVING at its next heartbeat, so
+        the notice is given no longer than that takes."""
+        peer = self.peers(address)
+        wait = min(self.cfg.rpc_timeout, self.cfg.heartbeat_interval)
+        try:
+            ack = peer.handover(m.HandoverNotice(sender=self.name, epoch=self.state.epoch), wait)
+        except PeerError as e:
+            self.links.note("standby", address, e)
+            self.counters["handover_notices_failed"] += 1
+        else:
+            self.links.note("standby", address, None)
+            self.counters["handover_notices_heard" if ack.beats else "handover_notices_ignored_there"] += 1
+        finally:
+            peer.close()
 
     def _left(self, why: str) -> None:
         """Holding the lock: the last frame went (or failed): LEAVING from now on, which heartbeats say."""
@@ -915,12 +942,27 @@ class OperatorNode(NodeBase):
         with self.lock:
             self.counters["heartbeats_answered"] += 1
             self._heartbeat_at = self.clock()
+            if msg.address:
+                self._standby_at = msg.address
             if self.state.role is Role.LEAVING and not self._told_leaving:
                 self._told_leaving = True
                 self.lock.notify_all()
             return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
                                     received_through=self.received_through,
                                     stalled_ms=round(self._stalled_s() * 1000))
+
+    def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
+        """A primary handing over says it has sent Nd its last frame: this standby heartbeats now rather
+        than at its next interval. The notice moves nothing by itself (a forged one costs one heartbeat):
+        the takeover waits for this node's own heartbeat to hear LEAVING from the primary it watches.
+        Ignored unless this node is a registered standby and the notice is of its epoch or a newer one."""
+        with self.lock:
+            beats = (self.state.role is Role.STANDBY and self.registered.is_set()
+                     and msg.epoch >= self.state.epoch)
+            self.counters["handover_notices" if beats else "handover_notices_ignored"] += 1
+            if beats:
+                self._beat_now.set()
+            return m.HandoverAck(node=self.name, role=self.state.role, epoch=self.state.epoch, beats=beats)
 
     def _heartbeat_loop(self) -> None:
         det = self.detector
@@ -933,12 +975,13 @@ class OperatorNode(NodeBase):
         t0 = self.clock()
         stalls = det.stalls
         det.beat(t0)
+        self._beat_now.clear()  # a notice from now on is for the next beat
         peer = self.primary
         try:
             if peer is None:
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
-            reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch),
-                                   self.cfg.heartbeat_interval)
+            reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch,
+                                                      address=self.cfg.advertise), self.cfg.heartbeat_interval)
         except PeerError as e:
             self.links.note("primary", peer.address if peer is not None else "", e)
             det.missed(self.clock(), refused=e.refused, started=t0)
@@ -980,7 +1023,7 @@ class OperatorNode(NodeBase):
         if suspected:
             self.take_over()
             return
-        self.sleep(max(0.0, det.next_beat_in() - (self.clock() - t0)))
+        self._beat_now.wait(max(0.0, det.next_beat_in() - (self.clock() - t0)))
 
     def _primary_reached(self, received: int, now: float) -> None:
         """Holding the lock: a heartbeat says the primary has received through `received`; a covering

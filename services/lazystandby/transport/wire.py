@@ -229,13 +229,13 @@ def level0_from_pb(msg: pb.Level0Ack) -> m.Level0Ack:
     return m.Level0Ack(epoch=msg.epoch, received_through=msg.received_through)
 
 
-# --- Heartbeat, Takeover, RegisterStandby, Status ------------------------------------------------------
+# --- Heartbeat, Takeover, RegisterStandby, Handover, Status -----------------------------------------------------
 def heartbeat_to_pb(h: m.HeartbeatRequest) -> pb.HeartbeatRequest:
-    return pb.HeartbeatRequest(sender=h.sender, epoch=h.epoch)
+    return pb.HeartbeatRequest(sender=h.sender, epoch=h.epoch, address=h.address)
 
 
 def heartbeat_from_pb(msg: pb.HeartbeatRequest, *, node: str = "") -> m.HeartbeatRequest:
-    return m.HeartbeatRequest(sender=msg.sender, epoch=msg.epoch)
+    return m.HeartbeatRequest(sender=msg.sender, epoch=msg.epoch, address=msg.address)
 
 
 def heartbeat_reply_to_pb(r: m.HeartbeatReply) -> pb.HeartbeatReply:
@@ -288,6 +288,22 @@ def register_reply_from_pb(msg: pb.RegisterStandbyReply) -> m.RegisterStandbyRep
     return m.RegisterStandbyReply(epoch=msg.epoch, primary_address=msg.primary_address)
 
 
+def handover_to_pb(h: m.HandoverNotice) -> pb.HandoverNotice:
+    return pb.HandoverNotice(sender=h.sender, epoch=h.epoch)
+
+
+def handover_from_pb(msg: pb.HandoverNotice, *, node: str = "") -> m.HandoverNotice:
+    return m.HandoverNotice(sender=msg.sender, epoch=msg.epoch)
+
+
+def handover_ack_to_pb(a: m.HandoverAck) -> pb.HandoverAck:
+    return pb.HandoverAck(node=a.node, role=role_to_pb(a.role), epoch=a.epoch, beats=a.beats)
+
+
+def handover_ack_from_pb(msg: pb.HandoverAck) -> m.HandoverAck:
+    return m.HandoverAck(node=msg.node, role=role_from_pb(msg.role), epoch=msg.epoch, beats=msg.beats)
+
+
 def status_to_pb(_: None) -> pb.StatusRequest:
     return pb.StatusRequest()
 
@@ -335,6 +351,8 @@ RPCS: dict[str, Rpc] = {r.name: r for r in [
         takeover_reply_to_pb, takeover_reply_from_pb),
     Rpc("RegisterStandby", "handle_register_standby", pb.RegisterStandbyRequest, pb.RegisterStandbyReply,
         register_to_pb, register_from_pb, register_reply_to_pb, register_reply_from_pb),
+    Rpc("Handover", "handle_handover", pb.HandoverNotice, pb.HandoverAck, handover_to_pb, handover_from_pb,
+        handover_ack_to_pb, handover_ack_from_pb),
     Rpc("Status", "handle_status", pb.StatusRequest, pb.StatusReply, status_to_pb, status_from_pb,
         status_reply_to_pb, status_reply_from_pb),
 ]}
