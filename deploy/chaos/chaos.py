@@ -322,6 +322,9 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            "failover_cause": (live.get("recovery") or {}).get("cause", ""),
            # Handovers Nd took (a primary's last frame ended its lease): one per stopped primary.
            "leases_released": ((nodes.get("Nd") or {}).get("counters") or {}).get("lease_released", 0),
+           # Notices a leaving primary sent that a standby heard and beat at once on (summed over the nodes).
+           "handover_notices": sum((s.get("counters") or {}).get("handover_notices", 0)
+                                   for s in nodes.values() if isinstance(s, dict)),
            # Nu's view of its standby: how often it fell out of sync (backup_stall_max), and whether it is now.
            "standby_out_of_sync": nu.get("counters", {}).get("standby_out_of_sync", 0),
            "standby_in_sync": nu.get("standby_in_sync"),

@@ -24,7 +24,7 @@ SLOW_DETECTOR = {"heartbeat_interval": 0.2, "heartbeat_misses": 10, "takeover_le
 SLOW_BEATS = {"heartbeat_interval": 3.0, "heartbeat_misses": 3, "takeover_lease": 0.15}
 
 
-def test_a_primary_asked_to_stop_hands_over_at_the_next_heartbeat_and_the_output_is_exact():
+def test_a_primary_asked_to_stop_hands_over_at_once_and_the_output_is_exact():
     total = 20_000
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_DETECTOR) as t:
         n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
