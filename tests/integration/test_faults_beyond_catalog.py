@@ -162,12 +162,15 @@ def test_a_standby_down_when_the_pipeline_starts_holds_it_standby_wait_then_join
 
 
 # --- 3. Forged calls from a client; with TLS, clients without a node certificate ------------------------
-@pytest.mark.parametrize("name", ["forged-deliver", "forged-push", "forged-backup"])
+@pytest.mark.parametrize("name", ["forged-deliver", "forged-push", "forged-backup", "forged-handover"])
 def test_forged_calls_change_nothing(name):
     r = run_trial(fault=name, total=20_000, rate=10_000, kill_after=0.8, timeout=60, extra=CALM)
     exact(r)
     assert r["failovers"] == 0 and r["forged_refused"], r["events"]
     assert r["after"]["n"]["role"] == "primary" and r["after"]["nd"]["epoch"] == 1
+    if name == "forged-handover":  # taken, and it moved nothing: N' beat once more and stayed the standby
+        assert r["events"][0]["answer"] == "NOT_APPLIED", r["events"]
+        assert r["after"]["n2"]["counters"]["handover_notices"] == 1, r["after"]["n2"]["counters"]
 
 
 def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_denied(tmp_path):
@@ -210,6 +213,14 @@ def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_de
 
 def test_a_failover_over_tls_is_exact():
     exact(run_trial(fault="kill-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=60, tls=True))
+
+
+def test_a_handover_over_tls_is_exact_and_the_leaving_primary_reaches_its_standby():
+    """The Handover notice goes from N to N' (operator to operator) with their certificates."""
+    r = run_trial(fault="stop-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=60, tls=True)
+    exact(r)
+    assert r["recovery"]["cause"] == "handover", r["recovery"]
+    assert r["after"]["n2"]["counters"]["handover_notices"] == 1, r["after"]["n2"]["counters"]
 
 
 # --- 4. The decompression bomb ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ class Action(StrEnum):
     FORGE_DELIVER = "forge-deliver"  # a client that is no node: Deliver claiming the next epoch, no tuples
     FORGE_PUSH = "forge-push"  # a client: Push claiming the next epoch
     FORGE_BACKUP = "forge-backup"  # a client: Backup with no batches and a checkpoint at input 10^9
+    FORGE_HANDOVER = "forge-handover"  # a client: a Handover notice in the epoch in force, as if N were leaving
     BOMB = "bomb"  # a client: a backup batch of 32 KB that inflates to 1 GiB, claiming 100 bytes
     PARTITION = "partition"  # the links between target and `peer` ("*": every other node) carry nothing for
     # `duration` (0: past the detector's timeout), both ways, while every process runs; then they heal
@@ -221,6 +222,10 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
     Fault("forged-push", "a Push claiming epoch e+1" + _FORGED, (Step("primary", Action.FORGE_PUSH),)),
     Fault("forged-backup", "a Backup with no batches and a checkpoint at input 10^9" + _FORGED,
           (Step("standby", Action.FORGE_BACKUP),)),
+    Fault("forged-handover", "a Handover notice to N' in the epoch in force, as if N were leaving, from a client "
+          "that is no node: over plaintext N' heartbeats at once, hears N answer as the primary and does not take "
+          "over (TLS: refused at the handshake); nothing changes, no failover, Nd's output is exact",
+          (Step("standby", Action.FORGE_HANDOVER),)),
     Fault("decompression-bomb", "a 32 KB backup batch that inflates to 1 GiB, claiming 100 bytes, from a client "
           "with no node certificate: refused (TLS: at the handshake; plaintext: within 100 ms, decoded outside the "
           "node lock and bounded by the declared size), N' stays small, no failover; Nd's output is exact",

@@ -60,6 +60,11 @@ def backup_jump(address: str, epoch: int, ca: str = "") -> Answer:
     return _call(address, "Backup", pb.BackupFrame(epoch=epoch, sender="mallory", checkpoint=ckpt), ca)
 
 
+def handover(address: str, epoch: int, ca: str = "") -> Answer:
+    """A Handover notice in `epoch`, as a leaving primary sends its standby: heartbeat me now."""
+    return _call(address, "Handover", pb.HandoverNotice(epoch=epoch, sender="mallory"), ca)
+
+
 def bomb_payload(size: int = 1 << 30) -> bytes:
     """One zstd frame of `size` zero bytes whose header declares it, made without holding `size` bytes:
     about 32 KB for 1 GiB."""

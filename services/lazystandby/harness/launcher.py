@@ -230,6 +230,11 @@ def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Top
         if step.action is Action.FORGE_BACKUP and a.status == "OK":
             # A standby answers what it holds: refused means it did not move to the forged checkpoint.
             out["answer"] = "APPLIED" if topo.status(key)["received_through"] >= 10**9 else "NOT_APPLIED"
+        if step.action is Action.FORGE_HANDOVER and a.status == "OK":
+            # Taken (a heartbeat now), but it must move nothing: the standby is still one once that
+            # heartbeat has had time to come back.
+            time.sleep(0.5)
+            out["answer"] = "NOT_APPLIED" if topo.status(key)["role"] == "standby" else "APPLIED"
         if step.action is Action.BOMB:
             out["rss_mb"] = topo.rss_mb(key)
             out["rss_before_mb"] = rss_before
@@ -242,13 +247,15 @@ def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Top
 ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.KILL: _kill, Action.STOP: _stop, Action.PAUSE: _pause, Action.RESTART: _restart, Action.START: _start,
     Action.FORGE_DELIVER: _forge(forge.deliver, 1), Action.FORGE_PUSH: _forge(forge.push, 1),
-    Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.BOMB: _forge(forge.bomb, 0),
+    Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.FORGE_HANDOVER: _forge(forge.handover, 0),
+    Action.BOMB: _forge(forge.bomb, 0),
     Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal, Action.HANG: _hang,
     Action.KILL_OPERATOR: _kill_operator,
 }
 FAULTS = for_runner(Runner.PROCESSES)
 KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
-FORGED = frozenset({Action.FORGE_DELIVER, Action.FORGE_PUSH, Action.FORGE_BACKUP, Action.BOMB})
+FORGED = frozenset({Action.FORGE_DELIVER, Action.FORGE_PUSH, Action.FORGE_BACKUP, Action.FORGE_HANDOVER,
+                    Action.BOMB})
 
 
 def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
