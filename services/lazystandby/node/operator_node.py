@@ -250,6 +250,9 @@ class OperatorNode(NodeBase):
                 self.state.fence.advance(reply.epoch)
                 self._watch_primary_at(reply.primary_address, reply.epoch)
                 self.registered.set()
+                # The first heartbeat now: the primary learns where this standby hears of a handover
+                # before Nu, re-seeding the backup, reports it in sync.
+                self._beat_now.set()
             return
 
     def _watch_primary_at(self, address: str, epoch: int) -> None:
@@ -968,8 +971,10 @@ class OperatorNode(NodeBase):
         det = self.detector
         assert det is not None
         if self.state.role is not Role.STANDBY or not self.registered.is_set():
-            # Until Nu has answered, this standby knows neither the epoch nor that the system runs.
-            self.sleep(0.05)
+            # Until Nu has answered, this standby knows neither the epoch nor that the system runs. A wake
+            # (the registration) is taken here, and cleared: a node that is no standby must not spin on it.
+            self._beat_now.wait(0.05)
+            self._beat_now.clear()
             det.waiting(self.clock())
             return
         t0 = self.clock()
