@@ -229,7 +229,7 @@ def level0_from_pb(msg: pb.Level0Ack) -> m.Level0Ack:
     return m.Level0Ack(epoch=msg.epoch, received_through=msg.received_through)
 
 
-# --- Heartbeat, Takeover, RegisterStandby, Handover, Status -----------------------------------------------------
+# --- Heartbeat, Takeover, RegisterStandby, Handover, Status ---------------------------------------------
 def heartbeat_to_pb(h: m.HeartbeatRequest) -> pb.HeartbeatRequest:
     return pb.HeartbeatRequest(sender=h.sender, epoch=h.epoch, address=h.address)
 
