@@ -202,7 +202,7 @@ class NodeConfig:
     # 0.45 cores with 1 s). The takeover pays for it: it starts with up to this much work left (make demo:
     # failover 915 ms at 0, 1,268 ms at 0.5 s). 0 = the standby runs as the primary does.
     spark_standby_hold: float = 0.0
-    spark_checkpoint_dir: str = ""  # where the query's checkpoints go (default: a fresh temp dir per start)
+    spark_checkpoint_dir: str = ""  # where the query's checkpoints go (default: a fresh dir in TMPDIR per start)
     # Any Spark setting, passed through to the node's session (after ours: yours win). Repeat the flag, or
     # separate them with ';' in LS_SPARK_CONF.
     spark_conf: tuple[str, ...] = field(default=(), metadata={"parse": lambda t: parse_spark_conf(t),
@@ -386,7 +386,8 @@ HELP: dict[str, str] = {
     "spark_max_rows": "most feed rows per micro-batch",
     "spark_partitions": "input partitions per micro-batch",
     "spark_standby_hold": "seconds a standby's query lets backup tuples wait to run them in one micro-batch (0: none)",
-    "spark_checkpoint_dir": "where the query's checkpoints go (default: a fresh temporary directory)",
+    "spark_checkpoint_dir": "where the query's checkpoints go (default: a fresh directory in TMPDIR, where "
+                            "the Spark driver's scratch goes too)",
     "spark_conf": "any Spark setting, key=value (repeat the flag; ';' between them in the env var)",
     "spark_feed_bind": "host:port the node serves its feed to Spark's workers on (port 0: any free one)",
     "spark_feed_advertise": "host[:port] Spark's workers reach the feed at (default: the bound address)",

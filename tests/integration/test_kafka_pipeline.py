@@ -6,6 +6,8 @@ import pytest
 
 from lazystandby.harness.launcher import run_trial
 
+from .scratch import spark_scratch
+
 TOTAL, RATE = 12_000, 6_000.0
 
 
@@ -66,10 +68,13 @@ def test_parameter_change_just_before_a_kill(kafka):
 
 @pytest.mark.slow
 def test_kill_primary_with_the_spark_operator(kafka):
+    before = spark_scratch()
     r = trial(kafka, fault="kill-primary", extra={"operator": "spark", "heartbeat_interval": 0.2,
                                                   "heartbeat_misses": 5, "spark_partitions": 1},
               kill_after=1.0)
     assert r["failovers"] == 1
+    # A local master: the killed driver's blocks too went with the run's work directory.
+    assert spark_scratch() - before == set()
 
 
 @pytest.mark.slow

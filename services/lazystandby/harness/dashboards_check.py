@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from .launcher import ROOT, Topology
+from .launcher import ROOT, Topology, scratch
 from .local_prometheus import LocalPrometheus
 from .wait import wait_until
 
@@ -32,7 +31,11 @@ def panel_queries(path: Path) -> list[tuple[str, str]]:
 
 
 def run(render: Path | None = None, settle: float = 12.0) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="lazystandby-dash-"))
+    with scratch("lazystandby-dash-") as work:  # the nodes' and Prometheus's files; kept if the check raises
+        return _run(work, render, settle)
+
+
+def _run(work: Path, render: Path | None, settle: float) -> dict:
     settings = {"total": 0, "rate": 5000.0, "bsize": 10}
     summary: dict = {"dashboards": 0, "panels": 0, "queries": 0, "empty": 0, "errors": 0, "failovers": 0,
                      "empty_queries": [], "error_queries": []}

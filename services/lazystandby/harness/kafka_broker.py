@@ -57,8 +57,11 @@ def resolve() -> None:
     subprocess.run(["bash", str(ROOT / "deploy" / "kafka" / "resolve.sh")], check=True)
 
 
-def _java(heap: str) -> list[str]:
+def _java(heap: str, tmp: Path) -> list[str]:
+    """The JVM's command line; its temporary files (native libraries it unpacks: lz4, zstd, snappy) in
+    `tmp`, inside the broker's work directory, not in /tmp where a killed broker would leave them."""
     return ["java", f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Djava.io.tmpdir={tmp}",
             f"-Dlog4j2.configurationFile={ROOT / 'deploy' / 'kafka' / 'log4j2.yaml'}",
             "-cp", f"{LIBS}/*"]
 
@@ -82,13 +85,15 @@ class LocalKafka:
         if self.workdir.exists():
             shutil.rmtree(self.workdir)
         (self.workdir / "logs").mkdir(parents=True)
+        (self.workdir / "tmp").mkdir()
         props = self.workdir / "server.properties"
         props.write_text(PROPERTIES.format(port=self.port, cport=self.cport, logs=self.workdir / "logs"))
         cluster = str(uuid.uuid4()).replace("-", "")[:22]
-        subprocess.run([*_java("256m"), "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(props)],
+        tmp = self.workdir / "tmp"
+        subprocess.run([*_java("256m", tmp), "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(props)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         log = open(self.workdir / "broker.log", "ab")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen([*_java(self.heap), "kafka.Kafka", str(props)], stdout=log,
+        self.proc = subprocess.Popen([*_java(self.heap, tmp), "kafka.Kafka", str(props)], stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         (self.workdir / "broker.pid").write_text(str(self.proc.pid))
         (self.workdir / "bootstrap").write_text(self.bootstrap)

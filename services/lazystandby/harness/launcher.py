@@ -403,6 +403,14 @@ class Topology:
                         tls_key=str(self.tls_dir / f"{key}.key"))
         return [sys.executable, "-m", "lazystandby.cli", "node", *config.to_args(opts)]
 
+    def scratch_dir(self, key: str) -> Path:
+        """The node's TMPDIR, inside the work directory: a node killed with -9 cannot remove its temporary
+        files (its Spark session's, whose JVM follows TMPDIR too: operators.spark), and /tmp kept about 100
+        of them from each run of the suite; here they go when the run's work directory does."""
+        d = self.workdir / "tmp" / key
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
     def start(self, key: str, role: str = "", name: str = "") -> None:
         with self._life:
             self._start(key, role, name)
@@ -415,6 +423,7 @@ class Topology:
             env.pop("LS_KAFKA_BOOTSTRAP", None)
         if PYTHONPATH:
             env["PYTHONPATH"] = os.pathsep.join(str(p) for p in PYTHONPATH)
+        env["TMPDIR"] = str(self.scratch_dir(key))
         log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
         if key in self.procs:
             self.restarts.append(key)
