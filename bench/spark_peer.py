@@ -30,7 +30,11 @@ QUERY = ROOT / "spark" / "direct_query.py"
 
 
 def start_query(bootstrap: str, prefix: str, checkpoint: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    # Its scratch beside the checkpoint, gone with it: the query is killed with -9 and cannot remove it.
+    tmp = checkpoint.parent / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "TMPDIR": str(tmp)}
     return subprocess.Popen([sys.executable, str(QUERY), "--bootstrap", bootstrap, "--prefix", prefix,
                              "--checkpoint", str(checkpoint), *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)

@@ -17,6 +17,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=0, help="most records per micro-batch (0: no limit)")
     a = ap.parse_args(argv)
 
-    from lazystandby_spark.query import CHECKPOINT_FILE_MANAGER, JVM_OPTIONS
+    from lazystandby_spark.query import CHECKPOINT_FILE_MANAGER, JVM_OPTIONS, driver_tmpdir_option
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
              .config("spark.sql.shuffle.partitions", "1").config("spark.driver.memory", "1g")
              .config("spark.sql.streaming.pollingDelay", "5ms")
              # the JVM settings of the pipeline's Spark sessions: a comparison on equal terms
-             .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+             .config("spark.driver.extraJavaOptions", f"{JVM_OPTIONS} {driver_tmpdir_option()}")
+             .config("spark.local.dir", tempfile.gettempdir())
              .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
