@@ -1,6 +1,7 @@
 """A standby's Spark query holds the backup it is fed (fewer, larger micro-batches) and answers at once
 when the takeover turns the hold off: a real Spark session, the node's own operator."""
 
+import tempfile
 import time
 
 import numpy as np
@@ -11,7 +12,10 @@ from lazystandby.operators.spark import SparkSelection
 from tests.unit.test_columnar import ticks_batch
 
 
-def test_a_held_standby_answers_only_once_the_hold_is_off_and_answers_the_same():
+def test_a_held_standby_answers_only_once_the_hold_is_off_and_answers_the_same(tmp_path, monkeypatch):
+    # The session's JVM, started in pytest's process, left its scratch in /tmp (five entries a run): it goes
+    # where the test's temporary files go instead (the Spark session follows Python's temporary directory).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     batch = ticks_batch(3000)
     expected = np.asarray(Selection("price > 100").process(batch))
     op = SparkSelection("price > 100", NodeConfig(name="N'", operator="spark", spark_standby_hold=600.0,
