@@ -17,7 +17,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -43,22 +42,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=0, help="most records per micro-batch (0: no limit)")
     a = ap.parse_args(argv)
 
-    from lazystandby_spark.query import CHECKPOINT_FILE_MANAGER, JVM_OPTIONS, driver_tmpdir_option
+    from lazystandby_spark.query import CHECKPOINT_FILE_MANAGER, driver_settings
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from lazystandby.formats.ticks import spark_columns
 
-    spark = (SparkSession.builder.master("local[2]").appName("spark-direct")
-             .config("spark.jars", connector_jars())
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "1").config("spark.driver.memory", "1g")
-             .config("spark.sql.streaming.pollingDelay", "5ms")
-             # the JVM settings of the pipeline's Spark sessions: a comparison on equal terms
-             .config("spark.driver.extraJavaOptions", f"{JVM_OPTIONS} {driver_tmpdir_option()}")
-             .config("spark.local.dir", tempfile.gettempdir())
-             .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
-             .getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("spark-direct")
+               .config("spark.jars", connector_jars())
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "1").config("spark.driver.memory", "1g")
+               .config("spark.sql.streaming.pollingDelay", "5ms")
+               .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER))
+    # the JVM settings of the pipeline's Spark sessions: a comparison on equal terms
+    for key, value in driver_settings().items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     topics = ",".join(f"{a.prefix}{s}" for s in a.streams.split(","))
     src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", a.bootstrap)

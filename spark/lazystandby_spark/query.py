@@ -60,12 +60,10 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
                .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
                # A JVM sharing two cores with another and four nodes: C2's compiler threads and G1's
                # concurrent ones cost more than they save here. Measured on one query, 5,000 tuples/s:
-               # JVM 0.68 -> 0.44 cores; saturated: 182 k -> 302 k tuples/s.
-               .config("spark.driver.extraJavaOptions", f"{JVM_OPTIONS} {driver_tmpdir_option()}")
-               .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
-               # Java ignores TMPDIR: the driver's scratch (and a local master's blocks) go where this
-               # process's temporary files go, so that whoever sets TMPDIR finds them there too.
-               .config("spark.local.dir", tempfile.gettempdir()))
+               # JVM 0.68 -> 0.44 cores; saturated: 182 k -> 302 k tuples/s. The driver's: driver_settings.
+               .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
+    for key, value in driver_settings().items():
+        builder = builder.config(key, value)
     for item in conf:
         key, _, value = item.partition("=")
         builder = builder.config(key.strip(), value.strip())
@@ -84,10 +82,14 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
     return spark
 
 
-def driver_tmpdir_option() -> str:
-    """`-Djava.io.tmpdir=` Python's temporary directory (TMPDIR, else the system's), quoted as Spark splits
-    its Java options."""
-    return shlex.quote(f"-Djava.io.tmpdir={tempfile.gettempdir()}")
+def driver_settings() -> dict[str, str]:
+    """The driver's JVM options (JVM_OPTIONS), and where its scratch goes (a local master's blocks too):
+    Python's temporary directory (TMPDIR, else the system's). Java ignores TMPDIR, and a driver killed
+    with -9 leaves its scratch behind: whoever sets TMPDIR finds it there, not in /tmp. The path is quoted
+    as Spark splits Java options."""
+    tmp = tempfile.gettempdir()
+    return {"spark.driver.extraJavaOptions": f"{JVM_OPTIONS} {shlex.quote(f'-Djava.io.tmpdir={tmp}')}",
+            "spark.local.dir": tmp}
 
 
 def package_zip() -> Path:

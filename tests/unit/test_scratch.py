@@ -35,8 +35,11 @@ def test_each_node_the_harness_starts_has_a_tmpdir_of_its_own_in_the_work_direct
 def test_the_spark_driver_jvm_follows_tmpdir_even_through_a_space(tmp_path, monkeypatch):
     where = tmp_path / "a scratch dir"
     monkeypatch.setattr(tempfile, "tempdir", str(where))
-    # Spark splits its Java options as a shell would: one option, the whole path.
-    assert shlex.split(query.driver_tmpdir_option()) == [f"-Djava.io.tmpdir={where}"]
+    settings = query.driver_settings()
+    # Spark splits its Java options as a shell would: one option, the whole path; ours are kept.
+    assert shlex.split(settings["spark.driver.extraJavaOptions"]) == [*query.JVM_OPTIONS.split(),
+                                                                      f"-Djava.io.tmpdir={where}"]
+    assert settings["spark.local.dir"] == str(where)
 
 
 def test_the_local_kafka_broker_unpacks_its_native_libraries_in_its_own_directory(tmp_path):

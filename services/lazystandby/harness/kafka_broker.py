@@ -85,11 +85,11 @@ class LocalKafka:
         if self.workdir.exists():
             shutil.rmtree(self.workdir)
         (self.workdir / "logs").mkdir(parents=True)
-        (self.workdir / "tmp").mkdir()
+        tmp = self.workdir / "tmp"
+        tmp.mkdir()
         props = self.workdir / "server.properties"
         props.write_text(PROPERTIES.format(port=self.port, cport=self.cport, logs=self.workdir / "logs"))
         cluster = str(uuid.uuid4()).replace("-", "")[:22]
-        tmp = self.workdir / "tmp"
         subprocess.run([*_java("256m", tmp), "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(props)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         log = open(self.workdir / "broker.log", "ab")  # noqa: SIM115 - owned by the child

@@ -405,8 +405,9 @@ class Topology:
 
     def scratch_dir(self, key: str) -> Path:
         """The node's TMPDIR, inside the work directory: a node killed with -9 cannot remove its temporary
-        files (its Spark session's, whose JVM follows TMPDIR too: operators.spark), and /tmp kept about 100
-        of them from each run of the suite; here they go when the run's work directory does."""
+        files (its Spark session's, whose JVM follows TMPDIR too: lazystandby_spark.query.driver_settings),
+        and /tmp kept about 100 of them from each run of the suite; here they go when the run's work
+        directory does."""
         d = self.workdir / "tmp" / key
         d.mkdir(parents=True, exist_ok=True)
         return d
