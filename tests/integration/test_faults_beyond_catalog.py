@@ -220,7 +220,10 @@ def test_a_handover_over_tls_is_exact_and_the_leaving_primary_reaches_its_standb
     r = run_trial(fault="stop-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=60, tls=True)
     exact(r)
     assert r["recovery"]["cause"] == "handover", r["recovery"]
-    assert r["after"]["n2"]["counters"]["handover_notices"] == 1, r["after"]["n2"]["counters"]
+    # Heard, or ignored by a standby whose own heartbeat heard LEAVING first (1 run in 12 here, session 43):
+    # either way the notice got through.
+    n2 = r["after"]["n2"]["counters"]
+    assert n2.get("handover_notices", 0) + n2.get("handover_notices_ignored", 0) == 1, n2
 
 
 # --- 4. The decompression bomb ------------------------------------------------------------------------

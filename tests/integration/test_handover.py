@@ -22,8 +22,10 @@ def test_a_primary_asked_to_stop_hands_over_and_exits_zero():
     assert r["recovery"]["cause"] == "handover", r["recovery"]
     nd = r["after"]["nd"]
     assert nd["counters"]["lease_released"] == 1 and nd["takeovers"][-1]["handed_over"] is True
-    # N told N' to heartbeat at once (over gRPC, at the address N' gave in its heartbeats).
-    assert r["after"]["n2"]["counters"]["handover_notices"] == 1, r["after"]["n2"]["counters"]
+    # N told N' to heartbeat at once (over gRPC, at the address N' gave in its heartbeats). N''s own
+    # heartbeat may hear LEAVING first: the notice then reaches a node taking over, which ignores it.
+    n2 = r["after"]["n2"]["counters"]
+    assert n2.get("handover_notices", 0) + n2.get("handover_notices_ignored", 0) == 1, n2
     # From the signal to N' live: a round trip and the catch-up, not the detector's 1 s (the margin is
     # for a loaded machine: about 30-50 ms here).
     assert r["recovery_ms"] < 700, (r["recovery_ms"], r["recovery"])
