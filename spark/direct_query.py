@@ -48,16 +48,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from lazystandby.formats.ticks import spark_columns
 
-    builder = (SparkSession.builder.master("local[2]").appName("spark-direct")
-               .config("spark.jars", connector_jars())
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "1").config("spark.driver.memory", "1g")
-               .config("spark.sql.streaming.pollingDelay", "5ms")
-               .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER))
-    # the JVM settings of the pipeline's Spark sessions: a comparison on equal terms
-    for key, value in driver_settings().items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = (SparkSession.builder.master("local[2]").appName("spark-direct")
+             .config("spark.jars", connector_jars())
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "1").config("spark.driver.memory", "1g")
+             .config("spark.sql.streaming.pollingDelay", "5ms")
+             # the JVM settings of the pipeline's Spark sessions: a comparison on equal terms
+             .config(map=driver_settings())
+             .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
+             .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     topics = ",".join(f"{a.prefix}{s}" for s in a.streams.split(","))
     src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", a.bootstrap)

@@ -379,19 +379,17 @@ def rejoined(service: str, deadline: float) -> dict:
     Nu backed up to `n` in epoch 2: the node read before its registration reached Nu (with the load over,
     Nu has a new standby in sync at once), or a node started once more next to the registration of the
     one before."""
-    def back() -> dict:
+    def back() -> tuple[dict, bool]:
         nu = node_status("nu")
         s = node_status(service)
-        return {"role": s.get("role"), "epoch": s.get("epoch"),
-                "backed_up": standby_back(nu) and nu["standby"] == f"{service}:50051",
-                "in_force": s.get("epoch") == nu.get("epoch")}
+        seen = {"role": s.get("role"), "epoch": s.get("epoch"),
+                "backed_up": standby_back(nu) and nu["standby"] == f"{service}:50051"}
+        return seen, seen["role"] == "standby" and seen["backed_up"] and seen["epoch"] == nu.get("epoch")
 
-    seen = back()
-    while (not (seen["role"] == "standby" and seen["backed_up"] and seen["in_force"])
-           and time.monotonic() < deadline):
+    seen, done = back()
+    while not done and time.monotonic() < deadline:
         time.sleep(2)
-        seen = back()
-    seen.pop("in_force")
+        seen, done = back()
     return seen
 
 

@@ -61,9 +61,8 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
                # A JVM sharing two cores with another and four nodes: C2's compiler threads and G1's
                # concurrent ones cost more than they save here. Measured on one query, 5,000 tuples/s:
                # JVM 0.68 -> 0.44 cores; saturated: 182 k -> 302 k tuples/s. The driver's: driver_settings.
-               .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
-    for key, value in driver_settings().items():
-        builder = builder.config(key, value)
+               .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
+               .config(map=driver_settings()))
     for item in conf:
         key, _, value = item.partition("=")
         builder = builder.config(key.strip(), value.strip())

@@ -46,17 +46,17 @@ class StandaloneCluster:
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.webui_port = _free_port()
         self.workdir = Path(tempfile.mkdtemp(prefix="lazystandby-spark-cluster-"))
+        # Every scratch file of the cluster (its executors' blocks and Python workers' included) in its work
+        # directory, which stop() removes: not in /tmp, where a killed executor would leave them.
+        self.scratch = self.workdir / "tmp"
+        self.scratch.mkdir()
         self.procs: list[subprocess.Popen] = []
 
     def _start(self, name: str, *args: str) -> subprocess.Popen:
-        # Every scratch file of the cluster (its executors' blocks and Python workers' included) in its work
-        # directory, which stop() removes: not in /tmp, where a killed executor would leave them.
-        scratch = self.workdir / "tmp"
-        scratch.mkdir(exist_ok=True)
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(self.workdir / "work"),
                "SPARK_LOG_DIR": str(self.workdir), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-               "SPARK_LOCAL_DIRS": str(scratch), "TMPDIR": str(scratch),
-               "SPARK_DAEMON_JAVA_OPTS": shlex.quote(f"-Djava.io.tmpdir={scratch}")}
+               "SPARK_LOCAL_DIRS": str(self.scratch), "TMPDIR": str(self.scratch),
+               "SPARK_DAEMON_JAVA_OPTS": shlex.quote(f"-Djava.io.tmpdir={self.scratch}")}
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         p = subprocess.Popen([_spark_class(), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
                              start_new_session=True)
