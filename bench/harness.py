@@ -24,6 +24,7 @@ import csv
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -91,18 +92,92 @@ def tradeoff(bsizes: list[str], codecs: list[str], trials: int, *, total: int, r
     return rows
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of /proc's CPU times
+
+
+def proc_table(proc: Path = Path("/proc")) -> dict[int, tuple[int, float, int]]:
+    """Every live process, from one pass over /proc: pid -> (parent pid, CPU seconds, minor page faults)."""
+    table = {}
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            # The name, in parentheses, may hold spaces: the fields after its last ')' are state, ppid, ...
+            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            table[int(d.name)] = (int(f[1]), (int(f[11]) + int(f[12])) / CLOCK_TICKS, int(f[7]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return table
+
+
+def tree_usage(table: dict[int, tuple[int, float, int]], pid: int) -> tuple[float, int]:
+    """CPU seconds and minor page faults of `pid` and every live process it started, in a `proc_table`."""
+    children: dict[int, list[int]] = {}
+    for p, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(p)
+    cpu, faults, todo = 0.0, 0, [pid]
+    while todo:
+        p = todo.pop()
+        if p in table:
+            cpu, faults = cpu + table[p][1], faults + table[p][2]
+        todo.extend(children.get(p, []))
+    return cpu, faults
+
+
 def _proc_usage(pid: int) -> tuple[float, int]:
     """CPU seconds and minor page faults of a node process and everything it started (a Spark operator's
     JVM and Python workers)."""
-    cpu, faults = 0.0, 0
-    for p in (pid, *descendants(pid)):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / 100.0
-            faults += int(fields[7])
-        except (OSError, IndexError):
-            pass
-    return cpu, faults
+    return tree_usage(proc_table(), pid)
+
+
+def machine_cpu(stat: str | None = None) -> tuple[float, float, float]:
+    """The machine's CPU seconds since boot, every core, from /proc/stat's first line (`stat`: that file's
+    text): in processes (user, nice, system: what /proc/<pid>/stat splits among them), in interrupts (hard
+    and soft: loopback's TCP receive runs there, charged to no process), and stolen by the hypervisor."""
+    f = (Path("/proc/stat").read_text() if stat is None else stat).split("\n", 1)[0].split()
+    if len(f) < 9 or f[0] != "cpu":
+        raise ValueError(f"not /proc/stat's total line: {' '.join(f[:3])!r}")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f[1:9])
+    return (user + nice + system) / CLOCK_TICKS, (irq + softirq) / CLOCK_TICKS, steal / CLOCK_TICKS
+
+
+def other_cores(a: tuple[float, ...], b: tuple[float, ...]) -> dict[str, float]:
+    """Cores between two `MachineShare` marks (monotonic time, the machine's process, interrupt and stolen
+    CPU, the nodes', the bench's own): `other`, the processes' CPU less the nodes' and the bench's (what
+    else ran); `bench`; `irq`; `steal`."""
+    dt = b[0] - a[0]
+    tasks, irq, steal, nodes, own = (b[i] - a[i] for i in range(1, 6))
+    return {"other": round((tasks - nodes - own) / dt, 3), "bench": round(own / dt, 3), "irq": round(irq / dt, 3),
+            "steal": round(steal / dt, 3)}
+
+
+class MachineShare:
+    """What else the machine ran while a run ran: its processes' CPU less the nodes' (with what they started)
+    and this process's, each second and over the run. On 2 full cores a neighbour's tenth of a core is a
+    twentieth of the pipeline's, so a slow second or round with other work on the machine is told apart
+    from one the pipeline made itself. A node's child that ended within the run leaves its CPU under
+    `other` (none does in a throughput run). One pass over /proc a mark: about 2 ms of the bench's CPU."""
+
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self.pids = pids
+        self.marks: list[tuple[float, ...]] = []
+        self.mark()
+
+    def mark(self) -> None:
+        table = proc_table()
+        machine = machine_cpu()
+        nodes = sum(tree_usage(table, p)[0] for p in self.pids())
+        # This process alone (its children are the nodes, counted above), to the microsecond: os.times()
+        # counts in ticks of 10 ms, a run's whole polling in a test's short run.
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        own = me.ru_utime + me.ru_stime
+        self.marks.append((time.monotonic(), *machine, nodes, own))
+
+    def over_run(self) -> dict[str, float]:
+        return other_cores(self.marks[0], self.marks[-1])
+
+    def per_second(self) -> list[float]:
+        return [other_cores(a, b)["other"] for a, b in zip(self.marks, self.marks[1:], strict=False)]
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -242,6 +317,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         # before Nu starts instead, they would hold N''s registration (0.04-0.05 s of CPU in three start-ups).
         usage0 = {k: _proc_usage(p.pid) for k, p in topo.procs.items() if k != "nu"}
         usage0["nu"] = usage_at_start(poller)
+        share = MachineShare(lambda: [p.pid for p in topo.procs.values()])
         marks, frames = [(t0, 0)], FrameMarks()
         next_sample = t0 + 1.0
         while True:
@@ -253,10 +329,12 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
             frames.see(s, final=done >= total)
             if now >= next_sample:
                 marks.append((now, done))
+                share.mark()
                 next_sample += 1.0
             if done >= total or now - t0 > 300:
                 break
         marks.append((now, done))
+        share.mark()
         from_start = per_second_rates(marks)
         # A run too short for two frame points (a test's) keeps the polled rates.
         samples = per_second_rates(frames.marks) or from_start
@@ -283,7 +361,12 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
             "cpu_cores_per_node": cpu,
             # Pages a node faulted in afresh: a frame's buffers mapped anew each time (malloc_keep_mb) show here.
             "minor_faults_per_s": faults,
-            "max_rss_mb": rss, "takeovers": serving.takeovers, "codec_backend": nu["codec_backend"],
+            "max_rss_mb": rss,
+            # What else the machine ran meanwhile (MachineShare), in cores: other_, bench_, irq_, steal_cpu_cores
+            # over the run, and `other` each second as polled (`worst_second_ratio_from_start`'s seconds).
+            **{f"{k}_cpu_cores": v for k, v in share.over_run().items()},
+            "other_cpu_cores_per_second": share.per_second(),
+            "takeovers": serving.takeovers, "codec_backend": nu["codec_backend"],
             "e2e_commit_p50_ms": nu["e2e_commit_p50_ms"], "e2e_commit_p99_ms": nu["e2e_commit_p99_ms"],
             # A backup that fell behind is trimmed before it is sent: N' then gets only checkpoints and the
             # run looks as cheap as no HA. The share of tuples N' actually received shows it.
@@ -563,6 +646,18 @@ def paced_keys(ha_runs: list[dict], no_ha_runs: list[dict], rate: float) -> dict
             "paced_max_rss_mb": ha["max_rss_mb"]}
 
 
+def machine_share_keys(ha_runs: list[dict], no_ha_runs: list[dict]) -> dict:
+    """What else the machine ran during each round's throughput runs (MachineShare), in cores: over each run,
+    and in its busiest polled second; and the most any of them had stolen by the hypervisor. A round whose
+    rate or slowest second stands out beside a busy neighbour is the machine's, not the pipeline's."""
+    def each(f: Callable[[dict], float]) -> dict[str, list[float]]:
+        return {"ha": [f(r) for r in ha_runs], "no_ha": [f(r) for r in no_ha_runs]}
+
+    return {"other_cpu_cores_rounds": each(lambda r: r["other_cpu_cores"]),
+            "other_cpu_cores_max_second_rounds": each(lambda r: max(r["other_cpu_cores_per_second"], default=0.0)),
+            "steal_cpu_cores_max": max(r["steal_cpu_cores"] for r in (*ha_runs, *no_ha_runs))}
+
+
 def median_run(rs: list[dict]) -> dict:
     """The run with the median rate, with every run's rate alongside."""
     ordered = sorted(rs, key=lambda r: r["tuples_per_s"])
@@ -826,6 +921,7 @@ def main(argv: list[str] | None = None) -> int:
         "ha_cost_ratio_rounds": cost_rounds(runs[("10", "zstd-stream-dict", True)],
                                             runs[("10", "zstd-stream-dict", False)]),
         "cpu_us_per_tuple_by_node": {"ha": cpu_us_per_tuple_by_node(ha), "no_ha": cpu_us_per_tuple_by_node(no_ha)},
+        **machine_share_keys(runs[("10", "zstd-stream-dict", True)], runs[("10", "zstd-stream-dict", False)]),
         **paced_keys(paced[True], paced[False], GOAL_RATE),
         "paced_runs": {"ha": paced[True], "no_ha": paced[False]},
         "minor_faults_per_s_by_node": {"ha": ha["minor_faults_per_s"], "no_ha": no_ha["minor_faults_per_s"]},
@@ -853,6 +949,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark_pipeline_vs_direct_rounds": spark["fair"]["ratio_rounds"],
         "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / worst_failover_ms, 1),
         "plots": [str(p.relative_to(ROOT)) for p in pngs],
+        "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2),
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
     flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"],
@@ -871,6 +968,8 @@ def main(argv: list[str] | None = None) -> int:
                                       "backup_codec_batch_floor_encode_us_per_tuple", "ha_cost_ratio_bound_batched",
                                       "standby_decoded_ratio", "backup_skipped", "backup_behind_at_end",
                                       "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node", "minor_faults_per_s_by_node",
+                                      "other_cpu_cores_rounds", "other_cpu_cores_max_second_rounds",
+                                      "steal_cpu_cores_max",
                                       "paced_rate_tuples_per_s", "paced_tuples_per_s", "paced_no_ha_tuples_per_s",
                                       "paced_ha_cost_ratio", "paced_ha_cost_ratio_rounds", "paced_worst_second_ratio",
                                       "paced_no_ha_worst_second_ratio", "paced_backup_coverage", "paced_cpu_cores",
@@ -887,7 +986,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "failover_speedup_vs_spark",
                                       "spark_generator_tuples_per_s", "spark_failover_ms_p95",
                                       "spark_failover_speedup", "seconds")},
-            "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
+            **{k: result[k] for k in ("cpu", "cores", "load_1m")}}
     print(json.dumps(flat))
     return 0
 

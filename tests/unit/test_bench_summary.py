@@ -327,3 +327,53 @@ def test_frame_marks_are_the_node_s_own_frame_times_a_second_apart_from_its_firs
     assert [d for _, d in f.marks] == [32_768, 163_840, 262_144, 300_000]
     rates = per_second_rates(f.marks)
     assert [round(r, -3) for r in rates] == [round(131_072 / 1.1, -3), round(98_304 / 1.3, -3), round(37_856 / 0.1, -3)]
+
+
+def stat_line(pid: int, ppid: int, utime: int, stime: int, minflt: int) -> str:
+    """A /proc/<pid>/stat line: a name with spaces and parentheses, then state, ppid, ... (fields 4-15)."""
+    return f"{pid} (a (b) c) S {ppid} {pid} {pid} 0 -1 4194304 {minflt} 0 0 0 {utime} {stime} 0 0 20 0 1 0\n"
+
+
+def test_a_node_s_usage_is_its_own_and_what_it_started_from_one_pass_over_proc(tmp_path):
+    from bench.harness import CLOCK_TICKS, proc_table, tree_usage
+
+    # 10 the node, 11 its JVM, 12 the JVM's worker; 20 another process; 13 vanished between list and read.
+    for pid, ppid, ut, st, mf in ((10, 1, 100, 50, 7), (11, 10, 300, 100, 5), (12, 11, 20, 0, 1), (20, 1, 999, 1, 9)):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(stat_line(pid, ppid, ut, st, mf))
+    (tmp_path / "13").mkdir()
+    (tmp_path / "self").mkdir()
+    table = proc_table(tmp_path)
+    assert set(table) == {10, 11, 12, 20}
+    assert tree_usage(table, 10) == pytest.approx(((100 + 50 + 300 + 100 + 20) / CLOCK_TICKS, 13))
+    assert tree_usage(table, 12) == pytest.approx((20 / CLOCK_TICKS, 1))
+    assert tree_usage(table, 99) == (0.0, 0)  # a node already gone counts nothing
+
+
+def test_the_machine_s_cpu_splits_processes_interrupts_and_steal_and_refuses_another_file():
+    from bench.harness import CLOCK_TICKS, machine_cpu
+
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    got = machine_cpu("cpu  1000 10 200 5000 30 4 6 50 0 0\ncpu0 500 5 100 2500 15 2 3 25 0 0\n")
+    assert got == pytest.approx((1210 / CLOCK_TICKS, 10 / CLOCK_TICKS, 50 / CLOCK_TICKS))
+    with pytest.raises(ValueError, match="not /proc/stat"):
+        machine_cpu("intr 12345 0 0\n")
+    with pytest.raises(ValueError, match="not /proc/stat"):
+        machine_cpu("cpu  1 2 3\n")  # cut short
+
+
+def test_other_work_is_the_machine_s_process_cpu_less_the_nodes_and_the_bench_s_own():
+    from bench.harness import machine_share_keys, other_cores
+
+    # (time, processes, interrupts, steal, nodes, bench): over 2 s the machine's processes took 3.0 s of
+    # CPU, the nodes 2.4 and the bench 0.2: 0.4 s of other work, 0.2 cores.
+    a, b = (10.0, 100.0, 5.0, 1.0, 50.0, 3.0), (12.0, 103.0, 5.1, 1.0, 52.4, 3.2)
+    assert other_cores(a, b) == {"other": 0.2, "bench": 0.1, "irq": 0.05, "steal": 0.0}
+
+    def run(other, per_second, steal):
+        return {"other_cpu_cores": other, "other_cpu_cores_per_second": per_second, "steal_cpu_cores": steal}
+
+    keys = machine_share_keys([run(0.01, [0.0, 0.6], 0.0), run(0.02, [], 0.01)], [run(0.5, [0.5, 0.4], 0.2)])
+    assert keys == {"other_cpu_cores_rounds": {"ha": [0.01, 0.02], "no_ha": [0.5]},
+                    "other_cpu_cores_max_second_rounds": {"ha": [0.6, 0.0], "no_ha": [0.5]},
+                    "steal_cpu_cores_max": 0.2}

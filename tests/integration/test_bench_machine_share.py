@@ -1,0 +1,36 @@
+"""The bench's account of what else the machine ran during a run (bench.harness.MachineShare), on real
+processes: a busy process that is no node shows as other work, and a busy node does not."""
+
+import subprocess
+import sys
+import time
+
+from bench.harness import MachineShare, proc_table, tree_usage
+
+SPIN = [sys.executable, "-c", "while True: pass"]
+
+
+def test_a_neighbour_s_cpu_is_other_work_and_a_node_s_is_not():
+    # A node whose work is done by a process it started, as a Spark operator's JVM.
+    node = subprocess.Popen([sys.executable, "-c", f"import subprocess; subprocess.run({SPIN!r})"])
+    hog = subprocess.Popen(SPIN)
+    try:
+        time.sleep(0.3)  # both spinning
+        share = MachineShare(lambda: [node.pid])
+        hog0 = proc_table()[hog.pid][1]
+        for _ in range(3):
+            time.sleep(0.5)
+            share.mark()
+        hog_cores = (proc_table()[hog.pid][1] - hog0) / (share.marks[-1][0] - share.marks[0][0])
+        node_cores = tree_usage(proc_table(), node.pid)[0]
+    finally:
+        for p in (node, hog):
+            p.kill()
+            p.wait()
+    got = share.over_run()
+    assert hog_cores > 0.3 and node_cores > 0.3  # both ran (two cores, two spinning processes)
+    # The neighbour's CPU, and only it (the node's child is the node's): within the accounting's skew,
+    # per-process times being exact and the machine's sampled at each tick.
+    assert abs(got["other"] - hog_cores) < 0.15, (got, hog_cores)
+    assert len(share.per_second()) == 3 and all(abs(o - hog_cores) < 0.25 for o in share.per_second()), share.marks
+    assert 0 <= got["bench"] < 0.1 and got["steal"] >= 0 and got["irq"] >= 0, got
