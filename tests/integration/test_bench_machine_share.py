@@ -1,6 +1,8 @@
 """The bench's account of what else the machine ran during a run (bench.harness.MachineShare), on real
 processes: a busy process that is no node shows as other work, and a busy node does not."""
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +14,8 @@ SPIN = [sys.executable, "-c", "while True: pass"]
 
 def test_a_neighbour_s_cpu_is_other_work_and_a_node_s_is_not():
     # A node whose work is done by a process it started, as a Spark operator's JVM.
-    node = subprocess.Popen([sys.executable, "-c", f"import subprocess; subprocess.run({SPIN!r})"])
+    node = subprocess.Popen([sys.executable, "-c", f"import subprocess; subprocess.run({SPIN!r})"],
+                            start_new_session=True)
     hog = subprocess.Popen(SPIN)
     try:
         time.sleep(0.3)  # both spinning
@@ -24,8 +27,9 @@ def test_a_neighbour_s_cpu_is_other_work_and_a_node_s_is_not():
         hog_cores = (proc_table()[hog.pid][1] - hog0) / (share.marks[-1][0] - share.marks[0][0])
         node_cores = tree_usage(proc_table(), node.pid)[0]
     finally:
+        os.killpg(node.pid, signal.SIGKILL)  # the node with its child: a spinner left behind spins on
+        hog.kill()
         for p in (node, hog):
-            p.kill()
             p.wait()
     got = share.over_run()
     assert hog_cores > 0.3 and node_cores > 0.3  # both ran (two cores, two spinning processes)

@@ -129,6 +129,20 @@ def test_a_primary_with_no_standby_asking_only_ends_its_lease_and_a_standby_cann
         assert n.hand_over() == "not primary"  # once
 
 
+def test_a_primary_whose_standby_is_long_gone_stops_at_once():
+    """`docker stop` of a pipeline with no standby took the detector's timeout, waiting for nobody."""
+    detector = {"heartbeat_interval": 0.1, "heartbeat_misses": 5, "takeover_lease": 0.075}  # timeout 0.5 s
+    with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **detector) as t:
+        n, nd = t.nodes["n"], t.nodes["nd"]
+        assert t.wait(lambda: nd.dedup.delivered_through > 0 and n.counters["heartbeats_answered"] > 0)
+        t.kill("n2")
+        time.sleep(0.7)  # N''s last heartbeat is older than the detector's timeout
+        t0 = time.monotonic()
+        assert n.hand_over(timeout=5.0) == "no standby"
+        assert time.monotonic() - t0 < 0.3, "waited for a standby gone for longer than the timeout"
+        assert n.state.role is Role.LEAVING and nd.lease.released
+
+
 def test_a_takeover_declined_before_the_lease_ended_is_asked_again_at_the_next_leaving_heartbeat():
     """N' heard LEAVING, but Nd has not had the last frame yet (it failed): the lease runs out by itself
     within takeover_lease, and the next heartbeat's LEAVING sends N' again: still well inside the detector's

@@ -888,8 +888,9 @@ class OperatorNode(NodeBase):
         after the detector's timeout and the lease. The takeover is the usual one: Precise, it replays what
         Nd lacks. Waits at most `timeout` seconds (by default twice the detector's timeout, and a call's).
 
-        Returns how it went: "told" (the standby has heard it), "no standby" (none asked for a heartbeat
-        for the detector's timeout: nobody to hand over to, and the lease has ended all the same),
+        Returns how it went: "told" (the standby has heard it), "no standby" (none has asked for a heartbeat
+        for the detector's timeout, counted from the last that did, or from when this node became the
+        primary: nobody to hand over to, and the lease has ended all the same),
         "timed out", or "not primary" (nothing done)."""
         cfg = self.cfg
         wait = 2 * cfg.heartbeat_timeout + cfg.rpc_timeout if timeout is None else timeout
@@ -904,14 +905,16 @@ class OperatorNode(NodeBase):
                 self.lock.wait(0.01)
             if self.state.role is not Role.LEAVING:
                 return "not primary" if self.state.role is not Role.PRIMARY else "timed out"
-            since, standby = self.clock(), self._standby_at
+            standby = self._standby_at
         if standby and not self._told_leaving:
             self._tell_standby(standby)  # outside the lock: the standby's heartbeat comes in meanwhile
         with self.lock:
             # A standby asks every heartbeat_interval; one that has not asked for the detector's timeout is
-            # gone (or not there yet: a standby that has just registered gets that long to ask).
+            # gone, and a primary no standby has asked since it became one (a pipeline run without one) has
+            # nobody to wait for: it stops at once, not a timeout later. A standby that registers meanwhile
+            # asks as soon as Nu answers it; if this node is gone by then, it takes over on its detector.
             while not self.stopped and not self._told_leaving and self.clock() < deadline:
-                if self.clock() - max(since, self._heartbeat_at or since) > cfg.heartbeat_timeout:
+                if self.clock() - max(self._primary_since, self._heartbeat_at or 0.0) > cfg.heartbeat_timeout:
                     self.log.warning("%s: no standby has asked for a heartbeat; stops without a handover", self.name)
                     return "no standby"
                 self.lock.wait(0.01)
