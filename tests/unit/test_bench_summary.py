@@ -377,3 +377,14 @@ def test_other_work_is_the_machine_s_process_cpu_less_the_nodes_and_the_bench_s_
     assert keys == {"other_cpu_cores_rounds": {"ha": [0.01, 0.02], "no_ha": [0.5]},
                     "other_cpu_cores_max_second_rounds": {"ha": [0.6, 0.0], "no_ha": [0.5]},
                     "steal_cpu_cores_max": 0.2}
+
+
+def test_other_work_beside_the_throughput_runs_is_said_and_the_accounting_s_skew_is_not():
+    from bench.harness import busy_machine_warning
+
+    def keys(ha, no_ha):
+        return {"other_cpu_cores_max_second_rounds": {"ha": ha, "no_ha": no_ha}}
+
+    assert busy_machine_warning(keys([-0.036, -0.007, 0.1], [-0.039, 0.15])) is None  # an idle machine's skew
+    said = busy_machine_warning(keys([-0.01, 0.02], [0.05, 0.846]))
+    assert said is not None and "0.85 cores" in said and "read low" in said
