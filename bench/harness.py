@@ -133,7 +133,8 @@ def _proc_usage(pid: int) -> tuple[float, int]:
 def machine_cpu(stat: str | None = None) -> tuple[float, float, float]:
     """The machine's CPU seconds since boot, every core, from /proc/stat's first line (`stat`: that file's
     text): in processes (user, nice, system: what /proc/<pid>/stat splits among them), in interrupts (hard
-    and soft: loopback's TCP receive runs there, charged to no process), and stolen by the hypervisor."""
+    and soft, loopback's TCP receive among them: kept apart, as a kernel that accounts them apart charges
+    them to no process), and stolen by the hypervisor."""
     f = (Path("/proc/stat").read_text() if stat is None else stat).split("\n", 1)[0].split()
     if len(f) < 9 or f[0] != "cpu":
         raise ValueError(f"not /proc/stat's total line: {' '.join(f[:3])!r}")
@@ -662,8 +663,8 @@ BUSY_MACHINE_CORES = 0.15  # other work beyond the accounting's skew (-0.07 to 0
 
 
 def busy_machine_warning(keys: dict) -> str | None:
-    """A line for the reader when other work ran beside the throughput runs (machine_share_keys): its rates
-    and ratios then read low, and the run is better repeated on a quiet machine than published."""
+    """A line for the reader when other work ran beside the throughput runs (machine_share_keys): their
+    rates and ratios then read low, and the bench is better run again on a quiet machine than published."""
     worst = max((c for runs in keys["other_cpu_cores_max_second_rounds"].values() for c in runs), default=0.0)
     if worst <= BUSY_MACHINE_CORES:
         return None

@@ -25,14 +25,14 @@ def test_a_neighbour_s_cpu_is_other_work_and_a_node_s_is_not():
             time.sleep(0.5)
             share.mark()
         hog_cores = (proc_table()[hog.pid][1] - hog0) / (share.marks[-1][0] - share.marks[0][0])
-        node_cores = tree_usage(proc_table(), node.pid)[0]
+        node_cpu_s = tree_usage(proc_table(), node.pid)[0]
     finally:
         os.killpg(node.pid, signal.SIGKILL)  # the node with its child: a spinner left behind spins on
         hog.kill()
         for p in (node, hog):
             p.wait()
     got = share.over_run()
-    assert hog_cores > 0.3 and node_cores > 0.3  # both ran (two cores, two spinning processes)
+    assert hog_cores > 0.3 and node_cpu_s > 0.3  # both ran (two cores, two spinning processes)
     # The neighbour's CPU, and only it (the node's child is the node's): within the accounting's skew,
     # per-process times being exact and the machine's sampled at each tick.
     assert abs(got["other"] - hog_cores) < 0.15, (got, hog_cores)
