@@ -37,7 +37,7 @@ from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
 from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.launcher import SPARK_DETECTOR, StatusPoller, Topology, run_trial, scratch
-from lazystandby.harness.operator_procs import descendants
+from lazystandby.harness.operator_procs import CLOCK_TICKS, ProcRow, children_of, proc_table, subtree
 from lazystandby.harness.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,42 +92,21 @@ def tradeoff(bsizes: list[str], codecs: list[str], trials: int, *, total: int, r
     return rows
 
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of /proc's CPU times
+def tree_usage(table: dict[int, ProcRow], pid: int, children: dict[int, list[int]] | None = None
+               ) -> tuple[float, int]:
+    """CPU seconds and minor page faults of `pid` and every live process it started, in a `proc_table`
+    (`children`: its `children_of`, when the caller walks several trees of one table)."""
+    tree = [pid, *subtree(children_of(table) if children is None else children, pid)]
+    rows = [table[p] for p in tree if p in table]
+    return sum(r.cpu_seconds for r in rows), sum(r.minor_faults for r in rows)
 
 
-def proc_table(proc: Path = Path("/proc")) -> dict[int, tuple[int, float, int]]:
-    """Every live process, from one pass over /proc: pid -> (parent pid, CPU seconds, minor page faults)."""
-    table = {}
-    for d in proc.iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            # The name, in parentheses, may hold spaces: the fields after its last ')' are state, ppid, ...
-            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            table[int(d.name)] = (int(f[1]), (int(f[11]) + int(f[12])) / CLOCK_TICKS, int(f[7]))
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return table
-
-
-def tree_usage(table: dict[int, tuple[int, float, int]], pid: int) -> tuple[float, int]:
-    """CPU seconds and minor page faults of `pid` and every live process it started, in a `proc_table`."""
-    children: dict[int, list[int]] = {}
-    for p, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(p)
-    cpu, faults, todo = 0.0, 0, [pid]
-    while todo:
-        p = todo.pop()
-        if p in table:
-            cpu, faults = cpu + table[p][1], faults + table[p][2]
-        todo.extend(children.get(p, []))
-    return cpu, faults
-
-
-def _proc_usage(pid: int) -> tuple[float, int]:
-    """CPU seconds and minor page faults of a node process and everything it started (a Spark operator's
-    JVM and Python workers)."""
-    return tree_usage(proc_table(), pid)
+def _proc_usage(pids: dict[str, int]) -> dict[str, tuple[float, int]]:
+    """CPU seconds and minor page faults of each node process and everything it started (a Spark operator's
+    JVM and Python workers), from one pass over /proc."""
+    table = proc_table()
+    children = children_of(table)
+    return {k: tree_usage(table, pid, children) for k, pid in pids.items()}
 
 
 def machine_cpu(stat: str | None = None) -> tuple[float, float, float]:
@@ -167,7 +146,8 @@ class MachineShare:
     def mark(self) -> None:
         table = proc_table()
         machine = machine_cpu()
-        nodes = sum(tree_usage(table, p)[0] for p in self.pids())
+        children = children_of(table)
+        nodes = sum(tree_usage(table, p, children)[0] for p in self.pids())
         # This process alone (its children are the nodes, counted above), to the microsecond: os.times()
         # counts in ticks of 10 ms, a run's whole polling in a test's short run.
         me = resource.getrusage(resource.RUSAGE_SELF)
@@ -181,14 +161,15 @@ class MachineShare:
         return [other_cores(a, b)["other"] for a, b in zip(self.marks, self.marks[1:], strict=False)]
 
 
-def _cpu_seconds(pid: int) -> float:
-    return _proc_usage(pid)[0]
+def _peak_rss_mb(pids: dict[str, int]) -> dict[str, float]:
+    """Peak resident memory of each node process and everything it started (VmHWM, MB)."""
+    children = children_of(proc_table())
+    return {k: _tree_hwm_mb(pid, children) for k, pid in pids.items()}
 
 
-def _peak_rss_mb(pid: int) -> float:
-    """Peak resident memory of a node process and everything it started (VmHWM, MB)."""
+def _tree_hwm_mb(pid: int, children: dict[int, list[int]]) -> float:
     total = 0
-    for p in (pid, *descendants(pid)):
+    for p in (pid, *subtree(children, pid)):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
@@ -316,7 +297,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         # Each node's CPU over the run's clock, which starts at Nu's start(): Nu's as it reported it there,
         # the others' read now (3-35 ms after it in three start-ups, with N yet to process a tuple). Read
         # before Nu starts instead, they would hold N''s registration (0.04-0.05 s of CPU in three start-ups).
-        usage0 = {k: _proc_usage(p.pid) for k, p in topo.procs.items() if k != "nu"}
+        usage0 = _proc_usage({k: p.pid for k, p in topo.procs.items() if k != "nu"})
         usage0["nu"] = usage_at_start(poller)
         share = MachineShare(lambda: [p.pid for p in topo.procs.values()])
         marks, frames = [(t0, 0)], FrameMarks()
@@ -342,10 +323,11 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         first_output = s.get("first_processed_at")  # the loop's last reply: the first frame is long done
         wait_until(lambda: topo.status("nd")["delivered_through"] >= serving.status()["processed"][1], 30)
         elapsed = time.monotonic() - t0
-        usage = {k: _proc_usage(p.pid) for k, p in topo.procs.items()}
+        pids = {k: p.pid for k, p in topo.procs.items()}
+        usage = _proc_usage(pids)
         cpu = {k: round((u[0] - usage0[k][0]) / elapsed, 3) for k, u in usage.items()}
         faults = {k: round((u[1] - usage0[k][1]) / elapsed) for k, u in usage.items()}
-        rss = {k: _peak_rss_mb(p.pid) for k, p in topo.procs.items()}
+        rss = _peak_rss_mb(pids)
         nu = topo.status("nu")
         behind = nu["head"] - nu["backup_confirmed_through"] if standby else 0
         if standby:
@@ -410,7 +392,7 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
         n = serving.status()
         wait_until(lambda: topo.status("nd")["delivered_through"] >= n["processed"][1], 60)
         elapsed = time.monotonic() - t0
-        cpu = {k: round(_cpu_seconds(p.pid), 2) for k, p in topo.procs.items()}
+        cpu = {k: round(u[0], 2) for k, u in _proc_usage({k: p.pid for k, p in topo.procs.items()}).items()}
     return {"tuples": total, "standby": standby, "operator": operator, "tuples_per_s": round((total - first) / elapsed),
             "cpu_seconds": cpu, "topic_prefix": prefix, "skipped_tuples": first, "takeovers": serving.takeovers}
 

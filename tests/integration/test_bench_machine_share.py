@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from bench.harness import MachineShare, proc_table, tree_usage
+from bench.harness import MachineShare, tree_usage
+from lazystandby.harness.operator_procs import proc_table
 
 SPIN = [sys.executable, "-c", "while True: pass"]
 
@@ -20,11 +21,11 @@ def test_a_neighbour_s_cpu_is_other_work_and_a_node_s_is_not():
     try:
         time.sleep(0.3)  # both spinning
         share = MachineShare(lambda: [node.pid])
-        hog0 = proc_table()[hog.pid][1]
+        hog0 = proc_table()[hog.pid].cpu_seconds
         for _ in range(3):
             time.sleep(0.5)
             share.mark()
-        hog_cores = (proc_table()[hog.pid][1] - hog0) / (share.marks[-1][0] - share.marks[0][0])
+        hog_cores = (proc_table()[hog.pid].cpu_seconds - hog0) / (share.marks[-1][0] - share.marks[0][0])
         node_cpu_s = tree_usage(proc_table(), node.pid)[0]
     finally:
         os.killpg(node.pid, signal.SIGKILL)  # the node with its child: a spinner left behind spins on

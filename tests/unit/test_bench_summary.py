@@ -335,7 +335,8 @@ def stat_line(pid: int, ppid: int, utime: int, stime: int, minflt: int) -> str:
 
 
 def test_a_node_s_usage_is_its_own_and_what_it_started_from_one_pass_over_proc(tmp_path):
-    from bench.harness import CLOCK_TICKS, proc_table, tree_usage
+    from bench.harness import tree_usage
+    from lazystandby.harness.operator_procs import CLOCK_TICKS, children_of, proc_table
 
     # 10 the node, 11 its JVM, 12 the JVM's worker; 20 another process; 13 vanished between list and read.
     for pid, ppid, ut, st, mf in ((10, 1, 100, 50, 7), (11, 10, 300, 100, 5), (12, 11, 20, 0, 1), (20, 1, 999, 1, 9)):
@@ -348,10 +349,13 @@ def test_a_node_s_usage_is_its_own_and_what_it_started_from_one_pass_over_proc(t
     assert tree_usage(table, 10) == pytest.approx(((100 + 50 + 300 + 100 + 20) / CLOCK_TICKS, 13))
     assert tree_usage(table, 12) == pytest.approx((20 / CLOCK_TICKS, 1))
     assert tree_usage(table, 99) == (0.0, 0)  # a node already gone counts nothing
+    children = children_of(table)  # one map for every node of a mark
+    assert [tree_usage(table, p, children) for p in (10, 12, 99)] == [tree_usage(table, p) for p in (10, 12, 99)]
 
 
 def test_the_machine_s_cpu_splits_processes_interrupts_and_steal_and_refuses_another_file():
-    from bench.harness import CLOCK_TICKS, machine_cpu
+    from bench.harness import machine_cpu
+    from lazystandby.harness.operator_procs import CLOCK_TICKS
 
     # user nice system idle iowait irq softirq steal guest guest_nice
     got = machine_cpu("cpu  1000 10 200 5000 30 4 6 50 0 0\ncpu0 500 5 100 2500 15 2 3 25 0 0\n")

@@ -229,7 +229,8 @@ def fake_proc(tmp_path, tree: dict[int, int]):
     """A /proc with processes pid -> ppid (names with spaces and parentheses, as a JVM's thread can have)."""
     for pid, ppid in tree.items():
         (tmp_path / str(pid)).mkdir()
-        (tmp_path / str(pid) / "stat").write_text(f"{pid} (a (b) c) S {ppid} {pid} {pid} 0\n")
+        (tmp_path / str(pid) / "stat").write_text(
+            f"{pid} (a (b) c) S {ppid} {pid} {pid} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0\n")
     (tmp_path / "self").mkdir()
     return tmp_path
 

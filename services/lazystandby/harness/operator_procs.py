@@ -4,8 +4,8 @@ while the node runs.
 The Spark operator's work happens in processes the node started (its driver JVM, and the Python workers
 the JVM starts in turn): stopping those, and not the node, leaves a node that answers heartbeats and Nd's
 calls but processes nothing, as a JVM that deadlocks or waits on an executor that never comes back does;
-killing them is a JVM that crashed (or that the kernel's OOM killer chose). `descendants` is also how
-the benchmarks count a node's CPU and memory with its JVM's.
+killing them is a JVM that crashed (or that the kernel's OOM killer chose). `proc_table` and `subtree`
+are also how the benchmarks count a node's CPU and memory with its JVM's: one reader of /proc for both.
 """
 
 from __future__ import annotations
@@ -15,31 +15,58 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 
 class NothingToHang(RuntimeError):
     """The node started no process of its own: its operator runs inside it (the Python operator)."""
 
 
-def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:
-    """Every live process `pid` started, and those they started, from /proc (Linux); not `pid` itself."""
-    children: dict[int, list[int]] = {}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of /proc's CPU times
+
+
+class ProcRow(NamedTuple):
+    ppid: int
+    cpu_seconds: float  # user and system
+    minor_faults: int
+
+
+def proc_table(proc: Path = Path("/proc")) -> dict[int, ProcRow]:
+    """Every live process, from one pass over /proc (Linux): pid -> its parent, CPU seconds, minor faults."""
+    table = {}
     for d in proc.iterdir():
         if not d.name.isdigit():
             continue
         try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        # The name, in parentheses, may hold spaces: the fields after its last ')' are state, ppid, ...
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
+            # The name, in parentheses, may hold spaces: the fields after its last ')' are state, ppid, ...
+            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            table[int(d.name)] = ProcRow(int(f[1]), (int(f[11]) + int(f[12])) / CLOCK_TICKS, int(f[7]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or a stat line cut short
+    return table
+
+
+def children_of(table: dict[int, ProcRow]) -> dict[int, list[int]]:
+    """Parent pid -> the pids it started, from a `proc_table`: built once, walked for as many trees as needed."""
+    children: dict[int, list[int]] = {}
+    for p, row in table.items():
+        children.setdefault(row.ppid, []).append(p)
+    return children
+
+
+def subtree(children: dict[int, list[int]], pid: int) -> list[int]:
+    """Every process `pid` started, and those they started, in a `children_of` map; not `pid` itself."""
     found, todo = [], list(children.get(pid, []))
     while todo:
         p = todo.pop()
         found.append(p)
         todo.extend(children.get(p, []))
     return sorted(found)
+
+
+def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """Every live process `pid` started, and those they started, from /proc (Linux); not `pid` itself."""
+    return subtree(children_of(proc_table(proc)), pid)
 
 
 def _operator_processes(pid: int, proc: Path) -> list[int]:
