@@ -96,7 +96,7 @@ def test_a_handover_notice_alone_moves_nothing_and_a_stale_one_is_ignored():
         assert e.value.status == "FAILED_PRECONDITION"
 
 
-def test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat():
+def test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat(caplog):
     total = 10_000
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_DETECTOR) as t:
         n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
@@ -109,6 +109,8 @@ def test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat():
         assert t.wait(lambda: nd.dedup.delivered_through > 500)
         assert n.hand_over() == "told"
         assert n.counters["handover_notices_failed"] == 1 and not n2.counters["handover_notices"]
+        said = [r.getMessage() for r in caplog.records if "handover notice" in r.getMessage()]
+        assert len(said) == 1 and "failed after" in said[0] and "not now" in said[0], said  # N says why
         t.kill("n")
         assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
         assert n2.recovery["cause"] == "handover"  # on its own heartbeat's LEAVING

@@ -926,14 +926,19 @@ class OperatorNode(NodeBase):
         the notice is given no longer than that takes."""
         peer = self.peers(address)
         wait = min(self.cfg.rpc_timeout, self.cfg.heartbeat_interval)
+        t0 = self.clock()
         try:
             ack = peer.handover(m.HandoverNotice(sender=self.name, epoch=self.state.epoch), wait)
         except PeerError as e:
             self.links.note("standby", address, e)
             self.counters["handover_notices_failed"] += 1
+            self.log.warning("%s: the handover notice to %s failed after %.0f ms: %s", self.name, address,
+                             (self.clock() - t0) * 1000, e)
         else:
             self.links.note("standby", address, None)
             self.counters["handover_notices_heard" if ack.beats else "handover_notices_ignored_there"] += 1
+            self.log.info("%s: the handover notice to %s %s in %.0f ms", self.name, address,
+                          "was heard" if ack.beats else "came after its heartbeat", (self.clock() - t0) * 1000)
         finally:
             peer.close()
 
