@@ -131,6 +131,9 @@ def other_cores(a: tuple[float, ...], b: tuple[float, ...]) -> dict[str, float]:
             "steal": round(steal / dt, 3)}
 
 
+MIN_WINDOW_S = 0.5  # the shortest window MachineShare.per_second reads: a tick's skew there is 0.02 cores
+
+
 class MachineShare:
     """What else the machine ran while a run ran: its processes' CPU less the nodes' (with what they started)
     and this process's, each second and over the run. On 2 full cores a neighbour's tenth of a core is a
@@ -158,7 +161,11 @@ class MachineShare:
         return other_cores(self.marks[0], self.marks[-1])
 
     def per_second(self) -> list[float]:
-        return [other_cores(a, b)["other"] for a, b in zip(self.marks, self.marks[1:], strict=False)]
+        """`other` over each window between marks of at least MIN_WINDOW_S: a run's last mark comes at its
+        end, often a poll (50 ms) after the one before, and /proc/stat's 10-ms ticks over so short a window
+        read as whole cores of other work, or less than none (2.19 and -1.0 in session 45's runs)."""
+        return [other_cores(a, b)["other"] for a, b in zip(self.marks, self.marks[1:], strict=False)
+                if b[0] - a[0] >= MIN_WINDOW_S]
 
 
 def _peak_rss_mb(pids: dict[str, int]) -> dict[str, float]:

@@ -383,6 +383,18 @@ def test_other_work_is_the_machine_s_process_cpu_less_the_nodes_and_the_bench_s_
                     "steal_cpu_cores_max": 0.2}
 
 
+def test_a_window_too_short_for_the_machine_s_ticks_is_not_read_as_a_second_of_other_work():
+    from bench.harness import MachineShare
+
+    share = MachineShare(lambda: [])
+    # Two seconds with 0.1 cores of other work each, then a run's last mark a poll later, where a tick of
+    # the machine's (10 ms) and none of the nodes' read as 0.2 cores over 50 ms.
+    share.marks = [(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), (1.0, 1.5, 0.0, 0.0, 1.4, 0.0), (2.0, 3.0, 0.0, 0.0, 2.8, 0.0),
+                   (2.05, 3.01, 0.0, 0.0, 2.8, 0.0)]
+    assert share.per_second() == [0.1, 0.1]
+    assert share.over_run()["other"] == pytest.approx(0.21 / 2.05, abs=0.001)  # the run as a whole keeps it
+
+
 def test_other_work_beside_the_throughput_runs_is_said_and_the_accounting_s_skew_is_not():
     from bench.harness import busy_machine_warning
 
