@@ -101,11 +101,12 @@ def tree_usage(table: dict[int, ProcRow], pid: int, children: dict[int, list[int
     return sum(r.cpu_seconds for r in rows), sum(r.minor_faults for r in rows)
 
 
-def _proc_usage(pids: dict[str, int]) -> dict[str, tuple[float, int]]:
+def _proc_usage(pids: dict[str, int], table: dict[int, ProcRow] | None = None,
+                children: dict[int, list[int]] | None = None) -> dict[str, tuple[float, int]]:
     """CPU seconds and minor page faults of each node process and everything it started (a Spark operator's
-    JVM and Python workers), from one pass over /proc."""
-    table = proc_table()
-    children = children_of(table)
+    JVM and Python workers), from one pass over /proc (`table` and its `children`, when the caller has them)."""
+    table = proc_table() if table is None else table
+    children = children_of(table) if children is None else children
     return {k: tree_usage(table, pid, children) for k, pid in pids.items()}
 
 
@@ -168,9 +169,8 @@ class MachineShare:
                 if b[0] - a[0] >= MIN_WINDOW_S]
 
 
-def _peak_rss_mb(pids: dict[str, int]) -> dict[str, float]:
-    """Peak resident memory of each node process and everything it started (VmHWM, MB)."""
-    children = children_of(proc_table())
+def _peak_rss_mb(pids: dict[str, int], children: dict[int, list[int]]) -> dict[str, float]:
+    """Peak resident memory of each node process and everything it started (VmHWM, MB), in a `children_of`."""
     return {k: _tree_hwm_mb(pid, children) for k, pid in pids.items()}
 
 
@@ -331,10 +331,12 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         wait_until(lambda: topo.status("nd")["delivered_through"] >= serving.status()["processed"][1], 30)
         elapsed = time.monotonic() - t0
         pids = {k: p.pid for k, p in topo.procs.items()}
-        usage = _proc_usage(pids)
+        table = proc_table()  # one pass over /proc for the nodes' CPU, faults and peak memory
+        children = children_of(table)
+        usage = _proc_usage(pids, table, children)
         cpu = {k: round((u[0] - usage0[k][0]) / elapsed, 3) for k, u in usage.items()}
         faults = {k: round((u[1] - usage0[k][1]) / elapsed) for k, u in usage.items()}
-        rss = _peak_rss_mb(pids)
+        rss = _peak_rss_mb(pids, children)
         nu = topo.status("nu")
         behind = nu["head"] - nu["backup_confirmed_through"] if standby else 0
         if standby:

@@ -243,7 +243,8 @@ def test_a_handover_over_tls_is_exact_and_the_leaving_primary_reaches_its_standb
         if seen[-1]:
             break
     assert seen[-1] == 1, (seen, said)
-    assert said and "notice to" in said[-1], said  # N's side of it: heard, or after the heartbeat
+    # N logged its side (under load a notice N' counted may still have timed out at N, and N logs that)
+    assert said and "notice to" in said[-1], said
 
 
 # --- 4. The decompression bomb ------------------------------------------------------------------------
