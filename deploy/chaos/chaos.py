@@ -21,6 +21,7 @@ from pathlib import Path
 import docker
 
 from lazystandby.config import NodeConfig
+from lazystandby.harness import results
 from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner, standby_back
 from lazystandby.harness.operator_procs import hang, kill_all
 
@@ -374,11 +375,10 @@ def rejoined(service: str, deadline: float) -> dict:
     epoch in force (Nu's); its role, epoch and whether Nu backs up to it, as they are then.
 
     Each read is a `compose exec` of 1-3 s. Nu is read first, so the node, read second, has registered if
-    Nu names it; and the two must agree on the epoch. Read the other way round, with no such check, a CI
-    run of hang-operator (session 43) took a node in the epoch it was started in, 1, for rejoined, while
-    Nu backed up to `n` in epoch 2: the node read before its registration reached Nu (with the load over,
-    Nu has a new standby in sync at once), or a node started once more next to the registration of the
-    one before."""
+    Nu names it; and the two must agree on the epoch. Read the other way round, with no such check, a node
+    still in the epoch it was started in (1) passes for rejoined while Nu backs up to it in epoch 2: the
+    node was read before its registration reached Nu (with the load over, Nu has a new standby in sync at
+    once), or a node started once more next to the registration of the one before."""
     def back() -> tuple[dict, bool]:
         nu = node_status("nu")
         s = node_status(service)
@@ -405,7 +405,7 @@ def run_clean(name: str, client: docker.DockerClient) -> dict:
             r["logs"] = str(collect_logs(client, name))
     finally:
         compose("down", "-v", "--remove-orphans", check=False)
-    return r
+    return results.declared("chaos", r)
 
 
 def main(argv: list[str]) -> int:
@@ -428,7 +428,7 @@ def main(argv: list[str]) -> int:
     for name in names:
         r = run_clean(name, client)
         ok = ok and r["ok"]
-        print(json.dumps(r), flush=True)
+        print(json.dumps(r), flush=True)  # run_clean checked its keys
     return 0 if ok else 1
 
 

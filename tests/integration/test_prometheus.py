@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from lazystandby.harness import dashboards_check
+from lazystandby.harness import dashboards_check, results
 from lazystandby.harness.launcher import Topology
 from lazystandby.harness.local_prometheus import RULES, LocalPrometheus, install
 
@@ -121,6 +121,7 @@ def test_standby_out_of_sync_fires_while_a_paused_standby_holds_a_call_and_clear
 
 def test_every_panel_query_returns_data_after_a_failover():
     s = dashboards_check.run(settle=8.0)
+    results.declared("dashboards-check", dashboards_check.summary_of(s))
     assert s["failovers"] == 1
     assert s["dashboards"] == 4 and s["queries"] >= s["panels"] > 15
     assert s["errors"] == 0, json.dumps(s["error_queries"], indent=1)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import config
 from ..core.batching import format_bsize
+from . import results
 from .faults import Fault, Runner, for_runner
 from .launcher import run_dir, run_trial
 
@@ -128,7 +129,7 @@ def main(argv: list[str]) -> int:
     out = run_dir() / "chaos-campaign.json"
     out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
     print(f"details: {out}", file=sys.stderr)
-    print(json.dumps(summary))
+    print(results.dumps("chaos-campaign", summary))
     return 0 if summary["failed_runs"] == 0 and summary["stalled"] == 0 else 1
 
 

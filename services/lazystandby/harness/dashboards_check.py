@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import results
 from .launcher import ROOT, Topology, scratch
 from .local_prometheus import LocalPrometheus
 from .wait import wait_until
@@ -150,10 +151,15 @@ def render_pngs(prom: LocalPrometheus, files: list[Path], start: float, end: flo
     return written
 
 
+def summary_of(run_result: dict) -> dict:
+    """The JSON summary of a check: its counts, without the lists of the queries that failed."""
+    return {k: v for k, v in run_result.items() if not k.endswith("_queries")}
+
+
 def main(argv: list[str]) -> int:
     render = Path(argv[argv.index("--render") + 1]) if "--render" in argv else None
     s = run(render)
     if s["errors"] or s["empty"]:
         print(json.dumps({"empty": s["empty_queries"], "errors": s["error_queries"]}, indent=1), file=sys.stderr)
-    print(json.dumps({k: v for k, v in s.items() if not k.endswith("_queries")}))
+    print(results.dumps("dashboards-check", summary_of(s)))
     return 0 if not (s["errors"] or s["empty"]) else 1

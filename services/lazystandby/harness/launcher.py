@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import shutil
@@ -38,7 +37,7 @@ from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.peer import PeerError
 from ..transport.tls import TlsFiles
-from . import forge
+from . import forge, results
 from .check import compare, expected_outputs, kafka_expected
 from .faults import Action, Fault, Runner, Step, for_runner, standby_back
 from .operator_procs import hang, kill_all
@@ -914,7 +913,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     }
     if not r["ok"]:
         print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
-    print(json.dumps(summary))
+    print(results.dumps("launch", summary))
     return 0 if r["ok"] else 1
 
 
@@ -956,5 +955,5 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
                                 for t in trials),
         **_what_ran(args, settings, bootstrap), "failed_workdirs": failed,
     }
-    print(json.dumps(summary))
+    print(results.dumps("failover-check", summary))
     return 0 if not failed and lost == 0 and dup == 0 else 1

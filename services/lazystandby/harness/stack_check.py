@@ -5,12 +5,12 @@ source topics, and reads the new primary's recovery figures. Prints one JSON lin
 from __future__ import annotations
 
 import argparse
-import json
 
 from .. import config
 from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.tls import TlsFiles
+from . import results
 from .check import compare, kafka_expected
 
 
@@ -39,5 +39,5 @@ def main(argv: list[str]) -> int:
             out["nodes"][name] = {"error": str(e)[:200]}
         finally:
             peer.close()
-    print(json.dumps(out))
+    print(results.dumps("stack-check", out))
     return 0

@@ -1,0 +1,270 @@
+"""Every JSON summary the project prints, declared once: each command's keys and what each means.
+
+The summaries are built through `dumps` (which refuses a key this module does not declare, so a new key
+cannot reach a user undocumented), and `docs/results.md` is generated from the same declaration
+(`python -m lazystandby.harness.results > docs/results.md`; a unit test keeps it current). Keys are the
+project's public interface: add keys, never rename one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+
+class UndeclaredResultKey(KeyError):
+    """A summary carries a key its command's declaration lacks: declare it here (and regenerate
+    docs/results.md) before printing it."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One command's JSON summary: the commands that print it, and its keys with their meanings, in the
+    order a reader meets them."""
+
+    title: str
+    commands: str
+    keys: tuple[tuple[str, str], ...]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.keys)
+
+
+_WHAT_RAN = (
+    ("bsize", "the backup batch size every node ran with (`inf`: Upstream Backup)"),
+    ("codec", "the backup codec"),
+    ("operator", "`python` or `spark`"),
+    ("kafka", "true when the source and the results were Kafka topics"),
+    ("predicate", "the selection every operator ran"),
+    ("seed", "the generator's seed (the same seed gives the same tuples)"),
+    ("heartbeat_interval", "seconds between the standby's heartbeats"),
+    ("heartbeat_misses", "missed heartbeats before the standby takes over"),
+    ("exit_when_fenced", "a fenced node exits (75) and is started again (on in launch and failover-check)"),
+    ("handover_on_stop", "a primary asked to stop hands over to its standby first"),
+    ("fault", "the fault injected (a name from the catalog, docs/faults.md)"),
+)
+
+_MACHINE = (
+    ("seconds", "wall time of the whole command"),
+    ("cpu", "the CPU model the run had"),
+    ("cores", "cores the run had"),
+    ("load_1m", "the machine's one-minute load average at the end"),
+)
+
+SUMMARIES: dict[str, Summary] = {
+    "launch": Summary("One run with a fault", "`make demo`, `make demo-local`, `lazystandby launch`", (
+        ("source_tuples", "ticks written to the source"),
+        ("expected_output", "outputs the truth table expects"),
+        ("output_tuples", "outputs Nd holds at the end"),
+        ("lost", "expected outputs missing at Nd (must be 0)"),
+        ("duplicated", "outputs Nd holds more than once (must be 0)"),
+        ("out_of_order", "outputs out of their stream's order (must be 0)"),
+        ("failovers", "takeovers Nd accepted"),
+        ("takeovers_declined", "takeovers Nd declined because the primary in force still delivered (its lease)"),
+        ("primary_longest_silence_ms", "the longest the primary in force went without reaching Nd"),
+        ("takeover_lease_ms", "the lease a delivery gives the primary at Nd"),
+        ("failover_ms", "from the fault to the new primary live (every input Nu held at takeover done)"),
+        ("failover_cause", "`detector` (missed heartbeats), `handover` (the primary said it was leaving) or empty"),
+        ("detection_ms", "from the standby's last heartbeat answered to its suspicion (starts before the fault)"),
+        ("reconnection_ms", "from the suspicion until Nd and Nu both accepted the takeover"),
+        ("data_recovery_ms", "from then until the new primary was live"),
+        ("replayed_from_oq", "outputs the new primary sent from its own OQ'"),
+        ("resent_by_nu", "tuples Nu sent again at the takeover"),
+        ("backlog_at_takeover", "inputs the standby held unprocessed and uncovered when it took over"),
+        ("catch_up_ms", "the part of `data_recovery_ms` the new primary's operator took to reach Nu's head"),
+        ("overhead", "backup bytes over primary bytes on Nu's links (seed 000's definition)"),
+        ("dead_letters", "malformed source records sent to the dead-letter topic"),
+        ("restarted", "places whose node ended itself (exit 70 or 75) and was started again as the standby"),
+        ("standby_at_end", "Nu backs up to a standby in sync at the end"),
+        *_WHAT_RAN,
+        ("ok", "the output is exact and the run completed (restarted nodes rejoined in sync)"),
+    )),
+    "failover-check": Summary("Repeated kills of the primary", "`make failover-check KILLS=n`", (
+        ("trials", "trials run, one fault each"),
+        ("lost", "outputs missing, summed over the trials"),
+        ("duplicated", "outputs repeated, summed over the trials"),
+        ("failed_trials", "trials that were not exact or did not complete"),
+        ("failed_workdirs", "where the failed trials' logs are"),
+        ("recovery_ms_p50", "median time from the fault to the new primary live"),
+        ("recovery_ms_p95", "95th percentile of the same"),
+        ("recovery_ms_max", "slowest trial's recovery"),
+        ("detection_ms_p50", "median detection time"),
+        ("takeovers_declined", "takeovers Nd declined, summed (each adds about a heartbeat interval)"),
+        ("handovers", "trials whose takeover was a handover (`FAULT=stop-primary`)"),
+        ("handover_notices", "trials whose standby heard the leaving primary's notice"),
+        *_WHAT_RAN,
+    )),
+    "chaos-campaign": Summary("Faults drawn at random",
+                              "`make chaos-campaign RUNS=n` (each run in run/chaos-campaign.json)", (
+        ("runs", "runs made, one fault (single or pair) each"),
+        ("lost", "outputs missing, summed over the runs"),
+        ("duplicated", "outputs repeated, summed over the runs"),
+        ("stalled", "runs whose output did not complete within `bound_s`"),
+        ("double_faults", "runs whose fault was a pair (`a+b`)"),
+        ("failed_runs", "runs not exact, stalled, or whose harness failed"),
+        ("harness_errors", "runs in which the harness itself raised"),
+        ("bound_s", "seconds a run's output may take to complete"),
+        ("seed", "the draws' seed (the same seed repeats them)"),
+        ("bsize", "every run's Bsize"),
+        ("codec", "every run's backup codec"),
+        ("faults", "runs per fault drawn"),
+        *_MACHINE,
+    )),
+    "chaos": Summary("One fault on the compose stack", "`make chaos FAULT=name` (one line per fault)", (
+        ("fault", "the fault's name"),
+        ("expect", "the behaviour the catalog expects"),
+        ("lost", "outputs missing from the results topic"),
+        ("duplicated", "outputs repeated in the results topic"),
+        ("expected", "outputs the truth table expects"),
+        ("got", "outputs the results topic holds"),
+        ("recovery_ms", "from the first step to the last takeover live (null: none)"),
+        ("new_primary", "the node that took over last, or null"),
+        ("check_error", "why the last truth-table check could not run, if it could not"),
+        ("failover_cause", "as for `launch`"),
+        ("leases_released", "handovers Nd took (one per primary stopped with `docker stop`)"),
+        ("handover_notices", "notices of a leaving primary that a standby heard"),
+        ("standby_out_of_sync", "times Nu stopped waiting for a standby past `backup_stall_max`"),
+        ("standby_in_sync", "Nu's standby is in sync at the end"),
+        ("codec_backend", "what compressed Nu's backup in its container"),
+        ("roles", "each node's role at the end"),
+        ("takeovers_declined", "as for `launch`"),
+        ("primary_longest_silence_ms", "as for `launch`"),
+        ("ok", "0 lost, 0 duplicated, a takeover if the fault must cause one, restarted nodes back"),
+        ("steps", "each step's action, target and seconds after the first (a spare started, an exit code)"),
+        ("rounds", "`kill-primary-repeatedly`: the epoch and recovery of each round"),
+        ("restarted", "operator nodes compose started again: restarts, role, epoch, backed_up"),
+        ("logs", "where every container's logs went (a failed fault)"),
+        ("error", "what broke the runner (a failed fault)"),
+    )),
+    "stack-check": Summary("The truth-table check inside the stack", "`lazystandby stack-check`", (
+        ("nodes", "each named node's status"),
+        ("expected", "outputs the truth table expects"),
+        ("got", "outputs the results topic holds"),
+        ("lost", "outputs missing"),
+        ("duplicated", "outputs repeated"),
+        ("unexpected", "outputs the truth table does not expect"),
+        ("out_of_order", "outputs out of their stream's order"),
+        ("malformed", "source records the truth table skipped as malformed"),
+        ("diff", "the first differences, for a reader"),
+    )),
+    "dashboards-check": Summary("Every dashboard query against a real Prometheus", "`make dashboards-check`", (
+        ("dashboards", "dashboards read from grafana/dashboards"),
+        ("panels", "their panels"),
+        ("queries", "panel queries run"),
+        ("empty", "queries that returned nothing (must be 0)"),
+        ("errors", "queries that failed (must be 0)"),
+        ("failovers", "takeovers during the check (N is killed once)"),
+        ("pngs", "the renders written (run/dashboards, or docs/dashboards with PUBLISH=1)"),
+    )),
+    "bench": Summary("The benchmark", "`make bench-quick`, `make bench` (full results in run/bench/<name>.json)", (
+        ("tradeoff", "per Bsize and codec: `overhead`, mean `recovery_ms`, `vs_uncompressed` (wire bytes over "
+                     "the same batches uncompressed)"),
+        ("throughput_tuples_per_s", "Python operator, Bsize 10, zstd-stream-dict, standby on: the median run"),
+        ("throughput_no_ha_tuples_per_s", "the same with no standby"),
+        ("ha_cost_ratio", "the two above, with over without (goal 0.95)"),
+        ("ha_cost_ratio_rounds", "that ratio within each round (the runs take turns)"),
+        ("backup_coverage", "share of the tuples N' received once the backup caught up"),
+        ("backup_skipped", "positions never sent to N' because Nd's acks covered them first"),
+        ("backup_behind_at_end", "tuples N' had not acknowledged when Nd got the last output"),
+        ("standby_decoded_ratio", "share of the backup N' received that it decoded"),
+        ("worst_second_ratio", "the slowest full second over the mean, from N's first frame (standby on)"),
+        ("worst_second", "which second that was (1: the first)"),
+        ("worst_second_ratio_rounds", "the same in each round"),
+        ("no_ha_worst_second_ratio", "the same with no standby: how much the machine's seconds vary alone"),
+        ("no_ha_worst_second_ratio_rounds", "the same in each round"),
+        ("worst_second_ratio_from_start", "the slowest second counted from Nu's start (the fill included)"),
+        ("worst_second_ratio_from_start_rounds", "the same in each round"),
+        ("no_ha_worst_second_ratio_from_start", "the same with no standby"),
+        ("first_output_ms", "from Nu's start to N's first frame done (the pipeline's fill)"),
+        ("no_ha_first_output_ms", "the same with no standby"),
+        ("max_rss_mb", "peak resident memory per node (goal 300)"),
+        ("ha_cpu_us_per_tuple", "every node's CPU per tuple, standby on"),
+        ("no_ha_cpu_us_per_tuple", "the same with no standby"),
+        ("cpu_us_per_tuple_by_node", "`ha` and `no_ha`: each node's CPU per tuple"),
+        ("minor_faults_per_s_by_node", "`ha` and `no_ha`: pages each node faulted in per second"),
+        ("backup_codec_us_per_tuple", "Nu's encoding and N''s decoding alone, one thread, least of 3 passes"),
+        ("backup_codec_floor_us_per_tuple", "zstd over the same bytes in one call per run each way"),
+        ("backup_codec_floor_encode_us_per_tuple", "its compression alone"),
+        ("backup_codec_batch_floor_encode_us_per_tuple", "compression with each Bsize batch flushed on its own"),
+        ("backup_codec_backend", "what compressed them (`libzstd ... via zrun.c` or `python-zstandard`)"),
+        ("ha_cost_ratio_bound", "no_ha / (no_ha + floor encode): the best ratio saturated cores allow"),
+        ("ha_cost_ratio_bound_batched", "the same with the batched floor: the best this codec and Bsize allow"),
+        ("other_cpu_cores_rounds", "`ha` and `no_ha`: other work on the machine in each round's run, in cores"),
+        ("other_cpu_cores_max_second_rounds", "the same in each run's busiest second (windows of 0.5 s or more)"),
+        ("steal_cpu_cores_max", "the most the hypervisor took in any second of those runs"),
+        ("paced_rate_tuples_per_s", "the rate the paced runs hold the generator to"),
+        ("paced_tuples_per_s", "standby on, paced: the rate held"),
+        ("paced_no_ha_tuples_per_s", "no standby, paced"),
+        ("paced_ha_cost_ratio", "paced, with over without"),
+        ("paced_ha_cost_ratio_rounds", "the same in each round"),
+        ("paced_worst_second_ratio", "paced, the slowest second, standby on"),
+        ("paced_no_ha_worst_second_ratio", "the same, no standby"),
+        ("paced_backup_coverage", "paced, backup coverage"),
+        ("paced_cpu_cores", "`ha` and `no_ha`: cores all nodes took, paced"),
+        ("paced_standby_cpu_ratio", "the standby pipeline's cores over the other's (median of the rounds)"),
+        ("paced_standby_cpu_ratio_rounds", "the same in each round"),
+        ("paced_max_rss_mb", "paced, peak memory per node"),
+        ("kafka_throughput_tuples_per_s", "the pipeline with the Kafka source and results topic, records already in"),
+        ("quix_eos_tuples_per_s", "Quix Streams with exactly-once, same selection and topics"),
+        ("kafka_vs_quix_eos", "ours over Quix's"),
+        ("kstreams_eos_tuples_per_s", "Kafka Streams with exactly_once_v2, same selection and topics"),
+        ("kafka_vs_kstreams_eos", "ours over Kafka Streams'"),
+        ("flink_eos_tuples_per_s", "Flink MiniCluster, exactly-once KafkaSink, same selection and topics"),
+        ("kafka_vs_flink_eos", "ours over Flink's"),
+        ("kstreams_failover_ms", "Kafka Streams with a standby replica, the active instance killed (median)"),
+        ("kstreams_failover_duplicated", "results Kafka Streams committed twice"),
+        ("failover_speedup_vs_kstreams", "its failover over our Python operator's worst p95"),
+        ("flink_failover_ms", "Flink killed and restarted from its newest checkpoint (median)"),
+        ("flink_failover_duplicated", "results Flink committed twice"),
+        ("failover_speedup_vs_flink", "its recovery over our Python operator's worst p95"),
+        ("spark_pipeline_tuples_per_s", "the pipeline with the Spark operator over records already in Kafka"),
+        ("spark_direct_tuples_per_s", "a plain Spark query, Kafka to Kafka, same records and settings"),
+        ("spark_pipeline_vs_direct", "the two above, ours over plain Spark"),
+        ("spark_pipeline_vs_direct_rounds", "the same in each round"),
+        ("spark_generator_tuples_per_s", "the Spark operator fed by the generator, no Kafka"),
+        ("spark_failover_ms_p95", "`failover-check --operator spark`: p95 recovery"),
+        ("spark_restart_recovery_ms", "Spark's own restart from its checkpoint"),
+        ("spark_restart_duplicated", "results Spark's restart wrote twice"),
+        ("spark_failover_speedup", "Spark's restart over our Spark failover p95"),
+        ("failover_speedup_vs_spark", "Spark's restart over our Python operator's worst p95"),
+        ("rounds", "how many rounds, trials and kills each measurement took (figures are medians over rounds)"),
+        ("phase_seconds", "wall seconds of each phase of the run"),
+        *_MACHINE,
+    )),
+}
+
+
+def declared(command: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """`summary` unchanged, once every key of it is declared for `command`; raises UndeclaredResultKey
+    otherwise (or KeyError for an unknown command)."""
+    names = SUMMARIES[command].names()
+    extra = [k for k in summary if k not in names]
+    if extra:
+        raise UndeclaredResultKey(f"{command}'s summary has undeclared keys {extra}: declare them in "
+                                  f"lazystandby/harness/results.py and regenerate docs/results.md")
+    return summary
+
+
+def dumps(command: str, summary: dict[str, Any]) -> str:
+    """The summary's one JSON line, its keys checked against the declaration."""
+    return json.dumps(declared(command, summary))
+
+
+def markdown() -> str:
+    """docs/results.md: one table per summary, one row per key."""
+    out = ["# What the JSON summaries say", "",
+           "Every command that checks or measures something prints one JSON summary as its last line (progress",
+           "goes to stderr). This page is generated from `services/lazystandby/harness/results.py`, the",
+           "declaration every summary is checked against (`python -m lazystandby.harness.results`; a test keeps",
+           "it current). Keys are added, never renamed.", ""]
+    for s in SUMMARIES.values():
+        out += [f"## {s.title}", "", s.commands, "", "| key | meaning |", "|---|---|"]
+        out += [f"| `{k}` | {meaning} |" for k, meaning in s.keys]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
