@@ -36,9 +36,9 @@ def kafka_bootstrap_from_env(env: Mapping[str, str] | None = None) -> str:
 
 
 # A standby's IQ' holds this many times iq_capacity. Under full load the backup runs ahead of what the primary
-# has processed by up to the primary's whole IQ, and covering takes a further 0.1-0.7 s of inputs: with IQ'
-# no larger than IQ, a deferring standby ran short of room within seconds of a run at full speed and then
-# processed 70 % of the inputs, on the CPU the primary needed (session 13 in docs/benchmarks.md).
+# has processed by up to the primary's whole IQ, and covering takes a further fraction of a second of inputs:
+# an IQ' no larger than IQ runs out of room, and the standby then processes what it would have skipped, on
+# the CPU the primary needs (docs/benchmarks.md, "Tuning": standby_iq_factor).
 STANDBY_IQ_FACTOR = 4
 
 # The primary's lease at Nd, as a share of heartbeat_interval, unless takeover_lease is set (NodeConfig).
@@ -79,14 +79,9 @@ class NodeConfig:
     dict_samples: int = DICT_SAMPLES
     dict_size: int = DICT_SIZE
     # A run takes what is due, up to this many batches: only a backup behind the source sends big ones. One
-    # call is in flight at a time, so every call's fixed cost (both ends' gRPC and lock hand-offs) caps the
-    # backup, and through backup_lag_max the source. Measured at Bsize 10, full speed, two rounds each
-    # (session 10, bench.harness.throughput): 512 batches with a 32,768-tuple lag bound 213-220 k tuples/s
-    # (coverage 0.98-0.99); 2,048 with 65,536 286-302 k (0.95-0.96); 4,096 with 131,072 323-349 k, but a
-    # run then ends with up to 131,072 tuples not yet at N' (coverage 0.87-0.92): a longer lag is not a
-    # cheaper backup. Session 22, with 16,384-tuple frames and 4,000,000-tuple runs (five alternating
-    # rounds, medians): 2,048 with 65,536 858,232 tuples/s, 4,096 with 131,072 932,152 (coverage
-    # 0.975-1.0); the source had waited for the backup, which a frame of 16,384 reaches four times sooner.
+    # call is in flight at a time, so every call's fixed cost caps the backup, and through backup_lag_max the
+    # source. Larger runs move more tuples per call; with backup_lag_max they also let a run end with more
+    # tuples not yet at N' (docs/benchmarks.md, "Tuning": max_batches_per_rpc).
     max_batches_per_rpc: int = 4096
     # Milliseconds the backup link gathers due batches into one call, unless a full run is due first. Each
     # call carries about 50 bytes besides its batches (the checkpoint, the codec session, the run's header):
@@ -97,11 +92,9 @@ class NodeConfig:
     # Most tuples Nu admits past what a responsive standby has acknowledged. Without a bound the source
     # and the primary outrun the backup whenever CPU is short, and Nu trims past batches never sent: the
     # run then looks as cheap as no standby while the standby holds nothing. It leaves room for the call in
-    # flight and the one being cut, and for a few of the primary's frames (frame_max). At full speed it is
-    # also the slack for a backup call or encode slowed by the other processes: at 131,072 (0.12 s at 1.1 M
-    # tuples/s) the source stopped at the bound, and the slowest second of 12 runs of 8,000,000 tuples was
-    # 0.844 of the mean (median); at 262,144, 0.917 (0.883 in six at 393,216), with Nu's RSS unchanged (186-208
-    # MB; session 28, alternating). 0 = no bound.
+    # flight and the one being cut, and for a few of the primary's frames (frame_max). Larger: fewer stalls
+    # of the source behind a slow backup call (a steadier `worst_second_ratio`), more for Nu to resend at a
+    # takeover (docs/benchmarks.md, "Tuning": backup_lag_max). 0 = no bound.
     backup_lag_max: int = 262_144
     # Seconds a backup call may go unanswered before Nu stops holding the source (backup_lag_max) and OQu's
     # trim back for the standby: it is then out of sync, as a follower that stops fetching leaves Kafka's
@@ -109,11 +102,10 @@ class NodeConfig:
     # was paused (SIGSTOP, docker pause, a black-holed link) stopped the pipeline for 1.7 s of every 2 at
     # full speed. Far above a call's time under load (tens of ms). 0 = wait for rpc_timeout.
     backup_stall_max: float = 0.5
-    # Seconds a freshly started Nu holds its source for its standby to register. Admitting at once, Nu had
-    # admitted some 250,000 tuples when the registration came (0.3 s later: the standby's retries and
-    # gRPC's reconnect backoff), and the resync it asks for stopped the source at backup_lag_max a second
-    # time in the first second (session 28). A restarted Nu never waits (its standby registered with the
-    # one before). 0 = admit at once.
+    # Seconds a freshly started Nu holds its source for its standby to register. Admitting at once, Nu
+    # admits a large first run before the registration arrives (the standby's retries and gRPC's reconnect
+    # backoff), and the resync it then asks for stops the source at backup_lag_max a second time. A
+    # restarted Nu never waits (its standby registered with the one before). 0 = admit at once.
     standby_wait: float = 1.0
     # Most tuples Nu admits past what the primary has taken. Without a bound, a source faster than N filled
     # OQu (1,000,000 tuples ten seconds into a run at full speed); the backup shipped them all to N', whose
@@ -139,10 +131,10 @@ class NodeConfig:
     takeover_lease: float | None = field(default=None, metadata={"parse": parse_lease, "format": format_lease})
     # Seconds the primary's operator may leave a call unanswered before the primary stops vouching for
     # itself (core.recovery.OperatorWatch): its heartbeats then say so, the standby counts each as a miss,
-    # and no empty frame renews its lease at Nd. Far above a call's time: the Spark operator's slowest call
-    # (`operator_slowest_call_s` in a node's status), its first on a cold JVM included, took 0.42-0.59 s on
-    # loopback processes at 5,000 and 50,000 tuples/s, 1.55 s at full speed (session 37). 0 = never (an
-    # operator whose calls fail, its JVM gone, ends its node whatever this is).
+    # and no empty frame renews its lease at Nd. Far above a call's time, a cold JVM's first call included
+    # (`operator_slowest_call_s` in a node's status; docs/benchmarks.md, "Tuning": operator_stall_max).
+    # Shorter: a hung operator is replaced sooner, and a slow call is taken for a hang more easily. 0 = never
+    # (an operator whose calls fail, its JVM gone, ends its node whatever this is).
     operator_stall_max: float = 10.0
     # A fenced node (a primary deposed while it ran: paused, cut off, its operator stalled) ends its process
     # (exit 75) instead of staying up, fenced, holding a place: under a supervisor that starts it again (the
@@ -158,21 +150,13 @@ class NodeConfig:
     rpc_timeout: float = 2.0
     # framing and queues
     # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
-    # trip waits mostly for the GIL of a busy sender and receiver, not for work. Session 22 measured
-    # (bench.harness.throughput, Bsize 10, five alternating rounds, medians): 4,096 gave 774,511 tuples/s
-    # without a standby (507,001-1,120,650) and 693,424 with one; 16,384 gave 1,349,031 and (with the
-    # longer backup bound below) 1,119,715, a third of the spread. Session 25 (12,000,000 tuples, two
-    # alternating rounds): 16,384 gave 2,147,732 and 2,238,306 without a standby, 1,486,486 and 1,371,033
-    # with one; 32,768 gave 2,380,570 and 2,378,672, 1,544,197 and 1,505,465, its worst seconds 0.935-0.952
-    # of the mean against 0.848-0.956, with peak RSS 213-229 MB against 205-228; 65,536 reached 300 MB.
+    # trip waits mostly for the GIL of a busy sender and receiver, not for work. Larger frames: more tuples
+    # per round trip and steadier seconds, more memory per node (docs/benchmarks.md, "Tuning": frame_max).
     # A frame fills only while a link is behind: below capacity, linger_ms sends what is there.
     frame_max: int = 32_768
-    # Below capacity every frame costs about the same whatever it holds (a gRPC call here takes 0.5-1 ms
-    # of CPU), so linger_ms sets the CPU a moderate rate takes. Measured (bench.harness.throughput, Bsize
-    # 10, with a standby, one run each): at 10,000 tuples/s 2 ms took 1.33 cores, 5 ms 0.78, 10 ms 0.57,
-    # with e2e commit p50 5.9, 6.7 and 13.0 ms; at 500,000 tuples/s 2 ms 1.55, 5 ms 1.31 (p50 13-15 ms
-    # either way). failover-check (10 kills, two rounds) p95 187.0-187.2 ms at 2 and 188.1-201.6 at 5.
-    # 5 ms is also Kafka's producer default (linger.ms, since 4.0).
+    # Below capacity every frame costs about the same whatever it holds (a gRPC call), so linger_ms sets the
+    # CPU a moderate rate takes: longer, less CPU and more latency per tuple (docs/benchmarks.md, "Tuning":
+    # linger_ms). 5 ms is also Kafka's producer default (linger.ms).
     linger_ms: float = 5.0
     ack_poll_ms: float = 50.0
     oq_capacity: int = 2_000_000
@@ -180,11 +164,9 @@ class NodeConfig:
     max_tuple_bytes: int = 65536
     max_message_bytes: int = 64 << 20
     # MB of freed memory each node's malloc keeps for reuse (allocator.keep_freed_memory): a frame's
-    # buffers then come from memory already mapped, not fresh pages faulted in one by one. Measured
-    # (bench.harness.throughput, Bsize 10, 12,000,000 tuples, three alternating rounds, medians): 0 gave
-    # 1,373,726 tuples/s without a standby and 1,047,182 with one, 64 gave 1,686,841 and 1,173,583; Nu's
-    # minor page faults without a standby fell from 49,000-53,000 a second to about 1,250, and the busiest
-    # node's peak RSS rose from 192-229 MB to 201-239 MB. 0 = glibc's own thresholds.
+    # buffers then come from memory already mapped, not fresh pages faulted in one by one. More: fewer page
+    # faults (`minor_faults_per_s_by_node`), a higher peak RSS (`max_rss_mb`; docs/benchmarks.md, "Tuning":
+    # malloc_keep_mb). 0 = glibc's own thresholds.
     malloc_keep_mb: int = 64
     # operator
     operator: str = "python"  # python | spark

@@ -1,4 +1,4 @@
-"""The faults the first catalog did not survive (issue 11), each with real node processes and the exact
+"""Faults beyond the catalog's single steps, each with real node processes and the exact
 output checked against the truth table: Nu killed right after a takeover (Kafka), no standby then no
 primary (loud: log lines, metrics, alerts), forged calls from a client, a decompression bomb, an OQ
 smaller than one operator call through a pause of Nd, and a killed primary started again that rejoins as
@@ -219,10 +219,10 @@ def test_a_failover_over_tls_is_exact():
 
 def test_a_handover_over_tls_is_exact_and_the_leaving_primary_reaches_its_standby():
     """The Handover notice goes from N to N' (operator to operator) with their certificates."""
-    # Heard, or ignored by a standby whose own heartbeat heard LEAVING first (4 runs in 8 here, session 45:
-    # the notice took 7-26 ms on its fresh TLS channel, the standby beats every 100 ms): either way the
-    # notice got through. It is best effort, given one heartbeat interval: in one CI run (session 44) N'
-    # counted neither, and took over on its own heartbeat's LEAVING, as a notice that fails leaves it to
+    # Heard, or ignored by a standby whose own heartbeat heard LEAVING first (the notice takes some ms on
+    # its fresh TLS channel, the standby beats every 100 ms): either way the notice got through. It is best
+    # effort, given one heartbeat interval: on a busy machine N' can count neither, and take over on its own
+    # heartbeat's LEAVING, as a notice that fails leaves it to
     # (test_handover's test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat). Refused by the
     # certificates' rules it would fail every trial: one of three must get through. N logs how its notice
     # went, and the failure message carries those lines.

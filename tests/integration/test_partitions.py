@@ -139,7 +139,7 @@ def test_a_standby_cut_off_from_an_idle_primary_silent_past_its_lease_does_not_d
     """Nd's lease at 10 ms, shorter than an idle primary's frames are apart (25 ms): it has lapsed at
     almost every ask, as a 150 ms lease does after a 300-400 ms silence on busy containers. N' says it has
     not heard N for about 200 ms (its 0.3 s timeout, less an interval); N's last frame reached Nd within
-    that, so Nd declines: no failover. Under the lease alone, N' deposed N in 3 runs of 3 (session 40)."""
+    that, so Nd declines: no failover. Under the lease alone, N' deposes N here."""
     r = run_trial(fault="partition-primary-standby", total=6_000, rate=15_000, kill_after=0.8, timeout=90,
                   per_node={"nd": {"takeover_lease": 0.01}})
     exact(r)

@@ -74,7 +74,7 @@ def test_throughput_reports_the_median_run_with_all_rates():
 
 def test_the_bench_follows_the_primary_through_a_takeover():
     """A takeover during a measurement (a false suspicion on a loaded machine is one) moves the count to N';
-    the bench used to wait on the fenced N until its 600 s deadline."""
+    a bench that kept reading the fenced N would wait until its 600 s deadline."""
     from bench.harness import Serving
 
     class Topo:
@@ -169,7 +169,7 @@ def test_paced_keys_compare_the_median_runs_and_price_the_standby_in_cores_withi
     assert k["paced_cpu_cores"] == {"ha": 1.05, "no_ha": 0.8} and k["paced_standby_cpu_ratio"] == 1.312
     assert k["paced_standby_cpu_ratio_rounds"] == [1.375, 1.25]
     assert k["paced_rate_tuples_per_s"] == 500_000
-    # Session 29's bench: a slow round and a fast one, all at the pace. The median by rate took the
+    # A slow round and a fast one, all at the pace. The median by rate would take the
     # standby's run from the fast round and the other from the slow one: 1.182 against 1.226 cores.
     ha = [run(498_912, {"nu": 1.182}, 0.99), run(498_577, {"nu": 1.347}, 0.99)]
     no_ha = [run(498_482, {"nu": 0.995}, 0.99), run(498_902, {"nu": 1.226}, 0.99)]

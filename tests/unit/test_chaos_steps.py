@@ -220,7 +220,7 @@ def test_a_restarted_operator_container_is_waited_for_until_it_is_the_standby_nu
     in_sync = {"standby": "n:50051", "standby_in_sync": True, "epoch": 2}
     states = iter([{"n": {"error": "unreachable"}, "nu": {"standby": "", "epoch": 2}},  # still starting
                    {"n": {"role": "standby", "epoch": 2}, "nu": {**in_sync, "standby_in_sync": False}},
-                   # Nu backs it up in sync, but the node reads the epoch it was started in (a CI run, session 43)
+                   # Nu backs it up in sync, but the node still reads the epoch it was started in
                    {"n": {"role": "standby", "epoch": 1}, "nu": in_sync},
                    {"n": {"role": "standby", "epoch": 2}, "nu": in_sync}])
     now: dict = {}

@@ -549,8 +549,8 @@ def fill(nu, through: int) -> None:
 
 def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(fed_standby):
     """Fewer than Bsize tuples wait for their batch when a Level-1 ack covers them: the frame without batches
-    that carries it makes the standby skip past them. They used to be cut into the next run anyway, which
-    then repeated what the standby had skipped: refused (ALREADY_EXISTS), and a resync, at low rates."""
+    that carries it makes the standby skip past them. Cut into the next run instead, they would repeat what
+    the standby had skipped: refused (ALREADY_EXISTS), and a resync, at low rates."""
     from lazystandby.core.messages import Checkpoint
 
     s2, nu = fed_standby
@@ -570,10 +570,10 @@ def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(fed
 
 def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(net, fed_standby):
     """While the standby does not answer, Level-1 acks trim OQu past what it holds. The retry (no resync:
-    the standby was only unreachable) used to cut from the trim point with the newest checkpoint, which a
-    bounded trim had left behind: a skip into covered positions, refused as a gap (OUT_OF_RANGE) while the
+    the standby was only unreachable) must not cut from the trim point with the newest checkpoint, which a
+    bounded trim has left behind: that is a skip into covered positions, refused as a gap (OUT_OF_RANGE) while the
     standby's last heartbeat of the primary was older than that checkpoint, then a resync and a new codec
-    session. Nu now skips the batcher to its checkpoint and sends that checkpoint with the run."""
+    session. Nu skips the batcher to its checkpoint and sends that checkpoint with the run."""
     from lazystandby.core.messages import Checkpoint
 
     s2, nu = fed_standby
@@ -705,7 +705,7 @@ def test_an_unknown_codec_enum_is_invalid_argument_and_changes_nothing(net, stan
 
 
 def test_a_forged_delivery_with_a_newer_epoch_does_not_fence_the_primary(net, nd):
-    """A Deliver claiming epoch 2 with no tuples used to make Nd adopt epoch 2 and refuse the real primary."""
+    """A Deliver claiming epoch 2 with no tuples must not make Nd adopt epoch 2 and refuse the real primary."""
     assert net.call_pb("nd", "Deliver", out_frame(1, 3)).received_through == 3
     with pytest.raises(PeerError) as e:
         net.call_pb("nd", "Deliver", pb.OutputFrame(epoch=2, sender="mallory"))
@@ -884,8 +884,8 @@ def test_a_restarted_nu_restores_the_takeover_and_the_standby():
 
 
 def test_nd_refuses_replays_from_a_node_that_is_not_the_primary_and_keeps_its_alarms_quiet(net, nd):
-    """Replayed or gapped deliveries from a client used to raise the counters the DuplicatesDropped and
-    OutputGaps alerts watch; they are refused first, and counted apart."""
+    """Replayed or gapped deliveries from a client must not raise the counters the DuplicatesDropped and
+    OutputGaps alerts watch: they are refused first, and counted apart."""
     net.call_pb("nd", "Deliver", out_frame(1, 5))
     for frame_ in (out_frame(1, 5, sender="mallory"), out_frame(9, 2, sender="mallory")):
         with pytest.raises(PeerError) as e:

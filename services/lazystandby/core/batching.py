@@ -21,9 +21,8 @@ INFINITE = None
 
 # A dictionary codec's defaults. A streaming context learns from its own history after a few batches, so the
 # dictionary matters most in a session's first batches, and it travels once per session: sooner and smaller
-# wins. Measured on the generator's ticks (session 14 in docs/benchmarks.md), 500 samples and 2 KB against
-# 2,000 and 4 KB: over a session's first 8,850 tuples at Bsize 10, 0.270 of the raw bytes (dictionary
-# included) against 0.281; over 100,000 the same (0.266); at Bsize 1 no worse (0.398 against 0.401).
+# wins: 500 samples and 2 KB give a session's first batches a smaller backup than 2,000 and 4 KB, and
+# the same over long sessions (docs/benchmarks.md, "Tuning": codec parameters).
 DICT_SAMPLES = 500
 DICT_SIZE = 2048
 

@@ -93,8 +93,8 @@ class EncodedRun:
 
 # zstd's dictionary trainer (fastCover) with its segment and d-mer sizes set, instead of trying a range of
 # them. Nu trains at start-up, on the backup thread, while the source waits for the first backup call
-# (backup_lag_max). On 500 of the generator's ticks and 2 KB (session 27): 5 ms against 17, and the backup
-# no bigger (0.265 of the raw bytes against 0.267 at Bsize 10, 0.3925 against 0.3926 at Bsize 1).
+# (backup_lag_max): a third of the training time, and a backup no bigger (docs/benchmarks.md, "Tuning":
+# codec parameters).
 DICT_TRAIN = {"k": 200, "d": 8}
 
 
@@ -114,9 +114,8 @@ def _zstd_dict(data: bytes) -> zstd.ZstdCompressionDict:
 
 # A streaming context flushes one block of a few hundred bytes per batch. The tables zstd sizes for a level
 # and an unknown input (512 KB of hash and 256 KB of chain at level 3, for a 2 MB window) then miss the cache
-# on every call, and index far more history than a batch finds matches in. Measured on Bsize-10 batches of
-# the generator's ticks (520 raw bytes, a 4 KB trained dictionary; session 12 in docs/benchmarks.md): level 3
-# took 6.1 us a batch at 0.265 of the raw bytes, level 1 on these tables 4.8 us at 0.260.
+# on every call, and index far more history than a batch finds matches in. Small tables at level 1 are
+# faster per batch than level 3 and as small (docs/benchmarks.md, "Tuning": codec parameters).
 SMALL_TABLES = {"window_log": 17, "hash_log": 12, "chain_log": 12}
 
 

@@ -116,15 +116,16 @@ class PrimaryLease:
     with the empty frame it sends every ack_poll_ms. A crashed primary's lease may still hold when its
     standby first asks (refused heartbeats, every quarter interval, reach the allowed misses about half an
     interval after the crash): the standby withdraws, suspects again about half an interval later, and by
-    then the lease has run out. Measured (`make failover-check KILLS=20`, session 36): 4 of 20 takeovers
-    declined once, recovery p95 172 ms (session 34's bench: 171-194 ms). 0 = no lease: every newer epoch
-    is taken, as seed 000 does. Clocks are injected, as everywhere in core.
+    then the lease has run out, at the cost of about one heartbeat interval (`takeovers_declined` in
+    failover-check's summary). 0 = no lease: every newer epoch is taken, as seed 000 does. Clocks are
+    injected, as everywhere in core.
 
     The lease alone must outlast every silence of a working primary, and on two busy cores those reach
-    290-407 ms in containers (session 39), past a 150 ms lease. So the standby also says how long it has
-    surely not heard its primary (`unheard`: since its last good heartbeat, less one heartbeat interval),
-    and Nd declines while the primary's last frame reached it well inside that time: Nd heard the primary
-    after the standby lost it, so the standby is cut off from a primary that lives. A crashed primary sent
+    several hundred ms in containers (`primary_longest_silence_ms`), past a 150 ms lease. So the standby
+    also says how long it has surely not heard its primary (`unheard`: since its last good heartbeat, less
+    one heartbeat interval), and Nd declines while the primary's last frame reached it well inside that
+    time: Nd heard the primary after the standby lost it, so the standby is cut off from a primary that
+    lives. A crashed primary sent
     its last frame no later than its last heartbeat answer, at most an interval after the standby's last
     good one, so Nd got that frame at least `unheard` ago, less its transit, which the lease's length
     covers as a margin: this rule never declines a crash the lease would take. A standby that suspects by

@@ -13,9 +13,8 @@ in 10,000. The receiving end does not know which wrote them.
 
 zstd and zstd-dict take the same path with `frames`: each batch a frame of its own, as python-zstandard's
 ZstdCompressor.compress writes one (its size in the header, tables sized to it), one call and one GIL
-release per run instead of one per batch. At full speed in the pipeline (session 34 in docs/benchmarks.md,
-three rounds side by side) that took Nu from 1.20-1.27 to 1.11-1.12 us per tuple with zstd, from 0.95-0.97
-to 0.81-0.86 with zstd-dict; the zstd work itself (3.5-6.5 us a frame) is what remains.
+release per run instead of one per batch: less of Nu's CPU per tuple with zstd and zstd-dict
+(docs/benchmarks.md, "Tuning": native codec); the zstd work itself is what remains.
 
 `zrun.c` is compiled when the package is installed (setup.py, `make setup`: build.py). Where it was not
 (no C compiler), or no libzstd >= 1.4 loads, or LS_ZSTD_NATIVE=0, `available()` is False and the codec
@@ -43,10 +42,9 @@ _PARAMS = {"window_log": 101, "hash_log": 102, "chain_log": 103, "search_log": 1
 _CONTENT_SIZE_FLAG, _CHECKSUM_FLAG, _DICT_ID_FLAG = 200, 201, 202
 _DLM_BY_COPY, _DCT_AUTO = 0, 0
 # ZSTD_c_forceAttachDict (experimental, zstd >= 1.4.5) = ZSTD_dictForceLoad: the dictionary is loaded into the
-# context's own tables at each frame's start, instead of searched beside them on every block. Measured on
-# Bsize-10 batches of the generator's ticks with the link's 2 KB dictionary (session 21 in
-# docs/benchmarks.md, libzstd 1.5.4 called from C): 1.60 us a batch at 0.272 of the raw bytes, against 1.93
-# at 0.279 attached. A frame starts once per session or FRESH_EVERY tuples, so loading costs nothing seen.
+# context's own tables at each frame's start, instead of searched beside them on every block: faster per
+# Bsize-10 batch and no larger (docs/benchmarks.md, "Tuning": native codec). A frame starts once per
+# session or FRESH_EVERY tuples, so loading costs nothing seen.
 _FORCE_ATTACH_DICT, _DICT_FORCE_LOAD = 1001, 3
 _MIN_VERSION = 10400  # ZSTD_compressStream2 and the parameter API
 
