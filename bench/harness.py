@@ -29,12 +29,16 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from lazystandby.config import NodeConfig
 from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
+from lazystandby.harness import results
 from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.launcher import SPARK_DETECTOR, StatusPoller, Topology, run_trial, scratch
 from lazystandby.harness.operator_procs import CLOCK_TICKS, ProcRow, children_of, proc_table, subtree
@@ -49,46 +53,35 @@ CODECS = [c.value for c in CodecName]
 # ran at 1.0-1.9 M tuples/s: 1-3 full seconds, the first of them start-up (a standby registering, a codec
 # dictionary trained), so the median run and its worst second moved with where start-up fell.
 THROUGHPUT_TUPLES = 12_000_000
-# The issue's goal rate: both pipelines paced at it show whether each holds it and what the standby costs
+# The goal rate: both pipelines paced at it show whether each holds it and what the standby costs
 # there in CPU (at full speed the cores are full, and the cost shows only as throughput). 10 s each.
 GOAL_RATE = 500_000.0
 PACED_TUPLES = 5_000_000
 
 
-def progress(i: int, n: int, what: str) -> None:
-    width = 30
-    done = int(width * i / n)
-    print(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {what:<50}", end="" if i < n else "\n",
-          file=sys.stderr, flush=True)
-
-
 def tradeoff(bsizes: list[str], codecs: list[str], trials: int, *, total: int, rate: float,
              kill_after: float) -> list[dict]:
     rows = []
-    n = len(bsizes) * len(codecs) * trials
-    i = 0
-    for bsize in bsizes:
-        for codec in codecs:
-            for t in range(trials):
-                progress(i, n, f"Bsize {bsize} codec {codec} trial {t + 1}")
-                r = run_trial(fault="kill-primary", bsize=bsize, codec=codec, total=total, rate=rate,
-                              kill_after=kill_after, seed=7 + t)
-                i += 1
-                if not r["ok"]:
-                    raise RuntimeError(f"trial failed the truth-table check: {r['workdir']} {r.get('diff')}")
-                rec, nu = r["recovery"], r["before"]["nu"]
-                c = nu["counters"]
-                rows.append({
-                    "bsize": bsize, "codec": codec, "trial": t,
-                    "overhead": nu["overhead"],
-                    "overhead_raw": c.get("backup_raw_bytes", 0) / c["primary_bytes"] if c.get("primary_bytes") else 0,
-                    "compression_ratio": nu["compression_ratio"],
-                    "reconnection_ms": rec["reconnection_ms"], "data_recovery_ms": rec["data_recovery_ms"],
-                    "recovery_ms": rec["reconnection_ms"] + rec["data_recovery_ms"],
-                    "detection_ms": rec["detection_ms"], "failover_ms": r.get("recovery_ms", 0.0),
-                    "replayed_from_oq": rec["replayed_from_oq"], "resent_by_nu": rec["resent_by_nu"],
-                })
-    progress(n, n, "done")
+    cells = [(bsize, codec, t) for bsize in bsizes for codec in codecs for t in range(trials)]
+    with tqdm(cells, desc="trade-off", unit="trial", file=sys.stderr) as bar:
+        for bsize, codec, t in bar:
+            bar.set_postfix_str(f"Bsize {bsize} {codec} trial {t + 1}")
+            r = run_trial(fault="kill-primary", bsize=bsize, codec=codec, total=total, rate=rate,
+                          kill_after=kill_after, seed=7 + t)
+            if not r["ok"]:
+                raise RuntimeError(f"trial failed the truth-table check: {r['workdir']} {r.get('diff')}")
+            rec, nu = r["recovery"], r["before"]["nu"]
+            c = nu["counters"]
+            rows.append({
+                "bsize": bsize, "codec": codec, "trial": t,
+                "overhead": nu["overhead"],
+                "overhead_raw": c.get("backup_raw_bytes", 0) / c["primary_bytes"] if c.get("primary_bytes") else 0,
+                "compression_ratio": nu["compression_ratio"],
+                "reconnection_ms": rec["reconnection_ms"], "data_recovery_ms": rec["data_recovery_ms"],
+                "recovery_ms": rec["reconnection_ms"] + rec["data_recovery_ms"],
+                "detection_ms": rec["detection_ms"], "failover_ms": r.get("recovery_ms", 0.0),
+                "replayed_from_oq": rec["replayed_from_oq"], "resent_by_nu": rec["resent_by_nu"],
+            })
     return rows
 
 
@@ -164,7 +157,7 @@ class MachineShare:
     def per_second(self) -> list[float]:
         """`other` over each window between marks of at least MIN_WINDOW_S: a run's last mark comes at its
         end, often a poll (50 ms) after the one before, and /proc/stat's 10-ms ticks over so short a window
-        read as whole cores of other work, or less than none (2.19 and -1.0 in session 45's runs)."""
+        read as whole cores of other work, or less than none."""
         return [other_cores(a, b)["other"] for a, b in zip(self.marks, self.marks[1:], strict=False)
                 if b[0] - a[0] >= MIN_WINDOW_S]
 
@@ -270,8 +263,8 @@ class FrameMarks:
     1.5 M tuples/s), so a count read between frames is up to a frame old at either end of a window, and a
     second's rate read so moves by up to a frame, about 2 %, either way; the slowest of eight such seconds
     reads low. And why from the first frame, not from Nu's start: no output can come before the first
-    frame has been generated, sent and run (at full speed 41-68 ms after Nu's start without a standby,
-    53-132 ms with one, in session 33's runs), so a first second counted from the start holds that fill
+    frame has been generated, sent and run (tens of ms after Nu's start at full speed, more with a
+    standby: `first_output_ms`), so a first second counted from the start holds that fill
     time as if the pipeline had slowed. The fill is a latency, reported with the run (`first_output_ms`:
     from Nu's start to N's first frame done)."""
 
@@ -406,15 +399,39 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
             "cpu_seconds": cpu, "topic_prefix": prefix, "skipped_tuples": first, "takeovers": serving.takeovers}
 
 
-KAFKA_REPS = 3  # runs of the Kafka path and of each peer (Quix, Kafka Streams, Flink), each one's median kept
 SPARK_FAIR_TUPLES = 1_000_000  # records in Kafka that the Spark pipeline and the direct query both read
-SPARK_FAIR_REPS = 3  # rounds of the Spark pipeline against the direct query, each side's median kept
 SPARK_MAX_ROWS = NodeConfig.spark_max_rows  # records per micro-batch, for both
-JVM_KILLS = 3  # kills of the active Kafka Streams instance and of the Flink job (each about 15-20 s)
-SPARK_KILLS = 5  # kills of N with the Spark operator (each trial starts two Spark sessions: about a minute)
 
 
-def spark_fair(bootstrap: str, reps: int = SPARK_FAIR_REPS) -> dict:
+@dataclass(frozen=True)
+class Plan:
+    """How many rounds, trials and kills each measurement takes. Every figure is a median over its rounds
+    (the configurations take turns within a round), so fewer rounds keep every key and widen its spread;
+    the summary's `rounds` says what ran."""
+
+    name: str
+    bsizes: tuple[str, ...]  # the trade-off's Bsizes
+    trials: int  # failover trials per Bsize and codec in the trade-off
+    throughput_rounds: int  # rounds of the standby / no-standby pair at full speed
+    side_rounds: int  # rounds of the other throughput configurations (Bsize 1 and inf, zstd)
+    paced_rounds: int  # rounds of the pair paced at GOAL_RATE
+    kafka_rounds: int  # runs of the Kafka path and of each exactly-once peer (Quix, Kafka Streams, Flink)
+    spark_fair_rounds: int  # rounds of the Spark pipeline against the direct Spark query
+    jvm_kills: int  # kills of the active Kafka Streams instance and of the Flink job
+    spark_kills: int  # kills of N with the Spark operator (each trial starts two Spark sessions)
+
+    def rounds(self) -> dict[str, int]:
+        return {k: v for k, v in vars(self).items() if isinstance(v, int)}
+
+
+QUICK = Plan("quick", ("1", "10", "inf"), trials=1, throughput_rounds=3, side_rounds=1, paced_rounds=2,
+             kafka_rounds=2, spark_fair_rounds=2, jvm_kills=2, spark_kills=3)
+FULL = Plan("full", ("1", "2", "10", "15", "20", "25", "30", "35", "40", "45", "50", "inf"), trials=30,
+            throughput_rounds=3, side_rounds=3, paced_rounds=2, kafka_rounds=3, spark_fair_rounds=3, jvm_kills=3,
+            spark_kills=5)
+
+
+def spark_fair(bootstrap: str, reps: int) -> dict:
     """Our pipeline with the Spark operator (standby on) and a direct Spark query over the same records
     already in Kafka, both without their session start and first micro-batch: `reps` rounds, each over
     records of its own (a pipeline's topics hold its state), the two taking turns; each side's median run,
@@ -497,9 +514,8 @@ def backup_codec_cost(total: int = 1_000_000, bsize: int = 10, codec: str = "zst
     same parameters and dictionary over each run's bytes in one call each way, no batch boundaries.
 
     Each figure is the least of `passes` passes, each with fresh encoders: on this machine's two vCPUs the
-    same pass read up to 1.76 times as much CPU when something ran beside it (session 32's bench measured
-    it just after the Spark runs: 0.366 us per tuple for the batch floor against 0.206-0.208 on a quiet
-    machine), and a floor is what the work costs when nothing else slows it.
+    same pass reads up to 1.76 times as much CPU when something runs beside it (just after the Spark runs,
+    say), and a floor is what the work costs when nothing else slows it.
 
     A standby costs at least the floor's compression per tuple (every tuple is compressed once; a lazy
     standby decompresses only what it needs, `standby_decoded_ratio`), so on saturated cores a pipeline
@@ -611,12 +627,12 @@ def cost_rounds(ha_runs: list[dict], no_ha_runs: list[dict]) -> list[float]:
 
 
 def paced_keys(ha_runs: list[dict], no_ha_runs: list[dict], rate: float) -> dict:
-    """The same two pipelines with the generator paced at `rate` (the issue's goal rate): whether each holds
+    """The same two pipelines with the generator paced at `rate` (GOAL_RATE): whether each holds
     it, how even its seconds are, and what the standby costs there in CPU, which at full speed shows only
     as throughput. Rates from the median runs, as the full-speed keys. Cores are not: paced runs all go at
     the pace, so the median by rate is any run, while the machine's speed moves CPU per tuple by a fifth
-    from one round to the next (session 29's bench picked the standby's run from one round and the other's
-    from the other, and read 0.964). The cores are each pipeline's median over its runs, and the standby's
+    from one round to the next (a median by rate can pick the standby's run from one round and the other's
+    from the other). The cores are each pipeline's median over its runs, and the standby's
     CPU ratio is taken within each round, as `ha_cost_ratio_rounds`, then the median of those."""
     ha, no_ha = median_run(ha_runs), median_run(no_ha_runs)
 
@@ -781,7 +797,7 @@ def plot(rows: list[dict], thr: list[dict], name: str, spark: dict | None = None
     return paths
 
 
-def spark_peer() -> dict:
+def spark_peer(plan: Plan) -> dict:
     """Spark's restart recovery and direct throughput, and our pipeline's throughput on Kafka, on a broker
     of their own (or KAFKA_BOOTSTRAP)."""
     import os
@@ -792,18 +808,19 @@ def spark_peer() -> dict:
 
     def measure(b: str) -> dict:
         # A run over 300,000 records lasts about two seconds, so one run swings with the machine: the two
-        # take turns, KAFKA_REPS rounds (each round's topics fresh: a pipeline's topics hold its state),
+        # take turns, `plan.kafka_rounds` rounds (each round's topics fresh: a pipeline's topics hold its state),
         # and each side reports its median.
         runs, quix, jvm = [], [], {"kstreams": [], "flink": []}
-        for rep in range(KAFKA_REPS):
-            print(f"Kafka path {rep + 1}/{KAFKA_REPS}: the pipeline with the Kafka source and the results topic",
+        reps = plan.kafka_rounds
+        for rep in range(reps):
+            print(f"Kafka path {rep + 1}/{reps}: the pipeline with the Kafka source and the results topic",
                   file=sys.stderr, flush=True)
             runs.append(kafka_throughput(b))
-            print(f"Kafka path {rep + 1}/{KAFKA_REPS}: Quix Streams (exactly-once) over the same topics",
+            print(f"Kafka path {rep + 1}/{reps}: Quix Streams (exactly-once) over the same topics",
                   file=sys.stderr, flush=True)
             quix.append(quix_throughput(b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
             for peer, done in jvm.items():
-                print(f"Kafka path {rep + 1}/{KAFKA_REPS}: {jvm_peers.NAMES[peer]} (exactly-once) over the same "
+                print(f"Kafka path {rep + 1}/{reps}: {jvm_peers.NAMES[peer]} (exactly-once) over the same "
                       f"topics", file=sys.stderr, flush=True)
                 done.append(jvm_peers.select_throughput(peer, b, runs[-1]["topic_prefix"], runs[-1]["tuples"]))
                 same_selection(quix[-1], done[-1], jvm_peers.NAMES[peer])
@@ -811,13 +828,13 @@ def spark_peer() -> dict:
         kafka["quix_eos"] = median_run(quix)
         kafka["kstreams_eos"] = median_run(jvm["kstreams"])
         kafka["flink_eos"] = median_run(jvm["flink"])
-        fair = spark_fair(b)
+        fair = spark_fair(b, plan.spark_fair_rounds)
         ks_failovers, flink_failovers = [], []
-        for rep in range(JVM_KILLS):
-            print(f"Kafka Streams failover {rep + 1}/{JVM_KILLS}: two instances, the active one killed",
+        for rep in range(plan.jvm_kills):
+            print(f"Kafka Streams failover {rep + 1}/{plan.jvm_kills}: two instances, the active one killed",
                   file=sys.stderr, flush=True)
             ks_failovers.append(jvm_peers.kstreams_failover(b))
-            print(f"Flink failover {rep + 1}/{JVM_KILLS}: killed, started again from its newest checkpoint",
+            print(f"Flink failover {rep + 1}/{plan.jvm_kills}: killed, started again from its newest checkpoint",
                   file=sys.stderr, flush=True)
             flink_failovers.append(jvm_peers.flink_failover(b))
         return {"restart": restart_recovery(b), "throughput": fair["direct"], "fair": fair, "kafka": kafka,
@@ -841,10 +858,54 @@ def replot(name: str) -> list[Path]:
     return plot(rows, d["throughput"], name, d.get("spark"))
 
 
+MAIN_PAIR = (("10", "zstd-stream-dict", True), ("10", "zstd-stream-dict", False))  # the headline ratio's runs
+SIDE_CONFIGS = (("1", "zstd-stream-dict", True), ("inf", "zstd-stream-dict", True), ("10", "zstd", True))
+
+
+def full_speed_runs(plan: Plan) -> dict[tuple, list[dict]]:
+    """Throughput at full speed. On 2 cores it swings by up to 20 % between identical runs (thread
+    scheduling in a GIL-bound Nu): the configurations take turns within each round, and each reports its
+    median run. The side configurations run in the first `plan.side_rounds` rounds only."""
+    runs: dict[tuple, list[dict]] = {c: [] for c in (*MAIN_PAIR, *SIDE_CONFIGS)}
+    for rep in range(plan.throughput_rounds):
+        for bsize, codec, standby in (*MAIN_PAIR, *(SIDE_CONFIGS if rep < plan.side_rounds else ())):
+            print(f"throughput {rep + 1}/{plan.throughput_rounds}: Bsize {bsize} {codec} standby={standby}",
+                  file=sys.stderr, flush=True)
+            runs[(bsize, codec, standby)].append(throughput(bsize=bsize, codec=codec, standby=standby,
+                                                            total=THROUGHPUT_TUPLES))
+    return runs
+
+
+def paced_runs(plan: Plan) -> dict[bool, list[dict]]:
+    """The standby / no-standby pair with the generator paced at GOAL_RATE, taking turns."""
+    paced: dict[bool, list[dict]] = {True: [], False: []}
+    for rep in range(plan.paced_rounds):
+        for standby in (True, False):
+            print(f"paced at {GOAL_RATE:,.0f} tuples/s {rep + 1}/{plan.paced_rounds}: standby={standby}",
+                  file=sys.stderr, flush=True)
+            paced[standby].append(throughput(bsize="10", codec="zstd-stream-dict", standby=standby,
+                                             total=PACED_TUPLES, rate=GOAL_RATE))
+    return paced
+
+
+class Phases:
+    """Wall seconds of each phase of a run, in the order they ran (`phase_seconds` in the summary)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self.seconds[name] = round(time.monotonic() - t0, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--trials", type=int, default=None, help="per Bsize and codec (quick 2, full 30)")
+    ap.add_argument("--trials", type=int, default=None, help="per Bsize and codec (quick 1, full 30)")
     ap.add_argument("--codecs", default="", help="comma-separated (default: every codec)")
     ap.add_argument("--replot", default="", help="only draw the plots of a finished run (quick or full)")
     ap.add_argument("--publish", action="store_true", help="write into docs/bench (the README's), not run/bench")
@@ -857,38 +918,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     codecs = a.codecs.split(",") if a.codecs else CODECS
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "quick" if a.quick else "full"
-    bsizes = ["1", "10", "inf"] if a.quick else ["1", "2", "10", "15", "20", "25", "30", "35", "40", "45", "50", "inf"]
-    trials = a.trials or (2 if a.quick else 30)
+    plan = QUICK if a.quick else FULL
+    if a.trials:
+        plan = replace(plan, trials=a.trials)
+    name = plan.name
     t0 = time.time()
-    rows = tradeoff(bsizes, codecs, trials, total=20_000, rate=10_000.0, kill_after=1.0)
-    # Throughput on 2 cores swings by up to 20 % between identical runs (thread scheduling in a GIL-bound
-    # Nu): the configurations take turns, `reps` rounds, and each reports its median run.
-    configs = (("10", "zstd-stream-dict", True), ("10", "zstd-stream-dict", False), ("1", "zstd-stream-dict", True),
-               ("inf", "zstd-stream-dict", True), ("10", "zstd", True))
-    reps = 3
-    runs: dict[tuple, list[dict]] = {c: [] for c in configs}
-    for rep in range(reps):
-        for bsize, codec, standby in configs:
-            print(f"throughput {rep + 1}/{reps}: Bsize {bsize} {codec} standby={standby}", file=sys.stderr, flush=True)
-            runs[(bsize, codec, standby)].append(throughput(bsize=bsize, codec=codec, standby=standby,
-                                                            total=THROUGHPUT_TUPLES))
+    phases = Phases()
+    rows = phases.run("tradeoff", lambda: tradeoff(list(plan.bsizes), codecs, plan.trials, total=20_000,
+                                                   rate=10_000.0, kill_after=1.0))
+    runs = phases.run("throughput", lambda: full_speed_runs(plan))
     thr = [median_run(rs) for rs in runs.values()]
-    paced: dict[bool, list[dict]] = {True: [], False: []}
-    for rep in range(2):
-        for standby in (True, False):
-            print(f"paced at {GOAL_RATE:,.0f} tuples/s {rep + 1}/2: standby={standby}", file=sys.stderr, flush=True)
-            paced[standby].append(throughput(bsize="10", codec="zstd-stream-dict", standby=standby,
-                                             total=PACED_TUPLES, rate=GOAL_RATE))
+    paced = phases.run("paced", lambda: paced_runs(plan))
     print("throughput: Bsize 10 zstd standby=True, Spark operator", file=sys.stderr, flush=True)
-    spark_op = throughput(bsize="10", codec="zstd", standby=True, total=300_000, operator="spark")
+    spark_op = phases.run("spark_operator", lambda: throughput(bsize="10", codec="zstd", standby=True,
+                                                               total=300_000, operator="spark"))
     thr.append(spark_op)
-    print("Spark's own recovery and throughput (spark/direct_query.py on Kafka)", file=sys.stderr, flush=True)
-    spark = spark_peer()
+    print("Spark's own recovery and throughput, the Kafka path and its peers", file=sys.stderr, flush=True)
+    spark = phases.run("kafka_and_peers", lambda: spark_peer(plan))
     print("Spark operator failovers: failover-check --operator spark", file=sys.stderr, flush=True)
-    spark_fo = spark_failover(SPARK_KILLS)
+    spark_fo = phases.run("spark_failover", lambda: spark_failover(plan.spark_kills))
     print("the backup codec's CPU per tuple, alone", file=sys.stderr, flush=True)
-    codec_cost = backup_codec_cost()
+    codec_cost = phases.run("backup_codec", backup_codec_cost)
     summary = summarize(rows)
     with open(RESULTS / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -907,15 +957,15 @@ def main(argv: list[str] | None = None) -> int:
         "backup_coverage": ha["backup_coverage"], "worst_second_ratio": ha["worst_second_ratio"],
         "worst_second": ha["worst_second"],
         # Each round's run, as ha_cost_ratio_rounds: the published figure is one run's slowest second.
-        "worst_second_ratio_rounds": [r["worst_second_ratio"] for r in runs[("10", "zstd-stream-dict", True)]],
-        "no_ha_worst_second_ratio_rounds": [r["worst_second_ratio"] for r in runs[("10", "zstd-stream-dict", False)]],
+        "worst_second_ratio_rounds": [r["worst_second_ratio"] for r in runs[MAIN_PAIR[0]]],
+        "no_ha_worst_second_ratio_rounds": [r["worst_second_ratio"] for r in runs[MAIN_PAIR[1]]],
         # The same measure without a standby: how much this machine's seconds vary with no backup to starve.
         "no_ha_worst_second_ratio": no_ha["worst_second_ratio"],
-        # As measured before session 33 (FrameMarks): counts polled each second from Nu's start, so the
-        # first second also holds the pipeline's fill, `first_output_ms`.
+        # Counts polled each second from Nu's start, so the first second also holds the pipeline's fill,
+        # `first_output_ms` (worst_second_ratio counts from N's first frame instead).
         "worst_second_ratio_from_start": ha["worst_second_ratio_from_start"],
         "worst_second_ratio_from_start_rounds": [r["worst_second_ratio_from_start"]
-                                                 for r in runs[("10", "zstd-stream-dict", True)]],
+                                                 for r in runs[MAIN_PAIR[0]]],
         "no_ha_worst_second_ratio_from_start": no_ha["worst_second_ratio_from_start"],
         "first_output_ms": ha["first_output_ms"], "no_ha_first_output_ms": no_ha["first_output_ms"],
         "backup_skipped": ha["backup_skipped"], "backup_behind_at_end": ha["backup_behind_at_end"],
@@ -923,10 +973,9 @@ def main(argv: list[str] | None = None) -> int:
         "max_rss_mb": ha["max_rss_mb"],
         "backup_codec": codec_cost,
         **ha_cost_bound(ha, no_ha, codec_cost),
-        "ha_cost_ratio_rounds": cost_rounds(runs[("10", "zstd-stream-dict", True)],
-                                            runs[("10", "zstd-stream-dict", False)]),
+        "ha_cost_ratio_rounds": cost_rounds(runs[MAIN_PAIR[0]], runs[MAIN_PAIR[1]]),
         "cpu_us_per_tuple_by_node": {"ha": cpu_us_per_tuple_by_node(ha), "no_ha": cpu_us_per_tuple_by_node(no_ha)},
-        **machine_share_keys(runs[("10", "zstd-stream-dict", True)], runs[("10", "zstd-stream-dict", False)]),
+        **machine_share_keys(runs[MAIN_PAIR[0]], runs[MAIN_PAIR[1]]),
         **paced_keys(paced[True], paced[False], GOAL_RATE),
         "paced_runs": {"ha": paced[True], "no_ha": paced[False]},
         "minor_faults_per_s_by_node": {"ha": ha["minor_faults_per_s"], "no_ha": no_ha["minor_faults_per_s"]},
@@ -954,48 +1003,20 @@ def main(argv: list[str] | None = None) -> int:
         "spark_pipeline_vs_direct_rounds": spark["fair"]["ratio_rounds"],
         "failover_speedup_vs_spark": round(spark["restart"]["restart_recovery_ms"] / worst_failover_ms, 1),
         "plots": [str(p.relative_to(ROOT)) for p in pngs],
+        "rounds": plan.rounds(), "phase_seconds": phases.seconds,
         "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2),
     }
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
-    flat = {"tradeoff": {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"],
-                                 "vs_uncompressed": v["vs_uncompressed"]} for c, v in per.items()}
-                         for b, per in summary.items()},
-            **{k: result[k] for k in ("throughput_tuples_per_s", "throughput_no_ha_tuples_per_s", "ha_cost_ratio",
-                                      "backup_coverage", "worst_second_ratio", "no_ha_worst_second_ratio",
-                                      "worst_second", "worst_second_ratio_rounds",
-                                      "no_ha_worst_second_ratio_rounds", "worst_second_ratio_from_start",
-                                      "worst_second_ratio_from_start_rounds", "no_ha_worst_second_ratio_from_start",
-                                      "first_output_ms", "no_ha_first_output_ms",
-                                      "max_rss_mb",
-                                      "ha_cpu_us_per_tuple", "no_ha_cpu_us_per_tuple", "backup_codec_us_per_tuple",
-                                      "backup_codec_floor_us_per_tuple", "backup_codec_floor_encode_us_per_tuple",
-                                      "backup_codec_backend", "ha_cost_ratio_bound",
-                                      "backup_codec_batch_floor_encode_us_per_tuple", "ha_cost_ratio_bound_batched",
-                                      "standby_decoded_ratio", "backup_skipped", "backup_behind_at_end",
-                                      "ha_cost_ratio_rounds", "cpu_us_per_tuple_by_node", "minor_faults_per_s_by_node",
-                                      "other_cpu_cores_rounds", "other_cpu_cores_max_second_rounds",
-                                      "steal_cpu_cores_max",
-                                      "paced_rate_tuples_per_s", "paced_tuples_per_s", "paced_no_ha_tuples_per_s",
-                                      "paced_ha_cost_ratio", "paced_ha_cost_ratio_rounds", "paced_worst_second_ratio",
-                                      "paced_no_ha_worst_second_ratio", "paced_backup_coverage", "paced_cpu_cores",
-                                      "paced_standby_cpu_ratio", "paced_standby_cpu_ratio_rounds",
-                                      "paced_max_rss_mb",
-                                      "spark_restart_recovery_ms", "spark_restart_duplicated",
-                                      "spark_direct_tuples_per_s", "spark_pipeline_tuples_per_s",
-                                      "kafka_throughput_tuples_per_s", "quix_eos_tuples_per_s", "kafka_vs_quix_eos",
-                                      "kstreams_eos_tuples_per_s", "kafka_vs_kstreams_eos", "flink_eos_tuples_per_s",
-                                      "kafka_vs_flink_eos", "kstreams_failover_ms",
-                                      "kstreams_failover_duplicated", "failover_speedup_vs_kstreams",
-                                      "flink_failover_ms", "flink_failover_duplicated", "failover_speedup_vs_flink",
-                                      "spark_pipeline_vs_direct", "spark_pipeline_vs_direct_rounds",
-                                      "failover_speedup_vs_spark",
-                                      "spark_generator_tuples_per_s", "spark_failover_ms_p95",
-                                      "spark_failover_speedup", "seconds")},
-            **{k: result[k] for k in ("cpu", "cores", "load_1m")}}
+    # The summary's keys are its declaration's (lazystandby.harness.results), in that order; the trade-off
+    # keeps three figures per cell (the results file has them all).
+    flat = {k: result[k] for k in results.SUMMARIES["bench"].names()}
+    flat["tradeoff"] = {b: {c: {"overhead": v["overhead"], "recovery_ms": v["recovery_ms"],
+                                "vs_uncompressed": v["vs_uncompressed"]} for c, v in per.items()}
+                        for b, per in summary.items()}
     warning = busy_machine_warning(result)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    print(json.dumps(flat))
+    print(results.dumps("bench", flat))
     return 0
 
 
