@@ -41,7 +41,7 @@ from lazystandby.core.codec import CodecName
 from lazystandby.harness import results
 from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.launcher import SPARK_DETECTOR, StatusPoller, Topology, run_trial, scratch
-from lazystandby.harness.operator_procs import CLOCK_TICKS, ProcRow, children_of, proc_table, subtree
+from lazystandby.harness.operator_procs import CLOCK_TICKS, ProcRow, children_of, no_process_left, proc_table, subtree
 from lazystandby.harness.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1020,5 +1020,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def guarded_main(argv: list[str] | None = None) -> int:
+    """main, stopped cleanly by SIGTERM or Ctrl-C: the run under way stops its nodes, brokers and peers on
+    the way out, and no process the bench started outlives it (operator_procs.no_process_left)."""
+    with no_process_left():
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print("bench: stopped; every process it started was stopped", file=sys.stderr, flush=True)
+            return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded_main())

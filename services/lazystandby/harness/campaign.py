@@ -26,6 +26,7 @@ from ..core.batching import format_bsize
 from . import results
 from .faults import Fault, Runner, for_runner
 from .launcher import run_dir, run_trial
+from .operator_procs import no_process_left
 
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
 CAMPAIGN_SETTINGS = ("codec", "bsize")
@@ -66,6 +67,16 @@ def cpu_model() -> str:
 
 
 def main(argv: list[str]) -> int:
+    """The campaign; SIGTERM or Ctrl-C stops it, its broker and the run under way, and leaves no process."""
+    with no_process_left():
+        try:
+            return _campaign(argv)
+        except KeyboardInterrupt:
+            print("lazystandby chaos-campaign: stopped", file=sys.stderr)
+            return 130
+
+
+def _campaign(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="lazystandby chaos-campaign", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=None, help="draws are random; a seed repeats a campaign")

@@ -40,7 +40,7 @@ from ..transport.tls import TlsFiles
 from . import forge, results
 from .check import compare, expected_outputs, kafka_expected
 from .faults import Action, Fault, Runner, Step, for_runner, standby_back
-from .operator_procs import hang, kill_all
+from .operator_procs import hang, kill_all, no_process_left
 from .partition import LinkRelay
 from .wait import wait_until
 
@@ -826,9 +826,14 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
 
 
 def main(argv: list[str]) -> int:
+    """`launch` and `failover-check`. SIGTERM stops the whole topology, as Ctrl-C does: the context managers
+    stop every node, and no process the command started outlives it."""
+    with no_process_left():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     cmd = argv[0]
-    # SIGTERM stops the whole topology, as Ctrl-C does: the context managers stop every node.
-    signal.signal(signal.SIGTERM, _interrupt)
     broker = None
     try:
         args, settings = _args(cmd, argv[1:])
@@ -856,10 +861,6 @@ def main(argv: list[str]) -> int:
     finally:
         if broker is not None:
             broker.stop()
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:

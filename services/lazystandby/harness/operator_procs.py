@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -111,3 +112,52 @@ def hang(pid: int, seconds: float, *, proc: Path = Path("/proc"), kill: Callable
             except ProcessLookupError:
                 pass
     return len(stopped)
+
+
+def _alive(pid: int, proc: Path) -> int | None:
+    """`pid`'s parent while it runs; None once it is gone or a zombie."""
+    try:
+        f = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if f[0] in ("Z", "X") else int(f[1])
+
+
+@contextmanager
+def no_process_left(*, proc: Path = Path("/proc"), kill: Callable[[int, int], None] = os.kill):
+    """Run a command that starts processes (nodes, brokers, JVMs, other commands) so that none outlives it.
+
+    Inside, SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that every context manager on the way out
+    stops what it started, in order. The processes it had started are noted when the signal comes, before
+    any cleanup: a child killed during cleanup (subprocess.run kills its child on an exception) leaves its
+    own children to init (or to a subreaper above this process), out of this process's tree. On the way
+    out, whatever is still running of those noted, or of this process's tree, gets SIGKILL. A noted pid is
+    killed only while its parent is one of the noted, this process or one of its ancestors (where orphans
+    go), so a pid the kernel gave to an unrelated process meanwhile is left alone.
+    """
+    me = os.getpid()
+    noted: set[int] = set()
+    adopters = {1}
+    up = _alive(me, proc)
+    while up and up not in adopters:
+        adopters.add(up)
+        up = _alive(up, proc)
+
+    def interrupt(signum, frame):
+        noted.update(descendants(me, proc))
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        noted.update(descendants(me, proc))
+        for p in sorted(noted):
+            parent = _alive(p, proc)
+            if parent is not None and (parent in noted or parent == me or parent in adopters):
+                try:
+                    kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

@@ -1,0 +1,49 @@
+"""`make bench-quick` stopped mid-run with SIGTERM (make passes it on to the bench) leaves no process it
+started: its nodes, and whatever they started."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lazystandby.harness.operator_procs import descendants
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_to_the_quick_bench_mid_trial_leaves_no_process(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "bench.harness", "--quick"], cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": f"{ROOT / 'services'}:{ROOT / 'spark'}:{ROOT}",
+                              "LS_RUN_DIR": str(tmp_path)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # the trade-off's first trial: its four nodes up
+            tree = descendants(p.pid)
+            seen.update(tree)
+            if sum("lazystandby.cli" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")
+                   for c in tree if _alive(c)) >= 4:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the bench started no four nodes within 90 s: {p.stderr.read()[-2000:]}")
+        time.sleep(0.5)
+        seen.update(descendants(p.pid))
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == 130
+        assert "every process it started was stopped" in p.stderr.read()
+        time.sleep(0.5)
+        assert [c for c in seen if _alive(c)] == []
+    finally:
+        if p.poll() is None:
+            p.kill()
