@@ -23,7 +23,7 @@ import docker
 from lazystandby.config import NodeConfig
 from lazystandby.harness import results
 from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner, standby_back
-from lazystandby.harness.operator_procs import hang, kill_all
+from lazystandby.harness.operator_procs import hang, kill_all, no_process_left
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "lazystandby"
@@ -41,16 +41,26 @@ SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "do
 NETWORK = "pipeline"  # docker-compose.yml's network; compose names it <project>_pipeline
 SERVICES = ["kafka", "nd", "n", "n-standby", "nu", "prometheus"]
 OPERATOR_SERVICES = ("n", "n-standby", "n-standby-2", "n-standby-3")
+# What a fault on a shared stack starts afresh; the broker, Prometheus, the Spark cluster and the TLS
+# material stay up from one fault to the next.
+NODE_SERVICES = ("nd", *OPERATOR_SERVICES, "nu", "generator")
 RATE = "4000"
+
+# Set for every compose call of the fault under way: a shared stack gives each fault topics of its own.
+FAULT_ENV: dict[str, str] = {}
 
 
 def compose(*args: str, check: bool = True, total: int = 40_000) -> subprocess.CompletedProcess:
     # A finite load for each fault (the compose default is a long one); the environment may override it.
     # The operator is the stack's own (compose's LS_OPERATOR, spark by default), unless the caller sets it.
     env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": RATE,
-           "COMPOSE_PROFILES": "spares", **os.environ}
+           "COMPOSE_PROFILES": "spares", **os.environ, **FAULT_ENV}
     return subprocess.run(["docker", "compose", "-p", PROJECT, *FILES, *args], check=check, capture_output=True,
                           text=True, env=env)
+
+
+def topic_prefix() -> str:
+    return FAULT_ENV.get("LS_TOPIC_PREFIX") or os.environ.get("LS_TOPIC_PREFIX", "ls.")
 
 
 def container(client: docker.DockerClient, service: str):
@@ -62,9 +72,9 @@ def container(client: docker.DockerClient, service: str):
 
 
 def stack_check() -> dict:
+    nodes = "N=n:50051,N'=n-standby:50051,N2=n-standby-2:50051,N3=n-standby-3:50051,Nd=nd:50051,Nu=nu:50051"
     out = compose("run", "--rm", "--no-deps", "--entrypoint", "python", "generator", "-m", "lazystandby.cli",
-                  "stack-check", "--status", "N=n:50051,N'=n-standby:50051,N2=n-standby-2:50051,N3=n-standby-3:50051,"
-                  "Nd=nd:50051,Nu=nu:50051", check=False)
+                  "stack-check", "--prefix", topic_prefix(), "--status", nodes, check=False)
     if out.returncode != 0:
         # A check can fail while the stack is still settling (a broker busy, a node restarting): try again.
         return {"got": 0, "expected": 0, "check_error": out.stderr.strip().splitlines()[-3:]}
@@ -393,19 +403,42 @@ def rejoined(service: str, deadline: float) -> dict:
     return seen
 
 
-def run_clean(name: str, client: docker.DockerClient) -> dict:
-    """One fault on a fresh stack; always taken down, with every container's logs kept if it failed."""
-    compose("down", "-v", "--remove-orphans", check=False)
+def _run_logged(name: str, client: docker.DockerClient) -> dict:
+    """One fault on the stack as it is; every container's logs kept if it failed."""
     try:
         r = run(FAULTS[name], client)
     except Exception as e:
         r = {"fault": name, "error": str(e)[:500], "ok": False}
+    if not r["ok"]:
+        r["logs"] = str(collect_logs(client, name))
+    return results.declared("chaos", r)
+
+
+def run_clean(name: str, client: docker.DockerClient) -> dict:
+    """One fault on a fresh stack; always taken down, with every container's logs kept if it failed."""
+    compose("down", "-v", "--remove-orphans", check=False)
     try:
-        if not r["ok"]:
-            r["logs"] = str(collect_logs(client, name))
+        return _run_logged(name, client)
     finally:
         compose("down", "-v", "--remove-orphans", check=False)
-    return results.declared("chaos", r)
+
+
+def run_shared(name: str, client: docker.DockerClient, prefix: str) -> dict:
+    """One fault on a stack shared with the faults before it: the broker, Prometheus, the Spark cluster and
+    the TLS material are kept; every node and the generator are started afresh, over topics (and so a
+    consumer group and a results topic) under `prefix`, which no fault before used. A fault that failed
+    takes the whole stack down, so that the next one starts from nothing."""
+    compose("kill", *NODE_SERVICES, check=False)
+    compose("rm", "-f", "-v", *NODE_SERVICES, check=False)
+    FAULT_ENV["LS_TOPIC_PREFIX"] = prefix
+    try:
+        r = _run_logged(name, client)
+    finally:
+        FAULT_ENV.pop("LS_TOPIC_PREFIX", None)
+        compose("kill", *NODE_SERVICES, check=False)
+    if not r["ok"]:
+        compose("down", "-v", "--remove-orphans", check=False)
+    return r
 
 
 def main(argv: list[str]) -> int:
@@ -433,4 +466,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # SIGTERM or Ctrl-C: the fault under way takes its stack down on the way out (run_clean's finally).
+    with no_process_left():
+        try:
+            sys.exit(main(sys.argv[1:]))
+        except KeyboardInterrupt:
+            print("chaos: stopped; the stack was taken down", file=sys.stderr)
+            sys.exit(130)

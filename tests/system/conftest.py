@@ -1,5 +1,7 @@
+import itertools
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,19 @@ def stack_images():
     subprocess.run(["docker", "compose", "-p", "lazystandby", "-f", str(ROOT / "docker-compose.yml"), "-f",
                     str(ROOT / "deploy" / "docker" / "compose.local.yml"), "--profile", "spares", "down", "-v",
                     "--remove-orphans"], cwd=ROOT, check=False)
+
+
+@pytest.fixture(scope="session")
+def chaos_run(stack_images):
+    """Runs one fault of the catalog on the stack the system tier shares: the broker, Prometheus, the Spark
+    cluster and the TLS material come up once; each fault gets fresh nodes and topics of its own
+    (chaos.run_shared). Returns the fault's result."""
+    import docker
+
+    sys.path.insert(0, str(ROOT / "deploy" / "chaos"))
+    import chaos
+
+    client = docker.from_env()
+    chaos.compose("down", "-v", "--remove-orphans", check=False)
+    count = itertools.count(1)
+    return lambda fault: chaos.run_shared(fault, client, prefix=f"t{next(count)}-{fault}.")

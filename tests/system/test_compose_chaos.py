@@ -1,6 +1,8 @@
 """The compose stack for real: kill containers with the docker SDK under load, then the truth-table check
-inside the stack's network. Containers, networks and volumes are removed afterwards, also on failure (the
-logs of every container are kept in run/chaos-logs/<fault>/ when a fault's run breaks)."""
+inside the stack's network. One stack serves the tier: each fault gets fresh nodes and topics, the broker,
+Prometheus and the Spark cluster are kept (a fault that fails takes the stack down, and the next starts
+from nothing). Containers, networks and volumes are removed at the end, also on failure (the logs of every
+container are kept in run/chaos-logs/<fault>/ when a fault's run breaks)."""
 
 import sys
 from pathlib import Path
@@ -13,8 +15,8 @@ sys.path.insert(0, str(ROOT / "deploy" / "chaos"))
 import chaos  # noqa: E402
 
 
-def test_kill_the_primary_container_under_load(stack_images):
-    r = chaos.run_clean("kill-primary", docker.from_env())
+def test_kill_the_primary_container_under_load(chaos_run):
+    r = chaos_run("kill-primary")
     assert r["ok"], r
     assert r["expected"] > 1000 and r["got"] == r["expected"]
     assert r["lost"] == 0 and r["duplicated"] == 0, r
@@ -23,44 +25,44 @@ def test_kill_the_primary_container_under_load(stack_images):
     assert r["codec_backend"].startswith("libzstd"), r
 
 
-def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(stack_images):
+def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(chaos_run):
     """docker pause of N' for 2 s under load: Nu stops waiting for it (out of sync) and takes it back."""
-    r = chaos.run_clean("pause-standby", docker.from_env())
+    r = chaos_run("pause-standby")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["standby_out_of_sync"] >= 1 and r["standby_in_sync"] is True, r
     assert r["recovery_ms"] is None  # no failover
 
 
-def test_a_primary_container_taken_off_the_network_is_replaced_fenced_and_back_as_the_standby(stack_images):
+def test_a_primary_container_taken_off_the_network_is_replaced_fenced_and_back_as_the_standby(chaos_run):
     """N, still running, leaves the compose network past the detector's timeout and comes back under its
     name: N' takes over, N learns from the refusals that it was replaced, exits (75: exit_when_fenced), and
     compose starts it again as the standby."""
-    r = chaos.run_clean("isolate-primary", docker.from_env())
+    r = chaos_run("isolate-primary")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["new_primary"] == "N'" and r["recovery_ms"] is not None, r
     assert r["restarted"] == {"n": {"restarts": 1, "role": "standby", "epoch": 2, "backed_up": True}}, r
 
 
-def test_a_standby_container_cut_off_from_a_live_primary_does_not_depose_it(stack_images):
+def test_a_standby_container_cut_off_from_a_live_primary_does_not_depose_it(chaos_run):
     """One link cut (firewall rules in N''s network namespace): N' stops hearing N, which still delivers;
     Nd declines each takeover while N's lease holds, N' withdraws its epoch, and no failover happens."""
-    r = chaos.run_clean("partition-primary-standby", docker.from_env())
+    r = chaos_run("partition-primary-standby")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["recovery_ms"] is None and r["roles"].get("N") == "primary" and r["roles"].get("N'") == "standby", r
     assert r["takeovers_declined"] >= 1, r
 
 
-def test_a_primary_container_whose_spark_jvm_stops_is_replaced(stack_images, monkeypatch):
+def test_a_primary_container_whose_spark_jvm_stops_is_replaced(chaos_run, monkeypatch):
     """hang-operator, with the Spark operator (one of the two tests of this tier that run it: its JVM is what
     stops): N's driver JVM and workers are stopped by their host PIDs while N runs. N says it is stalled
     after operator_stall_max (3 s here), N' takes over, and N finds itself fenced, exits (75) and is back
     as the standby."""
     monkeypatch.setenv("LS_OPERATOR", "spark")
     monkeypatch.setenv("LS_OPERATOR_STALL_MAX", "3")
-    r = chaos.run_clean("hang-operator", docker.from_env())
+    r = chaos_run("hang-operator")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["steps"][0]["stopped"] >= 1, r
@@ -69,23 +71,23 @@ def test_a_primary_container_whose_spark_jvm_stops_is_replaced(stack_images, mon
     assert 3_000 < r["recovery_ms"] < 3_000 + 5 * 200 + 5_000, r
 
 
-def test_a_primary_container_whose_spark_jvm_dies_exits_and_compose_brings_it_back_as_the_standby(stack_images,
+def test_a_primary_container_whose_spark_jvm_dies_exits_and_compose_brings_it_back_as_the_standby(chaos_run,
                                                                                                monkeypatch):
     """kill-operator, with the Spark operator: N's JVM is killed, N exits (70) and N' takes over; compose
     starts N again (restart: on-failure), and N, shown epoch 2 before it has done anything, rejoins as the
     standby that Nu backs up to."""
     monkeypatch.setenv("LS_OPERATOR", "spark")
-    r = chaos.run_clean("kill-operator", docker.from_env())
+    r = chaos_run("kill-operator")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["new_primary"] == "N'" and r["recovery_ms"] is not None, r
     assert r["restarted"] == {"n": {"restarts": 1, "role": "standby", "epoch": 2, "backed_up": True}}, r
 
 
-def test_a_killed_primary_container_started_again_rejoins_and_takes_over_at_the_next_kill(stack_images):
+def test_a_killed_primary_container_started_again_rejoins_and_takes_over_at_the_next_kill(chaos_run):
     """Two failovers with two operator containers: N killed, N' takes over; N started again with its own
     command (role primary) rejoins as the standby; N' killed, N takes over in epoch 3."""
-    r = chaos.run_clean("kill-primary-then-restart", docker.from_env())
+    r = chaos_run("kill-primary-then-restart")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert [(s["action"], s["target"]) for s in r["steps"]] == [("kill", "primary"), ("restart", "primary"),
@@ -93,11 +95,11 @@ def test_a_killed_primary_container_started_again_rejoins_and_takes_over_at_the_
     assert r["new_primary"] == "N" and r["roles"].get("N") == "primary", r
 
 
-def test_a_rolling_restart_of_the_operator_containers_hands_over_twice_and_is_exact(stack_images):
+def test_a_rolling_restart_of_the_operator_containers_hands_over_twice_and_is_exact(chaos_run):
     """docker stop of N (SIGTERM): it hands over to N', exits 0 and is started again as the standby; then
     docker stop of N': it hands back to N. Both takeovers on the stopped primary's word (its last frame
     ended its lease at Nd; its heartbeat replies said LEAVING), not on missed heartbeats."""
-    r = chaos.run_clean("rolling-restart", docker.from_env())
+    r = chaos_run("rolling-restart")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert [(s["action"], s["target"], s.get("exit_code")) for s in r["steps"]] == [
@@ -105,10 +107,10 @@ def test_a_rolling_restart_of_the_operator_containers_hands_over_twice_and_is_ex
     assert r["new_primary"] == "N" and r["failover_cause"] == "handover" and r["leases_released"] == 2, r
 
 
-def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(stack_images):
+def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(chaos_run):
     """A double fault as a sequence of steps with their delays: N' killed, N 2 s later, a spare standby
     started 3 s after that; it learns the dead primary from Nu and takes over in epoch 2."""
-    r = chaos.run_clean("kill-standby-then-primary", docker.from_env())
+    r = chaos_run("kill-standby-then-primary")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     steps = r["steps"]
@@ -119,24 +121,24 @@ def test_no_standby_then_no_primary_then_a_spare_container_takes_over_exactly(st
     assert r["recovery_ms"] is not None and r["recovery_ms"] > steps[2]["at_s"] * 1000, r
 
 
-def test_nu_and_the_primary_killed_together_recover_in_seconds_though_nu_comes_back_elsewhere(stack_images):
+def test_nu_and_the_primary_killed_together_recover_in_seconds_though_nu_comes_back_elsewhere(chaos_run):
     """A restarted container gets another address under the same name: the standby's Takeover must find
     Nu there within seconds (it took 19.6-21.8 s with gRPC's default re-resolution and connect timeout)."""
-    r = chaos.run_clean("kill-upstream-and-primary", docker.from_env())
+    r = chaos_run("kill-upstream-and-primary")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["got"] == r["expected"] > 1000, r
     assert r["new_primary"] == "N'" and r["recovery_ms"] is not None and r["recovery_ms"] < 10_000, r
 
 
-def test_kill_the_primary_three_times_with_a_new_standby_each_time(stack_images):
-    r = chaos.run_clean("kill-primary-repeatedly", docker.from_env())
+def test_kill_the_primary_three_times_with_a_new_standby_each_time(chaos_run):
+    r = chaos_run("kill-primary-repeatedly")
     assert r["ok"], r
     assert r["lost"] == 0 and r["duplicated"] == 0, r
     assert [x["epoch"] for x in r["rounds"]] == [2, 3, 4]
     assert [x["primary"] for x in r["rounds"]] == ["n-standby", "n-standby-2", "n-standby-3"]
 
 
-def test_down_leaves_nothing_behind(stack_images):
+def test_down_leaves_nothing_behind(chaos_run):
     client = docker.from_env()
     chaos.compose("up", "-d", "--wait", "--wait-timeout", "300", "kafka", "nd")
     chaos.compose("down", "-v", "--remove-orphans", check=False)
