@@ -13,12 +13,8 @@ from typing import Any, get_type_hints
 from .allocator import KEEP_MB_MAX
 from .core.batching import DICT_SAMPLES, DICT_SIZE, format_bsize, parse_bsize
 from .core.codec import CodecName
+from .core.errors import SettingError
 from .core.seq import partition_streams
-
-
-class SettingError(ValueError):
-    """A setting with a value it does not accept: the message is one line that names the setting (its
-    flag and env var) and says what it accepts."""
 
 
 def _setting(name: str) -> str:
@@ -233,7 +229,8 @@ class NodeConfig:
             raise refuse("operator", "python or spark", self.operator)
         if not 0 <= self.malloc_keep_mb <= KEEP_MB_MAX:
             raise refuse("malloc_keep_mb", f"a whole number 0-{KEEP_MB_MAX}", self.malloc_keep_mb)
-        from .formats.predicate import PredicateError, compile_predicate
+        from .core.errors import PredicateError
+        from .formats.predicate import compile_predicate
 
         try:
             compile_predicate(self.predicate)

@@ -13,6 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from lazystandby.core.errors import PeerError
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.faults import CATALOG, Action, Fault, Step
 from lazystandby.harness.launcher import Topology, make_certs, run_trial
@@ -20,7 +21,6 @@ from lazystandby.harness.local_prometheus import LocalPrometheus
 from lazystandby.harness.wait import wait_until
 from lazystandby.sinks.base import read_output_file
 from lazystandby.transport.grpc_transport import GrpcPeer
-from lazystandby.transport.peer import PeerError
 from lazystandby.transport.tls import TlsFiles
 from lazystandby.v1 import lazystandby_pb2 as pb
 from lazystandby.v1 import lazystandby_pb2_grpc as pb_grpc

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from lazystandby.sources.base import SourceGap
+from lazystandby.core.errors import SourceGap
 from lazystandby.sources.kafka_source import KafkaSource, Topics, ensure_topics, fetch_range, read_partition
 
 YEAR_AGO_MS = int((time.time() - 365 * 86400) * 1000)

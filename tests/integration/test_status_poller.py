@@ -5,8 +5,8 @@ import signal
 
 import pytest
 
+from lazystandby.core.errors import PeerError
 from lazystandby.harness.launcher import Topology
-from lazystandby.transport.peer import PeerError
 
 
 def test_a_kept_status_channel_is_dropped_when_its_node_dies_and_made_afresh_when_it_is_back(tmp_path):

@@ -67,9 +67,9 @@ def test_nothing_there_is_told_apart_from_a_late_answer():
     import time
 
     from lazystandby.core import messages as m
+    from lazystandby.core.errors import PeerError
     from lazystandby.harness.launcher import free_ports
     from lazystandby.transport.grpc_transport import GrpcPeer
-    from lazystandby.transport.peer import PeerError
 
     def heartbeat(address: str) -> PeerError:
         peer = GrpcPeer(address)

@@ -8,7 +8,8 @@ import textwrap
 import pytest
 
 from lazystandby.allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MMAP_THRESHOLD_MAX, keep_freed_memory
-from lazystandby.config import SettingError, load
+from lazystandby.config import load
+from lazystandby.core.errors import SettingError
 
 
 class FakeLibc:

@@ -227,7 +227,7 @@ def test_a_run_starts_when_nu_says_not_when_its_status_first_answered():
     import time
 
     from bench.harness import nu_time
-    from lazystandby.transport.peer import PeerError
+    from lazystandby.core.errors import PeerError
 
     class Topo:
         calls = 0

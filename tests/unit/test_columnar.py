@@ -8,15 +8,15 @@ from lazystandby.config import NodeConfig
 from lazystandby.core import messages as m
 from lazystandby.core import tuples
 from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName, EncodedRun
-from lazystandby.core.seq import (
+from lazystandby.core.errors import (
     CorruptBatch,
     DuplicateSequence,
     MalformedMessage,
     MalformedRecord,
     NonMonotonicSequence,
     OversizedMessage,
-    PerStreamSequence,
 )
+from lazystandby.core.seq import PerStreamSequence
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats.predicate import compile_columnar, compile_predicate
 from lazystandby.formats.ticks import parse_columns, valid_mask, validate

@@ -8,11 +8,10 @@ import time
 import pytest
 
 from lazystandby.core import messages as m
+from lazystandby.core.errors import PeerError, WrongRole
 from lazystandby.core.roles import Role
-from lazystandby.core.seq import WrongRole
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.inprocess import InProcessTopology
-from lazystandby.transport.peer import PeerError
 from lazystandby.v1 import lazystandby_pb2 as pb
 
 from .test_metrics import scrape

@@ -11,15 +11,14 @@ from lazystandby.core import messages as m
 from lazystandby.core.acks import Checkpoint
 from lazystandby.core.batching import RunEncoder
 from lazystandby.core.codec import BatchDecoder, CodecName, EncodedRun
-from lazystandby.core.held import HeldRuns, Released, Sealed, Unreadable
+from lazystandby.core.errors import CorruptBatch, DuplicateSequence, OversizedMessage, PeerError, Released, Unreadable
+from lazystandby.core.held import HeldRuns, Sealed
 from lazystandby.core.roles import Role
-from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.node.operator_node import OperatorNode
 from lazystandby.operators.selection import Selection
 from lazystandby.sources.generator import Interleaved
 from lazystandby.transport.memory import MemoryNetwork
-from lazystandby.transport.peer import PeerError
 from lazystandby.transport.wire import backup_frame_to_pb
 
 RUN = 20  # tuples per run: two Bsize-10 batches

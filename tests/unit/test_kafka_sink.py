@@ -10,10 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lazystandby.core.errors import ResultsFormatError
 from lazystandby.core.seq import StreamRegistry
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.sinks import kafka_sink
-from lazystandby.sinks.kafka_sink import KafkaSink, ResultsFormatError, oseqs_of
+from lazystandby.sinks.kafka_sink import KafkaSink, oseqs_of
 
 
 @dataclass

@@ -8,8 +8,8 @@ from lazystandby.core import messages as m
 from lazystandby.core import tuples
 from lazystandby.core.codec import BatchEncoder, CodecName
 from lazystandby.core.detector import FailureDetector
+from lazystandby.core.errors import LazyStandbyError, PeerError
 from lazystandby.core.roles import Role
-from lazystandby.core.seq import LazyStandbyError
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats.ticks import Tick
 from lazystandby.node.downstream import DownstreamNode
@@ -17,7 +17,7 @@ from lazystandby.node.operator_node import OperatorNode
 from lazystandby.operators.selection import Selection
 from lazystandby.sinks.base import MemorySink
 from lazystandby.transport.memory import MemoryNetwork
-from lazystandby.transport.peer import PeerBase, PeerError
+from lazystandby.transport.peer import PeerBase
 from lazystandby.transport.wire import codec_to_pb
 from lazystandby.v1 import lazystandby_pb2 as pb
 
@@ -1224,7 +1224,7 @@ def test_a_link_that_stays_down_is_said_once_then_reminded_and_its_recovery_said
 def test_a_peer_that_keeps_earning_a_refusal_gets_one_line_per_kind_with_the_count_of_the_rest(caplog):
     import logging
 
-    from lazystandby.core.seq import MalformedMessage, QueueFull, StaleEpoch
+    from lazystandby.core.errors import MalformedMessage, QueueFull, StaleEpoch
     from lazystandby.transport.refusals import RefusalLog
 
     now = [0.0]

@@ -6,9 +6,10 @@ from concurrent.futures import Future
 
 import pytest
 
-from lazystandby.config import NodeConfig, SettingError
+from lazystandby.config import NodeConfig
 from lazystandby.core import messages as m
 from lazystandby.core.detector import FailureDetector
+from lazystandby.core.errors import SettingError
 from lazystandby.core.recovery import OperatorWatch, plan_takeover
 from lazystandby.core.roles import Role
 from lazystandby.core.tuples import TupleBatch

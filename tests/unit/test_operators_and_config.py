@@ -1,9 +1,10 @@
 import pytest
 
 from lazystandby.config import NodeConfig, load
+from lazystandby.core.errors import PredicateError
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats.control import encode as control_payload
-from lazystandby.formats.predicate import PredicateError, compile_predicate
+from lazystandby.formats.predicate import compile_predicate
 from lazystandby.formats.ticks import Tick
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.operators.selection import Selection
@@ -83,7 +84,7 @@ def test_truth_table_check_reports_loss_duplication_and_order():
 
 
 def test_control_records_are_validated_as_control_not_as_ticks():
-    from lazystandby.core.seq import MalformedRecord
+    from lazystandby.core.errors import MalformedRecord
     from lazystandby.formats.control import validate_control
 
     validate_control(control_payload("price > 5"))
@@ -122,7 +123,7 @@ def test_spark_parse_columns_come_from_the_tick_schema():
 
 
 def test_control_record_encode_decode_and_refusals():
-    from lazystandby.core.seq import MalformedRecord
+    from lazystandby.core.errors import MalformedRecord
     from lazystandby.formats import control
 
     assert control.decode(control.encode("price < 7")) == "price < 7"
@@ -143,7 +144,8 @@ def test_the_readme_settings_table_is_generated_from_the_config():
 
 
 def test_the_takeover_lease_must_run_out_before_a_declined_standby_suspects_a_crashed_primary_again():
-    from lazystandby.config import NodeConfig, SettingError, load, to_args
+    from lazystandby.config import NodeConfig, load, to_args
+    from lazystandby.core.errors import SettingError
 
     assert NodeConfig().lease_s == pytest.approx(0.075)  # auto: three quarters of the 0.1 s interval
     assert NodeConfig(heartbeat_interval=0.2).lease_s == pytest.approx(0.15)  # it follows the detector
@@ -159,7 +161,8 @@ def test_the_takeover_lease_must_run_out_before_a_declined_standby_suspects_a_cr
 
 
 def test_spark_settings_pass_through_and_the_feed_address_follows_bind_and_advertise():
-    from lazystandby.config import SettingError, load, to_args
+    from lazystandby.config import load, to_args
+    from lazystandby.core.errors import SettingError
     from lazystandby.operators.spark import feed_address
 
     c = load(["--spark-conf", "spark.executor.memory=2g", "--spark-conf", "spark.sql.shuffle.partitions=4"],

@@ -7,19 +7,19 @@ from lazystandby.core import messages as m
 from lazystandby.core.acks import Checkpoint
 from lazystandby.core.admission import admit_runs, covered_head
 from lazystandby.core.codec import BatchEncoder, CodecName
-from lazystandby.core.recovery import RecoveryTimes, TakeoverLog, TakeoverRecord
-from lazystandby.core.retry import after_backup_error, after_push_error, fenced_by
-from lazystandby.core.roles import EpochFence, Role, RoleState
-from lazystandby.core.seq import (
+from lazystandby.core.errors import (
     CorruptBatch,
     DuplicateSequence,
     MalformedMessage,
     NonMonotonicSequence,
-    PerStreamSequence,
     SequenceGap,
     StaleEpoch,
     Status,
 )
+from lazystandby.core.recovery import RecoveryTimes, TakeoverLog, TakeoverRecord
+from lazystandby.core.retry import after_backup_error, after_push_error, fenced_by
+from lazystandby.core.roles import EpochFence, Role, RoleState
+from lazystandby.core.seq import PerStreamSequence
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.transport import wire
 
@@ -167,7 +167,8 @@ def test_an_unknown_codec_is_a_clear_error():
 
 
 def test_authorization_by_the_role_in_the_certificate():
-    from lazystandby.core.authz import MAY_SEND, PermissionDenied, Unauthenticated, authorize
+    from lazystandby.core.authz import MAY_SEND, authorize
+    from lazystandby.core.errors import PermissionDenied, Unauthenticated
 
     authorize("Push", "upstream:nu", node="N")
     authorize("Deliver", "operator:n2", node="Nd")

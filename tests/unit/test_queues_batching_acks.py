@@ -2,8 +2,8 @@ import pytest
 
 from lazystandby.core.acks import Checkpoint, Level1Tracker, level1_from_level0
 from lazystandby.core.batching import BackupBatcher, parse_bsize
+from lazystandby.core.errors import DuplicateSequence, QueueFull, SequenceGap
 from lazystandby.core.queues import InputQueue, KeyedQueue
-from lazystandby.core.seq import DuplicateSequence, QueueFull, SequenceGap
 from lazystandby.core.tuples import TupleBatch
 
 

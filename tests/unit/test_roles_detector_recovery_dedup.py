@@ -4,17 +4,17 @@ from lazystandby.core.acks import Checkpoint
 from lazystandby.core.admission import must_jump
 from lazystandby.core.dedup import DeliveryDedup
 from lazystandby.core.detector import FailureDetector
-from lazystandby.core.recovery import PrimaryLease, plan_takeover, resend_start
-from lazystandby.core.roles import EpochFence, IllegalTransition, Role, RoleState
-from lazystandby.core.seq import (
+from lazystandby.core.errors import (
     DuplicateSequence,
+    IllegalTransition,
     NonMonotonicSequence,
-    PerStreamSequence,
     SequenceGap,
     StaleEpoch,
-    StreamRegistry,
     UnknownStream,
 )
+from lazystandby.core.recovery import PrimaryLease, plan_takeover, resend_start
+from lazystandby.core.roles import EpochFence, Role, RoleState
+from lazystandby.core.seq import PerStreamSequence, StreamRegistry
 
 
 def test_failover_path_through_the_role_machine():
@@ -83,7 +83,7 @@ def test_only_a_primary_that_has_not_worked_rejoins_as_a_standby():
 
 
 def test_a_lease_holds_for_its_duration_after_the_last_delivery_and_declines_others_only():
-    from lazystandby.core.seq import PrimaryAlive
+    from lazystandby.core.errors import PrimaryAlive
 
     lease = PrimaryLease(0.075)
     lease.check(0.0, node="N'", primary="N", receiver="Nd")  # never renewed: nothing holds
@@ -113,7 +113,7 @@ def test_a_lease_keeps_the_primarys_longest_silence_within_its_term_only():
 
 
 def test_a_primary_that_hands_over_ends_its_lease_and_its_last_frame_is_not_weighed():
-    from lazystandby.core.seq import PrimaryAlive
+    from lazystandby.core.errors import PrimaryAlive
 
     lease = PrimaryLease(0.15, unheard_max=1.0)
     lease.arrived(1.0)
@@ -134,7 +134,7 @@ def test_past_the_lease_nd_still_declines_a_standby_that_lost_a_primary_nd_heard
     crash, from the same standby's side: the last frame reached Nd no later than the crash, and the standby
     heard the primary at most an interval before it, so the frame is as old as `unheard`, less its
     transit, which the lease covers: taken."""
-    from lazystandby.core.seq import PrimaryAlive
+    from lazystandby.core.errors import PrimaryAlive
 
     lease = PrimaryLease(0.15)
     lease.arrived(1.0)

@@ -8,11 +8,12 @@ from concurrent.futures import Future
 
 import pytest
 
+from lazystandby.core.errors import SourceGap
 from lazystandby.formats import control
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.operators.selection import Selection
-from lazystandby.sources.base import GeneratorSource, SourceGap
+from lazystandby.sources.base import GeneratorSource
 
 NAMES = {1: "I1", 2: "I2"}
 

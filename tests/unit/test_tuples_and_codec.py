@@ -3,7 +3,7 @@ import pytest
 from lazystandby.core import tuples
 from lazystandby.core.batching import RunEncoder
 from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName, train_dictionary, write_groups
-from lazystandby.core.seq import CorruptBatch, DuplicateSequence, OversizedMessage
+from lazystandby.core.errors import CorruptBatch, DuplicateSequence, OversizedMessage
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.sources.generator import interleave
 

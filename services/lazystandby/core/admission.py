@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .acks import Checkpoint
-from .seq import DuplicateSequence, SequenceGap
+from .errors import DuplicateSequence, SequenceGap
 
 
 def must_jump(expected: int, first: int, checkpoint: Checkpoint) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from .seq import LazyStandbyError, Status
+from .errors import PermissionDenied, Unauthenticated
 
 
 class PeerRole(StrEnum):
@@ -18,16 +18,6 @@ class PeerRole(StrEnum):
     OPERATOR = "operator"
     DOWNSTREAM = "downstream"
     ADMIN = "admin"
-
-
-class PermissionDenied(LazyStandbyError):
-    status = Status.PERMISSION_DENIED
-    counter = "permission_denied"
-
-
-class Unauthenticated(LazyStandbyError):
-    status = Status.UNAUTHENTICATED
-    counter = "unauthenticated"
 
 
 # RPC -> the roles that may send it (what each sender is, seed 000's topology).

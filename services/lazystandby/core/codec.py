@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 import zstandard as zstd
 
-from .seq import CorruptBatch, DuplicateSequence, OversizedMessage
+from .errors import CorruptBatch, DuplicateSequence, OversizedMessage
 from .tuples import RunLayout
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .seq import SequenceGap
+from .errors import SequenceGap
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,23 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .codec import BatchDecoder, CodecName, DecoderPosition, opens_session
+from .errors import CorruptBatch, LazyStandbyError, Released, Unreadable
 from .messages import BackupRun
-from .seq import CorruptBatch, LazyStandbyError
 from .tuples import TupleBatch, decode_counted, short_batches
-
-
-class Released(Exception):
-    """A run that was let go (`trim`: covered or processed) since the caller took it: needed no more."""
-
-
-class Unreadable(Exception):
-    """A sealed run that did not decode (`error`, what eager decoding would have raised), from position `at`;
-    `error` None: the run was let go meanwhile (Released), and its inputs are covered."""
-
-    def __init__(self, at: int, error: LazyStandbyError | None) -> None:
-        super().__init__(f"input {at}: {error}")
-        self.at, self.error = at, error
-
 
 # Decoded tuples a standby keeps at most (about 8 MB of ticks): the operator takes a run in pieces, and a
 # takeover decodes the backlog before its plan; beyond this, a run is decoded again if it is needed again.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from .seq import DuplicateSequence, QueueFull, SequenceGap
+from .errors import DuplicateSequence, QueueFull, SequenceGap
 from .tuples import TupleBatch
 
 

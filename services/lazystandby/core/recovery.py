@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .acks import Checkpoint
+from .errors import PrimaryAlive, PrimaryHeard, StaleEpoch
 from .roles import EpochFence
-from .seq import PrimaryAlive, PrimaryHeard, StaleEpoch
 
 
 @dataclass(frozen=True, slots=True)

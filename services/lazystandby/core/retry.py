@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .seq import Status
+from .errors import Status
 
 
 @dataclass(frozen=True, slots=True)

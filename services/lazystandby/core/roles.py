@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from .seq import StaleEpoch
+from .errors import IllegalTransition, StaleEpoch
 
 
 class Role(StrEnum):
@@ -49,10 +49,6 @@ ALLOWED: dict[Role, frozenset[Role]] = {
     Role.DOWNSTREAM: frozenset({Role.STOPPED}),
     Role.STOPPED: frozenset(),
 }
-
-
-class IllegalTransition(Exception):
-    pass
 
 
 class EpochFence:

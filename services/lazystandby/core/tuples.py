@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .seq import CorruptBatch, streams_present
+from .errors import CorruptBatch
+from .seq import streams_present
 
 _MAGIC = b"LSB1"
 _HEADER = struct.Struct("<4sBQI")

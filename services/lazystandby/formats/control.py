@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from ..core.seq import MalformedRecord
-from .predicate import PredicateError, compile_predicate
+from ..core.errors import MalformedRecord, PredicateError
+from .predicate import compile_predicate
 
 
 def encode(predicate: str) -> bytes:

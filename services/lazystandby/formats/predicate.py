@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ..core.errors import PredicateError
 from .ticks import FIELD_INDEX, FIELD_TYPE
 
 _TOKEN = re.compile(
@@ -18,10 +19,6 @@ _TOKEN = re.compile(
     r"|(?P<paren>[()])|(?P<word>[A-Za-z_][A-Za-z_0-9]*))"
 )
 _OPS = {"=": "==", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
-class PredicateError(ValueError):
-    pass
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:

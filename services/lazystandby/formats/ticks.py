@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.seq import MalformedRecord
+from ..core.errors import MalformedRecord
 
 FIELDS: tuple[tuple[str, type], ...] = (
     ("symbol", str),

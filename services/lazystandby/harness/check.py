@@ -93,7 +93,7 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
     """Expected output rebuilt from the source topics themselves: every valid record, selected by the
     predicate in force at its position. Parameter changes come from the link log's control entries
     (each says after which seq of every stream it took effect). Returns (expected, malformed records)."""
-    from ..core.seq import MalformedRecord
+    from ..core.errors import MalformedRecord
     from ..formats import control
     from ..formats.predicate import compile_predicate
     from ..formats.ticks import validate

@@ -31,11 +31,11 @@ from typing import Any
 from .. import config
 from ..config import NodeConfig
 from ..core.batching import format_bsize, parse_bsize
+from ..core.errors import PeerError
 from ..node.common import EXIT_FAILED, EXIT_FENCED
 from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
-from ..transport.peer import PeerError
 from ..transport.tls import TlsFiles
 from . import forge, results
 from .check import compare, expected_outputs, kafka_expected
@@ -652,16 +652,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                     topo.wait_ready(e["started"])
             delivered = wait_until(_reporting(lambda: topo.status("nd")["delivered_through"], len(expected), say),
                                    timeout)
-            took_over = True
-            if f.takes_over:
-                # A takeover is over when the new primary says it is live (a pause shorter than the
-                # detector's timeout would deliver everything with no takeover: not the fault asked for).
-                took_over = wait_until(lambda: _live_primary(topo) is not None, timeout)
-            settled = True
-            if topo.supervise:
-                # The supervisor's part over too: a node the fault fenced has exited, been started again and
-                # rejoined, so the summary says whether the pipeline has a standby again.
-                settled = wait_until(lambda: _settled(topo), timeout)
+            took_over, settled = _fault_over(topo, f, timeout)
             done = delivered and took_over and settled
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
@@ -678,34 +669,53 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             result["completed"] = done
             result["delivered_all"] = delivered
             result["took_over"] = took_over
-            result["before"] = {k: _brief(v) for k, v in before.items()}
-            result["after"] = {k: _brief(v) for k, v in after.items()}
-            live = _live_primary(topo, after)
-            rec = (after[live].get("recovery") or {}) if live else {}
-            result["recovery"] = rec
-            if rec.get("live_at"):
-                result["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
-            nd_tk = after.get("nd", {}).get("takeovers") or []
-            result["failovers"] = len(nd_tk)
-            # Takeovers Nd declined (its primary still delivered): none after a crash, unless Nd handled a
-            # frame the dead primary sent within takeover_lease of the standby's suspicion.
-            result["takeovers_declined"] = sum(v.get("counters", {}).get("takeovers_declined", 0)
-                                               for k, v in after.items() if k not in ("nu", "nd"))
-            # What a working primary's lease must outlast (a standby cut off from it is declined while it holds).
-            result["primary_longest_silence_ms"] = after.get("nd", {}).get("primary_longest_silence_ms", 0.0)
-            result["takeover_lease_ms"] = after.get("nd", {}).get("takeover_lease_ms", 0.0)
-            # A call from a client that is no node must change nothing: refused, and no failover follows.
-            forged = [e for e in events if e["action"] in FORGED]
-            result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
-            # Forged calls alone must cause no failover; composed with a real fault, they still must be refused.
-            only_forged = len(forged) == len(f.steps)
-            ok = done and check.ok and (not forged or (result["forged_refused"]
-                                                       and (result["failovers"] == 0 or not only_forged)))
+            result.update(_failover_figures(topo, before, after, t_fault))
+            ok = done and check.ok and _forged_refused(result, f, events)
         finally:
             result["ok"] = ok
     if ok and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _fault_over(topo: Topology, f: Fault, timeout: float) -> tuple[bool, bool]:
+    """Whether the fault has run its course: (the takeover it must cause is live, the supervisor's part is
+    done). A takeover is over when the new primary says it is live (a pause shorter than the detector's
+    timeout would deliver everything with no takeover: not the fault asked for). Under a supervisor, a node
+    the fault fenced has exited, been started again and rejoined, so the summary says whether the pipeline
+    has a standby again."""
+    took_over = wait_until(lambda: _live_primary(topo) is not None, timeout) if f.takes_over else True
+    settled = wait_until(lambda: _settled(topo), timeout) if topo.supervise else True
+    return took_over, settled
+
+
+def _failover_figures(topo: Topology, before: dict, after: dict, t_fault: float) -> dict:
+    """What a trial's summary says of its failover, from the nodes' status before the fault and after."""
+    live = _live_primary(topo, after)
+    rec = (after[live].get("recovery") or {}) if live else {}
+    nd = after.get("nd", {})
+    out = {"before": {k: _brief(v) for k, v in before.items()}, "after": {k: _brief(v) for k, v in after.items()},
+           "recovery": rec, "failovers": len(nd.get("takeovers") or []),
+           # Takeovers Nd declined (its primary still delivered): none after a crash, unless Nd handled a
+           # frame the dead primary sent within takeover_lease of the standby's suspicion.
+           "takeovers_declined": sum(v.get("counters", {}).get("takeovers_declined", 0)
+                                     for k, v in after.items() if k not in ("nu", "nd")),
+           # What a working primary's lease must outlast (a standby cut off from it is declined while it holds).
+           "primary_longest_silence_ms": nd.get("primary_longest_silence_ms", 0.0),
+           "takeover_lease_ms": nd.get("takeover_lease_ms", 0.0)}
+    if rec.get("live_at"):
+        out["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
+    return out
+
+
+def _forged_refused(result: dict, f: Fault, events: list[dict]) -> bool:
+    """A call from a client that is no node must change nothing: refused, and, when the fault is forged
+    calls alone, no failover follows (composed with a real fault they still must be refused). Sets
+    `forged_refused` in `result`."""
+    forged = [e for e in events if e["action"] in FORGED]
+    result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
+    only_forged = len(forged) == len(f.steps)
+    return not forged or (result["forged_refused"] and (result["failovers"] == 0 or not only_forged))
 
 
 def _reporting(held: Callable[[], int], want: int, say: Callable[[str], None], every: float = 5.0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..transport.peer import PeerError
+from ..core.errors import PeerError
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:

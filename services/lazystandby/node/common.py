@@ -10,10 +10,9 @@ from collections.abc import Callable
 
 from ..config import NodeConfig
 from ..core import messages as m
+from ..core.errors import PeerError, WrongRole
 from ..core.reminder import Reminder
 from ..core.roles import Role, RoleState
-from ..core.seq import WrongRole
-from ..transport.peer import PeerError
 
 # The node's process exit codes (cli.run_node) when it ends on its own, from sysexits.h.
 EXIT_FAILED = 70  # EX_SOFTWARE: it failed in a way it cannot recover from (its operator's JVM is gone)

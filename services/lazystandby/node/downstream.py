@@ -6,9 +6,10 @@ from __future__ import annotations
 from ..config import NodeConfig
 from ..core import messages as m
 from ..core.dedup import DeliveryDedup
+from ..core.errors import NotThePrimary, UnknownEpoch
 from ..core.recovery import PrimaryLease, TakeoverLog, TakeoverRecord
 from ..core.roles import Role
-from ..core.seq import NotThePrimary, StreamRegistry, UnknownEpoch
+from ..core.seq import StreamRegistry
 from ..sinks.base import Sink
 from .common import NodeBase
 

@@ -23,30 +23,31 @@ from .. import native
 from ..config import NodeConfig
 from ..core import messages as m
 from ..core.acks import Checkpoint
-from ..core.authz import PermissionDenied
 from ..core.batching import BackupBatcher, RunEncoder, format_bsize
-from ..core.queues import KeyedQueue
-from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
-from ..core.retry import after_backup_error, after_push_error
-from ..core.roles import Role
-from ..core.seq import (
+from ..core.errors import (
     DuplicateSequence,
     MalformedRecord,
     NonMonotonicSequence,
     NotThePrimary,
-    PerStreamSequence,
+    PeerError,
+    PermissionDenied,
     SequenceGap,
+    SourceGap,
     SourceUnavailable,
     Status,
-    StreamRegistry,
     UnknownStream,
 )
+from ..core.queues import KeyedQueue
+from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
+from ..core.retry import after_backup_error, after_push_error
+from ..core.roles import Role
+from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import STREAM_DTYPE, TupleBatch
 from ..formats.control import validate_control
 from ..formats.ticks import valid_mask, validate
-from ..sources.base import DeadLetters, Membership, Records, Source, SourceGap
+from ..sources.base import DeadLetters, Membership, Records, Source
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
-from ..transport.peer import Peer, PeerError, Pending
+from ..transport.peer import Peer, Pending
 from .common import Backoff, NodeBase
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
+from ..core.errors import MalformedRecord
 from ..core.messages import Params
-from ..core.seq import MalformedRecord, StreamRegistry
+from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
 from ..formats import control
 from ..formats.predicate import compile_columnar

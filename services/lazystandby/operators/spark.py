@@ -30,8 +30,9 @@ from lazystandby_spark.feed import Feed
 from lazystandby_spark.source import PER_TASK as _PER_TASK
 
 from ..config import NodeConfig
+from ..core.errors import MalformedRecord
 from ..core.messages import Params
-from ..core.seq import MalformedRecord, StreamRegistry
+from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
 from ..formats import control
 from ..formats.predicate import compile_predicate

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..core.errors import ResultsFormatError
 from ..core.seq import StreamRegistry, streams_present
 from ..core.tuples import TupleBatch
 from ..sources.kafka_source import DeliveryErrors, Topics, durable_producer, ensure_topics, read_partition
 from .base import Sink
 
 ANCHOR_SCAN = 4096  # records read back from the end at first when looking for the last anchor
-
-
-class ResultsFormatError(ValueError):
-    """The results topic holds records whose output sequence numbers cannot be known."""
 
 
 def _anchor(record) -> tuple[int, int] | None:

@@ -15,12 +15,6 @@ from ..core.tuples import TupleBatch, payload_array
 from .generator import Interleaved
 
 
-class SourceGap(RuntimeError):
-    """Records the source no longer holds were needed: deleted (retention, truncation) before Nu read them or
-    before a restart could read them back. Nu stops admitting there instead of skipping: skipping would pass
-    off an incomplete stream as the whole one."""
-
-
 @dataclass(frozen=True, slots=True)
 class Record:
     stream: str

@@ -26,9 +26,10 @@ from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
 
 from ..core.acks import Checkpoint
+from ..core.errors import SourceGap
 from ..core.seq import StreamRegistry, partition_streams
 from ..core.tuples import TupleBatch
-from .base import Membership, Record, Records, Restored, Source, SourceGap
+from .base import Membership, Record, Records, Restored, Source
 
 log = logging.getLogger(__name__)
 

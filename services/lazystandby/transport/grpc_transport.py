@@ -13,10 +13,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..core.authz import authorize
-from ..core.seq import LazyStandbyError, Status
+from ..core.errors import LazyStandbyError, PeerError, Status
 from ..v1 import lazystandby_pb2_grpc as pb_grpc
 from . import wire
-from .peer import Handler, PeerBase, PeerError
+from .peer import Handler, PeerBase
 from .refusals import RefusalLog, refuse
 from .tls import TlsFiles, peer_common_name
 

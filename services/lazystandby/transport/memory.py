@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 
-from ..core.seq import LazyStandbyError, Status
+from ..core.errors import LazyStandbyError, PeerError, Status
 from . import wire
-from .peer import Handler, PeerBase, PeerError
+from .peer import Handler, PeerBase
 from .refusals import RefusalLog, refuse
 
 

@@ -7,23 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..core import messages as m
-from ..core.seq import Status
-
-
-class PeerError(Exception):
-    """A call to a peer failed with `status` (UNAVAILABLE when unreachable). `refused`: nothing is there (the
-    peer's host refused the connection, or its name resolves to no address), as opposed to a call that
-    timed out."""
-
-    def __init__(self, status: Status | str, message: str, *, refused: bool = False) -> None:
-        self.status = Status(status)
-        super().__init__(f"{self.status}: {message}")
-        self.message = message
-        self.refused = refused
-
-    @property
-    def unreachable(self) -> bool:
-        return self.status.unreachable
+from ..core.errors import PeerError
 
 
 class Pending(Protocol):

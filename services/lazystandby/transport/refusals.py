@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..core.errors import LazyStandbyError, Status
 from ..core.reminder import Reminder
-from ..core.seq import LazyStandbyError, Status
 
 LOUD = frozenset({Status.INVALID_ARGUMENT, Status.PERMISSION_DENIED, Status.UNAUTHENTICATED, Status.DATA_LOSS,
                   Status.FAILED_PRECONDITION})

@@ -21,8 +21,8 @@ from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint
 from ..core.codec import CodecName, EncodedBatch, EncodedRun
+from ..core.errors import MalformedMessage
 from ..core.roles import Role
-from ..core.seq import MalformedMessage
 from ..v1 import lazystandby_pb2 as pb
 
 _CODEC_PB = {

@@ -1,0 +1,545 @@
+"""What N and N' share whatever their role: the queues, the operator loop that drains IQ through the
+operator into OQ, the Level-1 point, and the node's status.
+
+The role-specific sides act on this state: `primary.PrimarySide` (Push in, Deliver out, the planned
+handover), `standby.StandbySide` (the backup in, lazily; the heartbeats that watch the primary) and
+`takeover.Takeover` (seed 000 section 3.6, made Precise, as numbered steps). `operator_node.OperatorNode`
+joins them: a node changes role at run time, so one object carries every side.
+
+Invariants the sides rely on: `received_through` is the last input position held; `processed` (moved only
+by `_processed_to`) the last one the operator answered, with the outputs made through it; every output in
+OQ is numbered on from the last, one per selected input, in input order; nothing is changed by a handler
+before the whole frame is checked.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from ..config import NodeConfig
+from ..core import messages as m
+from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
+from ..core.admission import admit_runs
+from ..core.codec import BatchDecoder
+from ..core.detector import FailureDetector
+from ..core.errors import OversizedMessage, QueueFull, UnknownEpoch, Unreadable
+from ..core.held import HeldRuns, Sealed
+from ..core.queues import InputQueue, KeyedQueue
+from ..core.recovery import OperatorWatch
+from ..core.reminder import Reminder
+from ..core.roles import Role
+from ..core.seq import PerStreamSequence, StreamRegistry
+from ..core.tuples import TupleBatch
+from ..operators.base import Operator
+from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
+from ..transport.peer import Peer
+from .common import LINK_REMIND_S, Backoff, NodeBase
+
+# Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
+# operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
+# operator for good.
+GATHER_MAX_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Jump:
+    """An IQ marker: resume from a checkpoint (the positions before it are covered by Nd's output)."""
+
+    checkpoint: Checkpoint
+    params: m.Params | None = None  # the control record in force there (its position may be inside the skip)
+
+    def __len__(self) -> int:
+        return 0
+
+
+class Run:
+    """Consecutive batches read as one run of positions first .. end-1, joined only where sliced: the
+    operator is called once per run, not once per frame (a Spark micro-batch costs the same for 4,096 tuples
+    as for 32,768), and a standby that skips a covered stretch copies none of it (joining every run it
+    took cost it more CPU than decoding the backup)."""
+
+    __slots__ = ("parts", "first", "end")
+
+    def __init__(self, parts: list) -> None:
+        self.parts, self.first, self.end = parts, parts[0].first, parts[-1].end
+
+    def __len__(self) -> int:
+        return self.end - self.first
+
+    def slice(self, start: int, stop: int) -> TupleBatch:
+        """The tuples at positions [start, stop) of the run, as one batch (decoding sealed parts: raises
+        Unreadable)."""
+        pieces = [p.slice(start, stop) for p in self.parts if p.end > start and p.first < stop]
+        if not pieces:
+            return TupleBatch(max(start, self.first))
+        return TupleBatch.concat([p.tuples() if isinstance(p, Sealed) else p for p in pieces])
+
+
+def _join_runs(items: list) -> list:
+    """Consecutive batches (decoded or sealed) as one Run each; Jumps stay where they are."""
+    out: list = []
+    run: list = []
+    for it in items:
+        if isinstance(it, TupleBatch | Sealed) and (not run or it.first == run[-1].end):
+            run.append(it)
+            continue
+        if run:
+            out.append(Run(run))
+            run = []
+        if isinstance(it, TupleBatch | Sealed):
+            run.append(it)
+        else:
+            out.append(it)
+    if run:
+        out.append(Run(run))
+    return out
+
+
+class OperatorBase(NodeBase):
+    """The state of an operator node and its operator loop (IQ -> operator -> OQ). Subclassed by
+    OperatorNode only, with the role sides mixed in over it."""
+
+    def __init__(self, cfg: NodeConfig, operator: Operator, peers: Callable[[str], Peer], **kw) -> None:
+        super().__init__(cfg, **kw)
+        self.operator = operator
+        self.peers = peers
+        self.registry = StreamRegistry(cfg.stream_names)
+        self.seqcheck = PerStreamSequence(cfg.name)
+        self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.input_queue_capacity)
+        self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
+        self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
+        self.held = HeldRuns(cfg.name, self._check_tuples, max_batch_bytes=cfg.max_message_bytes)
+        self._decoding = threading.Lock()
+        self.received_through = 0
+        self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
+        self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
+        self.processed = Checkpoint()
+        # When `processed` last moved (wall clock; None before): a frame finished, or a skip past covered
+        # inputs. A reader polling between frames cannot tell from the count alone when it held.
+        self.processed_at: float | None = None
+        self.first_processed_at: float | None = None  # when the operator finished its first frame
+        # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
+        # and with Nu's takeover answer), and the control record in force there.
+        self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
+        # Covering checkpoints not applied yet, oldest first: one applies once this node holds what it covers
+        # and a heartbeat has shown the primary got that far (a Level-1 point is never ahead of the primary),
+        # whichever comes last (`_apply_covering`, at both events). The backup runs behind the primary (at
+        # Bsize 1 by tens of thousands of inputs at full speed, each frame's checkpoint past its runs), and at
+        # moderate rates most frames come just before the heartbeat that vouches for them: applied only when
+        # both hold at once, covering would lag by up to a second, and N' would process what it could skip.
+        self._covering: deque[tuple[Checkpoint, m.Params | None]] = deque()
+        # When inputs arrived here ((last position, when), oldest first) and how long the latest covered one
+        # took to be covered after it arrived (None until one was): a standby defers only while that is
+        # shorter than standby_defer.
+        self._arrived: deque[tuple[int, float]] = deque(maxlen=4096)
+        self.cover_latency: float | None = None
+        self.level1 = Level1Tracker()
+        self.level0 = 0
+        self.sent_next = 1
+        self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
+        self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
+        self.primary: Peer | None = None
+        self.detector: FailureDetector | None = None
+        self.recovery: dict = {}
+        self._wall_detected = 0.0
+        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
+        # Nd holds (Precise), and Nd's answer trims OQ.
+        self._resync_output = True
+        # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
+        # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
+        self._worked = False
+        # A planned handover (hand_over): no input is taken, and the output loop sends its last frame.
+        self._leaving = False
+        self._told_leaving = False  # a heartbeat reply has said LEAVING to the standby
+        self._heartbeat_at: float | None = None  # when the standby last asked (a primary's view)
+        self._standby_at = ""  # where that standby hears of a handover (a primary's view; "": not said)
+        self._handover = False  # a standby's view: the primary of this epoch said it is leaving
+        self._beat_now = threading.Event()  # a standby's view: its primary's handover notice came (or a stop)
+        self._output_backoff = Backoff()
+        self._last_push = self.clock()
+        self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
+        self._declined = Reminder(self.clock, LINK_REMIND_S)  # logs a declined takeover
+        self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
+        self.registered = threading.Event()
+        self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
+        self.batch_seconds = Buckets(BATCH_BOUNDS)
+        # Operator calls submitted and not yet answered, oldest first: (batch, future, submitted at).
+        self._in_flight: deque[tuple[TupleBatch, Future, float]] = deque()
+        self._calling_since: float | None = None  # a call inside `operator.submit` (a synchronous operator)
+        self.watch = OperatorWatch(cfg.operator_stall_max)
+        # A standby's calls wait by design (a lazy Spark feed holds them): a promoted one is timed from then.
+        self._primary_since = self.clock()
+        self.slowest_call_s = 0.0  # the longest an operator call took to be answered (for operator_stall_max)
+        self._in_flight_tuples = 0
+        self._backlog_at_takeover = (0, 0)
+        # A takeover by a gathering operator (Operator.takeover_gather): nothing is taken while PROMOTING,
+        # then nothing until the input through Nu's head at takeover is in or the deadline passes.
+        self._gather: tuple[int, float] | None = None  # (Nu's head, deadline) once PRIMARY
+        self._gathering = False
+        self._working = False  # this takeover has started the operator on what it holds (_start_work)
+        self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
+        if cfg.role == "primary":
+            self.state.become(Role.PRIMARY, epoch=1)
+        else:
+            self.state.become(Role.STANDBY, epoch=0)
+            self.primary = peers(cfg.primary) if cfg.primary else None
+
+    def stop(self) -> None:
+        self._beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
+        super().stop()
+
+    def start(self) -> None:
+        self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
+        self.spawn("output", self._output_loop)
+        self.spawn("announce", self._announce_loop)
+        if self.state.role is Role.STANDBY:
+            self._watch_as_standby()
+
+    # --- input: frames and batches -> IQ ---------------------------------------------------------------
+    def _check_tuples(self, batch: TupleBatch, what: str) -> TupleBatch:
+        """What this deployment allows in a run of tuples: known stream ids, tuples within the size limit."""
+        self.registry.check_ids(batch.streams, batch.seqs, node=self.name)
+        biggest = batch.max_payload_bytes()
+        if biggest > self.cfg.max_tuple_bytes:
+            raise OversizedMessage(f"{self.name}: {what} holds a {biggest}-byte tuple; "
+                                   f"the limit is {self.cfg.max_tuple_bytes}")
+        return batch
+
+    def _admit(self, batches: list, ckpt: Checkpoint, params: m.Params | None = None) -> None:
+        """Queue `batches` (TupleBatch, or Sealed runs of a lazy standby) in IQ if they follow on from what
+        this node holds. Everything is checked before anything changes: a refused frame leaves the node as
+        it was. Sealed runs are checked for their positions here and for their tuples when decoded (their
+        per-stream seqs are those the primary checks as Nu pushes the same positions to it)."""
+        jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches], ckpt)
+        sealed = isinstance(batches[0], Sealed)
+        items = batches if sealed else [TupleBatch.concat(batches)]
+        count = sum(map(len, items))
+        pending = None if sealed else self.seqcheck.check(items[0].streams, items[0].seqs, fresh=jump,
+                                                          skip=StreamRegistry.CONTROL)
+        if len(self.iq) and len(self.iq) + count > self.iq.capacity:
+            raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
+        # Checked; now change state.
+        if jump:
+            self._jump(ckpt, params)
+        if pending is None:
+            self.seqcheck.reset()  # what follows an eager frame is checked from there
+        else:
+            self.seqcheck.commit(pending)
+        now = self.clock()
+        for it in items:
+            self.iq.offer(it, now)  # type: ignore[arg-type]
+        if self.state.role is Role.STANDBY:  # only a standby defers, and times covering for it
+            self._arrived.append((items[-1].last, now))
+        self.received_through = items[-1].last
+        self.lock.notify_all()
+
+    def _plausible(self, ckpt: Checkpoint) -> bool:
+        """A standby skips to a trim point that comes without batches only as far as the primary has
+        received (its heartbeats say): a Level-1 ack never covers a position the primary does not hold. One
+        past that (forged, or newer than the last heartbeat) is not applied, and the standby answers what
+        it holds; Nu sends its trim point again. (Batches that start just after their checkpoint are the
+        ordinary jump and are admitted as they come.)"""
+        return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
+
+    def _jump(self, ckpt: Checkpoint, params: m.Params | None = None) -> None:
+        """Skip to a checkpoint: every input through it produced only outputs Nd already holds. `params`,
+        the control record in force at the checkpoint, switches the operator as if it had seen it."""
+        self.iq.offer(Jump(ckpt, params), self.clock())  # type: ignore[arg-type]
+        self.received_through = ckpt.input_pos
+        self.seqcheck.reset()  # the per-stream history restarts after the skipped positions
+        self.counters["jumps"] += 1
+        self.lock.notify_all()
+
+    def _note_covered(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Holding the lock: every input through `ckpt` is covered by outputs Nd holds, so nobody will ever
+        need this node to process it. The operator loop skips those it has not submitted yet: a standby
+        whose operator fell behind (Spark on a busy machine) catches up to the Level-1 point instead of
+        working through inputs that only matter until the primary's outputs for them reach Nd."""
+        if ckpt.input_pos > self._covered[0].input_pos:
+            self._covered = (ckpt, params)
+            self.held.trim(ckpt.input_pos)
+            arrived = self._arrived
+            when = None
+            while arrived and arrived[0][0] <= ckpt.input_pos:
+                when = arrived.popleft()[1]
+            if arrived and when is None:
+                when = arrived[0][1]  # covered part of the oldest run still listed
+            if when is not None:
+                self.cover_latency = self.clock() - when
+            self.lock.notify_all()  # a deferring operator loop may now skip
+
+    def _check_epoch(self, epoch: int, sender: str, what: str) -> None:
+        """Calls from Nu speak for Nu's epoch: an older one is refused (StaleEpoch); a newer one moves
+        nothing here (only this node's own takeover, or what Nu and the primary tell it, moves its epoch)."""
+        self.state.fence.check(epoch, sender=sender, what=what)
+        if self.state.role is not Role.STANDBY and self.state.fence.is_newer(epoch):
+            raise UnknownEpoch(f"{self.name}: {what} from {sender} in epoch {epoch}; this primary is in epoch "
+                               f"{self.state.epoch} and no takeover it knows of made epoch {epoch}")
+
+    # --- operator: IQ -> OQ ----------------------------------------------------------------------------
+    def _operator_loop(self) -> None:
+        with self.lock:
+            through: int | None = None  # the last input this pass may take (None: all)
+            take = True
+            while not self.stopped:
+                if self.operator.failure is not None:
+                    raise self.operator.failure  # ends this loop, as a failed call does (_operator_failed)
+                if self.iq.empty():
+                    if self._head_done():
+                        break
+                    self.lock.wait(0.1)
+                    continue
+                if self._gathering and self._still_gathering():
+                    take = False
+                    if self._head_done():
+                        break  # answers to collect; nothing taken yet
+                    self.lock.wait(0.005)  # ends on an input's arrival or the deadline, not on a notify
+                    continue
+                take = True
+                through = self._deferred_through()
+                if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
+                    break  # something to take, or answers to collect (taking what may be taken now)
+                self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
+            items = _join_runs(self.iq.take_all(self._take, through)) if take else []
+        self._collect(block=False)
+        # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
+        # except as the base later runs decode from; while Nd's acks lag, only this lets them go.
+        self.held.trim(self._done_through())
+        for it in items:
+            if isinstance(it, Jump):
+                if it.checkpoint.input_pos > self.processed.input_pos:  # else a skip already went past it
+                    self._restore(it.checkpoint, it.params)
+                continue
+            start = it.first
+            while start < it.end and not self.stopped:
+                room = self._room_for(it.end - start)
+                with self.lock:
+                    covered, params = self._covered
+                if covered.input_pos >= start:
+                    start = self._skip(covered, params, start, it.end)
+                    continue
+                try:
+                    piece = it.slice(start, start + room)
+                except Unreadable as e:
+                    if e.error is None:
+                        # Let go since it was taken: covered meanwhile (a trim drops only covered or processed
+                        # runs, and nothing from `start` on is processed), which the skip above now sees.
+                        with self.lock:
+                            if self._covered[0].input_pos >= start:
+                                continue
+                        raise
+                    at = e.at
+                    if at > start:  # what decoded before it is processed; the rest is forgotten
+                        try:
+                            self._submit(it.slice(start, at))
+                        except Unreadable:
+                            at = start  # that did not decode either: forgotten from `start`
+                    self._unreadable(e.error, at)
+                    return
+                if len(piece):
+                    self._submit(piece)
+                start = piece.end
+
+    def _restore(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Resume the operator at `ckpt` (a Jump, or a skip over covered inputs)."""
+        self._collect(block=True)  # restore only with nothing in flight (the Operator contract)
+        self.operator.restore(ckpt.input_pos, params)
+        with self.lock:
+            self._processed_to(ckpt)
+            self.oq.trim(ckpt.output_count)
+            self.lock.notify_all()
+
+    def _skip(self, covered: Checkpoint, params: m.Params | None, start: int, end: int) -> int:
+        """Inputs `start`..`covered` are not submitted (see `_note_covered`); returns the next position to
+        submit. A checkpoint that counts fewer outputs than this node made before `start` cannot be true;
+        it is dropped and nothing is skipped."""
+        if covered.input_pos > self.processed.input_pos:
+            self._collect(block=True)
+            with self.lock:
+                if covered.output_count < self.processed.output_count:
+                    self.counters["skips_refused"] += 1
+                    self._covered = (Checkpoint(), None)
+                    self.log.warning("%s: checkpoint %s counts fewer outputs than the %d made before input %d; "
+                                     "not skipping", self.name, covered, self.processed.output_count, start)
+                    return start
+            self._restore(covered, params)
+        with self.lock:
+            self.counters["skipped_tuples"] += min(covered.input_pos + 1, end) - start
+        return covered.input_pos + 1
+
+    def _room_for(self, wanted: int) -> int:
+        """How many inputs the next operator call may take: at most one output per input, so never more
+        than OQ has room for once what is in flight is answered, and never more in flight than the operator
+        takes. A call sized to the room left cannot wait for room that will never come (an operator call's
+        outputs larger than the whole OQ once spun for ever); with OQ full, this waits for Nd's acks
+        (backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED)."""
+        while True:
+            self._collect(block=False)
+            with self.lock:
+                room = self.oq.room() - self._in_flight_tuples
+                cap = self.operator.in_flight_max
+                if cap or self._in_flight:  # a pipelined operator's bound holds for its first call too
+                    room = min(room, cap - self._in_flight_tuples)
+                if room > 0 or self.stopped:
+                    return max(0, min(wanted, room))
+                self.counters["oq_full_waits" if self.oq.room() == 0 else "in_flight_waits"] += 1
+                if not self._head_done():
+                    self.lock.wait(0.05)
+
+    def _head_done(self) -> bool:
+        return bool(self._in_flight) and self._in_flight[0][1].done()
+
+    def _submit(self, batch: TupleBatch) -> None:
+        # Timed from before the call: an operator that computes inside `submit` (and may hang there) is
+        # timed by OperatorWatch and by batch_seconds as one whose future answers later is.
+        t0 = self._calling_since = self.clock()
+        fut = self.operator.submit(batch)
+        with self.lock:
+            self._calling_since = None
+            self._in_flight.append((batch, fut, t0))
+            self._in_flight_tuples += len(batch)
+        if fut.done():
+            self._collect(block=False)
+        else:
+            fut.add_done_callback(self._wake)
+
+    def _wake(self, _fut) -> None:
+        with self.lock:
+            self.lock.notify_all()
+
+    def _collect(self, block: bool) -> None:
+        """Takes the operator's answers in submission order: those ready, or (block) all in flight."""
+        while self._in_flight and not self.stopped:
+            batch, fut, t0 = self._in_flight[0]
+            if not fut.done():
+                if not block:
+                    return
+                with self.lock:
+                    self.lock.wait_for(lambda f=fut: f.done() or self.stopped, 0.5)
+                continue
+            selected = fut.result()  # an operator failure ends this loop, as a failed call always did
+            with self.lock:
+                self._in_flight.popleft()
+                self._in_flight_tuples -= len(batch)
+                self._finish(batch, selected, self.clock() - t0)
+
+    def _finish(self, batch: TupleBatch, selected, took: float) -> None:
+        """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
+        self.batch_seconds.observe(took)
+        self.slowest_call_s = max(self.slowest_call_s, took)
+        self.counters["operator_batches"] += 1
+        base = self.processed.output_count
+        out = batch.select(selected, first=base + 1)
+        # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
+        fresh = out.slice(self.oq.trimmed_through + 1, out.end)
+        if len(fresh):
+            self.oq.append(fresh)  # fits: calls take no more inputs than OQ has room for
+        self.counters["processed_tuples"] += len(batch)
+        self.counters["output_tuples"] += len(out)
+        self._processed_to(Checkpoint(batch.last, base + len(out)))
+        if self.first_processed_at is None:
+            self.first_processed_at = self.processed_at
+        self.lock.notify_all()
+
+    def _oldest_call(self) -> float | None:
+        """Holding the lock: when the oldest operator call not yet answered was made (None: there is none)."""
+        made = [t for t in (self._calling_since, self._in_flight[0][2] if self._in_flight else None) if t is not None]
+        return min(made, default=None)
+
+    def _operator_failed(self, e: Exception) -> None:
+        """The operator loop ended with an error (a failed call: a Spark JVM that is gone): nothing will be
+        processed here again. A primary says so at once in its heartbeats (OperatorWatch.fail), and the node
+        asks its process to exit (`fail`): its closed port is the surest sign of all."""
+        why = f"{type(e).__name__}: {e}"[:300]
+        with self.lock:
+            self.watch.fail(why)
+            self.counters["operator_failures"] += 1
+            self._stalled_s()  # said now, not at the next heartbeat
+        self.fail(f"the operator failed ({why})")
+
+    def _stalled_s(self) -> float:
+        """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
+        operator_stall_max (OperatorWatch); 0 when it has not, or when this node is no primary. A stall is
+        said once when it begins and once when it ends."""
+        oldest, now = self._oldest_call(), self.clock()
+        was = self.watch.stalled
+        if self.state.role is not Role.PRIMARY:
+            self.watch.update(None, now)  # a standby's calls wait by design; a fenced node's do not matter
+            return 0.0
+        if oldest is not None:
+            oldest = max(oldest, self._primary_since)
+        if self.watch.update(oldest, now):
+            self.counters["operator_stalls"] += 1
+            what = (f"failed ({self.watch.failed})" if self.watch.failed else
+                    f"has left a call unanswered for {self.watch.stalled_for(oldest, now):.1f} s (operator_stall_max "
+                    f"{self.watch.limit:.1f} s)")
+            self.log.warning("%s: the operator %s: heartbeats say so from now, and Nd's lease is no longer renewed; a "
+                             "standby will take over", self.name, what)
+        elif was and not self.watch.stalled:
+            self.log.warning("%s: the operator answers again", self.name)
+        return self.watch.stalled_for(oldest, now)
+
+    def _processed_to(self, ckpt: Checkpoint) -> None:
+        """Holding the lock: `processed` moves here only, with the time it moved (`processed_at`)."""
+        self.processed, self.processed_at = ckpt, time.time()
+
+    def _level1(self) -> Checkpoint:
+        return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq))
+
+    def _done_through(self) -> int:
+        """The last input that needs no more work here: processed, or covered by Nd's output (skipped)."""
+        return max(self.processed.input_pos, self._covered[0].input_pos)
+
+    def standby_lag(self) -> tuple[int, float]:
+        """How far this standby is behind the primary: inputs the primary holds that this node has not
+        processed yet and Nd's output does not cover (the work a takeover would start with), and for how
+        long the oldest of them has been there (seconds since the primary's heartbeats first showed it).
+        (0, 0.0) for a primary; a standby with about one operator call of work left takes over in about one
+        call."""
+        if self.state.role is not Role.STANDBY:
+            return 0, 0.0
+        done = self._done_through()
+        seen = self._primary_seen
+        while seen and seen[0][1] <= done:
+            seen.popleft()
+        behind = max(0, self.primary_received - done)
+        return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
+
+    def snapshot(self) -> dict:
+        lag_tuples, lag_seconds = self.standby_lag()
+        oldest = self._oldest_call()
+        s = super().snapshot()
+        s["counters"]["backup_decoded_tuples"] = self.held.decoded_tuples
+        s.update({
+            "sealed_runs": len(self.held),
+            "standby_lag_tuples": lag_tuples,
+            "standby_lag_seconds": round(lag_seconds, 3),
+            "cover_latency_s": round(self.cover_latency, 3) if self.cover_latency is not None else None,
+            "received_through": self.received_through,
+            "processed": [self.processed.input_pos, self.processed.output_count],
+            "processed_at": self.processed_at,
+            "first_processed_at": self.first_processed_at,
+            "level0": self.level0,
+            "level1": [self.level1.current.input_pos, self.level1.current.output_count],
+            "iq_depth": len(self.iq),
+            "oq_depth": len(self.oq),
+            "oq_first": self.oq.first,
+            "oq_last": self.oq.last,
+            "operator": self.operator.name,
+            "operator_switches": getattr(self.operator, "switches", []),
+            "recovery": self.recovery,
+            "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
+            "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
+            "heartbeat_stalls": self.detector.stalls if self.detector else 0,
+            "primary_heard": self.detector.heard if self.detector else None,
+            "operator_oldest_call_s": 0.0 if oldest is None else round(self.clock() - oldest, 3),
+            "operator_stalled": self.watch.stalled,
+            "operator_failed": self.watch.failed,
+            "operator_slowest_call_s": round(self.slowest_call_s, 3),
+        })
+        return s

@@ -1,0 +1,247 @@
+"""The primary's side of an operator node (N): Push frames from Nu into IQ, Deliver OQ to Nd, Nd's
+Level-0 acks turned into the Level-1 acks that go back to Nu (Algorithm 4), heartbeats answered, and the
+planned handover when the primary is asked to stop.
+
+A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
+"""
+
+from __future__ import annotations
+
+from ..core import messages as m
+from ..core.errors import PeerError, Status, WrongRole
+from ..core.retry import fenced_by
+from ..core.roles import Role
+from ..transport.peer import Peer
+from .common import EXIT_FENCED
+
+
+class PrimarySide:
+    """N as the primary: input from Nu, output to Nd, fencing, the handover to the standby."""
+
+    def handle_push(self, msg: m.Frame) -> m.FrameAck:
+        with self.lock:
+            role = self.state.role
+            if self._leaving:
+                raise WrongRole(f"{self.name}: hands over to its standby and takes no more input")
+            if role not in (Role.PRIMARY, Role.PROMOTING):
+                raise self._wrong("Push")
+            self._check_epoch(msg.epoch, msg.sender, "frame")
+        self._last_push = self.clock()
+        if msg.batch is not None:
+            batch = self._check_tuples(msg.batch, f"frame {msg.batch.first}")
+            with self.lock:
+                self._admit([batch], msg.checkpoint, msg.params)
+                self.counters["input_tuples"] += len(batch)
+                self._worked = True
+        with self.lock:
+            return m.FrameAck(epoch=self.state.epoch, level1=self._level1(), received_through=self.received_through)
+
+    # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
+    def _output_loop(self) -> None:
+        idle = self.cfg.idle_frame_s
+        with self.lock:
+            deadline = self.clock() + idle
+            # An idle primary still sends an empty frame now and then: it renews its lease at Nd, a primary
+            # that was paused and replaced learns at once that it is fenced, and a restarted Nd is found again.
+            while not self.stopped and (self.state.role is not Role.PRIMARY or
+                                        (not self._leaving and not self._resync_output
+                                         and self.oq.last < self.sent_next and self.clock() < deadline)):
+                # Up to the deadline, not a whole interval past a notify that came just before it: the
+                # empty frame was up to twice ack_poll_ms apart (99 ms at 50 ms, measured).
+                self.lock.wait(max(0.001, deadline - self.clock()))
+                if self.state.role is not Role.PRIMARY:
+                    deadline = self.clock() + idle
+            if self.stopped or self.downstream is None:
+                return
+            leaving = self._leaving
+            if not leaving and (self._resync_output or self.oq.last < self.sent_next) and self._stalled_s():
+                # An empty frame would renew this primary's lease at Nd, and its operator has stalled: the
+                # standby's takeover must not be declined.
+                self.counters["idle_frames_withheld"] += 1
+                return
+            batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
+            epoch, peer = self.state.epoch, self.downstream
+        frame = m.OutputFrame(epoch=epoch, sender=self.name, batch=batch, leaving=leaving)
+        try:
+            ack = peer.deliver(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            self.links.note("downstream", peer.address, e)
+            with self.lock:
+                self.counters[f"deliver_error_{e.status.lower()}"] += 1
+                if fenced_by(e.status):
+                    self._fence(f"Nd refused epoch {epoch}: {e.message}")
+                    return
+                if leaving:
+                    # Tried once: the lease then ends by itself within takeover_lease, before the standby's
+                    # takeover is asked again (a declined one is, at its next heartbeat).
+                    self._left(f"its last frame failed ({e.status})")
+                    return
+                self._resync_output = True
+            if e.status is Status.FAILED_PRECONDITION:
+                self._announce(peer, epoch)  # Nd does not know this epoch (it restarted): tell it
+            self.sleep(self._output_backoff.next())
+            return
+        self.links.note("downstream", peer.address, None)
+        with self.lock:
+            self._output_backoff.reset()
+            self._resync_output = False
+            self._worked = True
+            self.counters["output_bytes"] += ack.wire_bytes
+            if batch is not None:
+                self.counters["delivered_tuples"] += len(batch)
+            self._on_level0(ack.received_through)
+            self.sent_next = ack.received_through + 1
+            if leaving:
+                self._left(f"Nd holds its outputs through {ack.received_through}")
+
+    def _announce_loop(self) -> None:
+        """A live Nu pushes to its primary at least every ack_poll_ms. A primary that hears nothing for a
+        while announces itself to Nu: a Nu restarted without knowing this primary learns it; a Nu that knows
+        it answers and changes nothing; a Nu in a newer epoch refuses, and this node is fenced."""
+        self.sleep(1.0)
+        silent = max(1.0, 20 * self.cfg.ack_poll_ms / 1000)
+        with self.lock:
+            due = (self.state.role is Role.PRIMARY and self.upstream is not None
+                   and self.clock() - self._last_push > silent)
+            epoch = self.state.epoch
+        if due:
+            assert self.upstream is not None
+            self._announce(self.upstream, epoch)
+
+    def _announce(self, peer: Peer, epoch: int) -> None:
+        """Tell a peer that restarted without knowing it which primary runs `epoch`: the same Takeover this
+        node made (or, for the first primary, would have made), which the peer accepts once."""
+        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
+                                resend_from=self.received_through + 1)
+        role = "upstream" if peer is self.upstream else "downstream"
+        try:
+            peer.takeover(req, self.cfg.rpc_timeout)
+        except PeerError as e:
+            self.links.note(role, peer.address, e)
+            if fenced_by(e.status):
+                self.log.warning("%s: %s refused the announcement of epoch %d: %s", self.name, peer.address, epoch, e)
+                with self.lock:
+                    self._fence(f"{peer.address} refused epoch {epoch}: {e.message}")
+            elif not e.unreachable:
+                # Refused without a newer epoch (Nu knows this epoch's primary at another address): not
+                # fenced, but said, since the peer will not learn this node from it.
+                # Announced every second while Nu stays silent: one line, then one every LINK_REMIND_S.
+                self.counters["announce_refused"] += 1
+                if self._announce_refused.due():
+                    self.log.warning("%s: %s did not take the announcement of epoch %d: %s", self.name,
+                                     peer.address, epoch, e)
+            return
+        self.links.note(role, peer.address, None)
+        self.counters["announced"] += 1
+        self.log.warning("%s: announced itself to %s as the primary of epoch %d", self.name, peer.address, epoch)
+
+    def _on_level0(self, k: int) -> None:
+        """Algorithm 3 (and the primary's own OQ): drop outputs Nd holds; refresh the Level-1 ack."""
+        if k > self.level0:
+            self.level0 = k
+        self.oq.trim(self.level0)
+        self._level1()
+        self.lock.notify_all()
+
+    def _fence(self, why: str) -> None:
+        if self.state.role is Role.PRIMARY and not self._worked and self.upstream is not None:
+            self._rejoin(why)
+        elif self.state.role in (Role.PRIMARY, Role.PROMOTING):
+            self.log.warning("%s: fenced (%s); stops sending", self.name, why)
+            self.state.become(Role.FENCED)
+            self.counters["fenced"] += 1
+            if self.cfg.exit_when_fenced:  # to be started again, and rejoin as the standby
+                self.fail(f"fenced ({why})", EXIT_FENCED)
+
+    def _rejoin(self, why: str) -> None:
+        """Started as the primary into a pipeline that failed over without this node (a restart with its old
+        settings): it joins as a standby, learns the primary from Nu, and can take over at the next failure."""
+        self.log.warning("%s: %s; it has delivered nothing in this life, so it joins as a standby", self.name, why)
+        self.state.rejoin(worked=self._worked)
+        self.counters["rejoined"] += 1
+        self.primary = None  # Nu names the primary in force when it answers the registration
+        self._watch_as_standby()
+
+    # --- a planned handover (the primary asked to stop) ------------------------------------------------
+    def hand_over(self, timeout: float | None = None) -> str:
+        """A primary asked to stop (SIGTERM: `docker stop`, a rolling upgrade) hands its work to the standby
+        instead of leaving it to find out: it takes no more input (Nu keeps what it sends in OQu and sends it
+        to the next primary), sends Nd what OQ holds in a last frame that ends its lease there, and then says
+        LEAVING in its heartbeat replies. It tells the standby to heartbeat now (`_tell_standby`), so the
+        standby takes over about a round trip after the last frame, not at its next heartbeat, and not
+        after the detector's timeout and the lease. The takeover is the usual one: Precise, it replays what
+        Nd lacks. Waits at most `timeout` seconds (by default twice the detector's timeout, and a call's).
+
+        Returns how it went: "told" (the standby has heard it), "no standby" (none has asked for a heartbeat
+        for the detector's timeout, counted from the last that did, or from when this node became the
+        primary: nobody to hand over to, and the lease has ended all the same),
+        "timed out", or "not primary" (nothing done)."""
+        cfg = self.cfg
+        wait = 2 * cfg.heartbeat_timeout + cfg.rpc_timeout if timeout is None else timeout
+        with self.lock:
+            if self.state.role is not Role.PRIMARY or self._leaving or self.downstream is None:
+                return "not primary"
+            self._leaving = True
+            self.counters["handovers"] += 1
+            self.lock.notify_all()  # the output loop sends the last frame now
+            deadline = self.clock() + wait
+            while not self.stopped and self.state.role is Role.PRIMARY and self.clock() < deadline:
+                self.lock.wait(0.01)
+            if self.state.role is not Role.LEAVING:
+                return "not primary" if self.state.role is not Role.PRIMARY else "timed out"
+            standby = self._standby_at
+        if standby and not self._told_leaving:
+            self._tell_standby(standby)  # outside the lock: the standby's heartbeat comes in meanwhile
+        with self.lock:
+            # A standby asks every heartbeat_interval; one that has not asked for the detector's timeout is
+            # gone, and a primary no standby has asked since it became one (a pipeline run without one) has
+            # nobody to wait for: it stops at once, not a timeout later. A standby that registers meanwhile
+            # asks as soon as Nu answers it; if this node is gone by then, it takes over on its detector.
+            while not self.stopped and not self._told_leaving and self.clock() < deadline:
+                if self.clock() - max(self._primary_since, self._heartbeat_at or 0.0) > cfg.heartbeat_timeout:
+                    self.log.warning("%s: no standby has asked for a heartbeat; stops without a handover", self.name)
+                    return "no standby"
+                self.lock.wait(0.01)
+            return "told" if self._told_leaving else "timed out"
+
+    def _tell_standby(self, address: str) -> None:
+        """Tells the standby that asked last to heartbeat now (HandoverNotice). Best effort: a standby
+        that does not hear it (gone, or one that never said where) hears LEAVING at its next heartbeat, so
+        the notice is given no longer than that takes."""
+        peer = self.peers(address)
+        wait = min(self.cfg.rpc_timeout, self.cfg.heartbeat_interval)
+        t0 = self.clock()
+        try:
+            ack = peer.handover(m.HandoverNotice(sender=self.name, epoch=self.state.epoch), wait)
+        except PeerError as e:
+            self.links.note("standby", address, e)
+            self.counters["handover_notices_failed"] += 1
+            self.log.warning("%s: the handover notice to %s failed after %.0f ms: %s", self.name, address,
+                             (self.clock() - t0) * 1000, e)
+        else:
+            self.links.note("standby", address, None)
+            self.counters["handover_notices_heard" if ack.beats else "handover_notices_ignored_there"] += 1
+            self.log.info("%s: the handover notice to %s %s in %.0f ms", self.name, address,
+                          "was heard" if ack.beats else "came after its heartbeat", (self.clock() - t0) * 1000)
+        finally:
+            peer.close()
+
+    def _left(self, why: str) -> None:
+        """Holding the lock: the last frame went (or failed): LEAVING from now on, which heartbeats say."""
+        self.state.become(Role.LEAVING)
+        self.log.warning("%s: hands over in epoch %d (%s); its standby takes over", self.name, self.state.epoch, why)
+        self.lock.notify_all()
+
+    # --- heartbeats (standby) and failover -------------------------------------------------------------
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
+        with self.lock:
+            self.counters["heartbeats_answered"] += 1
+            self._heartbeat_at = self.clock()
+            if msg.address:
+                self._standby_at = msg.address
+            if self.state.role is Role.LEAVING and not self._told_leaving:
+                self._told_leaving = True
+                self.lock.notify_all()
+            return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
+                                    received_through=self.received_through,
+                                    stalled_ms=round(self._stalled_s() * 1000))

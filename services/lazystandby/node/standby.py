@@ -1,0 +1,332 @@
+"""The standby's side of an operator node (N'): registration with Nu, the backup from Nu into IQ', held
+sealed and decoded only when needed (Algorithm 2), covering by Nu's Level-1 point so that covered inputs
+are skipped (the lazy standby), and the heartbeats that watch the primary and start a takeover.
+
+A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..core import messages as m
+from ..core import tuples
+from ..core.acks import Checkpoint
+from ..core.admission import covered_head
+from ..core.codec import DecoderPosition
+from ..core.detector import FailureDetector
+from ..core.errors import LazyStandbyError, PeerError, Status
+from ..core.held import Sealed
+from ..core.roles import Role
+from ..core.tuples import TupleBatch
+from .common import Backoff
+
+
+class StandbySide:
+    """N' as the standby: the backup in, the primary watched."""
+
+    def _watch_as_standby(self) -> None:
+        """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy."""
+        # In the background: Nu may start after us, and registration waits for it.
+        t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
+        t.start()
+        self._threads.append(t)
+        self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock(),
+                                        self.cfg.heartbeat_grace)
+        self.operator.lazy(True)  # only a takeover needs a standby's answers
+        self.spawn("heartbeat", self._heartbeat_loop)
+
+    def _register_with_upstream(self) -> None:
+        """A standby starts empty: Nu re-cuts its backup from the trim point for it. Nu (started last) holds
+        its source until this registration (standby_wait), so it should come as soon as Nu listens."""
+        if self.upstream is None:
+            return
+        # Retried every 50 ms at most: until it registers, this standby watches no primary, and a fresh Nu
+        # admits nothing (standby_wait). A refused call gets a new channel for the next try: gRPC's own
+        # reconnect backoff (up to 500 ms) kept the first registration up to 0.3 s after Nu listened. Nothing
+        # else uses the upstream channel before the registration (the heartbeat loop waits for it).
+        backoff = Backoff(0.01, 0.05)
+        said = None  # the status last logged: a line per change, not per try (the link's log adds when it recovers)
+        while not self.stopped:
+            try:
+                reply = self.upstream.register_standby(
+                    m.RegisterStandby(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
+            except PeerError as e:
+                self.links.note("upstream", self.upstream.address, e)
+                if e.status != said:
+                    said = e.status
+                    self.log.info("%s: registering with Nu failed (%s); retrying", self.name, e)
+                if e.refused:
+                    stale, self.upstream = self.upstream, self.peers(self.upstream.address)
+                    stale.close()
+                self.sleep(backoff.next())
+                continue
+            self.links.note("upstream", self.upstream.address, None)
+            with self.lock:
+                self.state.fence.advance(reply.epoch)
+                self._watch_primary_at(reply.primary_address, reply.epoch)
+                self.registered.set()
+                # The first heartbeat now: the primary learns where this standby hears of a handover
+                # before Nu, re-seeding the backup, reports it in sync.
+                self._beat_now.set()
+            return
+
+    def _watch_primary_at(self, address: str, epoch: int) -> None:
+        """Holding the lock: the primary Nu pushes to, as Nu's registration reply names it (`address`, in
+        `epoch`). A configured `primary` is the route to the first primary: it is kept in epoch 1 (where it
+        may be a route Nu does not use, a relay or another name for the same node), and left after a
+        takeover, when it may name a node that is dead or the standby itself; watching it, this standby
+        would suspect a primary that works and be declined at every timeout."""
+        if not address or (self.primary is not None and (epoch <= 1 or self.primary.address == address)):
+            return
+        if self.primary is not None:
+            self.log.warning("%s: Nu names %s the primary of epoch %d; the configured primary %s (the first "
+                             "primary's) is not watched", self.name, address, epoch, self.primary.address)
+            self.primary.close()
+        self.primary = self.peers(address)
+
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
+        """Algorithm 2: decompress each batch, then queue its tuples in IQ' in order.
+
+        Decompression runs outside the node lock (heartbeats and the operator go on meanwhile), one backup
+        call at a time, bounded by what each batch declares; the decoder moves on only when the batches
+        are admitted."""
+        with self.lock:
+            if self.state.role is not Role.STANDBY:
+                raise self._wrong("Backup")
+            self._check_epoch(msg.epoch, msg.sender, "backup")
+        with self._decoding:
+            lazy = bool(msg.runs) and not msg.batches
+            if lazy:  # Algorithm 2, decompressing later, if ever (core/held.py)
+                held, ledger = self.held.accept(msg.runs)
+                decoded: list = [Sealed(h, self.held, h.first, h.end) for h in held]
+            else:
+                raws, position = self.decoder.decode_many([bb.encoded for bb in msg.batches])
+                decoded = [self._check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
+                                                                  what=f"{self.name}: backup batch {bb.first}"),
+                                              f"backup batch {bb.first}")
+                           for bb, raw in zip(msg.batches, raws, strict=True)]
+                for run in msg.runs:
+                    batch, position = self._decode_run(run, position)
+                    decoded.append(batch)
+            with self.lock:
+                if self.state.role is not Role.STANDBY:
+                    raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
+                if decoded and self._plausible(msg.checkpoint):
+                    decoded = self._drop_covered(decoded, msg.checkpoint)
+                if decoded:
+                    self._admit(decoded, msg.checkpoint, msg.params)
+                    self.counters["backup_tuples"] += sum(map(len, decoded))
+                    self.counters["backup_batches"] += len(msg.batches) + sum(len(r.counts) for r in msg.runs)
+                elif msg.checkpoint.input_pos > self.received_through:
+                    # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
+                    # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
+                    if self._plausible(msg.checkpoint):
+                        self._jump(msg.checkpoint, msg.params)
+                    else:
+                        self.counters["checkpoints_deferred"] += 1
+                if decoded or msg.checkpoint.input_pos <= self.received_through:
+                    self._hold_covering(msg.checkpoint, msg.params)
+                self._apply_covering()
+                if lazy:
+                    self.held.commit(held, ledger)
+                else:
+                    self.decoder.commit(position)
+                    if msg.runs or msg.batches:
+                        self.held.restart_session()  # the link's session moved on in the eager decoder
+                return m.BackupAck(applied_through=self.received_through)
+
+    def _hold_covering(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+        """Holding the lock: keep a covering checkpoint until `_apply_covering` may apply it. At most 64 are
+        kept: past that, the newest replaces the one before it (the older ones still apply in turn)."""
+        held = self._covering
+        if ckpt.input_pos <= max(self._covered[0].input_pos, held[-1][0].input_pos if held else 0):
+            return
+        if len(held) >= 64:
+            held.pop()
+        held.append((ckpt, params))
+
+    def _apply_covering(self) -> None:
+        """Holding the lock: the newest kept checkpoint within both what this node holds and what the
+        primary's heartbeats say it has received covers what it holds (older ones are covered by it)."""
+        if self.state.role is not Role.STANDBY:
+            return
+        limit = min(self.received_through, self.primary_received)
+        reached = None
+        while self._covering and self._covering[0][0].input_pos <= limit:
+            reached = self._covering.popleft()
+        if reached is not None:
+            self._note_covered(*reached)
+
+    def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint) -> list[TupleBatch]:
+        """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
+        what this node holds (core.admission.covered_head); what is left starts just after the checkpoint,
+        an ordinary jump. Nothing left: the frame is then one without batches, whose checkpoint jumps."""
+        n = covered_head(self.received_through, batches[0].first, ckpt)
+        if not n:
+            return batches
+        self.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
+        cut = ckpt.input_pos + 1
+        return [b.slice(cut, b.end) if b.first < cut else b for b in batches if b.end > cut]
+
+    def _decode_run(self, run: m.BackupRun, position: DecoderPosition) -> tuple[TupleBatch, DecoderPosition]:
+        """A run of backup batches decoded and checked as one batch (its batches are consecutive), and where
+        the decoder will stand after it (nothing moves until the frame is admitted)."""
+        what = f"{self.name}: backup run {run.first}"
+        raw, position = self.decoder.decode_run(run.encoded, position)
+        batch = tuples.decode_counted(raw, run.first, run.counts, run.encoded.raw_sizes, what=what)
+        return self._check_tuples(batch, f"backup run {run.first}"), position
+
+    def _unreadable(self, err: LazyStandbyError, pos: int) -> None:
+        """A sealed backup run at or after `pos` did not decode (or its tuples were refused): forget what
+        this standby holds from `pos` on, as if it had never come. Nu holds every input past its Level-1
+        ack and sends them again: the standby's next backup call is refused (the session restarts there),
+        and the resync that follows finds the standby at `pos` - 1. A node past its takeover's plan cannot
+        do that (Nu was asked to resend from after what it held): the error stops its operator loop."""
+        with self.lock:
+            if self.state.role not in (Role.STANDBY, Role.PROMOTING):
+                raise err
+            self.counters["backup_unreadable"] += 1
+            if pos > self.received_through:
+                return  # already forgotten (a takeover's unsealing got there first)
+            self.log.error("%s: held backup from input %d does not decode (%s); forgetting inputs %d..%d, "
+                           "Nu sends them again", self.name, pos, err, pos, self.received_through)
+            self.held.truncate(pos)
+            self.iq.drop_from(pos)
+            while self._arrived and self._arrived[-1][0] >= pos:
+                self._arrived.pop()
+            self.received_through = pos - 1
+            self.seqcheck.reset()
+            self.lock.notify_all()
+
+    def _unseal(self) -> None:
+        """Takeover, before its plan: decode every held input neither covered nor processed (in IQ', or
+        taken by the operator loop), so that what this node tells Nu it holds is what it can process. A run
+        that does not decode is forgotten with what follows it, and Nu resends from there."""
+        with self.lock:
+            done = self._done_through()
+        bad = self.held.unseal(done)
+        if bad is not None:
+            self._unreadable(bad.error, bad.at)
+
+    def _deferred_through(self) -> int | None:
+        """Holding the lock, IQ not empty: the last position the operator may take now, None for all.
+
+        Lazy: a standby lets each input wait up to `standby_defer` seconds in IQ' before it runs the
+        operator on it. Meanwhile Nd's acks usually cover it (Nu's Level-1 point comes with the next backup
+        frame), and a covered input is skipped, never processed: its outputs are in Nd and nobody will ask
+        this node for them. So a standby that keeps up costs its decoding, not a second operator. An input
+        is taken anyway once it has waited that long; when IQ' has less room left than `_standby_room` keeps
+        free, the oldest inputs beyond that are taken, and only those; and every input once a takeover
+        starts: what is left then is the primary's uncovered tail, which the skip could not save either.
+        Nothing waits while inputs take longer than `standby_defer` to be covered (a primary slower than
+        that at the moment): waiting would only leave the takeover more to do. Before the first cover,
+        inputs wait as if covering kept up: at full speed a standby that took everything until then did
+        the work of the run's first 200,000 inputs, all of them covered soon after."""
+        head = self.iq.head()
+        wait = self.cfg.standby_defer
+        slow = self.cover_latency is not None and self.cover_latency >= wait
+        if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
+                or self.clock() - head[1] >= wait):
+            return None
+        covered = self._covered[0].input_pos
+        excess = len(self.iq) + self._standby_room() - self.iq.capacity
+        if excess > 0:
+            # Short of room: the oldest `excess` inputs (fewer past a skip marker; the next pass sees the rest).
+            # Taking all of IQ' here made the standby process most of a run whenever covering slowed down:
+            # its work slowed the primary, covering slowed further, and IQ' stayed full.
+            return max(covered, head[0].first + excess - 1)
+        return covered
+
+    def _standby_room(self) -> int:
+        """The room a deferring standby keeps free in IQ': two backup calls (one in flight while Nu cuts the
+        next) of max_batches_per_rpc Bsize batches, but never more than half of IQ'. (Half of IQ' alone,
+        100,000 tuples by default, is what about 0.25 s of covering holds at 400,000 tuples/s: a standby
+        that worked at half full processed 29 % of the inputs of a run at full speed, on the CPU the
+        pipeline needed.)"""
+        calls = 2 * self.cfg.max_batches_per_rpc * (self.cfg.bsize or 1)
+        return min(calls, self.iq.capacity // 2)
+
+    def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
+        """A primary handing over says it has sent Nd its last frame: this standby heartbeats now rather
+        than at its next interval. The notice moves nothing by itself (a forged one costs one heartbeat):
+        the takeover waits for this node's own heartbeat to hear LEAVING from the primary it watches.
+        Ignored unless this node is a registered standby and the notice is of its epoch or a newer one."""
+        with self.lock:
+            beats = (self.state.role is Role.STANDBY and self.registered.is_set()
+                     and msg.epoch >= self.state.epoch)
+            self.counters["handover_notices" if beats else "handover_notices_ignored"] += 1
+            if beats:
+                self._beat_now.set()
+            return m.HandoverAck(node=self.name, role=self.state.role, epoch=self.state.epoch, beats=beats)
+
+    def _heartbeat_loop(self) -> None:
+        det = self.detector
+        assert det is not None
+        if self.state.role is not Role.STANDBY or not self.registered.is_set():
+            # Until Nu has answered, this standby knows neither the epoch nor that the system runs. A wake
+            # (the registration) is taken here, and cleared: a node that is no standby must not spin on it.
+            self._beat_now.wait(0.05)
+            self._beat_now.clear()
+            det.waiting(self.clock())
+            return
+        t0 = self.clock()
+        stalls = det.stalls
+        det.beat(t0)
+        self._beat_now.clear()  # a notice from now on is for the next beat
+        peer = self.primary
+        try:
+            if peer is None:
+                raise PeerError(Status.UNAVAILABLE, "no primary known")
+            reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch,
+                                                      address=self.cfg.advertise), self.cfg.heartbeat_interval)
+        except PeerError as e:
+            self.links.note("primary", peer.address if peer is not None else "", e)
+            det.missed(self.clock(), refused=e.refused, started=t0)
+            self.counters["heartbeat_misses"] += 1
+            if e.refused:
+                self.counters["heartbeat_refused"] += 1
+        else:
+            self.links.note("primary", peer.address, None)
+            now = self.clock()
+            if reply.role in (Role.PRIMARY, Role.LEAVING):
+                if reply.role is Role.LEAVING:
+                    # Its handover (hand_over): it has sent Nd its last frame and ended its lease there.
+                    det.ok(now, now - t0)
+                    self._handover = True
+                    self.counters["heartbeat_primary_leaving"] += 1
+                elif reply.stalled_ms:
+                    # Alive, but its operator has stopped (OperatorWatch): a primary that works no more.
+                    det.missed(now, started=t0)
+                    self.counters["heartbeat_primary_stalled"] += 1
+                    if self._primary_stalled.due():
+                        self.log.warning("%s: the primary says its operator stalled or failed (its oldest call "
+                                         "%.1f s old): counted as a missed heartbeat", self.name,
+                                         reply.stalled_ms / 1000)
+                else:
+                    det.ok(now, now - t0)
+                with self.lock:
+                    self.counters["heartbeats"] += 1
+                    self.state.fence.advance(reply.epoch)
+                    self._primary_reached(reply.received_through, now)
+                    self._on_level0(reply.level0)
+            else:
+                # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
+                det.missed(now, started=t0)
+                self.counters["heartbeat_not_primary"] += 1
+        suspected = self._handover or det.suspects_after_beat(self.clock())
+        if det.stalls > stalls:
+            self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
+                             "primary is watched again from now", self.name, det.stall_after)
+        if suspected:
+            self.take_over()
+            return
+        self._beat_now.wait(max(0.0, det.next_beat_in() - (self.clock() - t0)))
+
+    def _primary_reached(self, received: int, now: float) -> None:
+        """Holding the lock: a heartbeat says the primary has received through `received`; a covering
+        checkpoint that came before it and is now vouched for is applied (`_apply_covering`)."""
+        if received > self.primary_received:
+            self.primary_received = received
+            self._primary_seen.append((now, received))
+        self._apply_covering()

@@ -1,0 +1,247 @@
+"""The takeover of an operator node, seed 000 section 3.6 made Precise: detect, fence, connect Nd, plan,
+connect Nu, replay, resume. Each step is a method named for it, numbered as in `take_over`; the rules
+they apply are core/recovery.py's.
+
+A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from ..core import messages as m
+from ..core.errors import PeerError
+from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
+from ..core.retry import declined_by, fenced_by
+from ..core.roles import Role
+from ..transport.peer import Peer
+from .common import Backoff
+from .operator_base import GATHER_MAX_S
+
+
+class Takeover:
+    """A standby becoming the primary, step by step; a refused or declined takeover back to standby."""
+
+    def take_over(self) -> None:
+        """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""
+        times = self._detect()  # 1
+        epoch = self._fence_self(times)  # 2
+        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
+                                primary_unheard_ms=self._unheard_ms(times))
+        nd = self._connect_nd(req)  # 3
+        if nd is None:
+            return
+        self._start_work()
+        plan = self._plan(epoch, nd)  # 4
+        nu = self._connect_nu(req, plan)  # 5
+        if nu is None:
+            return
+        times.connected = self.clock()
+        self._replay(plan, nu)  # 6
+        self._resume(plan, nu, times)  # 7
+
+    def _detect(self) -> RecoveryTimes:
+        """1. detect: the detector suspects the primary; the recovery is timed from its last good heartbeat."""
+        det = self.detector
+        now = self.clock()
+        self._wall_detected = time.time()
+        return RecoveryTimes(last_ok=det.last_ok if det else now, detected=now)
+
+    def _unheard_ms(self, times: RecoveryTimes) -> int:
+        """How long this node has surely not heard its primary, in ms, for Nd to weigh against the primary's
+        last frame (core.recovery.PrimaryLease): since the last good heartbeat (or since the detector
+        watched again), less one interval, the most a live primary's answers are apart. 0 when no answer
+        came since this node started watching."""
+        det = self.detector
+        if det is None or not det.heard:
+            return 0
+        unheard = times.detected - times.last_ok - self.cfg.heartbeat_interval
+        return min(0xFFFFFFFF, max(0, int(unheard * 1000)))
+
+    def _fence_self(self, times: RecoveryTimes) -> int:
+        """2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen."""
+        with self.lock:
+            epoch = self.state.epoch + 1
+            self.state.become(Role.PROMOTING, epoch=epoch)
+            # What this standby still had to process when it took over.
+            self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
+                                         self._in_flight_tuples)
+            self._gathering, self._gather = self.operator.takeover_gather, None
+            self._working = False
+        # A standby cut off from a live primary tries again after each timeout: said once, as declines are.
+        quiet = self._declined.recently()
+        if self._handover:
+            self.log.warning("%s: the primary hands over; taking over in epoch %d", self.name, epoch)
+        else:
+            self.log.log(logging.INFO if quiet else logging.WARNING, "%s: primary suspected after %.0f ms; "
+                         "taking over in epoch %d", self.name, times.detection * 1000, epoch)
+        return epoch
+
+    def _connect_nd(self, req: m.TakeoverRequest) -> m.TakeoverReply | None:
+        """3. connect Nd: it refuses the old epoch from now on and tells what it holds. A refusal (someone
+        newer won) sends this node back to standby; so does a decline (the primary still delivers to Nd),
+        in the epoch before."""
+        assert self.downstream is not None
+        nd = self.downstream
+        return self._retry(nd, "downstream", req, on_refusal=self._back_to_standby, on_decline=self._withdraw,
+                           on_wait=self._start_work)
+
+    def _start_work(self) -> None:
+        """The operator starts on what this node holds while the links are rebuilt (unless it gathers: see
+        Operator.takeover_gather): once Nd has taken the takeover, or as soon as Nd keeps it waiting
+        (unreachable, stopped). Not before Nd's first answer: a takeover Nd declines (its primary still
+        delivers) then costs no decoding, and a standby cut off from a live primary for long tries again
+        after every detector timeout. Once per takeover, and before the plan (`_unseal`)."""
+        if self._working:
+            return
+        self._working = True
+        self._unseal()
+        self.operator.lazy(False)
+
+    def _plan(self, epoch: int, nd: m.TakeoverReply) -> TakeoverPlan:
+        """4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received."""
+        with self.lock:
+            self._on_level0(nd.delivered_through)
+            return plan_takeover(epoch=epoch, delivered_through=nd.delivered_through,
+                                 received_through=self.received_through, oq_first=self.oq.first, oq_last=self.oq.last)
+
+    def _connect_nu(self, req: m.TakeoverRequest, plan: TakeoverPlan) -> m.TakeoverReply | None:
+        """5. connect Nu: it fences the old primary, stops the backup and resends what we lack."""
+        assert self.upstream is not None
+        nu, req.resend_from = self.upstream, plan.resend_from
+        reply = self._retry(nu, "upstream", req)
+        if reply is not None:
+            with self.lock:
+                if reply.checkpoint.input_pos > self.received_through:
+                    self._jump(reply.checkpoint, reply.params)  # Nu resends from after its trim point
+                else:
+                    self._note_covered(reply.checkpoint, reply.params)  # what we hold through it: skipped
+        return reply
+
+    def _replay(self, plan: TakeoverPlan, nu: m.TakeoverReply) -> None:
+        """6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds)."""
+        with self.lock:
+            self.sent_next = plan.delivered_through + 1
+            self._resync_output = False  # Nd just said where it stands (step 3)
+            self.state.become(Role.PRIMARY)
+            self._primary_since = self.clock()
+            self._worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
+            if self._gathering:
+                self._gather = (nu.head_pos, self.clock() + GATHER_MAX_S)
+            self.counters["takeovers"] += 1
+            self.counters["replayed_from_oq"] += plan.replay_count
+            self.recovery = {
+                "epoch": plan.epoch,
+                "replayed_from_oq": plan.replay_count,
+                "resend_from": nu.resend_from,
+                "resent_by_nu": max(0, nu.head_pos - nu.resend_from + 1),
+                "head_at_takeover": nu.head_pos,
+                "delivered_at_takeover": plan.delivered_through,
+                "received_at_takeover": plan.resend_from - 1,
+                "backlog_at_takeover": self._backlog_at_takeover[0],
+                "in_flight_at_takeover": self._backlog_at_takeover[1],
+            }
+            self.lock.notify_all()
+
+    def _resume(self, plan: TakeoverPlan, nu: m.TakeoverReply, times: RecoveryTimes) -> None:
+        """7. resume: live once every input Nu held at takeover is processed and its outputs are in Nd.
+        (Not "IQ empty": under continuous load that target keeps moving and measures the load, not the
+        recovery.)"""
+        with self.lock:
+            while not self.stopped and self.state.role is Role.PRIMARY and self.processed.input_pos < nu.head_pos:
+                self.lock.wait(0.005)
+            processed_at = self.clock()
+            target = self.processed.output_count
+            while not self.stopped and self.state.role is Role.PRIMARY and self.level0 < target:
+                self.lock.wait(0.005)
+            times.live = self.clock()
+            phases = times.phases()
+            for phase, buckets in self.recovery_seconds.items():
+                buckets.observe(phases[phase])
+            self.recovery.update({f"{p}_ms": v * 1000 for p, v in phases.items()})
+            self.recovery["recovery_ms"] = (phases["reconnection"] + phases["data_recovery"]) * 1000
+            # Where data recovery went: the operator catching up to Nu's head, then Nd acknowledging.
+            self.recovery["catch_up_ms"] = (processed_at - times.connected) * 1000
+            self.recovery["total_ms"] = sum(phases.values()) * 1000
+            self.recovery["detected_at"] = self._wall_detected
+            self.recovery["cause"] = "handover" if self._handover else "detector"
+            self.recovery["live_at"] = self._wall_detected + (times.live - times.detected)
+        self.log.warning("%s: live as primary in epoch %d: %s", self.name, plan.epoch, self.recovery)
+
+    def _back_to_standby(self) -> None:
+        """Nd refused our epoch: nothing changed anywhere. Learn the epoch in force and watch again."""
+        assert self.downstream is not None
+        try:
+            epoch = self.downstream.status(self.cfg.rpc_timeout).epoch
+        except PeerError:
+            epoch = self.state.epoch + 1
+        with self.lock:
+            self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
+            self._handover = False
+            self.operator.lazy(True)
+            if self.detector:
+                self.detector.restart(self.clock())
+        self.counters["takeovers_refused"] += 1
+
+    def _withdraw(self, why: str) -> None:
+        """Nd declined the takeover: its primary delivered within the lease (core.recovery.PrimaryLease), so
+        this node lost its primary, not the pipeline. Nothing changed anywhere: back to a lazy standby in the
+        epoch in force, watching again. One line, then one every LINK_REMIND_S while it goes on (a standby
+        cut off from a live primary tries again after each detector timeout)."""
+        with self.lock:
+            self.state.withdraw()
+            # A primary that said it is leaving never works again: asked again at the next heartbeat (its lease
+            # runs out within takeover_lease), answered or not, not after the detector's timeout.
+            self.operator.lazy(True)
+            if self.detector:
+                self.detector.restart(self.clock())
+            self.counters["takeovers_declined"] += 1
+            if self._declined.due():
+                self.log.warning("%s: takeover declined, %s; standby again in epoch %d (%d declined so far)",
+                                 self.name, why, self.state.epoch, self.counters["takeovers_declined"])
+
+    def _retry(self, peer: Peer, who: str, req: m.TakeoverRequest,
+               on_refusal: Callable[[], None] | None = None,
+               on_decline: Callable[[str], None] | None = None,
+               on_wait: Callable[[], None] | None = None) -> m.TakeoverReply | None:
+        """Takeover at `peer` until answered; a refusal (stale epoch) ends the takeover: back to standby,
+        or fenced; so does a decline where `on_decline` is given (Nd: its primary still delivers).
+        `on_wait` runs after each attempt that got no answer (it runs its work once)."""
+        backoff = Backoff(0.02, 0.5)
+        while not self.stopped:
+            try:
+                reply = peer.takeover(req, self.cfg.rpc_timeout)
+                self.links.note(who, peer.address, None)
+                return reply
+            except PeerError as e:
+                self.links.note(who, peer.address, e)
+                if on_decline is not None and declined_by(e.status):
+                    on_decline(e.message)
+                    return None
+                if fenced_by(e.status):
+                    self.log.warning("%s: takeover refused by %s: %s", self.name, who, e)
+                    if on_refusal is not None:
+                        on_refusal()
+                        return None
+                    with self.lock:
+                        self._fence(f"{who} refused the takeover")
+                    return None
+                self.counters[f"takeover_retry_{who}"] += 1
+                if on_wait is not None:
+                    on_wait()
+                self.sleep(backoff.next())
+        return None
+
+    def _still_gathering(self) -> bool:
+        """Holding the lock: a gathering takeover still waits (PROMOTING, or PRIMARY with Nu's resend not
+        all in and the deadline ahead). Ends the gathering otherwise."""
+        if self.state.role is Role.PROMOTING:
+            return True
+        if self.state.role is Role.PRIMARY and self._gather is not None:
+            head, deadline = self._gather
+            if self.received_through < head and self.clock() < deadline:
+                return True
+        self._gathering, self._gather = False, None
+        return False
