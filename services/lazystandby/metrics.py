@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from .core.errors import PrimaryAlive, PrimaryHeard
 from .core.roles import Role
-from .core.seq import PrimaryAlive, PrimaryHeard
 
 ROLES = tuple(r.value for r in Role if r not in (Role.STARTING, Role.STOPPED))  # what a serving node can be
 
@@ -46,11 +46,24 @@ class NodeCollector(Collector):
         self.node = node
 
     def collect(self) -> Iterator:
+        """Every metric of the node, from one snapshot taken under its lock; the families in the order below."""
         with self.node.lock:
             s = self.node.snapshot()
-        name, c, e = s["node"], s.get("counters", {}), s.get("errors", {})
-        lbl = ["node"]
+        yield from self._flow(s)
+        yield from self._role(s)
+        yield from self._operator(s)
+        yield from self._lease(s)
+        yield from self._standby(s)
+        yield from self._failovers(s)
+        yield from self._source(s)
+        yield from self._histograms(s)
+        yield from self._refusals(s)
+        yield from self._links(s)
 
+    def _flow(self, s: dict) -> Iterator:
+        """Tuples, bytes and queue depths along the data path; the source's lag (Nu)."""
+        name, c = s["node"], s.get("counters", {})
+        lbl = ["node"]
         t = CounterMetricFamily("lazystandby_tuples", "Tuples through a node, by stage", labels=[*lbl, "stage"])
         for key, stage in TUPLES.items():
             t.add_metric([name, stage], c.get(key, 0))
@@ -69,6 +82,10 @@ class NodeCollector(Collector):
         for stream in getattr(self.node.cfg, "stream_names", []):
             lag.add_metric([name, stream], s.get("source_lag", {}).get(stream, 0))
         yield lag
+    def _role(self, s: dict) -> Iterator:
+        """The role and epoch, and what the backup costs on the wire."""
+        name = s["node"]
+        lbl = ["node"]
         r = GaugeMetricFamily("lazystandby_role", "1 for the node's current role", labels=[*lbl, "role"])
         for role in ROLES:
             r.add_metric([name, role], 1.0 if s.get("role") == role else 0.0)
@@ -80,12 +97,19 @@ class NodeCollector(Collector):
                      self.node.cfg.overhead_budget)
         yield _gauge("lazystandby_compression_ratio", "Compressed / raw backup bytes", name,
                      s.get("compression_ratio", 1.0))
+    def _operator(self, s: dict) -> Iterator:
+        """The operator's oldest call and stall (N, N')."""
+        name = s["node"]
         if "operator_oldest_call_s" in s:
             yield _gauge("lazystandby_operator_oldest_call_seconds",
                          "How long the oldest operator call not yet answered has waited (0: none)", name,
                          s["operator_oldest_call_s"])
             yield _gauge("lazystandby_operator_stalled", "1 while this primary's operator has left a call unanswered "
                          "past operator_stall_max (its standby takes over)", name, float(s["operator_stalled"]))
+    def _lease(self, s: dict) -> Iterator:
+        """The primary's lease at Nd, its silences and the takeovers declined (Nd)."""
+        name, e = s["node"], s.get("errors", {})
+        lbl = ["node"]
         if "primary_longest_silence_ms" in s:  # Nd
             yield _gauge("lazystandby_primary_longest_silence_seconds", "The longest the primary in force was "
                          "silent at Nd (from a frame's answer to its next frame); past the lease, a standby that "
@@ -99,6 +123,9 @@ class NodeCollector(Collector):
             for reason, declined in (("lease", PrimaryAlive), ("unheard", PrimaryHeard)):
                 d.add_metric([name, reason], e.get(declined.counter, 0))
             yield d
+    def _standby(self, s: dict) -> Iterator:
+        """The standby's health: heartbeats, sync with Nu, lag, backup it could not read."""
+        name, c = s["node"], s.get("counters", {})
         yield _gauge("lazystandby_heartbeat_rtt_seconds", "Last heartbeat round trip", name,
                      s.get("heartbeat_rtt_ms", 0.0) / 1000)
         if "standby_in_sync" in s:  # Nu
@@ -116,6 +143,10 @@ class NodeCollector(Collector):
                        c.get("heartbeat_misses", 0))
         yield _counter("lazystandby_backup_unreadable", "Sealed backup runs a standby could not decode when it "
                        "needed them (forgotten, and sent again by Nu)", name, c.get("backup_unreadable", 0))
+    def _failovers(self, s: dict) -> Iterator:
+        """Takeovers and handovers, the last failover's phases, and what Precise keeps at 0."""
+        name, c, e = s["node"], s.get("counters", {}), s.get("errors", {})
+        lbl = ["node"]
         yield _counter("lazystandby_failovers", "Takeovers this node took part in", name, c.get("takeovers", 0))
         yield _counter("lazystandby_handovers", "Handovers this node began as the primary when asked to stop (its "
                        "standby took over at its word, not on missed heartbeats)", name, c.get("handovers", 0))
@@ -135,6 +166,10 @@ class NodeCollector(Collector):
                        c.get("duplicates_dropped", 0))
         yield _counter("lazystandby_gaps", "Deliveries refused for skipping ahead (must stay 0)", name,
                        e.get("sequence_gap", 0))
+    def _source(self, s: dict) -> Iterator:
+        """What Nu's source refused, lost or waited for (Nu)."""
+        name, c = s["node"], s.get("counters", {})
+        lbl = ["node"]
         yield _counter("lazystandby_dead_letters", "Source records refused to the dead letters", name,
                        c.get("dead_letters", 0))
         yield _counter("lazystandby_source_gaps", "Source records deleted before Nu read them (admission stops)",
@@ -147,6 +182,10 @@ class NodeCollector(Collector):
                             ("primary", "source_waited_for_primary"), ("standby", "source_waited_for_standby")):
             waits.add_metric([name, reason], c.get(key, 0))
         yield waits
+    def _histograms(self, s: dict) -> Iterator:
+        """Latency histograms: commit (Nu), operator calls and failover phases (N, N')."""
+        name = s["node"]
+        lbl = ["node"]
         e2e = getattr(self.node, "e2e_seconds", None)
         if e2e is not None:
             h = HistogramMetricFamily("lazystandby_e2e_commit_seconds",
@@ -167,12 +206,14 @@ class NodeCollector(Collector):
             for phase, b in self.node.recovery_seconds.items():
                 rh.add_metric([name, phase], b.cumulative(), b.sum)
             yield rh
+    def _refusals(self, s: dict) -> Iterator:
+        """Requests this node refused, by reason."""
+        name, e = s["node"], s.get("errors", {})
+        lbl = ["node"]
         err = CounterMetricFamily("lazystandby_rpc_errors", "Requests refused, by reason", labels=[*lbl, "reason"])
         for reason in REFUSALS:
             err.add_metric([name, reason], e.get(reason, 0))
         yield err
-        yield from self._links(s)
-
     def _links(self, s: dict) -> Iterator:
         """Which peers this node believes alive, and its failed calls to each by status (loud stalls)."""
         name, peers = s["node"], dict(s.get("peers", {}))
