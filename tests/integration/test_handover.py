@@ -1,6 +1,6 @@
 """Planned handovers on real node processes: a primary asked to stop (SIGTERM, as `docker stop` and a
 rolling upgrade send it) hands over to its standby before it exits (handover_on_stop), and the output is
-exact. The in-memory twin of these is tests/unit/test_handover.py."""
+exact. The in-memory twin of these is tests/unit/node/test_handover.py."""
 
 from lazystandby.harness.launcher import run_trial
 

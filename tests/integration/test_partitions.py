@@ -109,8 +109,8 @@ def test_a_primary_cut_off_from_every_node_is_replaced_and_fenced_and_split_brai
                                   "partition-upstream-standby"])
 def test_a_partition_the_standby_can_see_across_heals_with_no_failover(name):
     """N' still hears N, so no takeover; the calls that timed out meanwhile arrive after the heal and are
-    taken once. (The first run of these faults found N announcing itself to a Nu that knew it by another
-    address, refused as stale, and fencing itself: tests/unit/test_node_bad_input.py has that case.)"""
+    taken once. (A primary announcing itself to a Nu that knows it by another address must not fence
+    itself: tests/unit/node/test_announce.py has that case.)"""
     r = run_trial(fault=name, total=30_000, rate=15_000, kill_after=0.8, timeout=90, extra=CALM)
     exact(r)
     assert r["failovers"] == 0

@@ -131,7 +131,7 @@ class Source(ABC):
 class GeneratorSource(Source):
     """The deterministic tick generator: streams round robin, `total` tuples (0 = forever) at `rate`/s."""
 
-    well_formed = True  # tests/unit/test_columnar.py checks its output against the format
+    well_formed = True  # tests/unit/core/test_columnar.py checks its output against the format
 
     def __init__(self, streams: list[str], *, seed: int = 7, total: int = 0, rate: float = 0.0) -> None:
         self.streams = streams

@@ -207,5 +207,5 @@ def test_the_fault_docs_list_every_fault_of_the_catalog():
 
     from lazystandby.harness.faults import CATALOG
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "faults.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "faults.md").read_text()
     assert [n for n in CATALOG if f"`{n}`" not in doc] == []

@@ -13,8 +13,7 @@ from lazystandby.core.roles import Role
 from lazystandby.harness.check import compare, expected_outputs
 from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.v1 import lazystandby_pb2 as pb
-
-from .test_metrics import scrape
+from tests.unit.test_metrics import scrape
 
 NAMES = {1: "I1", 2: "I2"}
 # A detector that takes 2 s: a standby that waited for it could not be live within the 1 s asserted below.

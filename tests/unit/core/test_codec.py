@@ -1,3 +1,5 @@
+"""The backup codecs: round trips, ranking by size, sessions, bounds, and the run encoder."""
+
 import pytest
 
 from lazystandby.core import tuples
@@ -5,41 +7,7 @@ from lazystandby.core.batching import RunEncoder
 from lazystandby.core.codec import BatchDecoder, BatchEncoder, CodecName, train_dictionary, write_groups
 from lazystandby.core.errors import CorruptBatch, DuplicateSequence, OversizedMessage
 from lazystandby.core.tuples import TupleBatch
-from lazystandby.sources.generator import interleave
-
-
-def sample(first: int = 1, n: int = 50) -> TupleBatch:
-    recs = list(interleave(["I1", "I2"], n))
-    return TupleBatch(first=first, streams=[1 if s == "I1" else 2 for s, _, _ in recs],
-                      seqs=[q for _, q, _ in recs], payloads=[p for _, _, p in recs])
-
-
-def test_encoding_round_trips_inputs_and_outputs():
-    b = sample(100)
-    assert tuples.decode(tuples.encode(b)) == b
-    out = b.select([0, 3, 7], first=5)
-    back = tuples.decode(tuples.encode(out))
-    assert back == out and back.sources.tolist() == [100, 103, 107] and back.first == 5
-
-
-@pytest.mark.parametrize("mangle", [
-    lambda d: d[:10],
-    lambda d: b"XXXX" + d[4:],
-    lambda d: d[:-1],
-    lambda d: d + b"x",
-])
-def test_decode_refuses_damaged_bytes(mangle):
-    with pytest.raises(CorruptBatch):
-        tuples.decode(mangle(tuples.encode(sample())))
-
-
-def test_slice_and_concat():
-    b = sample(10, 20)
-    parts = [b.slice(10, 15), b.slice(15, 22), b.slice(22, 30)]
-    assert [len(p) for p in parts] == [5, 7, 8]
-    assert TupleBatch.concat(parts) == b
-    with pytest.raises(ValueError):
-        TupleBatch.concat([parts[0], parts[2]])
+from tests.unit.core.batches import sample
 
 
 def encoder(codec: CodecName) -> BatchEncoder:
@@ -47,6 +15,55 @@ def encoder(codec: CodecName) -> BatchEncoder:
     if codec.uses_dictionary:
         enc.set_dictionary(train_dictionary([tuples.encode(sample(i, 1)) for i in range(1, 600)], 2048))
     return enc
+
+
+def size_per_tuple(codec: CodecName, bsize: int, n: int = 2000) -> float:
+    enc = BatchEncoder(codec)
+    if codec.uses_dictionary:
+        recs = sample(1, 2000)
+        enc.set_dictionary(train_dictionary([tuples.encode(recs.slice(i, i + 1)) for i in range(1, 2001)], 4096))
+    data = sample(1, n + 2000).slice(2001, 2001 + n)  # not the tuples the dictionary was trained on
+    total = raw = 0
+    for start in range(data.first, data.end, bsize):
+        r = tuples.encode(data.slice(start, start + bsize))
+        e = enc.encode(r)
+        total += len(e.payload)
+        raw += len(r)
+    return total / raw
+
+
+def _zeros_stream(codec: CodecName, size: int, dictionary: bytes = b""):
+    """A batch of `size` zero bytes compressed as `codec` would, built without holding `size` bytes."""
+    import zstandard as zstd
+
+    enc = BatchEncoder(codec)
+    if codec is CodecName.ZLIB:
+        import zlib
+
+        c = zlib.compressobj()
+        payload = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(size >> 20)) + c.flush()
+    elif codec.streaming:
+        c = zstd.ZstdCompressor(level=1).compressobj()
+        payload = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(size >> 20))
+        payload += c.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
+    else:  # one frame whose header declares the whole size
+        payload = zstd.ZstdCompressor(level=1, write_content_size=True).compress(b"\0" * size)
+    e = enc.encode(b"x" * 100)
+    e.payload, e.raw_bytes = payload, 100  # claims 100 raw bytes
+    return e
+
+
+def _groups_block_by_block(payload_sizes, sizes, room):
+    out, start, end, left = [], 0, 0, room
+    for psize, size in zip(payload_sizes, sizes, strict=True):
+        if end > start and size > left:
+            out.append((start, end))
+            start, left = end, room
+        end += psize
+        left -= size
+    if end > start:
+        out.append((start, end))
+    return out
 
 
 @pytest.mark.parametrize("codec", list(CodecName))
@@ -66,21 +83,6 @@ def test_encoding_many_at_once_is_the_same_stream_as_one_by_one(codec):
     got = enc.encode_many(raws[:25]) + [enc.encode(r) for r in raws[25:]]
     assert [e.index for e in got] == list(range(30))
     assert [dec.decode(e) for e in got] == raws
-
-
-def size_per_tuple(codec: CodecName, bsize: int, n: int = 2000) -> float:
-    enc = BatchEncoder(codec)
-    if codec.uses_dictionary:
-        recs = sample(1, 2000)
-        enc.set_dictionary(train_dictionary([tuples.encode(recs.slice(i, i + 1)) for i in range(1, 2001)], 4096))
-    data = sample(1, n + 2000).slice(2001, 2001 + n)  # not the tuples the dictionary was trained on
-    total = raw = 0
-    for start in range(data.first, data.end, bsize):
-        r = tuples.encode(data.slice(start, start + bsize))
-        e = enc.encode(r)
-        total += len(e.payload)
-        raw += len(r)
-    return total / raw
 
 
 def test_compression_ranking_at_bsize_1_matches_the_design():
@@ -165,27 +167,6 @@ def test_seq_steps_keep_bsize_10_under_the_budget_at_the_default_level():
     enc.set_dictionary(train_dictionary(tuples.encode_runs(b.slice(1, 2001), 1, seq_deltas=True), 4096))
     run = enc.encode_run(tuples.encode_runs(b, 10, seq_deltas=True))
     assert len(run.payload) / len(tuples.encode(b)) < 0.28
-
-
-def _zeros_stream(codec: CodecName, size: int, dictionary: bytes = b""):
-    """A batch of `size` zero bytes compressed as `codec` would, built without holding `size` bytes."""
-    import zstandard as zstd
-
-    enc = BatchEncoder(codec)
-    if codec is CodecName.ZLIB:
-        import zlib
-
-        c = zlib.compressobj()
-        payload = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(size >> 20)) + c.flush()
-    elif codec.streaming:
-        c = zstd.ZstdCompressor(level=1).compressobj()
-        payload = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(size >> 20))
-        payload += c.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
-    else:  # one frame whose header declares the whole size
-        payload = zstd.ZstdCompressor(level=1, write_content_size=True).compress(b"\0" * size)
-    e = enc.encode(b"x" * 100)
-    e.payload, e.raw_bytes = payload, 100  # claims 100 raw bytes
-    return e
 
 
 @pytest.mark.parametrize("codec", [CodecName.ZSTD, CodecName.ZLIB, CodecName.ZSTD_STREAM])
@@ -292,19 +273,6 @@ def test_the_run_encoder_refuses_a_run_at_bsize_inf_and_reset_opens_a_new_sessio
     assert b.session != a.session and (a.first_index, b.first_index) == (0, 0)
 
 
-def _groups_block_by_block(payload_sizes, sizes, room):
-    out, start, end, left = [], 0, 0, room
-    for psize, size in zip(payload_sizes, sizes, strict=True):
-        if end > start and size > left:
-            out.append((start, end))
-            start, left = end, room
-        end += psize
-        left -= size
-    if end > start:
-        out.append((start, end))
-    return out
-
-
 def test_write_groups_gathers_blocks_as_the_block_by_block_rule_does():
     """A streaming decoder writes consecutive blocks together while their declared output fits one write
     (`room`); a block declaring more than that is written alone. Checked against that rule, one block at a
@@ -319,27 +287,3 @@ def test_write_groups_gathers_blocks_as_the_block_by_block_rule_does():
     assert write_groups([3, 4, 5], [10, 100, 10], 50) == [(0, 3), (3, 7), (7, 12)]
     with pytest.raises(ValueError, match="payload sizes"):
         write_groups([3, 4], [10], 50)
-
-
-def test_a_batch_declaring_fewer_raw_bytes_than_its_tuples_encoding_takes_is_found():
-    raws = tuples.encode_runs(sample(n=20), 10)
-    sizes = [len(r) for r in raws]
-    assert min(sizes) >= tuples.run_head_bytes(10) and tuples.run_head_bytes(10) == 17 + 14 * 10
-    assert tuples.short_batches([10, 10], sizes) is None
-    assert tuples.short_batches([10, 10], [sizes[0], 156]) == 1  # one byte short of ten empty payloads
-    assert tuples.short_batches([10, 10], [157, 157]) is None
-    assert tuples.short_batches([3, 10], [59, 156]) == 1  # uneven counts: each against its own
-    assert tuples.short_batches([3, 10], [58, 157]) == 0
-    assert tuples.short_batches([], []) is None
-    seven = sample(n=7)
-    (raw,) = tuples.encode_runs(seven, 7)  # the header as encode_runs writes it
-    assert tuples.run_head_bytes(7) == len(raw) - sum(len(p) for p in seven.payloads.to_pylist())
-    assert tuples.short_batches([2**32 - 1], [10**6]) == 0  # a forged count: refused, not a numpy error
-    assert tuples.short_batches([2**32 - 1, 1], [10**6, 31]) == 0
-    with pytest.raises(CorruptBatch, match="do not fit their declared sizes"):
-        tuples.decode_runs(raw, 1, 2**32 - 1, [len(raw)])  # an eager decode refuses the same count
-
-
-def test_a_common_count_is_the_count_every_batch_holds():
-    assert tuples.common_count([10, 10, 10]) == 10 and tuples.common_count([0, 0]) == 0
-    assert tuples.common_count([10, 3]) is None and tuples.common_count([]) is None

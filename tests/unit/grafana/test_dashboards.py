@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.metrics import registry_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def exported_names() -> set[str]:

@@ -1,0 +1,30 @@
+"""The harness's ports: below the kernel's ephemeral range, never twice."""
+
+
+
+def test_the_harness_picks_ports_below_the_kernels_ephemeral_range_and_never_twice(monkeypatch):
+    """A port the kernel picked for bind(0) is one it may hand to the next process that connects anywhere
+    (a Spark JVM opens dozens): the harness picks from below that range, distinct ports, each free."""
+    import socket
+
+    from lazystandby.harness import launcher
+
+    low, _ = launcher.ephemeral_range()
+    ports = launcher.free_ports(40)
+    assert len(set(ports)) == 40
+    assert all(launcher.PORTS_FROM <= p < low for p in ports)
+    s = socket.socket()
+    s.bind(("127.0.0.1", ports[0]))  # free when handed out
+    s.close()
+    # A range that leaves no room below it: the kernel's choice, still distinct.
+    monkeypatch.setattr(launcher, "ephemeral_range", lambda: (launcher.PORTS_FROM + 1, 60999))
+    assert len(set(launcher.free_ports(5))) == 5
+
+
+def test_the_ephemeral_range_is_read_from_the_kernel_or_defaults(tmp_path):
+    from lazystandby.harness.launcher import ephemeral_range
+
+    f = tmp_path / "range"
+    f.write_text("40000\t50000\n")
+    assert ephemeral_range(str(f)) == (40000, 50000)
+    assert ephemeral_range(str(tmp_path / "missing")) == (32768, 60999)

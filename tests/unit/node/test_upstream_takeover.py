@@ -1,0 +1,59 @@
+"""Nu's side of a takeover: made durable before it answers, refused when it cannot be trusted, restored
+after a restart."""
+
+import pytest
+
+from lazystandby.core import messages as m
+from lazystandby.core.errors import LazyStandbyError
+from lazystandby.core.tuples import TupleBatch
+from tests.unit.node.support import RecordingSource, nu_with
+
+
+def test_nu_makes_a_takeover_durable_before_answering_and_again_on_a_retry():
+    src = RecordingSource(fail=1)
+    nu = nu_with(src)
+    req = m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=11)
+    with pytest.raises(LazyStandbyError) as e:
+        nu.handle_takeover(req)
+    assert e.value.status == "UNAVAILABLE" and "not yet durable" in e.value.message and src.recorded == []
+    reply = nu.handle_takeover(req)  # the standby's retry
+    assert reply.resend_from == 11 and nu.primary_addr == "s" and nu.fence.epoch == 2
+    assert [(x.epoch, x.primary, x.standby) for x in src.recorded] == [(2, "s", "")]
+    assert nu.handle_takeover(req) == reply and len(src.recorded) == 1  # durable already: nothing more
+    nu.stop()
+
+
+@pytest.mark.parametrize("req, status, text", [
+    (m.TakeoverRequest(node="X", epoch=2, address="mallory:1"), "PERMISSION_DENIED", "this Nu's standby is s"),
+    (m.TakeoverRequest(node="N'", epoch=1, address="s"), "ABORTED", "current epoch is 1"),
+    # The current epoch's primary announcing itself from an address this Nu does not push to: not stale.
+    (m.TakeoverRequest(node="N", epoch=1, address="10.0.0.5:50051"), "PERMISSION_DENIED",
+     "set its advertise to n"),
+    (m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=10**9 + 1), "OUT_OF_RANGE",
+     "holds positions up to 40"),
+])
+def test_nu_refuses_a_takeover_it_cannot_trust_and_changes_nothing(req, status, text):
+    src = RecordingSource()
+    nu = nu_with(src)
+    with pytest.raises(LazyStandbyError) as e:
+        nu.handle_takeover(req)
+    assert e.value.status == status and text in e.value.message
+    assert nu.fence.epoch == 1 and nu.primary_addr == "n" and nu.standby.address == "s" and src.recorded == []
+    nu.stop()
+
+
+def test_a_restarted_nu_restores_the_takeover_and_the_standby():
+    from lazystandby.core.acks import Checkpoint
+    from lazystandby.sources.base import Restored
+
+    class Restarted(RecordingSource):
+        def restore(self):
+            return Restored(checkpoint=Checkpoint(0, 0), epoch=2, primary="s", held=TupleBatch(first=1),
+                            last_seqs={}, standby="spare")
+
+    nu = nu_with(Restarted())
+    assert nu.fence.epoch == 2 and nu.primary_addr == "s" and nu.standby.address == "spare"
+    # The primary of epoch 2 announcing itself to this Nu changes nothing.
+    reply = nu.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=5))
+    assert reply.epoch == 2 and nu.counters["takeovers"] == 0
+    nu.stop()

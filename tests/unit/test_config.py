@@ -1,0 +1,84 @@
+"""Typed settings: defaults, env vars and flags in layers, refusals, the README's generated table."""
+
+import pytest
+
+from lazystandby.config import NodeConfig, load
+
+
+def test_config_layers_defaults_env_and_flags():
+    cfg = load(["--bsize", "inf", "--role", "standby"], env={"LS_BSIZE": "5", "LS_CODEC": "zstd"})
+    assert cfg.bsize is None and cfg.codec == "zstd" and cfg.name == "N'"
+    assert load([], env={"LS_BSIZE": "5"}).bsize == 5
+    assert load([], env={"LS_HEARTBEAT_INTERVAL": "0.5"}).heartbeat_interval == 0.5
+
+
+@pytest.mark.parametrize("bad", [{"role": "boss"}, {"codec": "lz4"}, {"bsize": "0"}, {"dict_samples": 0},
+                                 {"dict_size": -1}])
+def test_config_refuses_bad_values(bad):
+    with pytest.raises(ValueError):
+        NodeConfig(**bad)
+
+
+def test_typed_settings_round_trip_through_node_flags():
+    from lazystandby.config import to_args
+
+    args = to_args({"bsize": None, "codec": "zstd", "rate": 5000.0, "heartbeat_misses": 5})
+    assert args == ["--bsize", "inf", "--codec", "zstd", "--rate", "5000.0", "--heartbeat-misses", "5"]
+    cfg = load(args, env={})
+    assert cfg.bsize is None and cfg.codec == "zstd" and cfg.rate == 5000.0 and cfg.heartbeat_misses == 5
+    assert load(to_args({"bsize": 10}), env={}).bsize == 10
+    with pytest.raises(ValueError, match="unknown setting 'bsise'"):
+        to_args({"bsise": 10})
+
+
+def test_kafka_bootstrap_is_read_one_way():
+    from lazystandby.config import kafka_bootstrap_from_env
+
+    assert kafka_bootstrap_from_env({"KAFKA_BOOTSTRAP": "a:1"}) == "a:1"
+    assert kafka_bootstrap_from_env({"KAFKA_BOOTSTRAP": "a:1", "LS_KAFKA_BOOTSTRAP": "b:2"}) == "b:2"
+    assert kafka_bootstrap_from_env({}) == ""
+
+
+def test_the_readme_settings_table_is_generated_from_the_config():
+    from pathlib import Path
+
+    from lazystandby.config import HELP, NodeConfig, settings_markdown
+
+    assert set(HELP) == {f for f in NodeConfig.__dataclass_fields__ if f != "extra"}  # every setting explained
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("<!-- settings:begin -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
+    assert table == settings_markdown(), "run: python -m lazystandby.config, and paste it into the README"
+
+
+def test_the_takeover_lease_must_run_out_before_a_declined_standby_suspects_a_crashed_primary_again():
+    from lazystandby.config import NodeConfig, load, to_args
+    from lazystandby.core.errors import SettingError
+
+    assert NodeConfig().lease_s == pytest.approx(0.075)  # auto: three quarters of the 0.1 s interval
+    assert NodeConfig(heartbeat_interval=0.2).lease_s == pytest.approx(0.15)  # it follows the detector
+    with pytest.raises(SettingError, match=r"takeover_lease .*below heartbeat_interval \(0.05"):
+        NodeConfig(heartbeat_interval=0.05, takeover_lease=0.075)
+    assert NodeConfig(heartbeat_interval=0.05, takeover_lease=0.04).lease_s == 0.04
+    assert NodeConfig(takeover_lease=0).lease_s == 0
+    assert load([], env={"LS_TAKEOVER_LEASE": "0.05"}).lease_s == 0.05
+    assert load(["--takeover-lease", "auto"], env={"LS_TAKEOVER_LEASE": "0.05"}).takeover_lease is None
+    assert load(to_args({"takeover_lease": None}), env={}).takeover_lease is None
+    with pytest.raises(SettingError, match="takeover_lease .*auto or a number of seconds"):
+        NodeConfig(takeover_lease="soon")
+
+
+def test_spark_settings_pass_through_and_the_feed_address_follows_bind_and_advertise():
+    from lazystandby.config import load, to_args
+    from lazystandby.core.errors import SettingError
+    from lazystandby.operators.spark import feed_address
+
+    c = load(["--spark-conf", "spark.executor.memory=2g", "--spark-conf", "spark.sql.shuffle.partitions=4"],
+             env={"LS_SPARK_CONF": "spark.ignored=1"})
+    assert c.spark_conf == ("spark.executor.memory=2g", "spark.sql.shuffle.partitions=4")  # flags win
+    assert load(to_args({"spark_conf": c.spark_conf}), env={}).spark_conf == c.spark_conf
+    assert load([], env={"LS_SPARK_CONF": "spark.a=1; spark.b=x=y"}).spark_conf == ("spark.a=1", "spark.b=x=y")
+    with pytest.raises(SettingError, match="spark_conf"):
+        load(["--spark-conf", "executor.memory=2g"], env={})
+    assert feed_address("127.0.0.1:0", "", 5000) == "127.0.0.1:5000"
+    assert feed_address("0.0.0.0:0", "node-1", 5001) == "node-1:5001"
+    assert feed_address("0.0.0.0:0", "node-1:9000", 5001) == "node-1:9000"
