@@ -9,7 +9,7 @@ import numpy as np
 from lazystandby.config import NodeConfig
 from lazystandby.operators.selection import Selection
 from lazystandby.operators.spark import SparkSelection
-from tests.unit.test_columnar import ticks_batch
+from tests.unit.core.test_columnar import ticks_batch
 
 
 def test_a_held_standby_answers_only_once_the_hold_is_off_and_answers_the_same(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """The unit tier's topology test bodies, run over real gRPC servers on loopback."""
 
-from tests.unit.test_topology_twin import body_kill_primary, body_no_failure
+from tests.unit.harness.test_topology_twin import body_kill_primary, body_no_failure
 
 
 def test_no_failure_grpc():
