@@ -902,28 +902,22 @@ class Phases:
             self.seconds[name] = round(time.monotonic() - t0, 1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--trials", type=int, default=None, help="per Bsize and codec (quick 1, full 30)")
-    ap.add_argument("--codecs", default="", help="comma-separated (default: every codec)")
-    ap.add_argument("--replot", default="", help="only draw the plots of a finished run (quick or full)")
-    ap.add_argument("--publish", action="store_true", help="write into docs/bench (the README's), not run/bench")
-    a = ap.parse_args(argv)
-    global RESULTS
-    if a.publish:
-        RESULTS = PUBLISHED
-    if a.replot:
-        print("\n".join(str(p) for p in replot(a.replot)))
-        return 0
-    codecs = a.codecs.split(",") if a.codecs else CODECS
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    plan = QUICK if a.quick else FULL
-    if a.trials:
-        plan = replace(plan, trials=a.trials)
-    name = plan.name
-    t0 = time.time()
-    phases = Phases()
+@dataclass
+class Measured:
+    """What one run measured, phase by phase, before it is summarised."""
+
+    rows: list[dict]  # the trade-off's trials
+    runs: dict[tuple, list[dict]]  # full speed, by (Bsize, codec, standby)
+    thr: list[dict]  # each configuration's median run, the Spark operator's last
+    paced: dict[bool, list[dict]]  # by standby
+    spark_op: dict
+    spark: dict  # spark_peer's: Spark's restart and direct query, the Kafka path and its peers
+    spark_fo: dict  # failover-check --operator spark
+    codec_cost: dict
+
+
+def measure(plan: Plan, codecs: list[str], phases: Phases) -> Measured:
+    """Every phase of a run, in order, each timed in `phases`."""
     rows = phases.run("tradeoff", lambda: tradeoff(list(plan.bsizes), codecs, plan.trials, total=20_000,
                                                    rate=10_000.0, kill_after=1.0))
     runs = phases.run("throughput", lambda: full_speed_runs(plan))
@@ -939,18 +933,19 @@ def main(argv: list[str] | None = None) -> int:
     spark_fo = phases.run("spark_failover", lambda: spark_failover(plan.spark_kills))
     print("the backup codec's CPU per tuple, alone", file=sys.stderr, flush=True)
     codec_cost = phases.run("backup_codec", backup_codec_cost)
-    summary = summarize(rows)
-    with open(RESULTS / f"{name}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    pngs = plot(rows, thr, name, spark)
+    return Measured(rows, runs, thr, paced, spark_op, spark, spark_fo, codec_cost)
+
+
+def result_of(m: Measured, summary: dict, plan: Plan, phases: Phases, seconds: float, pngs: list[Path]) -> dict:
+    """The results file's content: every figure of the run, the summary's keys among them."""
+    runs, thr, paced, spark_op, spark, spark_fo, codec_cost = (m.runs, m.thr, m.paced, m.spark_op, m.spark, m.spark_fo,
+                                                                m.codec_cost)
     ha = next(t for t in thr if t["standby"] and t["bsize"] == "10" and t["codec"] == "zstd-stream-dict"
               and t["operator"] == "python")
     no_ha = next(t for t in thr if not t["standby"])
     worst_failover_ms = max(v["failover_ms_p95"] for per in summary.values() for v in per.values())
     result = {
-        "name": name, "machine": f"{platform.machine()} {platform.node()} cores=2", "seconds": round(time.time() - t0),
+        "name": plan.name, "machine": f"{platform.machine()} {platform.node()} cores=2", "seconds": round(seconds),
         "tradeoff": summary, "throughput": thr,
         "throughput_tuples_per_s": ha["tuples_per_s"], "throughput_no_ha_tuples_per_s": no_ha["tuples_per_s"],
         "ha_cost_ratio": round(ha["tuples_per_s"] / no_ha["tuples_per_s"], 3),
@@ -1006,6 +1001,39 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": plan.rounds(), "phase_seconds": phases.seconds,
         "cpu": cpu_model(), "cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2),
     }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--trials", type=int, default=None, help="per Bsize and codec (quick 1, full 30)")
+    ap.add_argument("--codecs", default="", help="comma-separated (default: every codec)")
+    ap.add_argument("--replot", default="", help="only draw the plots of a finished run (quick or full)")
+    ap.add_argument("--publish", action="store_true", help="write into docs/bench (the README's), not run/bench")
+    a = ap.parse_args(argv)
+    global RESULTS
+    if a.publish:
+        RESULTS = PUBLISHED
+    if a.replot:
+        print("\n".join(str(p) for p in replot(a.replot)))
+        return 0
+    codecs = a.codecs.split(",") if a.codecs else CODECS
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    plan = QUICK if a.quick else FULL
+    if a.trials:
+        plan = replace(plan, trials=a.trials)
+    name = plan.name
+    t0 = time.time()
+    phases = Phases()
+    m = measure(plan, codecs, phases)
+    summary = summarize(m.rows)
+    with open(RESULTS / f"{name}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(m.rows[0]))
+        w.writeheader()
+        w.writerows(m.rows)
+    pngs = plot(m.rows, m.thr, name, m.spark)
+    result = result_of(m, summary, plan, phases, time.time() - t0, pngs)
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
     # The summary's keys are its declaration's (lazystandby.harness.results), in that order; the trade-off
     # keeps three figures per cell (the results file has them all).
