@@ -133,9 +133,11 @@ def no_process_left(*, proc: Path = Path("/proc"), kill: Callable[[int, int], No
     own children to init (or to a subreaper above this process), out of this process's tree. On the way
     out, whatever is still running of those noted, or of this process's tree, gets SIGKILL. A noted pid is
     killed only while its parent is one of the noted, this process or one of its ancestors (where orphans
-    go), so a pid the kernel gave to an unrelated process meanwhile is left alone.
+    go), so a pid the kernel gave to an unrelated process meanwhile is left alone. Processes that ran
+    before the command started (a caller's own children) are never touched.
     """
     me = os.getpid()
+    before = set(descendants(me, proc))
     noted: set[int] = set()
     adopters = {1}
     up = _alive(me, proc)
@@ -154,7 +156,7 @@ def no_process_left(*, proc: Path = Path("/proc"), kill: Callable[[int, int], No
         for s, handler in previous.items():
             signal.signal(s, handler)
         noted.update(descendants(me, proc))
-        for p in sorted(noted):
+        for p in sorted(noted - before):
             parent = _alive(p, proc)
             if parent is not None and (parent in noted or parent == me or parent in adopters):
                 try:

@@ -71,3 +71,18 @@ def test_a_clean_exit_leaves_nothing_running_either():
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
         tree = _wait_for_tree(1)
     assert _gone(tree) == [], tree
+
+
+def test_a_process_that_ran_before_the_command_is_left_alone():
+    """A caller's own child (a broker a test session started) outlives a command run in-process."""
+    older = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        _wait_for_tree(1)
+        with no_process_left():
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+            tree = [p for p in _wait_for_tree(2) if p != older.pid]
+        assert _gone(tree) == [], tree
+        assert older.poll() is None  # still running
+    finally:
+        older.kill()
+        older.wait(5)
