@@ -424,8 +424,8 @@ class Plan:
         return {k: v for k, v in vars(self).items() if isinstance(v, int)}
 
 
-QUICK = Plan("quick", ("1", "10", "inf"), trials=1, throughput_rounds=3, side_rounds=1, paced_rounds=2,
-             kafka_rounds=2, spark_fair_rounds=2, jvm_kills=2, spark_kills=3)
+QUICK = Plan("quick", ("1", "10", "inf"), trials=1, throughput_rounds=2, side_rounds=1, paced_rounds=2,
+             kafka_rounds=1, spark_fair_rounds=1, jvm_kills=1, spark_kills=2)
 FULL = Plan("full", ("1", "2", "10", "15", "20", "25", "30", "35", "40", "45", "50", "inf"), trials=30,
             throughput_rounds=3, side_rounds=3, paced_rounds=2, kafka_rounds=3, spark_fair_rounds=3, jvm_kills=3,
             spark_kills=5)
