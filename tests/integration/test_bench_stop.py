@@ -8,16 +8,14 @@ import sys
 import time
 from pathlib import Path
 
+from lazystandby.harness import operator_procs
 from lazystandby.harness.operator_procs import descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return operator_procs._alive(pid, Path("/proc")) is not None  # the guard's own reading: not gone, no zombie
 
 
 def test_sigterm_to_the_quick_bench_mid_trial_leaves_no_process(tmp_path):
