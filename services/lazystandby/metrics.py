@@ -172,6 +172,11 @@ class NodeCollector(Collector):
         lbl = ["node"]
         yield _counter("lazystandby_dead_letters", "Source records refused to the dead letters", name,
                        c.get("dead_letters", 0))
+        yield _counter("lazystandby_dead_letters_unwritten", "Dead letters the broker refused or did not "
+                       "acknowledge in time (counted, never ending Nu's loop)", name,
+                       c.get("dead_letters_unwritten", 0))
+        yield _counter("lazystandby_dead_letters_truncated", "Dead letters cut to fit the dead-letter topic's "
+                       "record size limit", name, c.get("dead_letters_truncated", 0))
         yield _counter("lazystandby_source_gaps", "Source records deleted before Nu read them (admission stops)",
                        name, c.get("source_gaps", 0))
         waits = CounterMetricFamily("lazystandby_source_waits", "Times Nu's source waited (up to 50 ms each): OQu "

@@ -219,6 +219,10 @@ class PeerError(LazyStandbyException):
         return self.status.unreachable
 
 
+class LoopTold(LazyStandbyException):
+    """Raised by a node's loop that was told to die (SIGUSR1: the chaos test of a loop's death)."""
+
+
 class SourceGap(LazyStandbyException, RuntimeError):
     """Records the source no longer holds were needed: deleted (retention, truncation) before Nu read them or
     before a restart could read them back. Nu stops admitting there instead of skipping: skipping would pass

@@ -1,8 +1,9 @@
 """The source record format: a tick as UTF-8 text `symbol,price,volume,ts_ms,venue` (30-60 bytes).
 
 Kept as text rather than JSON because every hop splits thousands of them per frame. The format is strict
-(PATTERN): numbers are plain decimals (no exponent, no spaces, no `nan`), so that Nu's validation, the Python
-operator (Arrow compute), the Spark operator (Spark SQL) and the checker all read a tick the same way.
+(SCHEMA, PATTERN): numbers are plain decimals (no exponent, no spaces, no `nan`) within what their type
+holds, so that Nu's validation, the Python operator (Arrow compute), the Spark operator (Spark SQL) and
+the checker all read a tick the same way, and a tick Nu admits never fails a cast downstream.
 `valid_mask` is what Nu applies to records from outside (Kafka) a poll at a time; `validate` says, for the
 few that fail, what is wrong, and they go to the dead-letter stream.
 """
@@ -18,13 +19,38 @@ import pyarrow.compute as pc
 
 from ..core.errors import MalformedRecord
 
-FIELDS: tuple[tuple[str, type], ...] = (
-    ("symbol", str),
-    ("price", float),
-    ("volume", int),
-    ("ts", int),
-    ("venue", str),
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a tick: its name, its Python type, and the text a record may hold for it.
+
+    `text` is a regular expression (RE2 and Python `re` alike) admitting exactly the values the field's type
+    holds without loss on every reader: Arrow's and Spark's int64 and float64, and a timestamp in
+    milliseconds that Arrow's and Spark's timestamps hold. `holds` says that in words, for the refusal."""
+
+    name: str
+    type: type
+    text: str
+    holds: str
+
+
+# The schema every reader takes its rules from: Nu's admission (valid_mask, validate), the Python operator
+# (parse_columns), the Spark operator and the direct Spark query (spark_columns), and the checker's truth
+# table (validate). A value outside what its type holds is refused at Nu with the reason, never admitted to
+# fail a cast on N and then on N'.
+SCHEMA: tuple[Field, ...] = (
+    # Text fields: no comma (the separator) and no control character (a newline, a NUL).
+    Field("symbol", str, r"[^,\x00-\x1f\x7f]{1,32}", "1 to 32 characters, none a comma or a control character"),
+    # 9 + 6 digits: 15 significant digits, which a float64 gives back exactly as written.
+    Field("price", float, r"-?[0-9]{1,9}(?:\.[0-9]{1,6})?",
+          "a decimal of at most 9 digits before the point and 6 after, with an optional '-'"),
+    # 18 digits: every such integer is inside int64's range (|x| < 2^63, about 9.22e18).
+    Field("volume", int, r"-?[0-9]{1,18}", "an integer of at most 18 digits (inside int64), with an optional '-'"),
+    # 15 digits of milliseconds: before the year 33658, inside Arrow's and Spark's timestamp range.
+    Field("ts", int, r"[0-9]{1,15}", "milliseconds since 1970: at most 15 digits, not negative"),
+    Field("venue", str, r"[^,\x00-\x1f\x7f]{1,32}", "1 to 32 characters, none a comma or a control character"),
 )
+FIELDS: tuple[tuple[str, type], ...] = tuple((f.name, f.type) for f in SCHEMA)
 FIELD_INDEX = {name: i for i, (name, _) in enumerate(FIELDS)}
 FIELD_TYPE = dict(FIELDS)
 
@@ -41,9 +67,8 @@ class Tick:
         return f"{self.symbol},{self.price:.2f},{self.volume},{self.ts},{self.venue}".encode()
 
 
-_NUMBER = {float: r"-?[0-9]+(?:\.[0-9]+)?", int: r"-?[0-9]+", str: r"[^,]+"}
-PATTERN = "^" + ",".join(_NUMBER[typ] for _, typ in FIELDS) + "$"
-_FIELD_RE = {typ: re.compile(rx) for typ, rx in _NUMBER.items()}
+PATTERN = "^" + ",".join(f.text for f in SCHEMA) + "$"
+_FIELD_RE = {f.name: re.compile(f.text) for f in SCHEMA}
 _ARROW_TYPE = {float: pa.float64(), int: pa.int64(), str: pa.string()}
 
 
@@ -130,14 +155,11 @@ def validate(payload: bytes, *, max_bytes: int) -> None:
     parts = text.split(",")
     if len(parts) != len(FIELDS):
         raise MalformedRecord(f"record has {len(parts)} fields; expected {len(FIELDS)} ({text[:60]!r})")
-    for (name, typ), value in zip(FIELDS, parts, strict=True):
-        if typ is str:
-            if not value:
-                raise MalformedRecord(f"field {name} is empty")
-            continue
-        if not _FIELD_RE[typ].fullmatch(value):
-            what = "a decimal number" if typ is float else "an integer"
-            raise MalformedRecord(f"field {name}={value!r} is not {what} (digits, an optional '-' and '.')")
+    for f, value in zip(SCHEMA, parts, strict=True):
+        if not value and f.type is str:
+            raise MalformedRecord(f"field {f.name} is empty")
+        if not _FIELD_RE[f.name].fullmatch(value):
+            raise MalformedRecord(f"field {f.name}={value[:40]!r} is not {f.holds}")
 
 
 _SPARK_TYPES = {str: None, float: "DOUBLE", int: "BIGINT"}

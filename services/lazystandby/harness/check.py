@@ -89,10 +89,12 @@ def compare(expected: list[tuple[str, int]], got: list[tuple[int, str, int]], *,
 
 
 def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix: str = "ls.",
-                   max_tuple_bytes: int = 65536, partitions: int = 1) -> tuple[list[tuple[str, int]], int]:
+                   max_tuple_bytes: int = 65536,
+                   partitions: int = 1) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """Expected output rebuilt from the source topics themselves: every valid record, selected by the
     predicate in force at its position. Parameter changes come from the link log's control entries
-    (each says after which seq of every stream it took effect). Returns (expected, malformed records)."""
+    (each says after which seq of every stream it took effect). Returns (expected, malformed), each a list
+    of (stream, seq): the malformed records are the dead letters Nu must have written."""
     from ..core.errors import MalformedRecord
     from ..formats import control
     from ..formats.predicate import compile_predicate
@@ -110,7 +112,7 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
                 last[run[0]] = run[1] + run[2] - 1
     fns = {p: compile_predicate(p) for p in {predicate, *(h[1] for h in history)}}
     expected: list[tuple[str, int]] = []
-    malformed = 0
+    malformed: list[tuple[str, int]] = []
     links = [(source, part, stream) for source in streams
              for part, stream in enumerate(partition_streams([source], partitions))]
     for source, part, stream in links:
@@ -119,7 +121,7 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
             try:
                 validate(r.value or b"", max_bytes=max_tuple_bytes)
             except MalformedRecord:
-                malformed += 1
+                malformed.append((stream, seq))
                 continue
             in_force = predicate
             for thresholds, p in history:
@@ -128,3 +130,15 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
             if fns[in_force](r.value.decode().split(",")):
                 expected.append((stream, seq))
     return expected, malformed
+
+
+def dead_letter_keys(bootstrap: str, prefix: str = "ls.") -> list[tuple[str, int]]:
+    """The (stream, seq) of every record in the dead-letter topic, in its order (a restarted Nu may write
+    one again: the dead letters are at least once, keyed by stream:seq)."""
+    from ..sources.kafka_source import Topics, read_partition
+
+    out = []
+    for r in read_partition(bootstrap, Topics(prefix).deadletters):
+        stream, _, seq = (r.key or b"").decode().rpartition(":")
+        out.append((stream, int(seq)))
+    return out

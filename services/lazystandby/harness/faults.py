@@ -29,6 +29,8 @@ class Action(StrEnum):
     CUT = "cut"  # as PARTITION, but the links stay cut, with the later steps running, until a HEAL step
     HEAL = "heal"  # the links a CUT step cut carry traffic again (and what they held arrives)
     KILL_OPERATOR = "kill-operator"  # SIGKILL the processes the node started (its Spark JVM and workers)
+    LOOP_DIES = "loop-dies"  # SIGUSR1 to the node alone: its main loop (Nu's source, an operator node's
+    # operator loop) raises as a bug would; the node must exit 70 and be replaced (processes only)
     HANG = "hang"  # SIGSTOP the processes the node started (its Spark JVM and workers), not the node, for
     # `duration` (0: past operator_stall_max and the detector's timeout), then SIGCONT
 
@@ -62,7 +64,7 @@ class Fault:
 
     @property
     def target(self) -> str:
-        return self.steps[0].target
+        return self.steps[0].target if self.steps else ""
 
     def unfit_for(self, operator: str) -> str:
         """Why this fault cannot be run with `operator` ("" when it can); each runner adds how to choose."""
@@ -73,7 +75,7 @@ class Fault:
 
     @property
     def action(self) -> Action:
-        return self.steps[0].action
+        return self.steps[0].action if self.steps else Action.KILL
 
     @property
     def double(self) -> bool:
@@ -94,6 +96,7 @@ _FORGED = ("; the call comes from a client with no node certificate: refused (TL
            "by the protocol's checks), nothing changes, no failover, Nd's output is exact")
 
 CATALOG: dict[str, Fault] = {f.name: f for f in [
+    Fault("none", "no fault: the run completes, Nd's output is exact, no failover", ()),
     Fault("kill-primary", "N' detects the loss and takes over in epoch 2; Nd's output is exact (0 lost, 0 duplicated)",
           (Step("primary", Action.KILL),), runners=_BOTH, takes_over=True),
     Fault("pause-primary", "N is stopped past the heartbeat timeout and N' takes over; when N resumes it is fenced "
@@ -101,6 +104,14 @@ CATALOG: dict[str, Fault] = {f.name: f for f in [
           takes_over=True),
     Fault("kill-standby", "no failover; Nu's backup to N' fails, loudly (one WARN, NoStandby), and OQu is still "
           "trimmed by the primary's acks; Nd's output is exact", (Step("standby", Action.KILL),), runners=_BOTH),
+    Fault("loop-dies-primary", "N's operator loop ends by an exception: N is NOT_SERVING and exits (70) at once, "
+          "N' takes over in epoch 2, the supervisor starts N again as the standby; Nd's output is exact",
+          (Step("primary", Action.LOOP_DIES),), takes_over=True),
+    Fault("loop-dies-standby", "N''s operator loop ends by an exception: N' exits (70) at once and is started again "
+          "as the standby; no failover; Nd's output is exact", (Step("standby", Action.LOOP_DIES),)),
+    Fault("loop-dies-upstream", "Nu's source loop ends by an exception: Nu exits (70) at once, is started again and "
+          "rebuilds OQu from the link log at the same positions; Nd's output is exact",
+          (Step("upstream", Action.LOOP_DIES),), kafka=True),
     Fault("kill-upstream-restart", "Nu is killed and restarted; it rebuilds OQu from the link log at the same "
           "positions; Nd's output is exact", (Step("upstream", Action.RESTART),), runners=_BOTH, kafka=True),
     Fault("kill-downstream-restart", "Nd is killed and restarted; it reads its last output (and epoch) from the "

@@ -35,10 +35,11 @@ from ..core.errors import PeerError
 from ..node.common import EXIT_FAILED, EXIT_FENCED
 from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
+from ..sources.kafka_generator import BAD_RECORDS
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.tls import TlsFiles
 from . import forge, results
-from .check import compare, expected_outputs, kafka_expected
+from .check import compare, dead_letter_keys, expected_outputs, kafka_expected
 from .faults import Action, Fault, Runner, Step, for_runner, standby_back
 from .operator_procs import hang, kill_all, no_process_left
 from .partition import LinkRelay
@@ -140,6 +141,16 @@ def _stop(topo: Topology, key: str, step: Step) -> dict:
     topo.procs[key].send_signal(signal.SIGTERM)
     code = topo.procs[key].wait(timeout=60)
     return {"exit_code": code, "stopped_ms": round((time.monotonic() - t0) * 1000, 1)}
+
+
+def _loop_dies(topo: Topology, key: str, step: Step) -> dict:
+    """SIGUSR1 to the node alone: its main loop raises (cli.run_node); its exit is awaited and timed. The
+    supervisor starts it again (EXIT_FAILED is one of the exits it restarts)."""
+    p = topo.procs[key]
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGUSR1)
+    code = p.wait(timeout=30)
+    return {"exit_code": code, "exited_ms": round((time.monotonic() - t0) * 1000, 1)}
 
 
 def _pause(topo: Topology, key: str, step: Step) -> dict:
@@ -249,7 +260,7 @@ ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.FORGE_BACKUP: _forge(forge.backup_jump, 0), Action.FORGE_HANDOVER: _forge(forge.handover, 0),
     Action.BOMB: _forge(forge.bomb, 0),
     Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal, Action.HANG: _hang,
-    Action.KILL_OPERATOR: _kill_operator,
+    Action.KILL_OPERATOR: _kill_operator, Action.LOOP_DIES: _loop_dies,
 }
 FAULTS = for_runner(Runner.PROCESSES)
 KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
@@ -558,18 +569,29 @@ class _KafkaLoad(threading.Thread):
     """The generator writing the source topics during a trial, with an optional parameter change."""
 
     def __init__(self, bootstrap: str, prefix: str, total: int, rate: float, seed: int, malformed_every: int,
-                 param_change_at: tuple[int, str] | None, partitions: int = 1) -> None:
+                 param_change_at: tuple[int, str] | None, partitions: int = 1,
+                 bad_records: list[bytes | None] | None = None) -> None:
         super().__init__(daemon=True)
         self.args = (bootstrap, prefix, total, rate, seed, malformed_every, param_change_at)
         self.partitions = partitions
+        self.bad_records = bad_records
+        self.error: BaseException | None = None  # why the load stopped short (the trial then fails)
 
     def run(self) -> None:
+        try:
+            self._write()
+        except BaseException as e:
+            self.error = e
+            raise
+
+    def _write(self) -> None:
         from ..sources.kafka_generator import generate, set_predicate
         from ..sources.kafka_source import Topics
 
         bootstrap, prefix, total, rate, seed, bad, change = self.args
         topics = Topics(prefix)
-        kw = {"rate": rate, "seed": seed, "topics": topics, "malformed_every": bad, "partitions": self.partitions}
+        kw = {"rate": rate, "seed": seed, "topics": topics, "malformed_every": bad, "partitions": self.partitions,
+              "bad_records": self.bad_records, "span": total}
         if change is None:
             generate(bootstrap, ["I1", "I2"], total, **kw)
             return
@@ -583,6 +605,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
               total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
               seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
               extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
+              bad_records: list[bytes | None] | None = None,
               param_change_at: tuple[int, str] | None = None, tls: bool = False,
               per_node: dict[str, dict[str, Any]] | None = None, progress: Callable[[str], None] | None = None,
               ) -> dict:
@@ -617,7 +640,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             say(f"nodes ready; load on; {f.name} in {kill_after:.1f} s")
             if kafka:
                 gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
-                                 param_change_at, int(settings.get("partitions", 1)))
+                                 param_change_at, int(settings.get("partitions", 1)), bad_records)
                 gen.start()
             if quiesce:
                 # Let the source finish and the backup drain: the figures then count the mechanism alone.
@@ -643,16 +666,24 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             if kafka:
                 assert gen is not None
                 gen.join()
+                if gen.error is not None:
+                    raise RuntimeError(f"the load generator stopped short: {gen.error!r}") from gen.error
                 expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
                                                      max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
                                                      partitions=int(settings.get("partitions", 1)))
-                result["malformed"] = malformed
+                result["malformed"] = len(malformed)
             for e in events:
                 if "started" in e:
                     topo.wait_ready(e["started"])
             delivered = wait_until(_reporting(lambda: topo.status("nd")["delivered_through"], len(expected), say),
                                    timeout)
             took_over, settled = _fault_over(topo, f, timeout)
+            if kafka:
+                # Every record the truth table refuses is a dead letter, once (by key: a restarted Nu may
+                # write one again), and nothing else is.
+                letters = set(dead_letter_keys(kafka, settings["topic_prefix"]))
+                result["dead_letters"] = len(letters)
+                result["dead_letters_exact"] = letters == set(malformed)
             done = delivered and took_over and settled
             time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
             after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
@@ -670,7 +701,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             result["delivered_all"] = delivered
             result["took_over"] = took_over
             result.update(_failover_figures(topo, before, after, t_fault))
-            ok = done and check.ok and _forged_refused(result, f, events)
+            ok = (done and check.ok and _forged_refused(result, f, events) and _loops_failed(events)
+                  and result.get("dead_letters_exact", True))
         finally:
             result["ok"] = ok
     if ok and not keep:
@@ -716,6 +748,11 @@ def _forged_refused(result: dict, f: Fault, events: list[dict]) -> bool:
     result["forged_refused"] = all(e["answer"] not in ("OK", "APPLIED") for e in forged)
     only_forged = len(forged) == len(f.steps)
     return not forged or (result["forged_refused"] and (result["failovers"] == 0 or not only_forged))
+
+
+def _loops_failed(events: list[dict]) -> bool:
+    """A node whose loop died exited EXIT_FAILED, as its supervisor expects (not 1, not still running)."""
+    return all(e["exit_code"] == EXIT_FAILED for e in events if e["action"] == Action.LOOP_DIES)
 
 
 def _reporting(held: Callable[[], int], want: int, say: Callable[[str], None], every: float = 5.0):
@@ -810,11 +847,18 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     ap.add_argument("--fault", default="kill-primary", help=f"one of {', '.join(sorted(FAULTS))}")
     ap.add_argument("--kafka", action="store_true",
                     help="source and results through Kafka (KAFKA_BOOTSTRAP, or a local broker started here)")
+    ap.add_argument("--bad-records", choices=("none", "some", "all"), default="some",
+                    help="with --kafka, bad source records among the ticks: some (one every 997 ticks, five kinds), "
+                         "all (one of each kind real producers send by mistake, a 5 MB record and an int64 "
+                         "overflow among them), none")
     if cmd == "failover-check":
         ap.add_argument("--kills", type=int, default=20, help="trials, each with its own kill (default 20)")
     args = ap.parse_args(argv)
     if args.fault not in FAULTS:
         raise config.SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, got {args.fault!r}")
+    if args.bad_records == "all" and not args.kafka:
+        raise config.SettingError("bad records (--bad-records all): needs --kafka (bad records come through the "
+                                  "source topics)")
     if cmd == "failover-check" and args.kills < 1:
         raise config.SettingError(f"kills (--kills): expected a whole number >= 1, got {args.kills}")
     given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
@@ -895,7 +939,9 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     print(f"launch: {args.fault} halfway through {settings['total']} tuples at {settings['rate']:g}/s "
           f"({settings['operator']} operator{', Kafka' if bootstrap else ''}) ...", file=sys.stderr, flush=True)
     r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
-                  malformed_every=997 if bootstrap else 0, timeout=300.0, progress=_stderr_progress(),
+                  malformed_every=997 if bootstrap and args.bad_records == "some" else 0,
+                  bad_records=list(BAD_RECORDS.values()) if args.bad_records == "all" else None,
+                  timeout=300.0, progress=_stderr_progress(),
                   **_trial_args(settings))
     nu = r.get("after", {}).get("nu", {})
     summary = {
@@ -915,7 +961,8 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "resent_by_nu": r["recovery"].get("resent_by_nu", 0),
         "backlog_at_takeover": r["recovery"].get("backlog_at_takeover", 0),
         "catch_up_ms": round(r["recovery"].get("catch_up_ms", 0.0), 1),
-        "overhead": round(nu.get("overhead", 0.0), 4), "dead_letters": r.get("malformed", 0),
+        "overhead": round(nu.get("overhead", 0.0), 4), "dead_letters": r.get("dead_letters", r.get("malformed", 0)),
+        "bad_records": r.get("malformed", 0), "dead_letters_exact": r.get("dead_letters_exact", True),
         # Nodes that ended themselves (fenced, or their operator failed) and were started again; whether Nu
         # backs up to a standby at the end (nothing starts a killed node again: after kill-primary the
         # pipeline runs on without one).

@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
         rows = read_results(a.bootstrap, f"{a.prefix}results")
         res = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=True)
         out.update({"expected": res.expected, "got": res.got, "lost": res.lost, "duplicated": res.duplicated,
-                    "unexpected": res.unexpected, "out_of_order": res.out_of_order, "malformed": malformed,
+                    "unexpected": res.unexpected, "out_of_order": res.out_of_order, "malformed": len(malformed),
                     "diff": res.diff[:3]})
     for item in filter(None, a.status.split(",")):
         name, addr = item.split("=", 1)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..config import NodeConfig
 from ..core import messages as m
-from ..core.errors import PeerError, WrongRole
+from ..core.errors import LoopTold, PeerError, WrongRole
 from ..core.reminder import Reminder
 from ..core.roles import Role, RoleState
 
@@ -21,6 +21,9 @@ EXIT_FENCED = 75  # EX_TEMPFAIL: fenced (exit_when_fenced); started again, it re
 
 class NodeBase:
     """Base of the three runtimes. Handlers for RPCs a role does not serve refuse with WrongRole."""
+
+    # The loop that `die_in_loop` makes raise: the one whose death a chaos test shows (SIGUSR1, cli).
+    MAIN_LOOP = ""
 
     def __init__(self, cfg: NodeConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.cfg = cfg
@@ -43,22 +46,38 @@ class NodeBase:
     # --- lifecycle -------------------------------------------------------------------------------------
     def spawn(self, name: str, loop: Callable[[], None],
               on_crash: Callable[[Exception], None] | None = None) -> None:
-        """Run `loop` over and over in a thread of its own until the node stops; an exception ends it, said
-        and counted, and handed to `on_crash` first."""
+        """Run `loop` over and over in a thread of its own until the node stops. An exception ends it, said
+        and counted, and handed to `on_crash` first; then the node fails (`fail`): its health check answers
+        NOT_SERVING and its process exits EXIT_FAILED, so that a supervisor replaces it (and, for a primary,
+        the standby takes over) instead of a node that answers calls while part of it is dead."""
         def run() -> None:
             try:
                 while not self._stop.is_set():
+                    self.dying_point(name)
                     loop()
             except Exception as e:
+                if self._stop.is_set():
+                    return  # stopping: a loop that meets a closed peer or resource then is no failure
                 self.log.exception("%s: loop %s died", self.name, name)
                 self.counters["loop_crashes"] += 1
                 if on_crash is not None:
                     on_crash(e)
-                raise
+                self.fail(f"loop {name} died ({type(e).__name__}: {e})"[:400])
 
         t = threading.Thread(target=run, name=f"{self.name}:{name}", daemon=True)
         t.start()
         self._threads.append(t)
+
+    def die_in_loop(self, name: str = "") -> None:
+        """Make loop `name` (MAIN_LOOP when empty) raise LoopTold at its next turn: the chaos test of a loop
+        that ends by an exception (SIGUSR1 to the process, cli.run_node). Safe from a signal handler."""
+        self._told_to_die = name or self.MAIN_LOOP
+
+    def dying_point(self, name: str) -> None:
+        """Where loop `name` checks whether it was told to die (each turn; long inner waits check too)."""
+        if getattr(self, "_told_to_die", "") == name:
+            self._told_to_die = ""
+            raise LoopTold(f"{self.name}: loop {name} was told to die (SIGUSR1)")
 
     def fail(self, why: str, code: int = EXIT_FAILED) -> None:
         """This node can do its work no more (its operator's JVM is gone: EXIT_FAILED; or it was fenced and
@@ -70,12 +89,15 @@ class NodeBase:
             self.fatal, self.exit_code = why, code
         self.halt.set()
 
-    def stop(self) -> None:
+    def stop(self, join_timeout: float = 5.0) -> None:
+        """Ends every loop; waits up to `join_timeout` in all for their threads (daemons: a process that
+        exits after a failure does not wait for a loop stuck in a call)."""
         self._stop.set()
         with self.lock:
             self.lock.notify_all()
+        deadline = time.monotonic() + join_timeout
         for t in self._threads:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     @property
     def stopped(self) -> bool:
@@ -85,8 +107,8 @@ class NodeBase:
         self._stop.wait(seconds)
 
     def serving(self) -> bool:
-        """What the health check answers: a fenced, leaving or stopped node serves nothing."""
-        return self.state.role not in (Role.FENCED, Role.LEAVING, Role.STOPPED)
+        """What the health check answers: a fenced, leaving, stopped or failed node serves nothing."""
+        return not self.fatal and self.state.role not in (Role.FENCED, Role.LEAVING, Role.STOPPED)
 
     # --- status ----------------------------------------------------------------------------------------
     def count_error(self, counter: str) -> None:

@@ -109,6 +109,6 @@ class DownstreamNode(NodeBase):
                   "takeover_lease_ms": round(self.lease.duration * 1000, 1)})
         return s
 
-    def stop(self) -> None:
-        super().stop()
+    def stop(self, join_timeout: float = 5.0) -> None:
+        super().stop(join_timeout)
         self.sink.close()

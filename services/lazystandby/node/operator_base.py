@@ -104,6 +104,8 @@ class OperatorBase(NodeBase):
     """The state of an operator node and its operator loop (IQ -> operator -> OQ). Subclassed by
     OperatorNode only, with the role sides mixed in over it."""
 
+    MAIN_LOOP = "operator"
+
     def __init__(self, cfg: NodeConfig, operator: Operator, peers: Callable[[str], Peer], **kw) -> None:
         super().__init__(cfg, **kw)
         self.operator = operator
@@ -189,9 +191,9 @@ class OperatorBase(NodeBase):
             self.state.become(Role.STANDBY, epoch=0)
             self.primary = peers(cfg.primary) if cfg.primary else None
 
-    def stop(self) -> None:
+    def stop(self, join_timeout: float = 5.0) -> None:
         self._beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
-        super().stop()
+        super().stop(join_timeout)
 
     def start(self) -> None:
         self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
@@ -289,6 +291,7 @@ class OperatorBase(NodeBase):
             while not self.stopped:
                 if self.operator.failure is not None:
                     raise self.operator.failure  # ends this loop, as a failed call does (_operator_failed)
+                self.dying_point("operator")  # an idle standby may wait here for long
                 if self.iq.empty():
                     if self._head_done():
                         break

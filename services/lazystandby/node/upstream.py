@@ -68,6 +68,8 @@ class _BackupCall:
 class UpstreamNode(NodeBase):
     """Nu. The first primary runs in epoch 1; each takeover raises it."""
 
+    MAIN_LOOP = "source"
+
     def __init__(self, cfg: NodeConfig, source: Source, peers: Callable[[str], Peer],
                  dead_letters: DeadLetters | None = None, **kw) -> None:
         super().__init__(cfg, **kw)
@@ -204,7 +206,9 @@ class UpstreamNode(NodeBase):
         if len(batch):
             # Durable link order before the tuples exist anywhere else (a restarted Nu replays it).
             self.source.record_order(batch, self.registry.names_by_id)
-            self.dead_letters.flush()
+        self.dead_letters.flush()  # never raises: what cannot be written is counted
+        self.counters["dead_letters_unwritten"] = self.dead_letters.unwritten
+        self.counters["dead_letters_truncated"] = self.dead_letters.truncated
         with self.lock:
             if len(batch):
                 if self.first_admitted_at is None:

@@ -172,6 +172,8 @@ class DeadLetters:
 
     def __init__(self) -> None:
         self.items: list[tuple[str, Record]] = []
+        self.unwritten = 0  # dead letters that could not be written (never here; the Kafka adapter counts them)
+        self.truncated = 0  # dead letters cut to fit their topic
 
     def put(self, reason: str, record: Record) -> None:
         self.items.append((reason, record))

@@ -19,17 +19,54 @@ from .kafka_source import Topics, all_topics, ensure_topics
 MALFORMED = [b"\xff\xfe not utf-8", b"ACME,not-a-price,100,1,XTKS", b"only,three,fields", b"",
              b"ACME,101.5,100,1764000000000," + b"X" * 270]
 
+# The records real producers send by mistake, one of each kind, by name (`--bad-records all`). None is a
+# record whose value is null (a tombstone). Every one must be dead lettered at Nu, none admitted.
+_T = b"1764000000000"
+BAD_RECORDS: dict[str, bytes | None] = {
+    "random-bytes": bytes(range(256)) * 4,
+    "100KB": b"ACME,101.50,100," + _T + b"," + b"X" * 100_000,
+    "5MB": b"ACME,101.50,100," + _T + b"," + b"X" * (5 << 20),
+    "nan": b"ACME,nan,100," + _T + b",XNYS",
+    "infinity": b"ACME,Infinity,100," + _T + b",XNYS",
+    "missing-field": b"ACME,101.50,100," + _T,
+    "wrong-type": b"ACME,101.50,lots," + _T + b",XNYS",
+    "exponent": b"ACME,1.0e2,100," + _T + b",XNYS",
+    "null-value": None,
+    "empty": b"",
+    "extra-field": b"ACME,101.50,100," + _T + b",XNYS,extra",
+    "not-utf8": b"ACME,101.50,100," + _T + b",\xff\xfe",
+    "json-object": b'{"symbol": "ACME", "price": 101.5, "volume": 100}',
+    "int64-overflow": b"ACME,101.50,99999999999999999999999," + _T + b",XNYS",
+    "int-19-digits": b"ACME,101.50,1000000000000000000," + _T + b",XNYS",
+    "price-16-digits": b"ACME,1234567890.123456,100," + _T + b",XNYS",
+    "ts-negative": b"ACME,101.50,100,-1,XNYS",
+    "ts-beyond-range": b"ACME,101.50,100,10000000000000000,XNYS",
+    "symbol-too-long": b"A" * 33 + b",101.50,100," + _T + b",XNYS",
+    "space-in-number": b"ACME, 101.50,100," + _T + b",XNYS",
+    "underscore-in-int": b"ACME,101.50,1_000," + _T + b",XNYS",
+    "empty-symbol": b",101.50,100," + _T + b",XNYS",
+    "only-commas": b",,,,",
+    "trailing-newline": b"ACME,101.50,100," + _T + b",XNYS\n",
+}
+
 
 def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.0, seed: int = 7,
              topics: Topics | None = None, malformed_every: int = 0, start: int = 0,
-             stop: threading.Event | None = None, partitions: int = 1) -> int:
+             stop: threading.Event | None = None, partitions: int = 1,
+             bad_records: list[bytes | None] | None = None, span: int = 0) -> int:
     """Write tuples start .. total-1 of the deterministic interleaving (fewer if `stop` is set first);
     returns how many were written. With several partitions a tick goes to the partition of its symbol
-    (crc32 of the key), so each partition holds its symbols' ticks in order."""
+    (crc32 of the key), so each partition holds its symbols' ticks in order. `bad_records` are written
+    too, one each, spread evenly over the whole load (before tuple (k + 1) * span / (len + 1); `span` is
+    `total` unless a load is written in parts)."""
     topics = topics or Topics()
     ensure_topics(bootstrap, all_topics(topics, streams), partitions={topics.source(s): partitions for s in streams})
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=256 << 10,
-                      max_request_size=4 << 20)
+                      max_request_size=8 << 20)
+    span = span or total
+    bad_at = {(k + 1) * span // (len(bad_records) + 1): r for k, r in enumerate(bad_records or [])}
+    if len(bad_at) < len(bad_records or []):
+        raise ValueError(f"{len(bad_records or [])} bad records do not fit apart in a load of {span} tuples")
     t0 = time.monotonic()
     n = 0
     for i, (stream, _seq, payload) in enumerate(interleave(streams, total, seed)):
@@ -39,6 +76,8 @@ def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.
         part = zlib.crc32(key) % partitions
         if malformed_every and i and i % malformed_every == 0:
             p.send(topics.source(stream), MALFORMED[(i // malformed_every) % len(MALFORMED)], partition=part)
+        if i in bad_at:  # a null value comes with a key, as Kafka requires (a tombstone)
+            p.send(topics.source(stream), bad_at[i], key=None if bad_at[i] is not None else key, partition=part)
         # No record timestamp from the tick: event times in the past would put the records under time-based
         # retention at once on a topic the pipeline did not create (LogAppendTime guards the ones it did).
         p.send(topics.source(stream), payload, key=key, partition=part)

@@ -292,6 +292,11 @@ class KafkaSource(Source):
         self._committer = threading.Thread(target=self._commit_loop, name="kafka-commit", daemon=True)
         self._committer.start()
 
+    def origin(self, stream: str) -> tuple[str, int] | None:
+        """The topic and partition stream `stream` is read from (a record's offset is its seq - 1)."""
+        tp = self._tp_of.get(stream)
+        return (tp.topic, tp.partition) if tp is not None else None
+
     # --- restart ---------------------------------------------------------------------------------------
     def restore(self) -> Restored | None:
         committed = {tp: self.consumer.committed(tp, metadata=True) for tp in self._tps}
@@ -495,24 +500,109 @@ class KafkaSource(Source):
         self.producer.flush(5)
 
 
-class KafkaDeadLetters:
-    """Refused records go to `<prefix>deadletters` with the reason in a header, keyed by stream:seq."""
+def topic_limit(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
+    """The largest record `topic` accepts (its `max.message.bytes`, which is the broker's
+    `message.max.bytes` unless the topic overrides it), or None when the broker does not say in time."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-    def __init__(self, bootstrap: str, topics: Topics | None = None) -> None:
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        res = ConfigResource(ResourceType.TOPIC, topic)
+        configs = admin.describe_configs([res], request_timeout=timeout)[res].result(timeout)
+        return int(configs["max.message.bytes"].value)
+    except Exception as e:  # the caller falls back to a limit every broker accepts
+        log.warning("%s: the record size limit could not be read (%s)", topic, e)
+        return None
+
+
+class KafkaDeadLetters:
+    """Refused records go to `<prefix>deadletters`, keyed by stream:seq, with headers naming the reason, the
+    source topic, partition and offset, and the record's size; a payload larger than the topic takes is cut
+    to fit (header `truncated`).
+
+    Writing a dead letter never ends Nu's source loop: a dead letter that cannot be written (refused, or not
+    acknowledged within `flush_timeout`) is counted in `unwritten`, and logged once per reason. The limit is
+    read from the topic when the first dead letter is put, and the producer is sized to it (librdkafka's own
+    default, 1,000,000 bytes, is below the broker's)."""
+
+    # What a record costs besides its payload, key and header values: the batch and record framing
+    # (about 70 bytes), header names and varints. Kept generous: a cut only needs to fit.
+    OVERHEAD = 512
+    FALLBACK_LIMIT = 1_000_000  # librdkafka's default message.max.bytes, below every broker's default
+
+    def __init__(self, bootstrap: str, topics: Topics | None = None, *,
+                 origin=None, flush_timeout: float = 30.0) -> None:
+        self.bootstrap = bootstrap
         self.topics = topics or Topics()
-        self.producer = durable_producer(bootstrap)
-        self.count = 0
+        # stream name -> (topic, partition) of the record's source, for the headers (None: not known)
+        self.origin = origin or (lambda stream: None)
+        self.flush_timeout = flush_timeout
+        self.producer = None
+        self.limit = 0
+        self.count = 0  # dead letters put
+        self.truncated = 0
+        self.unwritten = 0  # refused by the producer or the broker (including after the producer's timeout)
+        self.waiting = 0  # not acknowledged at the last flush; still retried by the producer
+        self._reasons_logged: set[str] = set()
         self._delivered = DeliveryErrors()
 
+    def _open(self) -> None:
+        limit = topic_limit(self.bootstrap, self.topics.deadletters) or self.FALLBACK_LIMIT
+        self.limit = max(self.OVERHEAD * 2, min(limit, 1_000_000_000))  # librdkafka's ceiling
+        self.producer = durable_producer(self.bootstrap, **{"message.max.bytes": self.limit})
+
+    def headers(self, reason: str, record: Record, truncated: bool) -> list[tuple[str, bytes]]:
+        h = [("reason", reason.encode()[:4096]), ("stream", record.stream.encode()), ("seq", str(record.seq).encode()),
+             ("original_size", str(len(record.payload)).encode()), ("truncated", b"1" if truncated else b"0")]
+        where = self.origin(record.stream)
+        if where is not None:
+            topic, partition = where
+            # A source stream's seq is its offset + 1 (one stream per topic partition).
+            h += [("topic", topic.encode()), ("partition", str(partition).encode()),
+                  ("offset", str(record.seq - 1).encode())]
+        return h
+
     def put(self, reason: str, record: Record) -> None:
+        if self.producer is None:
+            self._open()
         key = f"{record.stream}:{record.seq}".encode()
-        self.producer.produce(self.topics.deadletters, record.payload[:1 << 20], key,
-                              headers=[("reason", reason.encode()), ("stream", record.stream.encode()),
-                                       ("seq", str(record.seq).encode())], on_delivery=self._delivered)
+        fixed = len(key) + sum(len(k) + len(v) for k, v in self.headers(reason, record, True)) + self.OVERHEAD
+        room = max(0, self.limit - fixed)
+        truncated = len(record.payload) > room
         self.count += 1
+        self.truncated += truncated
+        try:
+            self.producer.produce(self.topics.deadletters, record.payload[:room], key,
+                                  headers=self.headers(reason, record, truncated), on_delivery=self._delivered)
+        except Exception as e:  # BufferError (queue full), KafkaException (refused at once)
+            self._unwritten(1, f"{type(e).__name__}: {e}")
 
     def flush(self) -> None:
-        """Returns once every dead letter put so far is in the topic; RuntimeError if one could not be."""
-        if not len(self.producer) and not self._delivered.errors:
+        """Waits up to `flush_timeout` for the dead letters put so far to be in the topic. Those refused are
+        counted (`unwritten`), those not acknowledged yet (`waiting`) stay with the producer, which retries
+        them; nothing is raised: a dead letter never stops Nu."""
+        if self.producer is None or (not len(self.producer) and not self._delivered.errors):
             return  # nothing waiting (the source loop asks after every poll)
-        self._delivered.flush(self.producer, self.topics.deadletters, "dead letters", "written")
+        left = self.producer.flush(self.flush_timeout)
+        errors, self._delivered.errors = self._delivered.errors, []
+        for e in errors:
+            self._unwritten(1, e)
+        self.waiting = left
+        if left and "waiting" not in self._reasons_logged:
+            # Still queued: librdkafka retries them until its message timeout, then reports each (counted
+            # above, at a later flush, if it failed).
+            self._reasons_logged.add("waiting")
+            log.error("%s: %d dead letter(s) not acknowledged within %.0f s; the producer keeps retrying (logged "
+                      "once)", self.topics.deadletters, left, self.flush_timeout)
+
+    def _unwritten(self, n: int, why: str) -> None:
+        self.unwritten += n
+        reason = why.split(":")[0]
+        if reason not in self._reasons_logged:
+            self._reasons_logged.add(reason)
+            log.error("%s: %d dead letter(s) not written: %s (counted as dead_letters_unwritten; logged once "
+                      "per reason)", self.topics.deadletters, n, why)
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.flush()

@@ -63,9 +63,18 @@ def test_produce_and_wait_raises_naming_the_topic_when_the_record_is_not_written
         kafka_source.produce_and_wait(FakeProducer(outcome), "ls.linklog", b"entry", timeout=3)
 
 
-def _dead_letters(monkeypatch, producer: FakeProducer) -> kafka_source.KafkaDeadLetters:
-    monkeypatch.setattr(kafka_source, "durable_producer", lambda bootstrap: producer)
-    return kafka_source.KafkaDeadLetters("127.0.0.1:9")
+def _dead_letters(monkeypatch, producer: FakeProducer, limit: int | None = 16 << 20) -> kafka_source.KafkaDeadLetters:
+    made: list[dict] = []
+
+    def durable(bootstrap, **settings):
+        made.append(settings)
+        return producer
+
+    monkeypatch.setattr(kafka_source, "durable_producer", durable)
+    monkeypatch.setattr(kafka_source, "topic_limit", lambda bootstrap, topic: limit)
+    dl = kafka_source.KafkaDeadLetters("127.0.0.1:9", origin=lambda s: ("ls.I1", 0) if s == "I1" else None)
+    dl.made = made
+    return dl
 
 
 def test_dead_letters_flush_waits_for_the_broker_and_skips_when_nothing_waits(monkeypatch):
@@ -75,15 +84,54 @@ def test_dead_letters_flush_waits_for_the_broker_and_skips_when_nothing_waits(mo
     assert p.flushes == 0  # asked after every poll: nothing put, nothing to wait for
     dl.put("not a tick", Record("I1", 7, b"garbage"))
     dl.flush()
-    assert p.written == [("ls.deadletters", b"garbage")] and dl.count == 1
+    assert p.written == [("ls.deadletters", b"garbage")] and dl.count == 1 and dl.unwritten == 0
+    assert dl.made == [{"message.max.bytes": 16 << 20}]  # the producer is sized to the topic's limit
 
 
 @pytest.mark.parametrize("outcome", ["error", "timeout"])
-def test_dead_letters_that_cannot_be_written_are_an_error_not_a_silent_loss(monkeypatch, outcome):
+def test_dead_letters_that_cannot_be_written_are_counted_and_never_raise(monkeypatch, outcome, caplog):
     dl = _dead_letters(monkeypatch, FakeProducer(outcome))
-    dl.put("not a tick", Record("I1", 7, b"garbage"))
-    with pytest.raises(RuntimeError, match=r"ls\.deadletters: [01] dead letters not written"):
-        dl.flush()
+    for seq in (7, 8):
+        dl.put("not a tick", Record("I1", seq, b"garbage"))
+        dl.flush()  # never raises: Nu's source loop goes on
+    if outcome == "error":
+        assert dl.unwritten == 2 and dl.count == 2
+    else:  # still with the producer, which retries them: not counted lost
+        assert dl.unwritten == 0 and dl.waiting == 2
+    logged = [r for r in caplog.records if "dead letter(s) not" in r.getMessage()]
+    assert len(logged) == 1  # once per reason
+
+
+def test_a_dead_letter_refused_at_once_by_the_producer_is_counted(monkeypatch):
+    class Refusing(FakeProducer):
+        def produce(self, *a, **kw):
+            raise BufferError("Local: Queue full")
+
+    dl = _dead_letters(monkeypatch, Refusing())
+    dl.put("not a tick", Record("I1", 7, b"x"))
+    dl.flush()
+    assert dl.unwritten == 1
+
+
+@pytest.mark.parametrize("limit, size, cut", [(1 << 20, 5 << 20, True), (None, 2_000_000, True),
+                                              (16 << 20, 5 << 20, False)])
+def test_a_dead_letter_is_cut_to_what_the_topic_accepts_with_its_origin_in_headers(monkeypatch, limit, size, cut):
+    class Keeping(FakeProducer):
+        def produce(self, topic, value, key=None, *, partition=0, on_delivery=None, headers=None):
+            self.kept = (value, key, dict(headers))
+            super().produce(topic, value, key, on_delivery=on_delivery)
+
+    p = Keeping()
+    dl = _dead_letters(monkeypatch, p, limit)
+    dl.put("record of 5 MB exceeds the limit", Record("I1", 12, b"A" * size))
+    dl.flush()
+    value, key, headers = p.kept
+    accepted = limit or kafka_source.KafkaDeadLetters.FALLBACK_LIMIT  # unreadable: what every broker takes
+    record_size = len(value) + len(key) + sum(len(k) + len(v) for k, v in headers.items())
+    assert record_size <= accepted and (len(value) < size) == cut and dl.truncated == int(cut)
+    assert key == b"I1:12" and headers["topic"] == b"ls.I1" and headers["partition"] == b"0"
+    assert headers["offset"] == b"11" and headers["original_size"] == str(size).encode()
+    assert headers["truncated"] == (b"1" if cut else b"0") and headers["reason"].startswith(b"record of 5 MB")
 
 
 @pytest.mark.parametrize("outcome, left", [("error", 0), ("timeout", 1)])
