@@ -50,10 +50,34 @@ def test_kill_downstream_then_restart_reads_its_state_from_the_results_topic(kaf
 
 
 def test_malformed_records_go_to_dead_letters_and_never_stop_the_pipeline(kafka):
+    """Every kind of bad record (a 5 MB one, an int64 overflow among them) with the mixed ones, and N
+    killed: each is a dead letter, once, and the rest of the output is exact. The dead-letter topic takes
+    1 MiB records at most: the 5 MB letter is cut to fit and says so, with where it came from."""
+    import random
+
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    from lazystandby.sources.kafka_generator import BAD_RECORDS
+    from lazystandby.sources.kafka_source import Topics, read_partition
+
+    prefix = f"dl{random.getrandbits(32):x}."
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(Topics(prefix).deadletters, 1, 1, topic_configs={"max.message.bytes": "1048576"})])
+    admin.close()
     # max_tuple_bytes 200: the generator's 300-byte record is refused as oversized, like any larger one.
-    r = trial(kafka, fault="kill-primary", malformed_every=101, extra={"max_tuple_bytes": 200})
-    assert r["malformed"] > 50
-    assert r["after"]["nu"]["counters"]["dead_letters"] == r["malformed"]
+    r = trial(kafka, fault="kill-primary", malformed_every=101, bad_records=list(BAD_RECORDS.values()),
+              extra={"max_tuple_bytes": 200, "topic_prefix": prefix})
+    assert r["malformed"] > 50 + len(BAD_RECORDS)
+    assert r["after"]["nu"]["counters"]["dead_letters"] == r["malformed"] == r["dead_letters"]
+    assert r["dead_letters_exact"] and r["after"]["nu"]["counters"]["dead_letters_unwritten"] == 0
+    big = [m for m in read_partition(kafka, Topics(prefix).deadletters) if dict(m.headers)["original_size"] ==
+           str(len(BAD_RECORDS["5MB"])).encode()]
+    assert len(big) == 1 and len(big[0].value) < 1 << 20 and dict(big[0].headers)["truncated"] == b"1"
+    h = dict(big[0].headers)
+    stream, _, seq = big[0].key.decode().partition(":")
+    assert h["topic"] == f"{prefix}{stream}".encode() and h["offset"] == str(int(seq) - 1).encode()
+    assert b"exceeds the 200-byte limit" in h["reason"]
 
 
 def test_parameter_change_just_before_a_kill(kafka):
@@ -69,10 +93,14 @@ def test_parameter_change_just_before_a_kill(kafka):
 @pytest.mark.slow
 def test_kill_primary_with_the_spark_operator(kafka):
     before = spark_scratch()
+    from lazystandby.sources.kafka_generator import BAD_RECORDS
+
+    # Every kind of bad record among the ticks: dead letters at Nu, none reaching the Spark query.
     r = trial(kafka, fault="kill-primary", extra={"operator": "spark", "heartbeat_interval": 0.2,
                                                   "heartbeat_misses": 5, "spark_partitions": 1},
-              kill_after=1.0)
+              kill_after=1.0, bad_records=list(BAD_RECORDS.values()))
     assert r["failovers"] == 1
+    assert r["dead_letters_exact"] and r["dead_letters"] == r["malformed"] == len(BAD_RECORDS)
     # A local master: the killed driver's blocks too went with the run's work directory.
     assert spark_scratch() - before == set()
 

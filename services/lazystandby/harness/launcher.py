@@ -623,6 +623,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     gen = None
     if kafka:
         settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
+        settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own topics
         expected = []
     else:
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
