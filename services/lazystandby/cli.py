@@ -57,6 +57,10 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
 
             return DownstreamNode(cfg, KafkaSink(kafka, registry, topics, replication_factor=cfg.replication_factor))
         return DownstreamNode(cfg, FileSink(cfg.sink, registry) if cfg.sink else MemorySink())
+    if kafka:  # quarantined inputs (node/quarantine.py) go to the pipeline's dead-letter topic
+        from .sources.kafka_source import KafkaDeadLetters
+
+        return OperatorNode(cfg, make_operator(cfg), peers, dead_letters=KafkaDeadLetters(kafka, topics))
     return OperatorNode(cfg, make_operator(cfg), peers)
 
 

@@ -106,6 +106,9 @@ class NodeCollector(Collector):
                          s["operator_oldest_call_s"])
             yield _gauge("lazystandby_operator_stalled", "1 while this primary's operator has left a call unanswered "
                          "past operator_stall_max (its standby takes over)", name, float(s["operator_stalled"]))
+            yield _counter("lazystandby_quarantined", "Inputs the operator failed on alone, left without output and "
+                           "sent to the dead letters (the same positions on N and N')", name,
+                           s.get("counters", {}).get("quarantined_tuples", 0))
     def _lease(self, s: dict) -> Iterator:
         """The primary's lease at Nd, its silences and the takeovers declined (Nd)."""
         name, e = s["node"], s.get("errors", {})

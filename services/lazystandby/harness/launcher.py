@@ -803,7 +803,21 @@ def _brief(s: dict) -> dict:
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
             "primary_longest_silence_ms", "takeover_lease_ms", "takeovers")
-    return {k: s[k] for k in keys if k in s}
+    out = {k: s[k] for k in keys if k in s}
+    if "quarantined" in s:
+        out["quarantined"] = [q["pos"] for q in s["quarantined"]]
+    return out
+
+
+def _quarantined(r: dict) -> dict[str, list[int]]:
+    """Per operator place, the input positions its node quarantined (its latest status: after the trial,
+    else at the fault)."""
+    out = {}
+    for key in ("n", "n2"):
+        s = r.get("after", {}).get(key) or r.get("before", {}).get(key) or {}
+        if s.get("quarantined"):
+            out[key] = s["quarantined"]
+    return out
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -968,6 +982,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         # backs up to a standby at the end (nothing starts a killed node again: after kill-primary the
         # pipeline runs on without one).
         "restarted": r.get("restarted", []), "standby_at_end": standby_back(nu),
+        "quarantined": _quarantined(r),
         **_what_ran(args, settings, bootstrap), "ok": r["ok"],
     }
     if not r["ok"]:

@@ -80,6 +80,8 @@ SUMMARIES: dict[str, Summary] = {
         ("dead_letters_exact", "the dead letters are exactly the bad records, one for one (Kafka runs)"),
         ("restarted", "places whose node ended itself (exit 70 or 75) and was started again as the standby"),
         ("standby_at_end", "Nu backs up to a standby in sync at the end"),
+        ("quarantined", "per operator place, the input positions its node quarantined (the operator failed on "
+                        "each alone); the same positions on N and N' where both processed them"),
         *_WHAT_RAN,
         ("ok", "the output is exact and the run completed (restarted nodes rejoined in sync)"),
     )),

@@ -36,9 +36,11 @@ from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator
+from ..sources.base import DeadLetters, Record
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer
 from .common import LINK_REMIND_S, Backoff, NodeBase
+from .quarantine import Quarantined, bisect
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
@@ -106,9 +108,16 @@ class OperatorBase(NodeBase):
 
     MAIN_LOOP = "operator"
 
-    def __init__(self, cfg: NodeConfig, operator: Operator, peers: Callable[[str], Peer], **kw) -> None:
+    QUARANTINE_KEPT = 1000  # quarantined inputs listed in status (all are counted)
+
+    def __init__(self, cfg: NodeConfig, operator: Operator, peers: Callable[[str], Peer], *,
+                 dead_letters: DeadLetters | None = None, **kw) -> None:
         super().__init__(cfg, **kw)
         self.operator = operator
+        # Where quarantined inputs go (node/quarantine.py): the Kafka dead-letter topic when there is one.
+        self.dead_letters = dead_letters or DeadLetters()
+        self.quarantined: deque[dict] = deque(maxlen=self.QUARANTINE_KEPT)
+        self._unwritten_quarantine: list[Quarantined] = []
         self.peers = peers
         self.registry = StreamRegistry(cfg.stream_names)
         self.seqcheck = PerStreamSequence(cfg.name)
@@ -310,6 +319,8 @@ class OperatorBase(NodeBase):
                 self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
             items = _join_runs(self.iq.take_all(self._take, through)) if take else []
         self._collect(block=False)
+        if self._unwritten_quarantine:
+            self._write_quarantined()  # a standby that took over writes what it quarantined as a standby
         # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
         # except as the base later runs decode from; while Nd's acks lag, only this lets them go.
         self.held.trim(self._done_through())
@@ -425,11 +436,50 @@ class OperatorBase(NodeBase):
                 with self.lock:
                     self.lock.wait_for(lambda f=fut: f.done() or self.stopped, 0.5)
                 continue
-            selected = fut.result()  # an operator failure ends this loop, as a failed call always did
+            found: list[Quarantined] = []
+            try:
+                selected = fut.result()
+            except Exception as e:  # from the input: quarantined; else it ends this loop (_operator_failed)
+                if not self.operator.input_fault(e):
+                    raise
+                selected, found = bisect(self.operator, batch, e)
+            if found:
+                self._quarantine(found)
             with self.lock:
                 self._in_flight.popleft()
                 self._in_flight_tuples -= len(batch)
                 self._finish(batch, selected, self.clock() - t0)
+
+    def _quarantine(self, found: list[Quarantined]) -> None:
+        """Poison inputs found in a call: counted and kept (the latest QUARANTINE_KEPT, for status), and
+        for a primary written to the dead letters before the call's outputs enter OQ. Nd's output then
+        never covers a poison input whose dead letter is not written; a standby keeps its own until a
+        checkpoint covers them (the primary wrote those) or it takes over and writes the rest."""
+        names = self.registry.names_by_id
+        with self.lock:
+            self.counters["quarantined_tuples"] += len(found)
+            self.quarantined.extend(q.as_dict(names) for q in found)
+            self._unwritten_quarantine.extend(found)
+        self.log.error("%s: %d input(s) quarantined at positions %s: the operator fails on each alone (%s)",
+                       self.name, len(found), [q.pos for q in found[:10]], found[0].error)
+        self._write_quarantined()
+
+    def _write_quarantined(self) -> None:
+        """A primary writes the quarantined inputs not written yet to the dead letters (waiting for them);
+        a standby drops those a covering checkpoint has passed."""
+        with self.lock:
+            covered = self._covered[0].input_pos
+            if self.state.role is not Role.PRIMARY:
+                self._unwritten_quarantine = [q for q in self._unwritten_quarantine if q.pos > covered]
+                return
+            todo, self._unwritten_quarantine = self._unwritten_quarantine, []
+        if not todo:
+            return
+        names = self.registry.names_by_id
+        for q in todo:
+            self.dead_letters.put(f"quarantined by {self.name} at input {q.pos}: {q.error}",
+                                  Record(names.get(q.stream, str(q.stream)), q.seq, q.payload))
+        self.dead_letters.flush()
 
     def _finish(self, batch: TupleBatch, selected, took: float) -> None:
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
@@ -535,6 +585,7 @@ class OperatorBase(NodeBase):
             "oq_last": self.oq.last,
             "operator": self.operator.name,
             "operator_switches": getattr(self.operator, "switches", []),
+            "quarantined": list(self.quarantined),
             "recovery": self.recovery,
             "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,

@@ -7,6 +7,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from ..core.errors import LazyStandbyException
 from ..core.messages import Params
 from ..core.tuples import TupleBatch
 
@@ -42,6 +43,14 @@ class Operator(ABC):
     # found out between calls: the node then ends its operator loop with it, as it would on a failed call.
     # A lazy standby may make no call for a long time, and must not stay registered on a dead engine.
     failure: BaseException | None = None
+
+    def input_fault(self, error: BaseException) -> bool:
+        """Whether `error`, raised by a call, may follow from the call's inputs (a value the operator cannot
+        compute with) rather than from the engine (memory, a dead JVM, a timeout). The node then narrows
+        the call down to the inputs that fail alone and quarantines them (OperatorBase._bisect); any other
+        error fails the node. A call that raises must leave the operator as it was before it."""
+        return isinstance(error, (ValueError, ArithmeticError, TypeError, KeyError, IndexError)) and not isinstance(
+            error, LazyStandbyException)
 
     @abstractmethod
     def process(self, batch: TupleBatch) -> np.ndarray | list[int]:

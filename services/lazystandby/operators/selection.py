@@ -40,7 +40,8 @@ class Selection(Operator):
             return
         fn, fields = compile_columnar(text)
         self.predicate, self._fn, self._fields = text, fn, fields
-        self.switches.append((pos, text))
+        if not self.switches or self.switches[-1] != (pos, text):  # a call retried on part of its batch
+            self.switches.append((pos, text))
 
     def restore(self, position: int, params: Params | None = None) -> None:
         if params is not None and (not self.switches or self.switches[-1][0] < params.pos):

@@ -157,6 +157,11 @@ class SparkSelection(Operator):
         first = self.feed.append(payloads)
         return self.feed.answer(first, first + len(payloads))
 
+    def input_fault(self, error: BaseException) -> bool:
+        # A failed micro-batch ends the streaming query itself: no call can be retried on it, so every
+        # failure replaces the node. Admitted ticks never fail it (try_cast over fields the schema bounds).
+        return False
+
     def submit(self, batch: TupleBatch) -> Future:
         if not (batch.streams == StreamRegistry.CONTROL).any():
             return self._append(batch.payloads)
