@@ -125,9 +125,31 @@ class NodeBase:
             "peers": self.links.snapshot(),
         }
 
+    # How long Status and the metrics wait for the node's lock before they read without it: a call may hold
+    # it for seconds (Nd's Deliver while the results topic's flush waits for a broker that is down).
+    STATUS_LOCK_WAIT_S = 0.25
+
+    def status_snapshot(self) -> dict:
+        """The snapshot for Status and the metrics, within STATUS_LOCK_WAIT_S plus the read itself whatever
+        holds the lock: taken under it when it comes in time, else without it (`consistent` False: each
+        field is one the node held, but they may be moments apart)."""
+        got = self.lock.acquire(timeout=self.STATUS_LOCK_WAIT_S)
+        try:
+            for attempt in range(5):
+                try:
+                    snap = self.snapshot()
+                    break
+                except RuntimeError:  # a dict changed while it was copied (only without the lock)
+                    if got or attempt == 4:
+                        raise
+            snap["consistent"] = got
+            return snap
+        finally:
+            if got:
+                self.lock.release()
+
     def handle_status(self, msg: None) -> m.StatusReply:
-        with self.lock:
-            snap = self.snapshot()
+        snap = self.status_snapshot()
         return m.StatusReply(node=self.name, role=self.state.role, epoch=self.state.epoch, snapshot=snap)
 
     # --- refusals --------------------------------------------------------------------------------------
@@ -204,6 +226,12 @@ class Links:
                     return
                 line = f"still down after {now - link['since']:.0f} s"
         self.log.warning("%s: link to %s %s %s (%s: %s)", self.node, peer, address, line, status, message)
+
+    def alive(self, peer: str) -> bool:
+        """Whether the link to `peer` is believed up (True for a peer never called yet)."""
+        with self._lock:
+            link = self._state.get(peer)
+            return link is None or link["alive"]
 
     def forget(self, peer: str) -> None:
         """The node no longer has this peer (Nu's standby after a takeover)."""

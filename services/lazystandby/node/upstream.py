@@ -754,7 +754,10 @@ class UpstreamNode(NodeBase):
             "backup_confirmed_through": self.batcher.confirmed_through,
             "backup_encode_seconds": round(self.backup_encode_seconds, 3),
             "backup_call_seconds": round(self.backup_call_seconds, 3),
-            "standby_in_sync": self.standby is not None and self._out_of_sync_since is None,
+            # In sync: registered, no backup call unanswered past backup_stall_max, and its link up (a killed
+            # standby's calls fail at once, with no call left waiting to count it out of sync).
+            "standby_in_sync": (self.standby is not None and self._out_of_sync_since is None
+                                and self.links.alive("standby")),
             "cursor": self.cursor,
             "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
             "primary": self.primary_addr,

@@ -76,3 +76,36 @@ def test_nd_refuses_replays_from_a_node_that_is_not_the_primary_and_keeps_its_al
         assert e.value.status == "PERMISSION_DENIED" and "N is the primary of epoch 1" in e.value.message
     assert nd.counters["duplicates_dropped"] == 0 and nd.errors["sequence_gap"] == 0
     assert nd.errors["not_the_primary"] == 2 and len(nd.sink.rows) == 5
+
+
+def test_nd_answers_status_while_its_sink_holds_a_delivery(net):
+    """A results topic whose broker is down holds a Deliver in the sink's flush, with Nd's lock; Status
+    and the metrics still answer within their wait, and say the snapshot was taken without the lock."""
+    import threading
+    import time
+
+    from lazystandby.metrics import NodeCollector
+    from lazystandby.sinks.base import MemorySink
+
+    release = threading.Event()
+
+    class Stuck(MemorySink):
+        def append(self, outputs, *, epoch=0):
+            release.wait(10)
+            super().append(outputs, epoch=epoch)
+
+    d = DownstreamNode(NodeConfig(role="downstream", listen="nd"), Stuck())
+    net.register("nd", d)
+    t = threading.Thread(target=lambda: net.call_pb("nd", "Deliver", out_frame(1, 5)), daemon=True)
+    t.start()
+    try:
+        time.sleep(0.1)  # the delivery is in the sink now, holding the lock
+        t0 = time.monotonic()
+        snap = d.handle_status(None).snapshot
+        families = list(NodeCollector(d).collect())
+        took = time.monotonic() - t0
+        assert took < 1.0 and snap["consistent"] is False and snap["delivered_through"] == 0 and families
+    finally:
+        release.set()
+        t.join(5)
+    assert d.handle_status(None).snapshot["consistent"] is True and d.dedup.delivered_through == 5

@@ -389,3 +389,26 @@ def test_a_standby_registers_over_a_new_channel_after_each_refusal(caplog):
         assert not made[1].fails  # the timeout was retried on the same channel, the refusal on a new one
     finally:
         n.stop()
+
+
+def test_a_standby_that_is_gone_is_not_reported_in_sync(net):
+    """A killed standby's backup calls fail at once (UNAVAILABLE): no call waits for backup_stall_max, yet
+    Nu's status must not say it is in sync while its link is down; answered again, it is."""
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10", backup_linger_ms=0)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=0, rate=0.0), net.peer)
+    try:
+        fill(nu, 20)
+        nu._backup_loop()
+        assert nu.snapshot()["standby_in_sync"] is True
+        net.down("s2")
+        fill(nu, 40)
+        nu._backup_loop()
+        snap = nu.snapshot()
+        assert snap["peers"]["standby"]["alive"] is False and snap["standby_in_sync"] is False
+    finally:
+        nu.stop()
