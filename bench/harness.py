@@ -67,7 +67,7 @@ def tradeoff(bsizes: list[str], codecs: list[str], trials: int, *, total: int, r
         for bsize, codec, t in bar:
             bar.set_postfix_str(f"Bsize {bsize} {codec} trial {t + 1}")
             r = run_trial(fault="kill-primary", bsize=bsize, codec=codec, total=total, rate=rate,
-                          kill_after=kill_after, seed=7 + t)
+                          kill_after=kill_after, seed=7 + t, tls=True)
             if not r["ok"]:
                 raise RuntimeError(f"trial failed the truth-table check: {r['workdir']} {r.get('diff')}")
             rec, nu = r["recovery"], r["before"]["nu"]
@@ -282,14 +282,16 @@ class FrameMarks:
 
 
 def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: str = "python",
-               extra: dict[str, Any] | None = None, rate: float = 0.0) -> dict:
+               extra: dict[str, Any] | None = None, rate: float = 0.0, tls: bool = True) -> dict:
     """The pipeline as fast as it goes (generator rate 0), or with the generator paced at `rate` tuples/s:
-    tuples/s through N to Nd, per-second samples, each node's CPU."""
+    tuples/s through N to Nd, per-second samples, each node's CPU. Mutual TLS, as the commands run it,
+    unless `tls` is off."""
     settings = {"bsize": parse_bsize(bsize), "codec": codec, "total": total, "rate": rate, "operator": operator}
     if operator == "spark":
         settings.update(SPARK_DETECTOR)
     settings.update(extra or {})
-    with (scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo,
+    with (scratch("lazystandby-bench-") as work,
+          Topology(settings, work, with_standby=standby, tls_dir=Path(work) / "tls" if tls else None) as topo,
           topo.poller() as poller):
         topo.start_all()
         serving = Serving(topo, poller.status)
@@ -862,18 +864,35 @@ MAIN_PAIR = (("10", "zstd-stream-dict", True), ("10", "zstd-stream-dict", False)
 SIDE_CONFIGS = (("1", "zstd-stream-dict", True), ("inf", "zstd-stream-dict", True), ("10", "zstd", True))
 
 
-def full_speed_runs(plan: Plan) -> dict[tuple, list[dict]]:
-    """Throughput at full speed. On 2 cores it swings by up to 20 % between identical runs (thread
-    scheduling in a GIL-bound Nu): the configurations take turns within each round, and each reports its
-    median run. The side configurations run in the first `plan.side_rounds` rounds only."""
+def full_speed_runs(plan: Plan) -> tuple[dict[tuple, list[dict]], list[dict]]:
+    """Throughput at full speed, with mutual TLS (the default). On 2 cores it swings by up to 20 % between
+    identical runs (thread scheduling in a GIL-bound Nu): the configurations take turns within each round,
+    and each reports its median run. The side configurations run in the first `plan.side_rounds` rounds
+    only, with the headline configuration plaintext right after its TLS run (`tls_cost_ratio`); those
+    plaintext runs are returned apart."""
     runs: dict[tuple, list[dict]] = {c: [] for c in (*MAIN_PAIR, *SIDE_CONFIGS)}
+    plain: list[dict] = []
     for rep in range(plan.throughput_rounds):
         for bsize, codec, standby in (*MAIN_PAIR, *(SIDE_CONFIGS if rep < plan.side_rounds else ())):
             print(f"throughput {rep + 1}/{plan.throughput_rounds}: Bsize {bsize} {codec} standby={standby}",
                   file=sys.stderr, flush=True)
             runs[(bsize, codec, standby)].append(throughput(bsize=bsize, codec=codec, standby=standby,
                                                             total=THROUGHPUT_TUPLES))
-    return runs
+            if rep < plan.side_rounds and (bsize, codec, standby) == MAIN_PAIR[0]:
+                print(f"throughput {rep + 1}/{plan.throughput_rounds}: the same, plaintext", file=sys.stderr,
+                      flush=True)
+                plain.append(throughput(bsize=bsize, codec=codec, standby=standby, total=THROUGHPUT_TUPLES,
+                                        tls=False))
+    return runs, plain
+
+
+def tls_cost_keys(tls_runs: list[dict], plain_runs: list[dict]) -> dict:
+    """Throughput with mutual TLS over plaintext, each round's pair run back to back (the first rounds')."""
+    pairs = list(zip(tls_runs, plain_runs, strict=False))
+    ratios = [round(t["tuples_per_s"] / p["tuples_per_s"], 3) for t, p in pairs]
+    return {"tls_cost_ratio": statistics.median(ratios) if ratios else None, "tls_cost_ratio_rounds": ratios,
+            "throughput_plaintext_tuples_per_s": statistics.median(p["tuples_per_s"] for p in plain_runs)
+            if plain_runs else None}
 
 
 def paced_runs(plan: Plan) -> dict[bool, list[dict]]:
@@ -914,13 +933,14 @@ class Measured:
     spark: dict  # spark_peer's: Spark's restart and direct query, the Kafka path and its peers
     spark_fo: dict  # failover-check --operator spark
     codec_cost: dict
+    plain: list[dict]  # the headline configuration plaintext (tls_cost_ratio)
 
 
 def measure(plan: Plan, codecs: list[str], phases: Phases) -> Measured:
     """Every phase of a run, in order, each timed in `phases`."""
     rows = phases.run("tradeoff", lambda: tradeoff(list(plan.bsizes), codecs, plan.trials, total=20_000,
                                                    rate=10_000.0, kill_after=1.0))
-    runs = phases.run("throughput", lambda: full_speed_runs(plan))
+    runs, plain = phases.run("throughput", lambda: full_speed_runs(plan))
     thr = [median_run(rs) for rs in runs.values()]
     paced = phases.run("paced", lambda: paced_runs(plan))
     print("throughput: Bsize 10 zstd standby=True, Spark operator", file=sys.stderr, flush=True)
@@ -933,7 +953,7 @@ def measure(plan: Plan, codecs: list[str], phases: Phases) -> Measured:
     spark_fo = phases.run("spark_failover", lambda: spark_failover(plan.spark_kills))
     print("the backup codec's CPU per tuple, alone", file=sys.stderr, flush=True)
     codec_cost = phases.run("backup_codec", backup_codec_cost)
-    return Measured(rows, runs, thr, paced, spark_op, spark, spark_fo, codec_cost)
+    return Measured(rows, runs, thr, paced, spark_op, spark, spark_fo, codec_cost, plain)
 
 
 def result_of(m: Measured, summary: dict, plan: Plan, phases: Phases, seconds: float, pngs: list[Path]) -> dict:
@@ -968,6 +988,7 @@ def result_of(m: Measured, summary: dict, plan: Plan, phases: Phases, seconds: f
         "max_rss_mb": ha["max_rss_mb"],
         "backup_codec": codec_cost,
         **ha_cost_bound(ha, no_ha, codec_cost),
+        **tls_cost_keys(runs[MAIN_PAIR[0]], m.plain),
         "ha_cost_ratio_rounds": cost_rounds(runs[MAIN_PAIR[0]], runs[MAIN_PAIR[1]]),
         "cpu_us_per_tuple_by_node": {"ha": cpu_us_per_tuple_by_node(ha), "no_ha": cpu_us_per_tuple_by_node(no_ha)},
         **machine_share_keys(runs[MAIN_PAIR[0]], runs[MAIN_PAIR[1]]),

@@ -176,6 +176,12 @@ def test_forged_calls_change_nothing(name):
 
 
 def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_denied(tmp_path):
+    """The commands' default (mutual TLS, a CA per run): a raw client with no certificate is refused at the
+    handshake on every port, and one whose certificate names a wrong role is denied RegisterStandby,
+    Deliver, Push, Backup and Takeover; none of it changes Nd's output."""
+    from lazystandby.harness import launcher
+
+    assert launcher._args("launch", [])[0].insecure is False  # launch and failover-check run TLS unless told
     work = tmp_path
     with Topology({"total": 5000, "rate": 5000.0}, work, tls_dir=work / "tls") as topo:
         topo.start_all()
@@ -191,6 +197,9 @@ def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_de
         make_certs(work / "tls", ["intruder:upstream", "watcher:admin"])
         cases = [("intruder", "nd", "Deliver", pb.OutputFrame(epoch=1, sender="intruder")),
                  ("intruder", "nu", "Takeover", pb.TakeoverRequest(node="intruder", epoch=9)),
+                 ("intruder", "nu", "RegisterStandby", pb.RegisterStandbyRequest(node="intruder", address="127.0.0.1:9")),
+                 ("watcher", "nu", "RegisterStandby", pb.RegisterStandbyRequest(node="watcher", address="127.0.0.1:9")),
+                 ("watcher", "nd", "Deliver", pb.OutputFrame(epoch=2, sender="watcher")),
                  ("watcher", "n", "Push", pb.Frame(epoch=1, sender="watcher")),
                  ("watcher", "n2", "Backup", pb.BackupFrame(epoch=1, sender="watcher"))]
         for cert, key, rpc, msg in cases:
@@ -211,6 +220,8 @@ def test_with_tls_no_certificate_is_refused_on_every_port_and_a_wrong_role_is_de
             watcher.close()
         with pytest.raises(PeerError):
             GrpcPeer(topo.addrs["nd"]).status(2)  # and the harness without its certificate may not
+        assert topo.status("nu")["standby"] not in ("", "127.0.0.1:9")  # the backup still goes to N'
+        exact_at_nd(topo, 5000, 30)
 
 
 def test_a_failover_over_tls_is_exact():

@@ -153,6 +153,16 @@ class PrimaryHeard(PrimaryAlive):
     counter = "takeover_declined_unheard"
 
 
+class StandbyInPlace(LazyStandbyError):
+    """A registration refused by Nu: another standby is registered, in sync, and answers. A standby is
+    replaced only once it is gone or out of sync, or by a takeover (which leaves Nu with none), never
+    by whoever registers next (a forged registration once moved Nu's backup to a port where nothing
+    listened). The refused standby retries, and gets in once the one in place is gone."""
+
+    status = Status.ALREADY_EXISTS
+    counter = "standby_in_place"
+
+
 class NotThePrimary(LazyStandbyError):
     """A delivery from a node that is not the primary of the current epoch (a client replaying or
     forging calls): refused before it touches the output or the counters the correctness alerts use."""

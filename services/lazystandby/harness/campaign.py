@@ -83,6 +83,7 @@ def _campaign(argv: list[str]) -> int:
     ap.add_argument("--total", type=int, default=20_000, help="ticks of load per run")
     ap.add_argument("--rate", type=float, default=10_000.0, help="ticks/s of load")
     ap.add_argument("--bound", type=float, default=60.0, help="seconds a run may take to complete its output")
+    ap.add_argument("--insecure", action="store_true", help="plaintext nodes (default: mutual TLS, a CA per run)")
     for name in CAMPAIGN_SETTINGS:
         ap.add_argument(f"--{name}", default=None, help=f"node setting {name} of every run (env LS_{name.upper()})")
     a = ap.parse_args(argv)
@@ -112,7 +113,7 @@ def _campaign(argv: list[str]) -> int:
             try:
                 r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
                               kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
-                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5})
+                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5}, tls=not a.insecure)
             except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
                 r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
                      "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}

@@ -862,6 +862,9 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     ap.add_argument("--fault", default="kill-primary", help=f"one of {', '.join(sorted(FAULTS))}")
     ap.add_argument("--kafka", action="store_true",
                     help="source and results through Kafka (KAFKA_BOOTSTRAP, or a local broker started here)")
+    ap.add_argument("--insecure", action="store_true",
+                    help="run the nodes plaintext: any local client can then call them (each node warns); by "
+                         "default they run mutual TLS with a CA made for this run alone")
     ap.add_argument("--bad-records", choices=("none", "some", "all"), default="some",
                     help="with --kafka, bad source records among the ticks: some (one every 997 ticks, five kinds), "
                          "all (one of each kind real producers send by mistake, a 5 MB record and an int64 "
@@ -945,7 +948,7 @@ def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
             "seed": settings["seed"], "heartbeat_interval": settings["heartbeat_interval"],
             "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
-            "handover_on_stop": settings["handover_on_stop"], "fault": args.fault}
+            "handover_on_stop": settings["handover_on_stop"], "fault": args.fault, "tls": not args.insecure}
 
 
 def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
@@ -956,7 +959,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
                   malformed_every=997 if bootstrap and args.bad_records == "some" else 0,
                   bad_records=list(BAD_RECORDS.values()) if args.bad_records == "all" else None,
-                  timeout=300.0, progress=_stderr_progress(),
+                  timeout=300.0, progress=_stderr_progress(), tls=not args.insecure,
                   **_trial_args(settings))
     nu = r.get("after", {}).get("nu", {})
     summary = {
@@ -1002,7 +1005,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
     duration = settings["total"] / settings["rate"]
     for i in range(args.kills):
         kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
-        r = run_trial(fault=args.fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0,
+        r = run_trial(fault=args.fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0, tls=not args.insecure,
                       **{**_trial_args(settings), "seed": settings["seed"] + i})
         lost += r["lost"]
         dup += r["duplicated"]

@@ -44,6 +44,7 @@ _WHAT_RAN = (
     ("exit_when_fenced", "a fenced node exits (75) and is started again (on in launch and failover-check)"),
     ("handover_on_stop", "a primary asked to stop hands over to its standby first"),
     ("fault", "the fault injected (a name from the catalog, docs/faults.md)"),
+    ("tls", "the nodes ran mutual TLS with a CA made for the run (false only with `--insecure`)"),
 )
 
 _MACHINE = (
@@ -169,6 +170,10 @@ SUMMARIES: dict[str, Summary] = {
         ("throughput_no_ha_tuples_per_s", "the same with no standby"),
         ("ha_cost_ratio", "the two above, with over without (goal 0.95)"),
         ("ha_cost_ratio_rounds", "that ratio within each round (the runs take turns)"),
+        ("tls_cost_ratio", "the standby-on run with mutual TLS (every throughput figure's) over the same plaintext, "
+                           "run back to back"),
+        ("tls_cost_ratio_rounds", "that ratio in each round that ran the pair"),
+        ("throughput_plaintext_tuples_per_s", "the standby-on configuration plaintext (`--insecure`)"),
         ("backup_coverage", "share of the tuples N' received once the backup caught up"),
         ("backup_skipped", "positions never sent to N' because Nd's acks covered them first"),
         ("backup_behind_at_end", "tuples N' had not acknowledged when Nd got the last output"),

@@ -34,6 +34,7 @@ from ..core.errors import (
     SequenceGap,
     SourceGap,
     SourceUnavailable,
+    StandbyInPlace,
     Status,
     UnknownStream,
 )
@@ -716,7 +717,18 @@ class UpstreamNode(NodeBase):
         there, or from the trim point for an empty one. A standby is not always empty when it registers:
         Nu feeds the standby its configuration names from the start, and one that started first (its
         registration refused until Nu listened) already held 160,000 positions when it got through; taken
-        as empty, it was sent 65,000 of them again, decoded them, and refused them as repeats."""
+        as empty, it was sent 65,000 of them again, decoded them, and refused them as repeats.
+
+        A standby at another address than the one in place is refused (StandbyInPlace) while that one is
+        in sync and answers a Status call (`_standby_answers`, made without the lock)."""
+        with self.lock:
+            current = self.standby
+        if current is not None and current.address != msg.address and self._standby_answers(current):
+            with self.lock:
+                if self.standby is current and self._standby_in_sync() and self.links.alive("standby"):
+                    self.counters["standby_registrations_refused"] += 1
+                    raise StandbyInPlace(f"{self.name}: standby {current.address} is registered, in sync and "
+                                         f"answering; {msg.node} at {msg.address} is not taken in its place")
         with self.lock:
             if self.standby is None or self.standby.address != msg.address:
                 if self.standby is not None:
@@ -739,6 +751,23 @@ class UpstreamNode(NodeBase):
             self.source.covered(self.checkpoint, self._membership())
             self.lock.notify_all()
             return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
+
+    STANDBY_PROBE_S = 0.5  # how long Nu waits for the standby in place to answer, at another's registration
+
+    def _standby_answers(self, standby) -> bool:
+        """Whether the standby in place answers a Status call within STANDBY_PROBE_S (the last answer is
+        kept for a second: a refused standby retries every 50 ms)."""
+        now = self.clock()
+        seen = getattr(self, "_probe", None)
+        if seen is not None and seen[0] is standby and now - seen[1] < 1.0:
+            return seen[2]
+        try:
+            standby.status(self.STANDBY_PROBE_S)
+            answers = True
+        except PeerError:
+            answers = False
+        self._probe = (standby, now, answers)
+        return answers
 
     def snapshot(self) -> dict:
         s = super().snapshot()

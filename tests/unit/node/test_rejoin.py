@@ -174,5 +174,6 @@ def test_in_the_first_epoch_a_standby_keeps_its_configured_route_to_the_primary(
     """Epoch 1: the configured primary is the first primary, reached perhaps by a route Nu does not use
     (a relay, another name): it is kept, though Nu names the primary "n"."""
     net, nd, nu, nodes, take = moved_on
+    nu.standby = None  # no standby in place (one in sync and answering is not replaced: test_upstream_takeover)
     s2 = standby_started_with(net, nodes, "x", primary="s")
     assert s2.primary is not None and s2.primary.address == "s" and s2.state.epoch == 1

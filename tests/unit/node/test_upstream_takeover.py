@@ -57,3 +57,32 @@ def test_a_restarted_nu_restores_the_takeover_and_the_standby():
     reply = nu.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=5))
     assert reply.epoch == 2 and nu.counters["takeovers"] == 0
     nu.stop()
+
+
+def test_a_registration_never_replaces_a_standby_in_sync_that_answers(net):
+    """A forged RegisterStandby (plaintext, a raw client) once moved Nu's backup to a port where nothing
+    listened. A standby at another address is taken only once the one in place is gone or out of sync;
+    the same standby registering again, or one after a takeover (which leaves Nu with none), is taken."""
+    from lazystandby.config import NodeConfig
+    from lazystandby.node.operator_node import OperatorNode
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.operators.selection import Selection
+    from lazystandby.sources.base import GeneratorSource
+
+    s2 = OperatorNode(NodeConfig(role="standby", listen="s2"), Selection("price > 100"), net.peer)
+    net.register("s2", s2)
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10"),
+                      GeneratorSource(["I1", "I2"], total=0, rate=0.0), net.peer)
+    try:
+        nu.handle_register_standby(m.RegisterStandby(node="N'", address="s2"))
+        with pytest.raises(LazyStandbyError) as e:
+            nu.handle_register_standby(m.RegisterStandby(node="mallory", address="127.0.0.1:9"))
+        assert e.value.status == "ALREADY_EXISTS" and "s2 is registered, in sync and answering" in e.value.message
+        assert nu.standby.address == "s2" and nu.counters["standby_registrations_refused"] == 1
+        nu.handle_register_standby(m.RegisterStandby(node="N'", address="s2"))  # itself again: taken
+        net.down("s2")
+        nu._probe = None  # the last answer is kept for a second; the standby has gone since
+        nu.handle_register_standby(m.RegisterStandby(node="spare", address="s3"))  # the one in place is gone
+        assert nu.standby.address == "s3"
+    finally:
+        nu.stop()
