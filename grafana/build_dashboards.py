@@ -28,6 +28,9 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
             (f"histogram_quantile(0.99, sum by (le, node) (rate(lazystandby_operator_batch_seconds_bucket{R})))",
              "{{node}} p99")]),
         ("Dead-lettered records/s", "ops", [(f"sum(rate(lazystandby_dead_letters_total{R}))", "dead letters")]),
+        ("Poison inputs quarantined by the operator, and dead letters not written (both stay 0 on good input)",
+         "short", [("sum by (node) (lazystandby_quarantined_total)", "{{node}} quarantined"),
+                   ("sum(lazystandby_dead_letters_unwritten_total)", "dead letters not written")]),
         ("Source waits/s at Nu, by reason (backpressure: OQu full, backup or primary behind)", "ops", [
             (f"sum by (reason) (rate(lazystandby_source_waits_total{R}))", "{{reason}}")]),
         ("Source gaps: records deleted before Nu read them (must stay 0)", "short", [
