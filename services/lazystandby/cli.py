@@ -26,7 +26,7 @@ def make_operator(cfg: config.NodeConfig) -> Operator:
     if cfg.operator == "python":
         from .operators.selection import Selection
 
-        return Selection(cfg.predicate)
+        return Selection(cfg.predicate, poison=cfg.chaos_poison.encode())
     if cfg.operator == "spark":
         from .operators.spark import SparkSelection  # imported lazily: Spark is heavy
 

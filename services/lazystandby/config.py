@@ -167,6 +167,9 @@ class NodeConfig:
     # operator
     operator: str = "python"  # python | spark
     predicate: str = "price > 100"
+    # Chaos tests of quarantine (node/quarantine.py): no admitted tick fails the built-in operators, so a
+    # poison input is made by name. Never set in production.
+    chaos_poison: str = ""
     # Most tuples per operator call; 0 = by operator: 32,768 (python), 131,072 (spark: a micro-batch costs
     # nearly the same for four times the tuples, so at saturation bigger calls mean more throughput).
     operator_batch: int = 0
@@ -227,6 +230,9 @@ class NodeConfig:
             raise refuse("bsize", "a whole number >= 1, or inf", self.bsize) from None
         if self.operator not in ("python", "spark"):
             raise refuse("operator", "python or spark", self.operator)
+        if self.chaos_poison and self.operator != "python":
+            raise refuse("chaos_poison", "empty with the Spark operator (a failed micro-batch ends its query: it "
+                         "quarantines nothing)", self.chaos_poison)
         if not 0 <= self.malloc_keep_mb <= KEEP_MB_MAX:
             raise refuse("malloc_keep_mb", f"a whole number 0-{KEEP_MB_MAX}", self.malloc_keep_mb)
         from .core.errors import PredicateError
@@ -358,6 +364,8 @@ HELP: dict[str, str] = {
                       "own thresholds",
     "operator": "python or spark",
     "predicate": "the selection: a Spark-SQL boolean expression over symbol, price, volume, ts, venue",
+    "chaos_poison": "chaos tests only: the Python operator fails on every input holding this text, as on a value it "
+                    "cannot compute with, and the node quarantines those inputs; empty: never",
     "operator_batch": "most tuples per operator call; 0 = by operator (32,768 python, 131,072 spark)",
     "spark_master": "Spark master URL for the Spark operator",
     "spark_driver_memory": "spark.driver.memory of the node's Spark session",

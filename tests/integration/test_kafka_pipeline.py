@@ -80,6 +80,21 @@ def test_malformed_records_go_to_dead_letters_and_never_stop_the_pipeline(kafka)
     assert b"exceeds the 200-byte limit" in h["reason"]
 
 
+def test_poison_inputs_are_quarantined_at_the_same_positions_through_a_kill(kafka):
+    """Inputs the operator fails on alone (chaos_poison) while N is killed: each is quarantined, once
+    per node that processed it and at the same position on N and N', and is a dead letter; the rest of the
+    output is exact."""
+    r = trial(kafka, fault="kill-primary", extra={"chaos_poison": "0,4900,"})
+    assert r["failovers"] == 1 and r["dead_letters_exact"]
+    q_n, q_n2 = (set(r["before"]["n"]["quarantined"]) | set(r["after"].get("n", {}).get("quarantined", [])),
+                 set(r["after"]["n2"]["quarantined"]))
+    assert q_n and q_n2, (q_n, q_n2)
+    # Where both processed the same inputs (N up to its death, N' from where it started), the same choice.
+    both = range(min(q_n2), max(q_n) + 1)
+    assert {p for p in q_n if p in both} == {p for p in q_n2 if p in both}
+    assert r["after"]["n2"]["counters"]["quarantined_tuples"] == len(q_n2)
+
+
 def test_parameter_change_just_before_a_kill(kafka):
     """The predicate switches at one link position, on N and N' alike; then N dies."""
     r = trial(kafka, fault="kill-primary", param_change_at=(5_000, "price > 60 AND volume >= 1000"),

@@ -17,10 +17,11 @@ from ..sources.generator import interleave
 
 
 def expected_outputs(streams: list[str], *, seed: int, total: int, predicate: str,
-                     switch: tuple[int, str] | None = None) -> list[tuple[str, int]]:
+                     switch: tuple[int, str] | None = None, poison: bytes = b"") -> list[tuple[str, int]]:
     """(stream, seq) of every tuple the selection keeps, in per-stream order. `switch` = (pos, predicate):
     a control tuple at link position `pos` (after the first pos - 1 data tuples), as Nu's inject_control
-    places one, switches the selection there, as it does on N and N'."""
+    places one, switches the selection there, as it does on N and N'. A tuple holding `poison`
+    (chaos_poison) is quarantined, and has no output."""
     sel = Selection(predicate)
     reg = StreamRegistry(streams)
     recs = [(s, q, p, reg.id_of(s)) for s, q, p in interleave(streams, total, seed)]
@@ -29,7 +30,7 @@ def expected_outputs(streams: list[str], *, seed: int, total: int, predicate: st
         recs.insert(pos - 1, ("_control", 0, control.encode(after), StreamRegistry.CONTROL))
     batch = TupleBatch(first=1, streams=[i for _, _, _, i in recs], seqs=[q for _, q, _, _ in recs],
                        payloads=[p for _, _, p, _ in recs])
-    return [(recs[i][0], recs[i][1]) for i in sel.process(batch).tolist()]
+    return [(recs[i][0], recs[i][1]) for i in sel.process(batch).tolist() if not (poison and poison in recs[i][2])]
 
 
 @dataclass
@@ -89,12 +90,13 @@ def compare(expected: list[tuple[str, int]], got: list[tuple[int, str, int]], *,
 
 
 def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix: str = "ls.",
-                   max_tuple_bytes: int = 65536,
-                   partitions: int = 1) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+                   max_tuple_bytes: int = 65536, partitions: int = 1,
+                   poison: bytes = b"") -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """Expected output rebuilt from the source topics themselves: every valid record, selected by the
     predicate in force at its position. Parameter changes come from the link log's control entries
     (each says after which seq of every stream it took effect). Returns (expected, malformed), each a list
-    of (stream, seq): the malformed records are the dead letters Nu must have written."""
+    of (stream, seq): the malformed records are the dead letters Nu must have written, and with them those
+    holding `poison` (chaos_poison), which the operator nodes quarantine to the dead letters."""
     from ..core.errors import MalformedRecord
     from ..formats import control
     from ..formats.predicate import compile_predicate
@@ -121,6 +123,9 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
             try:
                 validate(r.value or b"", max_bytes=max_tuple_bytes)
             except MalformedRecord:
+                malformed.append((stream, seq))
+                continue
+            if poison and poison in r.value:
                 malformed.append((stream, seq))
                 continue
             in_force = predicate

@@ -626,7 +626,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
         settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own topics
         expected = []
     else:
-        expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate)
+        expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
+                                    poison=str(settings.get("chaos_poison", "")).encode())
     result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir),
                     "topic_prefix": settings.get("topic_prefix", "")}
     ok = False
@@ -670,6 +671,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 if gen.error is not None:
                     raise RuntimeError(f"the load generator stopped short: {gen.error!r}") from gen.error
                 expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
+                                                     poison=str(settings.get("chaos_poison", "")).encode(),
                                                      max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
                                                      partitions=int(settings.get("partitions", 1)))
                 result["malformed"] = len(malformed)
@@ -830,7 +832,7 @@ def _pct(values: list[float], q: float) -> float:
 
 # The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
 NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "seed", "total", "rate", "heartbeat_interval",
-                 "heartbeat_misses", "operator_stall_max", "exit_when_fenced", "handover_on_stop")
+                 "heartbeat_misses", "operator_stall_max", "exit_when_fenced", "handover_on_stop", "chaos_poison")
 
 
 class NodeStartError(RuntimeError):
@@ -940,7 +942,8 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
     return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
-                                                "operator_stall_max", "exit_when_fenced", "handover_on_stop")}}
+                                                "operator_stall_max", "exit_when_fenced", "handover_on_stop",
+                                                "chaos_poison") if k != "chaos_poison" or settings.get(k)}}
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:

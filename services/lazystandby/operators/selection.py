@@ -26,8 +26,11 @@ class Selection(Operator):
 
     name = "python"
 
-    def __init__(self, predicate: str) -> None:
+    def __init__(self, predicate: str, *, poison: bytes = b"") -> None:
         self.predicate = predicate
+        # chaos_poison: a call holding an input with this text fails, as a call on a value the operator
+        # cannot compute with does (the node then quarantines those inputs).
+        self.poison = poison
         self._fn, self._fields = compile_columnar(predicate)
         self.unparseable = 0
         self.switches: list[tuple[int, str]] = []
@@ -50,6 +53,9 @@ class Selection(Operator):
     def _select(self, batch: TupleBatch, lo: int, hi: int) -> np.ndarray:
         """Indices in [lo, hi) (all data tuples) that the current predicate selects."""
         payloads = batch.payloads.slice(lo, hi - lo)
+        if self.poison and pc.any(pc.match_substring(payloads, self.poison)).as_py():
+            raise ValueError(f"cannot compute with an input holding {self.poison.decode(errors='replace')!r} "
+                             f"(chaos_poison)")
         ok, cols = parse_columns(payloads, self._fields, admitted=True)
         if ok is not None:
             self.unparseable += len(payloads) - pc.sum(ok).as_py()

@@ -83,6 +83,9 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
             nu_box[0].handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
             raise PeerError("CANCELLED", "s1 Backup: Channel closed!")
 
+        def status(self, timeout):  # s1 is gone: a standby that answers is not replaced (StandbyInPlace)
+            raise PeerError("UNAVAILABLE", "s1 Status: connection refused")
+
         def close(self):
             pass
 
