@@ -249,5 +249,9 @@ class PredicateError(LazyStandbyException, ValueError):
     """A predicate that does not parse, or names a field or type the ticks do not have."""
 
 
+class QueryError(LazyStandbyException, ValueError):
+    """A query text (formats/query.py) that declares no query this engine runs; the message says why."""
+
+
 class ResultsFormatError(LazyStandbyException, ValueError):
     """The results topic holds records whose output sequence numbers cannot be known."""
