@@ -2,9 +2,11 @@
 grpcio-tools, so that `pip install .` from a fresh clone ships them, and compile the native backup
 compressor (services/lazystandby/native/zrun.c) where a C compiler is found; where none is, a library
 already built in the source tree (`make setup`) ships as package data, or the codec uses python-zstandard.
-Everything else is in pyproject.toml."""
+deploy/tls/make-certs.sh ships in the package too (launch makes a CA per run). Everything else is in
+pyproject.toml."""
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 from setuptools import setup
@@ -30,6 +32,10 @@ class BuildWithProto(build_py):
             native_build = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(native_build)
             native_build.build(Path(self.build_lib) / "lazystandby" / "native")
+            # The development CA's script, for launch and the bench's throwaway CA (harness.launcher.make_certs)
+            # in an installed package; deploy/tls/ stays its one source.
+            shutil.copy2(ROOT / "deploy" / "tls" / "make-certs.sh",
+                         Path(self.build_lib) / "lazystandby" / "harness" / "make-certs.sh")
 
 
 setup(cmdclass={"build_py": BuildWithProto})

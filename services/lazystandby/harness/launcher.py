@@ -124,8 +124,12 @@ CERT_ROLES = {"upstream": "upstream", "primary": "operator", "standby": "operato
 
 
 def make_certs(out: Path, specs: list[str]) -> None:
-    """A development CA and certificates `NAME:ROLE` under `out` (deploy/tls/make-certs.sh; idempotent)."""
-    subprocess.run(["bash", str(ROOT / "deploy" / "tls" / "make-certs.sh"), str(out), *specs], check=True)
+    """A development CA and certificates `NAME:ROLE` under `out` (deploy/tls/make-certs.sh, or the copy an
+    installed package carries; idempotent)."""
+    script = ROOT / "deploy" / "tls" / "make-certs.sh"
+    if not script.exists():
+        script = Path(__file__).resolve().parent / "make-certs.sh"  # setup.py copies it into the package
+    subprocess.run(["bash", str(script), str(out), *specs], check=True)
 
 
 def _kill(topo: Topology, key: str, step: Step) -> dict:

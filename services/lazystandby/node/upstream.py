@@ -167,6 +167,7 @@ class UpstreamNode(NodeBase):
         self.usage_at_start = (usage.ru_utime + usage.ru_stime, usage.ru_minflt)
         self.started_at = time.time()
         self._hold_source_for_standby()
+        self.dead_letters.open()  # the dead-letter topic's record limit, read now rather than at the first one
         self.spawn("source", self._source_loop)
         self.spawn("primary", self._primary_loop)
         self.spawn("backup", self._backup_loop)

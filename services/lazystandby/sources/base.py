@@ -175,6 +175,9 @@ class DeadLetters:
         self.unwritten = 0  # dead letters that could not be written (never here; the Kafka adapter counts them)
         self.truncated = 0  # dead letters cut to fit their topic
 
+    def open(self) -> None:  # noqa: B027 - kept in memory: nothing to size
+        """Ready to take dead letters (the Kafka adapter reads its topic's record limit here)."""
+
     def put(self, reason: str, record: Record) -> None:
         self.items.append((reason, record))
 

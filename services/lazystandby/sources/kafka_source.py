@@ -522,8 +522,8 @@ class KafkaDeadLetters:
 
     Writing a dead letter never ends Nu's source loop: a dead letter that cannot be written (refused, or not
     acknowledged within `flush_timeout`) is counted in `unwritten`, and logged once per reason. The limit is
-    read from the topic when the first dead letter is put, and the producer is sized to it (librdkafka's own
-    default, 1,000,000 bytes, is below the broker's)."""
+    read from the topic at `open` (Nu's start; an operator node's first quarantined input), and the producer
+    is sized to it (librdkafka's own default, 1,000,000 bytes, is below the broker's)."""
 
     # What a record costs besides its payload, key and header values: the batch and record framing
     # (about 70 bytes), header names and varints. Kept generous: a cut only needs to fit.
@@ -546,7 +546,10 @@ class KafkaDeadLetters:
         self._reasons_logged: set[str] = set()
         self._delivered = DeliveryErrors()
 
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Reads the topic's record limit and sizes the producer to it (Nu at start; else the first put)."""
+        if self.producer is not None:
+            return
         limit = topic_limit(self.bootstrap, self.topics.deadletters) or self.FALLBACK_LIMIT
         self.limit = max(self.OVERHEAD * 2, min(limit, 1_000_000_000))  # librdkafka's ceiling
         self.producer = durable_producer(self.bootstrap, **{"message.max.bytes": self.limit})
@@ -564,7 +567,7 @@ class KafkaDeadLetters:
 
     def put(self, reason: str, record: Record) -> None:
         if self.producer is None:
-            self._open()
+            self.open()
         key = f"{record.stream}:{record.seq}".encode()
         fixed = len(key) + sum(len(k) + len(v) for k, v in self.headers(reason, record, True)) + self.OVERHEAD
         room = max(0, self.limit - fixed)
