@@ -34,8 +34,10 @@ class BuildWithProto(build_py):
             native_build.build(Path(self.build_lib) / "lazystandby" / "native")
             # The development CA's script, for launch and the bench's throwaway CA (harness.launcher.make_certs)
             # in an installed package; deploy/tls/ stays its one source.
-            shutil.copy2(ROOT / "deploy" / "tls" / "make-certs.sh",
-                         Path(self.build_lib) / "lazystandby" / "harness" / "make-certs.sh")
+            certs = ROOT / "deploy" / "tls" / "make-certs.sh"
+            if not certs.exists():
+                raise RuntimeError(f"{certs} is missing: the package ships it (a source tree without deploy/tls?)")
+            shutil.copy2(certs, Path(self.build_lib) / "lazystandby" / "harness" / "make-certs.sh")
 
 
 setup(cmdclass={"build_py": BuildWithProto})

@@ -16,6 +16,7 @@ COPY pyproject.toml setup.py README.md /tmp/src/
 COPY proto /tmp/src/proto
 COPY services /tmp/src/services
 COPY spark/lazystandby_spark /tmp/src/spark/lazystandby_spark
+COPY deploy/tls/make-certs.sh /tmp/src/deploy/tls/make-certs.sh
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps /tmp/src && rm -rf /tmp/src /tmp/requirements.lock \
     && /opt/venv/bin/python -m pip uninstall -y -q pip setuptools  # no build tools left in the image
 COPY deploy/tls/make-certs.sh /app/deploy/tls/make-certs.sh
