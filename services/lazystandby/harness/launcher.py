@@ -279,13 +279,25 @@ def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
         if step.after == "takeover":
             wait_until(lambda: bool(topo.status("nu")["takeovers"]), timeout, step=0.005)
         elif step.after == "standby":
-            wait_until(lambda: standby_back(topo.status("nu")), timeout, step=0.05)
+            # Nu's word alone is not enough for a step that needs the standby (a handover tells the standby
+            # that heartbeats): its first heartbeat may not have reached the primary yet.
+            wait_until(lambda: standby_back(topo.status("nu")) and _standby_hears_primary(topo), timeout, step=0.05)
         if step.delay:
             time.sleep(step.delay)
         at = time.time()
         out = ACTIONS[step.action](topo, KEY_OF_ROLE[step.target], step)
         events.append({"at": at, "target": step.target, "action": str(step.action), **out})
     return events
+
+
+def _standby_hears_primary(topo: Topology) -> bool:
+    """A node in an operator place is the standby and its heartbeats reach the primary."""
+    for key in ("n", "n2"):
+        if topo.alive(key):
+            s = topo.status(key)
+            if s.get("role") == "standby" and s.get("primary_heard") is True:
+                return True
+    return False
 
 
 class StatusPoller:
