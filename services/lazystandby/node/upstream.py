@@ -90,6 +90,7 @@ class UpstreamNode(NodeBase):
         self._inflight: _BackupCall | None = None
         self._awaiting_since: float | None = None  # when the backup call now in flight was sent
         self._out_of_sync_since: float | None = None  # since when the standby is out of sync (backup_stall_max)
+        self._probe: tuple | None = None  # (standby, when, answered): the last Status probe of the one in place
         self.backup_encode_seconds = 0.0  # time spent cutting and compressing runs
         self.backup_call_seconds = 0.0  # time backup calls were in flight
         self.fence = self.state.fence
@@ -759,7 +760,7 @@ class UpstreamNode(NodeBase):
         """Whether the standby in place answers a Status call within STANDBY_PROBE_S (the last answer is
         kept for a second: a refused standby retries every 50 ms)."""
         now = self.clock()
-        seen = getattr(self, "_probe", None)
+        seen = self._probe
         if seen is not None and seen[0] is standby and now - seen[1] < 1.0:
             return seen[2]
         try:
