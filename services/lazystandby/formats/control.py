@@ -1,6 +1,13 @@
 """The control record: an operator parameter change that travels in the link order like a tuple (stream id
-0), so that N and N' switch at the same position (seed 003). Its payload is JSON
-`{"predicate": "<an expression of formats/predicate.py>"}`; encoded, decoded and validated only here."""
+0), so that N and N' act on it at the same position (seed 003). Two kinds, encoded, decoded and validated
+only here:
+
+- a predicate switch, JSON `{"predicate": "<an expression of formats/predicate.py>"}`;
+- a watermark, JSON `{"watermark": <ms of event time>}`, which Nu places for a window query
+  (core/watermarks.py): the event time the link order has passed at that position. Window results are
+  emitted there and nowhere else, so N and N' emit the same results with the same output numbers however
+  their inputs were cut into calls.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,23 @@ from .predicate import compile_predicate
 def encode(predicate: str) -> bytes:
     """The control tuple that switches the predicate to `predicate` at its link position."""
     return json.dumps({"predicate": predicate}).encode()
+
+
+def encode_watermark(watermark: int) -> bytes:
+    """The control tuple that says the link order has passed event time `watermark` (ms)."""
+    return b'{"watermark": %d}' % watermark
+
+
+def watermark_of(payload: bytes) -> int | None:
+    """The event time a watermark record carries, or None when `payload` is no watermark record. Cheap: a
+    window operator asks it of every control record."""
+    if not payload.startswith(b'{"watermark": '):
+        return None
+    try:
+        value = json.loads(payload)["watermark"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def decode(payload: bytes) -> str:
@@ -28,5 +52,6 @@ def decode(payload: bytes) -> str:
 
 
 def validate_control(payload: bytes) -> None:
-    """Raise MalformedRecord unless `payload` is a control record the operators accept."""
+    """Raise MalformedRecord unless `payload` is a predicate switch the operators accept. (Watermark
+    records are Nu's own: one from outside is refused, so that only Nu moves event time.)"""
     decode(payload)

@@ -147,3 +147,117 @@ def dead_letter_keys(bootstrap: str, prefix: str = "ls.") -> list[tuple[str, int
         stream, _, seq = (r.key or b"").decode().rpartition(":")
         out.append((stream, int(seq)))
     return out
+
+
+def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1) -> tuple[list[bytes], list[int]]:
+    """The window results Nd must hold, rebuilt without the operator or Nu's placer: ticks in admission
+    order (`payloads`, from link position `first`), watermark records at every position that is a multiple
+    of `every` carrying the largest event time before them, ticks whose every window is final at the
+    watermark in force dropped as late, then a plain pandas group-by per (window, keys) with exact
+    arithmetic (Python integers and decimals). Returns (results in emission order, indices of late ticks).
+    Each result is the text the operator emits (operators/window.py)."""
+    import decimal
+
+    import pandas as pd
+
+    from ..formats.predicate import compile_predicate
+    from ..formats.ticks import FIELD_INDEX, FIELD_TYPE
+    from ..operators.window import average, format_value
+
+    size, slide, lateness = query.size_ms, query.slide_ms, query.lateness_ms
+    where = compile_predicate(query.where) if query.where else None
+    pos, watermark, max_ts = first, None, None
+    closes: list[tuple[int, int]] = []
+    rows: list[tuple[int, list[str]]] = []  # (window start, fields) of every tick kept, once per open window
+    late: list[int] = []
+
+    def place() -> None:
+        nonlocal pos, watermark
+        while pos % every == 0:
+            watermark = max(max_ts or 0, watermark or 0)
+            closes.append((pos, watermark))
+            pos += 1
+
+    for i, p in enumerate(payloads):
+        place()
+        fields = p.decode().split(",")
+        ts = int(fields[FIELD_INDEX["ts"]])
+        latest = ts - ts % slide
+        if watermark is not None and latest + size + lateness <= watermark:
+            late.append(i)
+            continue
+        max_ts = ts if max_ts is None else max(max_ts, ts)
+        pos += 1
+        if where is not None and not where(fields):
+            continue
+        for k in range(size // slide):
+            start = latest - k * slide
+            if watermark is None or start + size + lateness > watermark:
+                rows.append((start, fields))
+    place()
+    if not rows:
+        return [], late
+
+    def exact(name: str, text: str):
+        return decimal.Decimal(text) if FIELD_TYPE[name] is float else int(text)
+
+    columns = {a.column for a in query.aggregates if a.column}
+    df = pd.DataFrame({"start": [s for s, _ in rows],
+                       **{k: [f[FIELD_INDEX[k]] for _, f in rows] for k in query.keys},
+                       **{c: [exact(c, f[FIELD_INDEX[c]]) for _, f in rows] for c in columns}})
+    groups = df.groupby(["start", *query.keys], sort=True)
+    agg: dict[tuple, dict] = {}
+    for key, g in groups:
+        out = {"count": len(g)}
+        for c in columns:
+            vals = list(g[c])
+            out[c] = (sum(vals), min(vals), max(vals))
+        agg[key if isinstance(key, tuple) else (key,)] = out
+    results: list[bytes] = []
+    emitted: set[tuple] = set()
+    for _, wm in closes:
+        final = sorted(k for k in agg if k not in emitted and k[0] + size + lateness <= wm)
+        for k in final:
+            emitted.add(k)
+            a = agg[k]
+            text = [str(k[0]), str(k[0] + size), *map(str, k[1:])]
+            for spec in query.aggregates:
+                if spec.fn == "count":
+                    text.append(str(a["count"]))
+                else:
+                    total, lo, hi = a[spec.column]
+                    if spec.fn == "avg":
+                        text.append(format_value(average(total, a["count"]), True))
+                    else:
+                        v = {"sum": total, "min": lo, "max": hi}[spec.fn]
+                        text.append(format_value(v, FIELD_TYPE[spec.column] is float))
+            results.append(",".join(text).encode())
+    return results, late
+
+
+def compare_results(expected: list[bytes], got: list[tuple[int, bytes]], *, aggregates: int) -> dict:
+    """Window results Nd holds (`got`: (oseq, payload) in Nd's order) against the truth table. A result
+    is named by its window and keys (its fields before the last `aggregates`): `wrong` when it is expected
+    but its aggregates differ, `lost` when it is missing, `duplicated` when held more than once,
+    `unexpected` when no such window and keys are expected; `same_order` when Nd holds exactly the
+    expected results in the expected order."""
+    n_aggs = aggregates
+    exp = {}
+    for p in expected:
+        exp[p.rsplit(b",", n_aggs)[0]] = p
+    seen: Counter = Counter()
+    wrong = unexpected = 0
+    for _, p in got:
+        name = p.rsplit(b",", n_aggs)[0]
+        seen[name] += 1
+        if name not in exp:
+            unexpected += 1
+        elif seen[name] == 1 and exp[name] != p:
+            wrong += 1
+    lost = sum(1 for n in exp if not seen[n])
+    duplicated = sum(c - 1 for n, c in seen.items() if c > 1)
+    gaps = sum(1 for i, (o, _) in enumerate(got) if o != i + 1)
+    same = [p for _, p in got] == expected
+    return {"expected": len(expected), "got": len(got), "lost": lost, "duplicated": duplicated, "wrong": wrong,
+            "unexpected": unexpected, "oseq_gaps": gaps, "same_order": same,
+            "ok": same and not (lost or duplicated or wrong or unexpected or gaps)}

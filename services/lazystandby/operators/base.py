@@ -6,10 +6,33 @@ from abc import ABC, abstractmethod
 from concurrent.futures import Future
 
 import numpy as np
+import pyarrow as pa
 
 from ..core.errors import LazyStandbyException
 from ..core.messages import Params
 from ..core.tuples import TupleBatch
+
+
+class Outputs:
+    """What a call made when outputs are new tuples rather than inputs passed on (a window result): for
+    each output, the index (into the batch) of the input it is mapped to, non-decreasing, and its payload.
+    Several outputs may map to one input (every result a watermark record makes final); the node numbers
+    them on in that order, and the Level-1 point never falls between two outputs of one input."""
+
+    __slots__ = ("at", "payloads")
+
+    def __init__(self, at: np.ndarray, payloads: pa.Array) -> None:
+        if len(at) != len(payloads):
+            raise ValueError(f"{len(at)} output positions for {len(payloads)} payloads")
+        self.at = np.asarray(at, np.int64)
+        self.payloads = payloads
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    @staticmethod
+    def none() -> Outputs:
+        return Outputs(np.empty(0, np.int64), pa.array([], pa.binary()))
 
 
 class Operator(ABC):
@@ -19,6 +42,8 @@ class Operator(ABC):
     - `process(batch)` returns the indices (into the batch) of the tuples that produce an output, in
       increasing order, as an int64 numpy array (a list of ints is accepted too): at most one output
       per input, in input order, so that Level-1 acks can map an output back to the input that made it.
+      A `stateful` operator returns `Outputs` instead: new tuples, each mapped to an input, several to
+      one input where it must (Level-1 acks then stop before that input until Nd holds all of them).
     - The result depends only on the tuples seen so far, in link order: N and N' fed the same positions
       make the same outputs with the same sequence numbers. Parameters change only through control tuples
       (stream id 0) in the link order, so both switch at the same position (seed 003).
@@ -33,6 +58,10 @@ class Operator(ABC):
     """
 
     name = "operator"
+    # An operator whose outputs depend on more inputs than the one each is mapped to (a window): a standby
+    # then applies every input to its state (it skips none that Nd's output covers), and a node that
+    # resumes at a checkpoint rebuilds its state from the inputs Nu still holds.
+    stateful = False
     in_flight_max = 0  # tuples submitted and not yet collected, at most (0: one call at a time)
     # At takeover, hand the operator what the standby held together with what Nu resends, in one call,
     # instead of starting on the held inputs while the links are rebuilt: right for an engine whose every

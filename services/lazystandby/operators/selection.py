@@ -36,6 +36,8 @@ class Selection(Operator):
         self.switches: list[tuple[int, str]] = []
 
     def _switch(self, pos: int, payload: bytes) -> None:
+        if control.watermark_of(payload) is not None:
+            return  # event time means nothing to a selection
         try:
             text = control.decode(payload)
         except MalformedRecord:  # a bad control record is ignored identically on N and N'

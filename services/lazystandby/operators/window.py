@@ -1,0 +1,211 @@
+"""The keyed event-time window aggregation, in Python over Arrow (`Query.kind == "window"`).
+
+Results are emitted at watermark records (formats/control.py) and nowhere else: at each, every window
+the watermark makes final, ordered by window start and then by key, one output per (window, key), each
+mapped to the record's position. The result depends only on the link order, never on how the inputs were
+cut into calls, so N and N' emit the same results with the same output numbers, and a node that rebuilt
+its state from any position emits the same ones for every window whose inputs it holds.
+
+Exactness: sums are taken in decimal128(38, s) (a price has at most 6 decimals, a volume is an
+integer), counts in int64, min and max of the exact values; an average is the exact sum over the count,
+rounded half-even to 6 decimals. No float is ever summed, so the order in which partial results are
+merged changes nothing.
+
+State: one table of partial aggregates per call since the last record, merged into the open windows at
+each record (a group-by over the open state and those partials). A record costs a pass over the open
+state; `watermark_every` (Nu's record period) trades that against how long a final window waits.
+"""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..core.messages import Params
+from ..core.seq import StreamRegistry
+from ..core.tuples import TupleBatch
+from ..core.windows import WindowSpec
+from ..formats import control
+from ..formats.predicate import compile_columnar
+from ..formats.query import Query
+from ..formats.ticks import FIELD_TYPE, parse_columns
+from .base import Operator, Outputs
+
+# The exact types a column is aggregated in.
+_DECIMAL = {float: pa.decimal128(38, 6), int: pa.decimal128(38, 0)}
+_WIN = "_window"
+
+
+def result_columns(query: Query) -> list[str]:
+    """The fields of a window result, in its text: window start and end (ms), the keys, the aggregates."""
+    return ["window_start", "window_end", *query.keys, *(a.name for a in query.aggregates)]
+
+
+def format_value(value, decimals: bool) -> str:
+    """A result field as text, the same way for the operator and the truth table: an integer column's sum,
+    min and max as integers, a decimal column's and every average with 6 places (half-even)."""
+    if decimals:
+        return f"{decimal.Decimal(value).quantize(decimal.Decimal('0.000001'), rounding=decimal.ROUND_HALF_EVEN):f}"
+    return str(int(value))
+
+
+def average(total: decimal.Decimal | int, count: int) -> decimal.Decimal:
+    """The exact mean, rounded half-even to 6 decimals."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        return (decimal.Decimal(total) / count).quantize(decimal.Decimal("0.000001"), rounding=decimal.ROUND_HALF_EVEN)
+
+
+class WindowAggregate(Operator):
+    """Per key and event-time window, the aggregates of the ticks `query.where` selects."""
+
+    name = "python-window"
+    stateful = True
+
+    def __init__(self, query: Query) -> None:
+        if not query.stateful:
+            raise ValueError(f"{query.text()!r} is not a window query")
+        self.query = query
+        self.spec = WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms)
+        self._where, fields = compile_columnar(query.where) if query.where else (None, set())
+        self._columns = {a.column for a in query.aggregates if a.column}
+        self._fields = set(fields) | set(query.keys) | self._columns | {"ts"}
+        self._group = [_WIN, *query.keys]
+        # The partial aggregates kept per (window, keys), each (stored name, raw column, function): a count
+        # and, per column, its sum, min and max as the aggregates need them.
+        self._aggs: list[tuple[str, str, str]] = [("_n", "_n", "sum")]
+        for c in sorted(self._columns):
+            fns = {a.fn for a in query.aggregates if a.column == c}
+            for fn in ("sum", "min", "max"):
+                if fn in fns or (fn == "sum" and "avg" in fns):
+                    self._aggs.append((f"{c}__{fn}", c, fn))
+        self._open: pa.Table | None = None  # merged partials of the open windows (names as after a group-by)
+        self._partials: list[pa.Table] = []  # since the last record, not merged yet
+        self.watermark: int | None = None
+        self.unparseable = 0
+        self.results = 0
+
+    # --- state --------------------------------------------------------------------------------------
+    def live_keys(self) -> int:
+        """(window, key) groups open, as of the last record (partials not merged yet are not counted)."""
+        return 0 if self._open is None else self._open.num_rows
+
+    def state_bytes(self) -> int:
+        return sum(t.nbytes for t in ([self._open] if self._open is not None else []) + self._partials)
+
+    def restore(self, position: int, params: Params | None = None) -> None:
+        """A node resuming at `position` without the state before it starts empty, with the watermark in
+        force there; it holds every input of every window not delivered yet (Nu trims OQu no further)."""
+        self._open, self._partials = None, []
+        wm = control.watermark_of(params.payload) if params is not None else None
+        self.watermark = wm
+
+    def input_fault(self, error: BaseException) -> bool:
+        """None: a call that failed part way has changed the state, so its inputs cannot be narrowed down by
+        calling again (quarantine); any failure replaces the node."""
+        return False
+
+    # --- calls --------------------------------------------------------------------------------------
+    def process(self, batch: TupleBatch) -> Outputs:
+        controls = np.flatnonzero(batch.streams == StreamRegistry.CONTROL)
+        lo = 0
+        at: list[np.ndarray] = []
+        payloads: list[pa.Array] = []
+        for c in controls.tolist():
+            if c > lo:
+                self._add(batch.payloads.slice(lo, c - lo))
+            wm = control.watermark_of(batch.payload(c))
+            if wm is None:
+                self.unparseable += 1  # no other control record reaches a window query (Nu refuses them)
+            else:
+                rows = self._close(wm)
+                if len(rows):
+                    at.append(np.full(len(rows), c, np.int64))
+                    payloads.append(rows)
+            lo = c + 1
+        if lo < len(batch):
+            self._add(batch.payloads.slice(lo, len(batch) - lo))
+        if not at:
+            return Outputs.none()
+        return Outputs(np.concatenate(at), pa.concat_arrays(payloads))
+
+    def _add(self, payloads: pa.Array) -> None:
+        """Ticks between two records: their partial aggregates per (window, keys), kept for the next record."""
+        ok, cols = parse_columns(payloads, self._fields, admitted=True)
+        keep = pc.fill_null(self._where(cols, len(payloads)), False) if self._where else None
+        if ok is not None:
+            self.unparseable += len(payloads) - pc.sum(ok).as_py()
+            keep = ok if keep is None else pc.and_(keep, pc.fill_null(ok, False))
+        if keep is not None:
+            cols = {k: pc.filter(v, keep) for k, v in cols.items()}
+        n = len(cols["ts"])
+        if not n:
+            return
+        starts = self.spec.starts(cols["ts"].to_numpy()).ravel()  # (n, windows per tick), flattened
+        take = np.repeat(np.arange(n), self.spec.per_tick)
+        if self.watermark is not None:
+            # A sliding window's tick may lie in windows already final (and emitted) besides open ones:
+            # only the open ones take it. (Nu dropped the ticks whose windows are all final.)
+            live = self.spec.final_at(starts) > self.watermark
+            starts, take = starts[live], take[live]
+        if not len(take):
+            return
+        take = pa.array(take)
+        table = {_WIN: pa.array(starts), "_n": pa.array(np.ones(len(take), np.int64))}
+        for k in self.query.keys:
+            table[k] = cols[k].take(take)
+        for c in self._columns:
+            table[c] = cols[c].cast(_DECIMAL[FIELD_TYPE[c]]).take(take)
+        self._partials.append(self._merge(pa.table(table), first=True))
+
+    def _merge(self, t: pa.Table, *, first: bool = False) -> pa.Table:
+        """Group `t` by (window, keys), combining its partials (sums of sums, min of mins, ...) into the
+        stored names; `first`: `t` holds raw ticks, not partials."""
+        aggs = [((raw if first else name), fn) for name, raw, fn in self._aggs]
+        out = t.group_by(self._group, use_threads=False).aggregate(aggs)
+        names = {f"{src}_{fn}": name for (src, fn), (name, _, _) in zip(aggs, self._aggs, strict=True)}
+        return out.rename_columns([names.get(c, c) for c in out.column_names])
+
+    def _close(self, watermark: int) -> pa.Array:
+        """The record: merge what came since the last one, emit the windows final at `watermark`."""
+        if self.watermark is not None and watermark < self.watermark:
+            watermark = self.watermark  # Nu never sends one backwards; a forged one moves nothing back
+        self.watermark = watermark
+        parts = ([self._open] if self._open is not None else []) + self._partials
+        self._partials = []
+        if not parts:
+            return pa.array([], pa.binary())
+        merged = self._combine(parts)
+        final = pc.less_equal(pc.add(merged[_WIN], self.spec.size_ms + self.spec.lateness_ms), watermark)
+        done = merged.filter(final)
+        self._open = merged.filter(pc.invert(final))
+        if not done.num_rows:
+            return pa.array([], pa.binary())
+        done = done.sort_by([(name, "ascending") for name in self._group])
+        self.results += done.num_rows
+        return self._texts(done)
+
+    def _combine(self, parts: list[pa.Table]) -> pa.Table:
+        return parts[0] if len(parts) == 1 else self._merge(pa.concat_tables(parts))
+
+    def _texts(self, done: pa.Table) -> pa.Array:
+        """One result text per row: `window_start,window_end,keys...,aggregates...`."""
+        cols = done.to_pydict()
+        n = done.num_rows
+        fields: list[list[str]] = [[str(s) for s in cols[_WIN]],
+                                   [str(s + self.spec.size_ms) for s in cols[_WIN]]]
+        for k in self.query.keys:
+            fields.append([str(v) for v in cols[k]])
+        for a in self.query.aggregates:
+            if a.fn == "count":
+                fields.append([str(v) for v in cols["_n"]])
+            elif a.fn == "avg":
+                fields.append([format_value(average(s, c), True)
+                               for s, c in zip(cols[f"{a.column}__sum"], cols["_n"], strict=True)])
+            else:
+                exact = FIELD_TYPE[a.column] is float
+                fields.append([format_value(v, exact) for v in cols[f"{a.column}__{a.fn}"]])
+        return pa.array([",".join(f[i] for f in fields).encode() for i in range(n)], pa.binary())

@@ -1,0 +1,126 @@
+"""The window operator against the truth table, however its inputs are cut into calls."""
+
+import random
+
+import numpy as np
+import pytest
+
+from lazystandby.core.seq import StreamRegistry
+from lazystandby.core.tuples import TupleBatch
+from lazystandby.core.watermarks import WatermarkPlacer
+from lazystandby.core.windows import WindowSpec
+from lazystandby.formats import control
+from lazystandby.formats.query import parse_query
+from lazystandby.harness.check import compare_results, window_expected
+from lazystandby.operators.window import WindowAggregate
+from lazystandby.sources.generator import interleave
+
+QUERIES = [
+    "window",
+    "window 500ms by symbol, venue agg count, sum(volume), min(price)",
+    "window 1s slide 250ms lateness 200ms by venue agg count, avg(price), max(volume) where volume > 1000",
+]
+
+
+def link_order(query, ticks, every, rng=None):
+    """What Nu sends: the ticks placed by WatermarkPlacer, admitted in polls of random sizes."""
+    q = parse_query(query)
+    placer = WatermarkPlacer(WindowSpec(q.size_ms, q.slide_ms, q.lateness_ms), every)
+    streams, seqs, payloads, late = [], [], [], []
+    i, pos = 0, 1
+    rng = rng or random.Random(1)
+    while i < len(ticks):
+        n = rng.randint(1, 3000)
+        poll = ticks[i:i + n]
+        ts = np.array([int(p.split(b",")[3]) for _, _, p in poll])
+        placed = placer.place(pos, ts)
+        wms = iter(placed.watermarks)
+        for k in placed.order.tolist():
+            if k < 0:
+                streams.append(StreamRegistry.CONTROL)
+                seqs.append(pos + len(streams) - 1)
+                payloads.append(control.encode_watermark(next(wms)))
+            else:
+                streams.append(1 if poll[k][0] == "I1" else 2)
+                seqs.append(poll[k][1])
+                payloads.append(poll[k][2])
+        late.extend(i + k for k in placed.late.tolist())
+        pos = 1 + len(streams)
+        i += n
+    return q, TupleBatch(1, streams, seqs, payloads), late
+
+
+def run(q, batch, cuts):
+    op = WindowAggregate(q)
+    out = []
+    bounds = [0, *sorted(cuts), len(batch)]
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        if hi > lo:
+            got = op.process(batch.slice(batch.first + lo, batch.first + hi))
+            out += [(lo + int(a), p) for a, p in zip(got.at, got.payloads.to_pylist(), strict=True)]
+    return op, out
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_same_results_however_cut_and_equal_to_the_truth_table(query):
+    ticks = list(interleave(["I1", "I2"], 30_000, 7))
+    q, batch, late = link_order(query, ticks, every=700)
+    expected, late_exp = window_expected([p for _, _, p in ticks], q, every=700)
+    assert late == late_exp
+    assert len(expected) > 20
+    op, whole = run(q, batch, [])
+    assert [p for _, p in whole] == expected
+    rng = random.Random(query)
+    for _ in range(3):
+        _, cut = run(q, batch, rng.sample(range(1, len(batch)), 40))
+        assert cut == whole  # same results at the same positions
+    # Each result is mapped to a watermark record.
+    assert all(batch.streams[pos] == StreamRegistry.CONTROL for pos, _ in whole)
+    assert op.live_keys() > 0  # the last windows are still open
+
+
+def test_late_ticks_are_dropped_by_the_placer_and_counted():
+    q = parse_query("window 100ms by symbol agg count")
+    placer = WatermarkPlacer(WindowSpec(100, 100), every=4)
+    placed = placer.place(1, np.array([1000, 1010, 1020, 1300, 900, 1310, 1320]))
+    # positions 1-3 take three ticks, 4 is a record (watermark 1020), 5-7 ticks, 8 a record (1320).
+    assert placed.order.tolist()[:4] == [0, 1, 2, -1]
+    assert placed.watermarks[0] == 1020
+    assert placed.late.tolist() == [4]  # 900's window [900, 1000) is final at 1020
+    placed2 = placer.place(9, np.array([1000, 1399]))  # 1000's window [1000, 1100) is final at 1320
+    assert placed2.late.tolist() == [0]
+    assert placer.late_tuples == 2
+    expected, late = window_expected([f"A,1.0,1,{t},X".encode() for t in [1000, 1010, 1020, 1300, 900, 1310, 1320,
+                                                                           1000, 1399]], q, every=4)
+    assert late == [4, 7]
+    assert expected == [b"1000,1100,A,3"]
+
+
+def test_exact_sums_and_averages():
+    q = parse_query("window 1s by symbol agg count, sum(price), avg(price)")
+    op = WindowAggregate(q)
+    ps = [b"A,0.1,1,1,X", b"A,0.2,1,2,X", b"A,0.000001,1,3,X", control.encode_watermark(5000)]
+    out = op.process(TupleBatch(1, [1, 1, 1, 0], [1, 2, 3, 4], ps))
+    assert out.payloads.to_pylist() == [b"0,1000,A,3,0.300001,0.100000"]
+    assert out.at.tolist() == [3]
+
+
+def test_compare_results_names_lost_duplicated_and_wrong():
+    exp = [b"0,1000,A,3", b"0,1000,B,1", b"1000,2000,A,2"]
+    got = [(1, b"0,1000,A,3"), (2, b"0,1000,B,9"), (3, b"0,1000,B,9"), (4, b"5000,6000,Z,1")]
+    r = compare_results(exp, got, aggregates=1)
+    assert (r["lost"], r["duplicated"], r["wrong"], r["unexpected"], r["ok"]) == (1, 1, 1, 1, False)
+    assert compare_results(exp, list(enumerate(exp, 1)), aggregates=1)["ok"]
+
+
+def test_restore_starts_empty_with_the_watermark_in_force():
+    from lazystandby.core.messages import Params
+    q = parse_query("window 100ms by symbol agg count")
+    op = WindowAggregate(q)
+    op.process(TupleBatch(1, [1], [1], [b"A,1.0,1,50,X"]))
+    op.restore(10, Params(9, control.encode_watermark(300)))
+    assert op.watermark == 300 and op.live_keys() == 0
+    # A tick of a window final at 300 is not taken into it.
+    out = op.process(TupleBatch(11, [1, 1, 0], [2, 3, 13],
+                                [b"A,1.0,1,250,X", b"A,1.0,1,350,X", control.encode_watermark(400)]))
+    assert out.payloads.to_pylist() == [b"300,400,A,1"]
