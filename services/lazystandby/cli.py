@@ -23,14 +23,19 @@ from .transport.tls import TlsFiles
 
 
 def make_operator(cfg: config.NodeConfig) -> Operator:
+    query = cfg.parsed_query
+    if query.stateful:
+        from .operators.window import WindowAggregate
+
+        return WindowAggregate(query)
     if cfg.operator == "python":
         from .operators.selection import Selection
 
-        return Selection(cfg.predicate, poison=cfg.chaos_poison.encode())
+        return Selection(query.where or "true", poison=cfg.chaos_poison.encode())
     if cfg.operator == "spark":
         from .operators.spark import SparkSelection  # imported lazily: Spark is heavy
 
-        return SparkSelection(cfg.predicate, cfg)
+        return SparkSelection(query.where or "true", cfg)
     raise ValueError(f"unknown operator {cfg.operator!r}; expected python or spark")
 
 

@@ -167,6 +167,14 @@ class NodeConfig:
     # operator
     operator: str = "python"  # python | spark
     predicate: str = "price > 100"
+    # What N and N' compute (formats/query.py): empty = the selection by `predicate`; else a query text or
+    # the name of an example (`select`, `window`). A window query is stateful: its standby applies every
+    # input, and every node of the pipeline (Nu too: it places the watermarks) must run the same text.
+    query: str = ""
+    # A window query's watermark period, in link positions: Nu places a watermark record at every multiple.
+    # Windows close (results are emitted) only there: more positions between records cost fewer merges of
+    # the open state, and a final window waits longer for its results (at 100,000 tuples/s, 1,024 is 10 ms).
+    watermark_every: int = 1024
     # Chaos tests of quarantine (node/quarantine.py): no admitted tick fails the built-in operators, so a
     # poison input is made by name. Never set in production.
     chaos_poison: str = ""
@@ -235,8 +243,22 @@ class NodeConfig:
                          "quarantines nothing)", self.chaos_poison)
         if not 0 <= self.malloc_keep_mb <= KEEP_MB_MAX:
             raise refuse("malloc_keep_mb", f"a whole number 0-{KEEP_MB_MAX}", self.malloc_keep_mb)
-        from .core.errors import PredicateError
+        from .core.errors import PredicateError, QueryError
         from .formats.predicate import compile_predicate
+        from .formats.query import parse_query
+
+        try:
+            q = parse_query(self.query) if self.query else None
+        except QueryError as e:
+            raise SettingError(f"{_setting('query')}: {e}") from None
+        if q is not None and q.stateful and self.operator != "python":
+            raise refuse("query", "a select with the Spark operator (its window aggregation is not built yet)",
+                         self.query)
+        if q is not None and q.stateful and self.chaos_poison:
+            raise refuse("chaos_poison", "empty with a window query (a stateful call cannot be retried on part of "
+                         "its inputs, so nothing is quarantined)", self.chaos_poison)
+        if self.watermark_every < 2:
+            raise refuse("watermark_every", "a whole number >= 2", self.watermark_every)
 
         try:
             compile_predicate(self.predicate)
@@ -276,6 +298,13 @@ class NodeConfig:
         """Seconds of silence after which a standby suspects its primary (FailureDetector.timeout): how
         long Nd weighs a standby's word, and how long a leaving primary waits for a standby to ask."""
         return self.heartbeat_interval * self.heartbeat_misses
+
+    @property
+    def parsed_query(self):
+        """The query N and N' run (formats/query.Query): `query`, else the selection by `predicate`."""
+        from .formats.query import Query, parse_query
+
+        return parse_query(self.query) if self.query else Query("select", where=self.predicate)
 
     @property
     def lease_s(self) -> float:
@@ -364,6 +393,10 @@ HELP: dict[str, str] = {
                       "own thresholds",
     "operator": "python or spark",
     "predicate": "the selection: a Spark-SQL boolean expression over symbol, price, volume, ts, venue",
+    "query": "what N and N' compute: empty = the selection by predicate; else select [where ...], window <size> "
+             "[slide d] [lateness d] by <keys> agg <aggregates> [where ...], or an example's name (select, window)",
+    "watermark_every": "a window query's watermark period in link positions: windows close only at a watermark "
+                       "record (fewer: lower result latency, more merges of the open state)",
     "chaos_poison": "chaos tests only: the Python operator fails on every input holding this text, as on a value it "
                     "cannot compute with, and the node quarantines those inputs; empty: never",
     "operator_batch": "most tuples per operator call; 0 = by operator (32,768 python, 131,072 spark)",

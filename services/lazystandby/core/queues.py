@@ -29,6 +29,9 @@ class KeyedQueue:
         self._chunks: deque[TupleBatch] = deque()
         self._count = 0
         self._bytes = 0
+        # For an output queue: the input position of the output at `trimmed_through`, when it was held at
+        # its trim (None: unknown). Level-1 acks of an operator with several outputs per input need it.
+        self.trimmed_source: int | None = None
 
     def __len__(self) -> int:
         return self._count
@@ -45,13 +48,15 @@ class KeyedQueue:
     def room(self) -> int:
         return max(0, self.capacity - self._count)
 
-    def append(self, batch: TupleBatch) -> None:
+    def append(self, batch: TupleBatch, *, over: bool = False) -> None:
+        """Append the next keys. `over`: past `capacity` if need be (the outputs of one input, which cannot
+        be split: the caller takes no more inputs until the queue has room again)."""
         if not len(batch):
             return
         if batch.first != self.last + 1:
             err = DuplicateSequence if batch.first <= self.last else SequenceGap
             raise err(f"{self.name}: got key {batch.first}; expected {self.last + 1}")
-        if len(batch) > self.room():
+        if len(batch) > self.room() and not over:
             raise QueueFull(
                 f"{self.name}: {len(batch)} tuples from key {batch.first} do not fit "
                 f"({self._count} of {self.capacity} held)"
@@ -65,6 +70,7 @@ class KeyedQueue:
         """Drop every tuple with key <= through; return how many were dropped."""
         if through <= self.trimmed_through:
             return 0
+        self.trimmed_source = self.source_of(through)
         dropped = 0
         while self._chunks and self._chunks[0].last <= through:
             c = self._chunks.popleft()
@@ -90,6 +96,7 @@ class KeyedQueue:
         self._bytes = 0
         self.trimmed_through = through
         self.last = through
+        self.trimmed_source = None
 
     def read(self, start: int, max_count: int) -> TupleBatch | None:
         """Up to max_count tuples from key `start` on, joined into one batch; None when there are none."""
@@ -112,7 +119,8 @@ class KeyedQueue:
             return None
         for c in self._chunks:
             if c.first <= key <= c.last:
-                assert c.sources is not None, f"{self.name} holds inputs, not outputs"
+                if c.sources is None:
+                    return None  # a queue of inputs: keys are positions, and have no source
                 return int(c.sources[key - c.first])
         return None
 

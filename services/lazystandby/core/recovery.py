@@ -50,8 +50,12 @@ def plan_takeover(
     )
 
 
-def resend_start(requested: int, checkpoint: Checkpoint) -> int:
-    """Nu's side of step 5: it cannot resend what a Level-1 ack trimmed, and need not (Nd holds it)."""
+def resend_start(requested: int, checkpoint: Checkpoint, *, rebuild_from: int | None = None) -> int:
+    """Nu's side of step 5: it cannot resend what a Level-1 ack trimmed, and need not (Nd holds it).
+    `rebuild_from` (a window query: Nu's trim point + 1, at or before the checkpoint's next position): a
+    stateful node that lacks inputs from there rebuilds the windows open at the checkpoint from them."""
+    if rebuild_from is not None:
+        return max(requested, rebuild_from)
     return max(requested, checkpoint.input_pos + 1)
 
 

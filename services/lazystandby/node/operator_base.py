@@ -35,7 +35,7 @@ from ..core.reminder import Reminder
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import TupleBatch
-from ..operators.base import Operator
+from ..operators.base import Operator, Outputs
 from ..sources.base import DeadLetters, Record
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer
@@ -54,6 +54,9 @@ class Jump:
 
     checkpoint: Checkpoint
     params: m.Params | None = None  # the control record in force there (its position may be inside the skip)
+    # A stateful operator's jump: its state is rebuilt from this position on (empty before it), and its
+    # outputs through the checkpoint are dropped (Nd holds them); numbering resumes after the checkpoint's.
+    rebuild_from: int | None = None
 
     def __len__(self) -> int:
         return 0
@@ -114,6 +117,11 @@ class OperatorBase(NodeBase):
                  dead_letters: DeadLetters | None = None, **kw) -> None:
         super().__init__(cfg, **kw)
         self.operator = operator
+        # A stateful operator (a window): every input is applied, none skipped for being covered, and a jump
+        # rebuilds the state from the inputs Nu still holds (`Jump.rebuild_from`).
+        self.stateful = operator.stateful
+        # While rebuilding: the checkpoint whose outputs (all held by Nd) are dropped, its count resumed after.
+        self._rebase: Checkpoint | None = None
         # Where quarantined inputs go (node/quarantine.py): the Kafka dead-letter topic when there is one.
         self.dead_letters = dead_letters or DeadLetters()
         self.quarantined: deque[dict] = deque(maxlen=self.QUARANTINE_KEPT)
@@ -226,7 +234,12 @@ class OperatorBase(NodeBase):
         this node holds. Everything is checked before anything changes: a refused frame leaves the node as
         it was. Sealed runs are checked for their positions here and for their tuples when decoded (their
         per-stream seqs are those the primary checks as Nu pushes the same positions to it)."""
-        jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches], ckpt)
+        first = batches[0].first
+        rebuild = self.stateful and first > self.received_through + 1 and ckpt.input_pos >= first - 1
+        # A stateful node that skips ahead rebuilds its state from `first`, which the checkpoint must cover up
+        # to: admitted as a jump to just before it.
+        jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches],
+                          Checkpoint(first - 1, ckpt.output_count) if rebuild else ckpt)
         sealed = isinstance(batches[0], Sealed)
         items = batches if sealed else [TupleBatch.concat(batches)]
         count = sum(map(len, items))
@@ -236,7 +249,7 @@ class OperatorBase(NodeBase):
             raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
         # Checked; now change state.
         if jump:
-            self._jump(ckpt, params)
+            self._jump(ckpt, params, rebuild_from=first if self.stateful else None)
         if pending is None:
             self.seqcheck.reset()  # what follows an eager frame is checked from there
         else:
@@ -257,11 +270,13 @@ class OperatorBase(NodeBase):
         ordinary jump and are admitted as they come.)"""
         return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
 
-    def _jump(self, ckpt: Checkpoint, params: m.Params | None = None) -> None:
+    def _jump(self, ckpt: Checkpoint, params: m.Params | None = None, *, rebuild_from: int | None = None) -> None:
         """Skip to a checkpoint: every input through it produced only outputs Nd already holds. `params`,
-        the control record in force at the checkpoint, switches the operator as if it had seen it."""
-        self.iq.offer(Jump(ckpt, params), self.clock())  # type: ignore[arg-type]
-        self.received_through = ckpt.input_pos
+        the control record in force at the checkpoint, switches the operator as if it had seen it.
+        `rebuild_from` (a stateful operator): the inputs from there on follow, and the state is rebuilt from
+        them; the checkpoint may lie inside them."""
+        self.iq.offer(Jump(ckpt, params, rebuild_from), self.clock())  # type: ignore[arg-type]
+        self.received_through = ckpt.input_pos if rebuild_from is None else rebuild_from - 1
         self.seqcheck.reset()  # the per-stream history restarts after the skipped positions
         self.counters["jumps"] += 1
         self.lock.notify_all()
@@ -273,7 +288,10 @@ class OperatorBase(NodeBase):
         working through inputs that only matter until the primary's outputs for them reach Nd."""
         if ckpt.input_pos > self._covered[0].input_pos:
             self._covered = (ckpt, params)
-            self.held.trim(ckpt.input_pos)
+            if self.stateful:
+                # Nothing covered is skipped (every input feeds the state): what Nd holds is only not kept.
+                self.oq.trim(ckpt.output_count)
+            self.held.trim(self._done_through())
             arrived = self._arrived
             when = None
             while arrived and arrived[0][0] <= ckpt.input_pos:
@@ -326,7 +344,9 @@ class OperatorBase(NodeBase):
         self.held.trim(self._done_through())
         for it in items:
             if isinstance(it, Jump):
-                if it.checkpoint.input_pos > self.processed.input_pos:  # else a skip already went past it
+                if it.rebuild_from is not None:
+                    self._rebuild(it)
+                elif it.checkpoint.input_pos > self.processed.input_pos:  # else a skip already went past it
                     self._restore(it.checkpoint, it.params)
                 continue
             start = it.first
@@ -334,9 +354,12 @@ class OperatorBase(NodeBase):
                 room = self._room_for(it.end - start)
                 with self.lock:
                     covered, params = self._covered
-                if covered.input_pos >= start:
+                    rebase = self._rebase
+                if covered.input_pos >= start and not self.stateful:
                     start = self._skip(covered, params, start, it.end)
                     continue
+                if rebase is not None and start <= rebase.input_pos:
+                    room = min(room, rebase.input_pos - start + 1)  # a call ends where numbering resumes
                 try:
                     piece = it.slice(start, start + room)
                 except Unreadable as e:
@@ -365,6 +388,22 @@ class OperatorBase(NodeBase):
         self.operator.restore(ckpt.input_pos, params)
         with self.lock:
             self._processed_to(ckpt)
+            self.oq.trim(ckpt.output_count)
+            self.lock.notify_all()
+
+    def _rebuild(self, jump: Jump) -> None:
+        """A stateful jump: the operator starts empty before `rebuild_from` with the control record in force
+        at the checkpoint (a watermark: windows final there take nothing more), and what it makes through
+        the checkpoint is dropped (Nu trims no input that an undelivered result depends on, so every window
+        open at the checkpoint is rebuilt whole)."""
+        self._collect(block=True)
+        ckpt, start = jump.checkpoint, jump.rebuild_from
+        assert start is not None
+        self.operator.restore(start - 1, jump.params)
+        with self.lock:
+            self.counters["rebuilds"] += 1
+            self._processed_to(Checkpoint(start - 1, ckpt.output_count))
+            self._rebase = ckpt if ckpt.input_pos >= start else None
             self.oq.trim(ckpt.output_count)
             self.lock.notify_all()
 
@@ -487,17 +526,38 @@ class OperatorBase(NodeBase):
         self.slowest_call_s = max(self.slowest_call_s, took)
         self.counters["operator_batches"] += 1
         base = self.processed.output_count
-        out = batch.select(selected, first=base + 1)
+        out = self._outputs(batch, selected, base + 1)
+        rebase = self._rebase
+        if rebase is not None and batch.last <= rebase.input_pos:
+            # Rebuilding: these outputs are held by Nd; numbering resumes after the checkpoint's count.
+            self.counters["rebuilt_tuples"] += len(batch)
+            self.counters["processed_tuples"] += len(batch)
+            self._processed_to(Checkpoint(batch.last, rebase.output_count))
+            if batch.last == rebase.input_pos:
+                self._rebase = None
+            self.lock.notify_all()
+            return
         # Outputs Nd already holds (a promoted standby re-processing) are not kept: Precise.
         fresh = out.slice(self.oq.trimmed_through + 1, out.end)
         if len(fresh):
-            self.oq.append(fresh)  # fits: calls take no more inputs than OQ has room for
+            # Fits for a selection (calls take no more inputs than OQ has room for); a window's record may
+            # make more, which the next call then waits for (`_room_for`).
+            self.oq.append(fresh, over=self.stateful)
         self.counters["processed_tuples"] += len(batch)
         self.counters["output_tuples"] += len(out)
         self._processed_to(Checkpoint(batch.last, base + len(out)))
         if self.first_processed_at is None:
             self.first_processed_at = self.processed_at
         self.lock.notify_all()
+
+    @staticmethod
+    def _outputs(batch: TupleBatch, selected, first: int) -> TupleBatch:
+        """The outputs of a call, numbered from `first`: the selected inputs, or a stateful operator's new
+        tuples (Outputs), each with the stream and seq of the input it is mapped to."""
+        if not isinstance(selected, Outputs):
+            return batch.select(selected, first=first)
+        at = selected.at
+        return TupleBatch._of(first, batch.streams[at], batch.seqs[at], selected.payloads, at + batch.first)
 
     def _oldest_call(self) -> float | None:
         """Holding the lock: when the oldest operator call not yet answered was made (None: there is none)."""
@@ -542,10 +602,13 @@ class OperatorBase(NodeBase):
         self.processed, self.processed_at = ckpt, time.time()
 
     def _level1(self) -> Checkpoint:
-        return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq))
+        return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq, grouped=self.stateful))
 
     def _done_through(self) -> int:
-        """The last input that needs no more work here: processed, or covered by Nd's output (skipped)."""
+        """The last input that needs no more work here: processed, or covered by Nd's output (skipped; a
+        stateful node skips nothing)."""
+        if self.stateful:
+            return self.processed.input_pos
         return max(self.processed.input_pos, self._covered[0].input_pos)
 
     def standby_lag(self) -> tuple[int, float]:

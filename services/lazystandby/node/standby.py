@@ -121,7 +121,9 @@ class StandbySide:
                 elif msg.checkpoint.input_pos > self.received_through:
                     # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
                     # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
-                    if self._plausible(msg.checkpoint):
+                    if self.stateful:
+                        pass  # Nu may still hold inputs before it that the state needs: they come as runs
+                    elif self._plausible(msg.checkpoint):
                         self._jump(msg.checkpoint, msg.params)
                     else:
                         self.counters["checkpoints_deferred"] += 1
@@ -163,8 +165,8 @@ class StandbySide:
         what this node holds (core.admission.covered_head); what is left starts just after the checkpoint,
         an ordinary jump. Nothing left: the frame is then one without batches, whose checkpoint jumps."""
         n = covered_head(self.received_through, batches[0].first, ckpt)
-        if not n:
-            return batches
+        if not n or self.stateful:
+            return batches  # a stateful node rebuilds from the covered inputs instead (`_admit`)
         self.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
         cut = ckpt.input_pos + 1
         return [b.slice(cut, b.end) if b.first < cut else b for b in batches if b.end > cut]

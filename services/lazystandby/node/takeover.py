@@ -114,7 +114,13 @@ class Takeover:
         reply = self._retry(nu, "upstream", req)
         if reply is not None:
             with self.lock:
-                if reply.checkpoint.input_pos > self.received_through:
+                if self.stateful and reply.resend_from > self.received_through + 1:
+                    # Nu resends from after its trim point, which may lie before its checkpoint: the state is
+                    # rebuilt from there.
+                    self._jump(reply.checkpoint, reply.params, rebuild_from=reply.resend_from)
+                elif self.stateful:
+                    self._note_covered(reply.checkpoint, reply.params)
+                elif reply.checkpoint.input_pos > self.received_through:
                     self._jump(reply.checkpoint, reply.params)  # Nu resends from after its trim point
                 else:
                     self._note_covered(reply.checkpoint, reply.params)  # what we hold through it: skipped

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import zstandard as zstd
 
 from .. import native
@@ -44,9 +45,12 @@ from ..core.retry import after_backup_error, after_push_error
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import STREAM_DTYPE, TupleBatch
+from ..core.watermarks import WatermarkPlacer
+from ..core.windows import WindowSpec, trimmable_through
+from ..formats import control
 from ..formats.control import validate_control
-from ..formats.ticks import valid_mask, validate
-from ..sources.base import DeadLetters, Membership, Records, Source
+from ..formats.ticks import parse_columns, valid_mask, validate
+from ..sources.base import DeadLetters, Membership, Record, Records, Source
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer, Pending
 from .common import Backoff, NodeBase
@@ -66,17 +70,28 @@ class _BackupCall:
     pending: Pending | None = None
 
 
+def _event_times(payloads: pa.Array) -> np.ndarray:
+    """The event times (ms) of admitted ticks."""
+    return parse_columns(payloads, {"ts"}, admitted=True)[1]["ts"].to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 class UpstreamNode(NodeBase):
     """Nu. The first primary runs in epoch 1; each takeover raises it."""
 
     MAIN_LOOP = "source"
 
     def __init__(self, cfg: NodeConfig, source: Source, peers: Callable[[str], Peer],
-                 dead_letters: DeadLetters | None = None, **kw) -> None:
+                 dead_letters: DeadLetters | None = None, late_data: DeadLetters | None = None, **kw) -> None:
         super().__init__(cfg, **kw)
         self.source = source
         self.peers = peers
         self.dead_letters = dead_letters or DeadLetters()
+        # A window query: Nu places its watermark records and drops the late ticks (core/watermarks.py),
+        # which go to `late_data` (the Kafka adapter writes `<prefix>late`).
+        query = cfg.parsed_query
+        self.placer = (WatermarkPlacer(WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms),
+                                       cfg.watermark_every) if query.stateful else None)
+        self.late_data = late_data or DeadLetters()
         self.registry = StreamRegistry(cfg.stream_names)
         self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
@@ -156,12 +171,36 @@ class UpstreamNode(NodeBase):
         self.params = [m.Params(*r.params)] if r.params else []
         self.params += [m.Params(r.held.first + i, r.held.payload(i))
                         for i in np.flatnonzero(r.held.streams == StreamRegistry.CONTROL).tolist()]
+        if self.placer is not None:
+            self._resume_placer(r.held)
         self.batcher.restart(r.checkpoint.input_pos)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
         self._resync_primary = self._resync_backup = True
         self.counters["restored_tuples"] = len(r.held)
         self.log.warning("%s: restored at checkpoint %s with %d tuples held, epoch %d, primary %s",
                          self.name, r.checkpoint, len(r.held), self.fence.epoch, self.primary_addr)
+
+    def _resume_placer(self, held: TupleBatch) -> None:
+        """A restarted Nu's event time: the watermark in force at the end of the restored link order, the
+        largest event time since, and the window ledger over what is held (every input an undelivered result
+        needs is held: `_trim` keeps them)."""
+        placer = self.placer
+        assert placer is not None
+        marks = [(p.pos, control.watermark_of(p.payload)) for p in self.params]
+        marks = [(pos, wm) for pos, wm in marks if wm is not None]
+        data = np.flatnonzero(held.streams != StreamRegistry.CONTROL)
+        ts = _event_times(held.payloads.take(pa.array(data))) if len(data) else np.empty(0, np.int64)
+        positions = data + held.first
+        lo = 0
+        for pos, wm in marks:
+            if pos < held.first:
+                continue
+            hi = int(np.searchsorted(positions, pos))
+            placer.ledger.add(positions[lo:hi], ts[lo:hi])
+            placer.ledger.close(pos, wm)
+            lo = hi
+        placer.ledger.add(positions[lo:], ts[lo:])
+        placer.resume(marks[-1][1] if marks else None, int(ts[lo:].max()) if len(ts[lo:]) else None)
 
     def start(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -176,6 +215,9 @@ class UpstreamNode(NodeBase):
     # --- source -> OQu ---------------------------------------------------------------------------------
     def inject_control(self, payload: bytes) -> None:
         """Queue an in-band control tuple (operator parameter change) to enter at the next position."""
+        if self.placer is not None:
+            raise MalformedRecord(f"{self.name}: a window query takes no predicate switch (its where clause is "
+                                  f"part of the query)")
         with self.lock:
             self.control.append(payload)
 
@@ -300,10 +342,28 @@ class UpstreamNode(NodeBase):
         """Algorithm 4's trim of OQu to the Level-1 ack, but, while the backup is bounded, never past what
         has been cut into batches: otherwise a fast primary path trims tuples before the backup thread cuts
         them, the standby never gets them, and a standby that cannot keep up passes for a cheap one."""
-        through = self.checkpoint.input_pos
+        through = self._covered_through()
         if self._backup_bounded():
             through = min(through, max(self.batcher.batched_through, self.oqu.trimmed_through))
         self.counters["trimmed_tuples"] += self.oqu.trim(through)
+        self._forget_params()
+
+    def _covered_through(self) -> int:
+        """Holding the lock: the last position nobody needs again: the Level-1 point, and for a window query
+        no further than before the first input a result not yet delivered depends on (a node that resumes at
+        the checkpoint rebuilds those windows from OQu; core/windows.trimmable_through)."""
+        through = self.checkpoint.input_pos
+        if self.placer is not None:
+            through = trimmable_through(through, self.placer.needed_from(through), None)
+        return through
+
+    def _forget_params(self) -> None:
+        """Holding the lock: control records before the one in force at the trim point are never asked for
+        again (`_params_at` is asked at checkpoints, which never go back past the trim point)."""
+        params, trimmed = self.params, self.oqu.trimmed_through
+        keep = next((i for i in range(len(params) - 1, -1, -1) if params[i].pos <= trimmed), 0)
+        if keep:
+            del params[:keep]
 
     def _admit(self, records: Records) -> TupleBatch:
         """Validate records from outside and number the admitted ones; refused ones go to the dead letters
@@ -319,9 +379,41 @@ class UpstreamNode(NodeBase):
             head = TupleBatch(first, [StreamRegistry.CONTROL] * n, range(first, first + n), pending)
             first += n
         body = self._admit_records(records, first)
+        if self.placer is not None and len(body):
+            body = self._place(body)
         if head is None:
             return body
         return TupleBatch.concat([head, body]) if len(body) else head
+
+    def _place(self, body: TupleBatch) -> TupleBatch:
+        """A window query: the admitted ticks with Nu's watermark records placed among them and the late ones
+        taken out, renumbered from the same first position (nothing has seen these positions yet)."""
+        placer = self.placer
+        assert placer is not None
+        placed = placer.place(body.first, _event_times(body.payloads))
+        order = placed.order
+        records = order < 0
+        take = np.where(records, 0, order)
+        streams = np.where(records, StreamRegistry.CONTROL, body.streams[take]).astype(STREAM_DTYPE)
+        positions = np.arange(body.first, body.first + len(order))
+        seqs = np.where(records, positions, body.seqs[take])
+        marks = iter(placed.watermarks)
+        payloads = body.payloads.take(pa.array(take)).to_pylist() if records.any() else None
+        if payloads is None:
+            out = TupleBatch._of(body.first, streams, seqs, body.payloads.take(pa.array(take)), None)
+        else:
+            for i in np.flatnonzero(records).tolist():
+                payloads[i] = control.encode_watermark(next(marks))
+                self.params.append(m.Params(int(positions[i]), payloads[i]))
+            out = TupleBatch(body.first, streams, seqs, payloads)
+        if len(placed.late):
+            names = self.registry.names_by_id
+            for i in placed.late.tolist():
+                self.late_data.put(f"late: behind the watermark {placer.watermark} at its position",
+                                   Record(names[int(body.streams[i])], int(body.seqs[i]), body.payload(i)))
+            self.counters["late_tuples"] += len(placed.late)
+        self.counters["watermarks"] += len(placed.watermarks)
+        return out
 
     def _admit_records(self, records: Records, first: int) -> TupleBatch:
         if not len(records):
@@ -354,6 +446,9 @@ class UpstreamNode(NodeBase):
                     last = self.seqcheck.last.get(sid, 0)
                     raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}") from None
                 if sid == StreamRegistry.CONTROL:
+                    if self.placer is not None:
+                        raise MalformedRecord("a window query takes no predicate switch (its where clause is "
+                                              "part of the query)")
                     validate_control(r.payload)
                     self.counters["control_tuples"] += 1
                 else:
@@ -515,7 +610,7 @@ class UpstreamNode(NodeBase):
                 # The standby skips to this checkpoint; what it covers but was not cut into batches yet (less
                 # than Bsize tuples) is never cut: the next run starts after it. (Cut later, that run repeated
                 # what the standby had skipped, and was refused.)
-                self.batcher.skip_covered(ckpt.input_pos)
+                self.batcher.skip_covered(ckpt.input_pos if self.placer is None else self.oqu.trimmed_through)
             self._backup_sent = (gen, now)
             reset, self._encoder_reset = self._encoder_reset, False
         # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
@@ -562,7 +657,8 @@ class UpstreamNode(NodeBase):
         primary was older than that checkpoint, then a resync and a new codec session."""
         ckpt = self.checkpoint
         if self.batcher.batched_through < self.oqu.trimmed_through <= ckpt.input_pos:
-            self.batcher.skip_covered(ckpt.input_pos)
+            # A window query's standby rebuilds from the trim point: nothing Nu holds is skipped.
+            self.batcher.skip_covered(ckpt.input_pos if self.placer is None else self.oqu.trimmed_through)
             self._backup_jump = ckpt
 
     def _backup_gathering(self, now: float) -> float:
@@ -698,7 +794,9 @@ class UpstreamNode(NodeBase):
         self.links.forget("standby")
         self.links.forget("primary")
         self.generation += 1
-        start = resend_start(msg.resend_from, self.checkpoint)
+        # A window query's new primary rebuilds the windows open at the checkpoint from the trim point on.
+        start = resend_start(msg.resend_from, self.checkpoint,
+                             rebuild_from=None if self.placer is None else self.oqu.trimmed_through + 1)
         self.cursor = start
         self._resync_primary = False
         resent = max(0, self.oqu.last - start + 1)

@@ -61,6 +61,11 @@ class Topics:
     def deadletters(self) -> str:
         return f"{self.prefix}deadletters"
 
+    @property
+    def late(self) -> str:
+        """A window query's late ticks (behind the watermark at their position), as dead letters are kept."""
+        return f"{self.prefix}late"
+
 
 # The broker stamps arrival time on what the pipeline creates: time-based retention then counts from when a
 # record arrived, never from a producer's event time (ticks stamped a year ago were deleted within the
@@ -156,7 +161,7 @@ def check_retained(consumer: KafkaConsumer, tp: TopicPartition, offset: int) -> 
 
 def all_topics(topics: Topics, streams: list[str]) -> list[str]:
     return [*(topics.source(s) for s in streams), topics.control, topics.linklog, topics.results,
-            topics.deadletters]
+            topics.deadletters, topics.late]
 
 
 def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
@@ -531,9 +536,10 @@ class KafkaDeadLetters:
     FALLBACK_LIMIT = 1_000_000  # librdkafka's default message.max.bytes, below every broker's default
 
     def __init__(self, bootstrap: str, topics: Topics | None = None, *,
-                 origin=None, flush_timeout: float = 30.0) -> None:
+                 origin=None, flush_timeout: float = 30.0, topic: str = "") -> None:
         self.bootstrap = bootstrap
         self.topics = topics or Topics()
+        self.topic = topic or self.topics.deadletters  # where they go (the late ticks' topic uses this class too)
         # stream name -> (topic, partition) of the record's source, for the headers (None: not known)
         self.origin = origin or (lambda stream: None)
         self.flush_timeout = flush_timeout
@@ -550,7 +556,7 @@ class KafkaDeadLetters:
         """Reads the topic's record limit and sizes the producer to it (Nu at start; else the first put)."""
         if self.producer is not None:
             return
-        limit = topic_limit(self.bootstrap, self.topics.deadletters) or self.FALLBACK_LIMIT
+        limit = topic_limit(self.bootstrap, self.topic) or self.FALLBACK_LIMIT
         self.limit = max(self.OVERHEAD * 2, min(limit, 1_000_000_000))  # librdkafka's ceiling
         self.producer = durable_producer(self.bootstrap, **{"message.max.bytes": self.limit})
 
@@ -575,7 +581,7 @@ class KafkaDeadLetters:
         self.count += 1
         self.truncated += truncated
         try:
-            self.producer.produce(self.topics.deadletters, record.payload[:room], key,
+            self.producer.produce(self.topic, record.payload[:room], key,
                                   headers=self.headers(reason, record, truncated), on_delivery=self._delivered)
         except Exception as e:  # BufferError (queue full), KafkaException (refused at once)
             self._unwritten(1, f"{type(e).__name__}: {e}")
@@ -596,7 +602,7 @@ class KafkaDeadLetters:
             # above, at a later flush, if it failed).
             self._reasons_logged.add("waiting")
             log.error("%s: %d dead letter(s) not acknowledged within %.0f s; the producer keeps retrying (logged "
-                      "once)", self.topics.deadletters, left, self.flush_timeout)
+                      "once)", self.topic, left, self.flush_timeout)
 
     def _unwritten(self, n: int, why: str) -> None:
         self.unwritten += n
@@ -604,7 +610,7 @@ class KafkaDeadLetters:
         if reason not in self._reasons_logged:
             self._reasons_logged.add(reason)
             log.error("%s: %d dead letter(s) not written: %s (counted as dead_letters_unwritten; logged once "
-                      "per reason)", self.topics.deadletters, n, why)
+                      "per reason)", self.topic, n, why)
 
     def close(self) -> None:
         if self.producer is not None:

@@ -17,3 +17,12 @@ def test_plan_with_empty_standby_is_upstream_backup():
 def test_nu_resends_from_its_trim_point_at_the_earliest():
     assert resend_start(1, Checkpoint(400, 120)) == 401
     assert resend_start(500, Checkpoint(400, 120)) == 500
+
+
+def test_a_window_querys_resend_starts_at_nus_trim_point_not_after_the_checkpoint():
+    from lazystandby.core.acks import Checkpoint
+    from lazystandby.core.recovery import resend_start
+
+    assert resend_start(1, Checkpoint(500, 40)) == 501
+    assert resend_start(1, Checkpoint(500, 40), rebuild_from=320) == 320
+    assert resend_start(600, Checkpoint(500, 40), rebuild_from=320) == 600  # it holds more than that
