@@ -91,11 +91,12 @@ demo: setup kafka-jars
 
 # The same with the Python operator and the built-in generator: no Kafka, no Spark, a few seconds.
 demo-local: setup
-	$(VPY) -m lazystandby.cli launch --bsize $(BSIZE) --codec $(CODEC)
+	$(VPY) -m lazystandby.cli launch --bsize $(BSIZE) --codec $(CODEC) $(if $(QUERY),--query "$(QUERY)")
 
+# QUERY=window (or any query text, formats/query.py) runs the check on a keyed window aggregation.
 failover-check: setup $(if $(KAFKA),kafka-jars)
 	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC) \
-	  $(if $(OPERATOR),--operator $(OPERATOR)) $(if $(KAFKA),--kafka)
+	  $(if $(OPERATOR),--operator $(OPERATOR)) $(if $(KAFKA),--kafka) $(if $(QUERY),--query "$(QUERY)")
 
 # The compose stack. Here (no registry): dockerd and Compose v2 installed if missing, local base images
 # built (debootstrap + docker import; Kafka from the Maven jars; Prometheus from Debian), no Grafana.

@@ -52,7 +52,8 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
             source = KafkaSource(kafka, cfg.source_streams, topics=topics, partitions=cfg.partitions,
                                  replication_factor=cfg.replication_factor)
             return UpstreamNode(cfg, source, peers,
-                                dead_letters=KafkaDeadLetters(kafka, topics, origin=source.origin))
+                                dead_letters=KafkaDeadLetters(kafka, topics, origin=source.origin),
+                                late_data=KafkaDeadLetters(kafka, topics, origin=source.origin, topic=topics.late))
         source = GeneratorSource(cfg.stream_names, seed=cfg.seed, total=cfg.total, rate=cfg.rate)
         return UpstreamNode(cfg, source, peers)
     if cfg.role == "downstream":

@@ -35,11 +35,20 @@ from ..core.errors import PeerError
 from ..node.common import EXIT_FAILED, EXIT_FENCED
 from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
+from ..sources.generator import interleave
 from ..sources.kafka_generator import BAD_RECORDS
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.tls import TlsFiles
 from . import forge, results
-from .check import compare, dead_letter_keys, expected_outputs, kafka_expected
+from .check import (
+    compare,
+    compare_results,
+    dead_letter_keys,
+    expected_outputs,
+    kafka_expected,
+    kafka_window_expected,
+    window_expected,
+)
 from .faults import Action, Fault, Runner, Step, for_runner, standby_back
 from .operator_procs import hang, kill_all, no_process_left
 from .partition import LinkRelay
@@ -636,6 +645,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
     settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
                 "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
+    query = config.NodeConfig(**{k: settings[k] for k in ("predicate", "query", "watermark_every")
+                                 if k in settings}).parsed_query
     gen = None
     if kafka:
         settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
@@ -644,6 +655,9 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     else:
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
                                     poison=str(settings.get("chaos_poison", "")).encode())
+        if query.stateful:
+            expected, late = window_expected([p for _, _, p in interleave(["I1", "I2"], total, seed)], query,
+                                             every=_every(settings))
     result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir),
                     "topic_prefix": settings.get("topic_prefix", "")}
     ok = False
@@ -690,6 +704,11 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                                                      poison=str(settings.get("chaos_poison", "")).encode(),
                                                      max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
                                                      partitions=int(settings.get("partitions", 1)))
+                if query.stateful:
+                    expected, late = kafka_window_expected(
+                        kafka, ["I1", "I2"], query, every=_every(settings), prefix=settings["topic_prefix"],
+                        max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
+                        partitions=int(settings.get("partitions", 1)))
                 result["malformed"] = len(malformed)
             for e in events:
                 if "started" in e:
@@ -714,19 +733,37 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 rows = read_results(kafka, f"{settings['topic_prefix']}results")
             else:
                 rows = read_output_file(topo.sink)
-            check = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=bool(kafka))
-            result.update(check.as_dict())
+            if query.stateful:
+                # Window results are named by window and keys; Nu's late ticks are counted against the
+                # truth table's (late: its count, or the late (stream, seq) it expects from Kafka).
+                verdict = compare_results(expected, [(o, p) for o, _, _, p in rows], aggregates=len(query.aggregates))
+                late_n = len(late)
+                nu_after = after.get("nu", {}).get("counters", {})
+                verdict["late"] = late_n
+                # Nu counts what it dropped; a Nu started again counts again from its restored position.
+                nu_restarted = any(e.get("target") == "upstream" for e in events)
+                verdict["late_exact"] = nu_restarted or nu_after.get("late_tuples", 0) == late_n
+                result.update(verdict)
+                check_ok = verdict["ok"] and verdict["late_exact"]
+            else:
+                check = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=bool(kafka))
+                result.update(check.as_dict())
+                check_ok = check.ok
             result["completed"] = done
             result["delivered_all"] = delivered
             result["took_over"] = took_over
             result.update(_failover_figures(topo, before, after, t_fault))
-            ok = (done and check.ok and _forged_refused(result, f, events) and _loops_failed(events)
+            ok = (done and check_ok and _forged_refused(result, f, events) and _loops_failed(events)
                   and result.get("dead_letters_exact", True))
         finally:
             result["ok"] = ok
     if ok and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _every(settings: dict) -> int:
+    return int(settings.get("watermark_every", config.NodeConfig.watermark_every))
 
 
 def _fault_over(topo: Topology, f: Fault, timeout: float) -> tuple[bool, bool]:
@@ -847,8 +884,9 @@ def _pct(values: list[float], q: float) -> float:
 
 
 # The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
-NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "seed", "total", "rate", "heartbeat_interval",
-                 "heartbeat_misses", "operator_stall_max", "exit_when_fenced", "handover_on_stop", "chaos_poison")
+NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "watermark_every", "seed", "total", "rate",
+                 "heartbeat_interval", "heartbeat_misses", "operator_stall_max", "exit_when_fenced",
+                 "handover_on_stop", "chaos_poison")
 
 
 class NodeStartError(RuntimeError):
@@ -959,12 +997,15 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
                                                 "operator_stall_max", "exit_when_fenced", "handover_on_stop",
-                                                "chaos_poison") if k != "chaos_poison" or settings.get(k)}}
+                                                "chaos_poison", "query", "watermark_every")
+                      if k not in ("chaos_poison", "query") or settings.get(k)}}
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
     return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
+            "query": config.NodeConfig(query=settings.get("query", ""),
+                                       predicate=settings["predicate"]).parsed_query.text(),
             "seed": settings["seed"], "heartbeat_interval": settings["heartbeat_interval"],
             "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
             "handover_on_stop": settings["handover_on_stop"], "fault": args.fault, "tls": not args.insecure}
@@ -983,7 +1024,8 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     nu = r.get("after", {}).get("nu", {})
     summary = {
         "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
-        "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r["out_of_order"],
+        "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r.get("out_of_order", 0),
+        "wrong": r.get("wrong", 0), "late": r.get("late", 0),
         "failovers": r["failovers"], "takeovers_declined": r.get("takeovers_declined", 0),
         "primary_longest_silence_ms": r.get("primary_longest_silence_ms", 0.0),
         "takeover_lease_ms": r.get("takeover_lease_ms", 0.0),

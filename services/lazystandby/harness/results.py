@@ -38,6 +38,7 @@ _WHAT_RAN = (
     ("operator", "`python` or `spark`"),
     ("kafka", "true when the source and the results were Kafka topics"),
     ("predicate", "the selection every operator ran"),
+    ("query", "the query every operator ran, in its text form (formats/query.py; a selection unless `--query`)"),
     ("seed", "the generator's seed (the same seed gives the same tuples)"),
     ("heartbeat_interval", "seconds between the standby's heartbeats"),
     ("heartbeat_misses", "missed heartbeats before the standby takes over"),
@@ -62,6 +63,9 @@ SUMMARIES: dict[str, Summary] = {
         ("lost", "expected outputs missing at Nd (must be 0)"),
         ("duplicated", "outputs Nd holds more than once (must be 0)"),
         ("out_of_order", "outputs out of their stream's order (must be 0)"),
+        ("wrong", "a window query's results whose window and keys are expected but whose aggregates differ (must be "
+                  "0)"),
+        ("late", "a window query's ticks behind the watermark at their position, which Nu sent to the late data"),
         ("failovers", "takeovers Nd accepted"),
         ("takeovers_declined", "takeovers Nd declined because the primary in force still delivered (its lease)"),
         ("primary_longest_silence_ms", "the longest the primary in force went without reaching Nd"),

@@ -208,6 +208,8 @@ class UpstreamNode(NodeBase):
         self.started_at = time.time()
         self._hold_source_for_standby()
         self.dead_letters.open()  # the dead-letter topic's record limit, read now rather than at the first one
+        if self.placer is not None:
+            self.late_data.open()
         self.spawn("source", self._source_loop)
         self.spawn("primary", self._primary_loop)
         self.spawn("backup", self._backup_loop)
@@ -252,6 +254,7 @@ class UpstreamNode(NodeBase):
             # Durable link order before the tuples exist anywhere else (a restarted Nu replays it).
             self.source.record_order(batch, self.registry.names_by_id)
         self.dead_letters.flush()  # never raises: what cannot be written is counted
+        self.late_data.flush()
         self.counters["dead_letters_unwritten"] = self.dead_letters.unwritten
         self.counters["dead_letters_truncated"] = self.dead_letters.truncated
         with self.lock:
