@@ -35,3 +35,15 @@ def test_a_primary_started_again_empty_rebuilds_as_the_standby_and_takes_back_ov
     r = trial("kill-primary-then-restart")
     assert r["failovers"] == 2
     assert r["after"]["n"]["counters"].get("rebuilds", 0) >= 1
+
+
+@pytest.mark.parametrize("fault", ["kill-primary", "kill-primary-then-upstream"])
+def test_window_through_kafka_with_late_ticks_and_a_restarted_nu(kafka, fault):
+    """Source and results topics on a real broker, bad records among the ticks: the results exact, every
+    late tick in the late-data topic once (by key), every bad record in the dead letters. A restarted Nu
+    resumes its watermark from its link log."""
+    r = run_trial(fault=fault, total=30_000, rate=10_000, kill_after=1.5, timeout=90, kafka=kafka,
+                  malformed_every=997, extra={"query": "window", "exit_when_fenced": True})
+    assert (r["lost"], r["duplicated"], r["wrong"], r["unexpected"]) == (0, 0, 0, 0), r
+    assert r["late"] > 0 and r["late_letters_exact"] and r["late_exact"], r
+    assert r["dead_letters_exact"] and r["ok"], r

@@ -27,9 +27,11 @@ def encode_watermark(watermark: int) -> bytes:
     return b'{"watermark": %d}' % watermark
 
 
-def watermark_of(payload: bytes) -> int | None:
+def watermark_of(payload: bytes | str) -> int | None:
     """The event time a watermark record carries, or None when `payload` is no watermark record. Cheap: a
     window operator asks it of every control record."""
+    if isinstance(payload, str):  # as the Kafka link log keeps it
+        payload = payload.encode()
     if not payload.startswith(b'{"watermark": '):
         return None
     try:

@@ -109,7 +109,8 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
     for _, entry in read_linklog(bootstrap, topics):
         for run in entry["runs"]:
             if run[0] == CONTROL:
-                history.append((dict(last), control.decode(run[3])))
+                if control.watermark_of(run[3]) is None:  # a window query's watermark switches nothing
+                    history.append((dict(last), control.decode(run[3])))
             else:
                 last[run[0]] = run[1] + run[2] - 1
     fns = {p: compile_predicate(p) for p in {predicate, *(h[1] for h in history)}}
@@ -175,13 +176,14 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
     return results, sorted(set(payloads) - seen)
 
 
-def dead_letter_keys(bootstrap: str, prefix: str = "ls.") -> list[tuple[str, int]]:
+def dead_letter_keys(bootstrap: str, prefix: str = "ls.", *, late: bool = False) -> list[tuple[str, int]]:
     """The (stream, seq) of every record in the dead-letter topic, in its order (a restarted Nu may write
     one again: the dead letters are at least once, keyed by stream:seq)."""
     from ..sources.kafka_source import Topics, read_partition
 
     out = []
-    for r in read_partition(bootstrap, Topics(prefix).deadletters):
+    topics = Topics(prefix)
+    for r in read_partition(bootstrap, topics.late if late else topics.deadletters):
         stream, _, seq = (r.key or b"").decode().rpartition(":")
         out.append((stream, int(seq)))
     return out

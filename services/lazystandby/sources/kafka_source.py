@@ -29,6 +29,7 @@ from ..core.acks import Checkpoint
 from ..core.errors import SourceGap
 from ..core.seq import StreamRegistry, partition_streams
 from ..core.tuples import TupleBatch
+from ..formats import control
 from .base import Membership, Record, Records, Restored, Source
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,12 @@ def check_retained(consumer: KafkaConsumer, tp: TopicPartition, offset: int) -> 
 def all_topics(topics: Topics, streams: list[str]) -> list[str]:
     return [*(topics.source(s) for s in streams), topics.control, topics.linklog, topics.results,
             topics.deadletters, topics.late]
+
+
+def _nus_own(run: list) -> bool:
+    """A link-log run that Nu made itself (a window query's watermark record): it comes from no topic, and
+    its seq is its position, not an offset of the control topic."""
+    return run[0] == CONTROL and control.watermark_of(run[3]) is not None
 
 
 def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
@@ -330,7 +337,8 @@ class KafkaSource(Source):
                         h_seqs.append(first_seq + i)
                         h_payloads.append(p)
                 pos += count
-                last_seqs[stream] = first_seq + count - 1
+                if not _nus_own(run):
+                    last_seqs[stream] = first_seq + count - 1
             self._entries.append((e["first_pos"], pos - 1, off, dict(last_seqs)))
         reader.close()
         held = TupleBatch(ckpt.input_pos + 1, h_streams, h_seqs, h_payloads)
@@ -411,7 +419,8 @@ class KafkaSource(Source):
         offset = produce_and_wait(self.producer, self.topics.linklog, entry)
         with self._lock:
             for r in runs:
-                self._last_seqs[r[0]] = r[1] + r[2] - 1
+                if not _nus_own(r):
+                    self._last_seqs[r[0]] = r[1] + r[2] - 1
             self._entries.append((batch.first, batch.last, offset, dict(self._last_seqs)))
 
     def covered(self, checkpoint: Checkpoint, members: Membership) -> None:
