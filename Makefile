@@ -117,7 +117,8 @@ chaos: setup
 # loopback, the truth table after each; JSON summary last (runs, lost, duplicated, stalled, double_faults).
 RUNS ?= 10
 chaos-campaign: setup kafka-jars
-	$(VPY) -m lazystandby.cli chaos-campaign --runs $(RUNS) $(if $(SEED),--seed $(SEED)) --codec $(CODEC) --bsize $(BSIZE)
+	$(VPY) -m lazystandby.cli chaos-campaign --runs $(RUNS) $(if $(SEED),--seed $(SEED)) --codec $(CODEC) --bsize $(BSIZE) \
+	  $(if $(QUERY),--query "$(QUERY)")
 
 # Benchmarks (results and plots under run/bench/, or docs/bench/ with PUBLISH=1; JSON summary as the last line).
 # Quix Streams (bench-quick's Kafka peer) in a venv of its own: it pins confluent-kafka below the runtime's.

@@ -67,6 +67,12 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Standby lag: inputs behind the primary, and seconds the oldest waited", "short", [
             ("max by (node) (lazystandby_standby_lag_tuples)", "{{node}} inputs"),
             ("max by (node) (lazystandby_standby_lag_seconds)", "{{node}} seconds")]),
+        # A window query's state on N and N' (the same groups on both), and what the standby has not applied.
+        ("Operator state: open (window, key) groups, and inputs not yet applied", "short", [
+            ("max by (node) (lazystandby_state_keys)", "{{node}} groups"),
+            ("max by (node) (lazystandby_state_lag_tuples)", "{{node}} inputs not applied")]),
+        ("Operator state bytes", "bytes", [
+            ("max by (node) (lazystandby_state_bytes)", "{{node}}")]),
         # A primary whose oldest call passes operator_stall_max says so (stalled 1), and its standby takes over.
         ("Operator: seconds its oldest unanswered call has waited, and stalled (1)", "s", [
             ("max by (node) (lazystandby_operator_oldest_call_seconds)", "{{node}} oldest call"),

@@ -54,7 +54,7 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
             return UpstreamNode(cfg, source, peers,
                                 dead_letters=KafkaDeadLetters(kafka, topics, origin=source.origin),
                                 late_data=KafkaDeadLetters(kafka, topics, origin=source.origin, topic=topics.late))
-        source = GeneratorSource(cfg.stream_names, seed=cfg.seed, total=cfg.total, rate=cfg.rate)
+        source = GeneratorSource(cfg.stream_names, seed=cfg.seed, total=cfg.total, rate=cfg.rate, keys=cfg.keys)
         return UpstreamNode(cfg, source, peers)
     if cfg.role == "downstream":
         registry = StreamRegistry(cfg.stream_names)

@@ -203,6 +203,9 @@ class NodeConfig:
     # source (Nu): the deterministic generator
     streams: str = "I1,I2"
     seed: int = 7
+    # Distinct symbols the generator draws from (K0, K1, ...; up to 1,000,000), so that a window query's
+    # state can be large; 0 = the ten named symbols.
+    keys: int = 0
     total: int = 0  # tuples to generate; 0 = forever
     rate: float = 0.0  # tuples/s; 0 = as fast as the pipeline takes them
     # Kafka: when set, Nu consumes the source topics and Nd writes the results topic (else generator/file)
@@ -257,6 +260,8 @@ class NodeConfig:
         if q is not None and q.stateful and self.chaos_poison:
             raise refuse("chaos_poison", "empty with a window query (a stateful call cannot be retried on part of "
                          "its inputs, so nothing is quarantined)", self.chaos_poison)
+        if not 0 <= self.keys <= 1_000_000:
+            raise refuse("keys", "a whole number 0-1,000,000", self.keys)
         if self.watermark_every < 2:
             raise refuse("watermark_every", "a whole number >= 2", self.watermark_every)
 
@@ -395,6 +400,8 @@ HELP: dict[str, str] = {
     "predicate": "the selection: a Spark-SQL boolean expression over symbol, price, volume, ts, venue",
     "query": "what N and N' compute: empty = the selection by predicate; else select [where ...], window <size> "
              "[slide d] [lateness d] by <keys> agg <aggregates> [where ...], or an example's name (select, window)",
+    "keys": "distinct symbols the generator draws from (K0, K1, ...; up to 1,000,000): a window query's state "
+            "grows with it; 0 = the ten named symbols",
     "watermark_every": "a window query's watermark period in link positions: windows close only at a watermark "
                        "record (fewer: lower result latency, more merges of the open state)",
     "chaos_poison": "chaos tests only: the Python operator fails on every input holding this text, as on a value it "

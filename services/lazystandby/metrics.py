@@ -109,6 +109,14 @@ class NodeCollector(Collector):
             yield _counter("lazystandby_quarantined", "Inputs the operator failed on alone, left without output and "
                            "sent to the dead letters (the same positions on N and N')", name,
                            s.get("counters", {}).get("quarantined_tuples", 0))
+        if "state_keys" in s:
+            yield _gauge("lazystandby_state_keys", "Groups of operator state held: a window query's open (window, "
+                         "key) groups as of the last watermark record (0 for a selection)", name, s["state_keys"])
+            yield _gauge("lazystandby_state_bytes", "Bytes of operator state held (0 for a selection)", name,
+                         s["state_bytes"])
+            yield _gauge("lazystandby_state_lag_tuples", "Inputs a stateful node holds and has not applied to its "
+                         "state yet (a standby's work left at a takeover; 0 for a selection)", name,
+                         s["state_lag_tuples"])
     def _lease(self, s: dict) -> Iterator:
         """The primary's lease at Nd, its silences and the takeovers declined (Nd)."""
         name, e = s["node"], s.get("errors", {})

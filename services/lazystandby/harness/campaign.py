@@ -29,7 +29,7 @@ from .launcher import run_dir, run_trial
 from .operator_procs import no_process_left
 
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
-CAMPAIGN_SETTINGS = ("codec", "bsize")
+CAMPAIGN_SETTINGS = ("codec", "bsize", "query")
 
 SINGLE_COMPOSABLE = ("kill-primary", "stop-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
                      "kill-downstream-restart", "pause-downstream", "forged-deliver", "forged-push", "forged-backup",
@@ -86,6 +86,7 @@ def _campaign(argv: list[str]) -> int:
     ap.add_argument("--insecure", action="store_true", help="plaintext nodes (default: mutual TLS, a CA per run)")
     for name in CAMPAIGN_SETTINGS:
         ap.add_argument(f"--{name}", default=None, help=f"node setting {name} of every run (env LS_{name.upper()})")
+    # (`--query window`: every run a keyed window aggregation, its results against the pandas truth table.)
     a = ap.parse_args(argv)
     try:  # typed and checked as the nodes would, before any broker starts
         cfg = config.load([f"--{n}={getattr(a, n)}" for n in CAMPAIGN_SETTINGS if getattr(a, n) is not None],
@@ -113,12 +114,14 @@ def _campaign(argv: list[str]) -> int:
             try:
                 r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
                               kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
-                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5}, tls=not a.insecure)
+                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5,
+                                     **({"query": cfg.query} if cfg.query else {})}, tls=not a.insecure)
             except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
                 r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
                      "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}
             row = {"run": i + 1, "fault": fault.name, "double": fault.double, "at_s": at, "ok": r["ok"],
-                   "lost": r["lost"], "duplicated": r["duplicated"], "expected": r["expected"], "got": r["got"],
+                   "lost": r["lost"], "duplicated": r["duplicated"], "wrong": r.get("wrong", 0),
+                   "expected": r["expected"], "got": r["got"],
                    "stalled": not r["delivered_all"], "failovers": r["failovers"],
                    "recovery_ms": round(r["recovery_ms"], 1) if "recovery_ms" in r else None,
                    "workdir": r["workdir"] if not r["ok"] else "", "error": r.get("error", "")}
@@ -131,6 +134,7 @@ def _campaign(argv: list[str]) -> int:
             broker.stop()
     summary = {
         "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
+        "wrong": sum(r["wrong"] for r in runs), "query": cfg.parsed_query.text(),
         "stalled": sum(r["stalled"] for r in runs), "double_faults": sum(r["double"] for r in runs),
         "failed_runs": sum(not r["ok"] for r in runs), "harness_errors": sum(bool(r["error"]) for r in runs),
         "bound_s": a.bound, "seed": seed, "bsize": format_bsize(cfg.bsize), "codec": str(cfg.codec),

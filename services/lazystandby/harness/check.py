@@ -17,14 +17,15 @@ from ..sources.generator import interleave
 
 
 def expected_outputs(streams: list[str], *, seed: int, total: int, predicate: str,
-                     switch: tuple[int, str] | None = None, poison: bytes = b"") -> list[tuple[str, int]]:
+                     switch: tuple[int, str] | None = None, poison: bytes = b"",
+                     keys: int = 0) -> list[tuple[str, int]]:
     """(stream, seq) of every tuple the selection keeps, in per-stream order. `switch` = (pos, predicate):
     a control tuple at link position `pos` (after the first pos - 1 data tuples), as Nu's inject_control
     places one, switches the selection there, as it does on N and N'. A tuple holding `poison`
     (chaos_poison) is quarantined, and has no output."""
     sel = Selection(predicate)
     reg = StreamRegistry(streams)
-    recs = [(s, q, p, reg.id_of(s)) for s, q, p in interleave(streams, total, seed)]
+    recs = [(s, q, p, reg.id_of(s)) for s, q, p in interleave(streams, total, seed, keys=keys)]
     if switch is not None:
         pos, after = switch
         recs.insert(pos - 1, ("_control", 0, control.encode(after), StreamRegistry.CONTROL))

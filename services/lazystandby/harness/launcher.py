@@ -595,8 +595,9 @@ class _KafkaLoad(threading.Thread):
 
     def __init__(self, bootstrap: str, prefix: str, total: int, rate: float, seed: int, malformed_every: int,
                  param_change_at: tuple[int, str] | None, partitions: int = 1,
-                 bad_records: list[bytes | None] | None = None) -> None:
+                 bad_records: list[bytes | None] | None = None, keys: int = 0) -> None:
         super().__init__(daemon=True)
+        self.keys = keys
         self.args = (bootstrap, prefix, total, rate, seed, malformed_every, param_change_at)
         self.partitions = partitions
         self.bad_records = bad_records
@@ -616,7 +617,7 @@ class _KafkaLoad(threading.Thread):
         bootstrap, prefix, total, rate, seed, bad, change = self.args
         topics = Topics(prefix)
         kw = {"rate": rate, "seed": seed, "topics": topics, "malformed_every": bad, "partitions": self.partitions,
-              "bad_records": self.bad_records, "span": total}
+              "bad_records": self.bad_records, "span": total, "keys": self.keys}
         if change is None:
             generate(bootstrap, ["I1", "I2"], total, **kw)
             return
@@ -654,9 +655,11 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
         expected = []
     else:
         expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
-                                    poison=str(settings.get("chaos_poison", "")).encode())
+                                    poison=str(settings.get("chaos_poison", "")).encode(),
+                                    keys=int(settings.get("keys", 0)))
         if query.stateful:
-            expected, late = window_expected([p for _, _, p in interleave(["I1", "I2"], total, seed)], query,
+            expected, late = window_expected([p for _, _, p in interleave(["I1", "I2"], total, seed,
+                                                                          keys=int(settings.get("keys", 0)))], query,
                                              every=_every(settings))
     result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir),
                     "topic_prefix": settings.get("topic_prefix", "")}
@@ -672,7 +675,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             say(f"nodes ready; load on; {f.name} in {kill_after:.1f} s")
             if kafka:
                 gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
-                                 param_change_at, int(settings.get("partitions", 1)), bad_records)
+                                 param_change_at, int(settings.get("partitions", 1)), bad_records,
+                                 keys=int(settings.get("keys", 0)))
                 gen.start()
             if quiesce:
                 # Let the source finish and the backup drain: the figures then count the mechanism alone.
@@ -909,7 +913,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 # The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
-NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "watermark_every", "seed", "total", "rate",
+NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "watermark_every", "keys", "seed", "total",
+                 "rate",
                  "heartbeat_interval", "heartbeat_misses", "operator_stall_max", "exit_when_fenced",
                  "handover_on_stop", "chaos_poison")
 
@@ -1022,7 +1027,7 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
                                                 "operator_stall_max", "exit_when_fenced", "handover_on_stop",
-                                                "chaos_poison", "query", "watermark_every")
+                                                "chaos_poison", "query", "watermark_every", "keys")
                       if k not in ("chaos_poison", "query") or settings.get(k)}}
 
 
@@ -1031,7 +1036,7 @@ def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
             "query": config.NodeConfig(query=settings.get("query", ""),
                                        predicate=settings["predicate"]).parsed_query.text(),
-            "seed": settings["seed"], "heartbeat_interval": settings["heartbeat_interval"],
+            "seed": settings["seed"], "keys": settings["keys"], "heartbeat_interval": settings["heartbeat_interval"],
             "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
             "handover_on_stop": settings["handover_on_stop"], "fault": args.fault, "tls": not args.insecure}
 

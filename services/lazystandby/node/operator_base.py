@@ -647,6 +647,11 @@ class OperatorBase(NodeBase):
             "oq_first": self.oq.first,
             "oq_last": self.oq.last,
             "operator": self.operator.name,
+            "stateful": self.stateful,
+            "state_keys": self.operator.live_keys(),
+            "state_bytes": self.operator.state_bytes(),
+            # Inputs held and not yet applied to the state (a stateful standby's work left at a takeover).
+            "state_lag_tuples": max(0, self.received_through - self.processed.input_pos) if self.stateful else 0,
             "operator_switches": getattr(self.operator, "switches", []),
             "quarantined": list(self.quarantined),
             "recovery": self.recovery,

@@ -105,5 +105,13 @@ class Operator(ABC):
         applied it yet switches to it, at its own position, exactly as if it had seen it in the link order
         (the control record may lie inside the positions the jump skipped)."""
 
+    def live_keys(self) -> int:
+        """Groups of state held (a window's open (window, key) groups); 0 for a stateless operator."""
+        return 0
+
+    def state_bytes(self) -> int:
+        """Bytes of state held; 0 for a stateless operator."""
+        return 0
+
     def close(self) -> None:  # noqa: B027
         """Release engine resources."""

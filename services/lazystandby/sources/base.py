@@ -133,11 +133,12 @@ class GeneratorSource(Source):
 
     well_formed = True  # tests/unit/core/test_columnar.py checks its output against the format
 
-    def __init__(self, streams: list[str], *, seed: int = 7, total: int = 0, rate: float = 0.0) -> None:
+    def __init__(self, streams: list[str], *, seed: int = 7, total: int = 0, rate: float = 0.0,
+                 keys: int = 0) -> None:
         self.streams = streams
         self.total = total
         self.rate = rate
-        self._gen = Interleaved(streams, seed)
+        self._gen = Interleaved(streams, seed, keys=keys)
         self._t0: float | None = None
 
     @property

@@ -29,13 +29,29 @@ def _seed_of(seed: int, stream: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{stream}".encode()).digest()[:8], "little")
 
 
-class TickStream:
-    """One stream's ticks, seq = 1, 2, ...: `take(n)` hands out the next n as (seqs, payloads)."""
+KEYS_MAX = 1_000_000
 
-    def __init__(self, stream: str, seed: int = 7, start_ts: int = 1_764_000_000_000) -> None:
+
+def key_names(keys: int) -> pa.Array:
+    """The symbols of a generator with `keys` distinct ones: K0 .. K<keys-1> (0: the ten named SYMBOLS)."""
+    return _SYMBOLS if not keys else pa.array([f"K{i}" for i in range(keys)])
+
+
+class TickStream:
+    """One stream's ticks, seq = 1, 2, ...: `take(n)` hands out the next n as (seqs, payloads).
+
+    `keys`: how many distinct symbols (up to KEYS_MAX), drawn uniformly, each with a price walk of its own,
+    so that a window query's state grows with it; 0 keeps the ten named SYMBOLS (and the same ticks as
+    ever for a seed)."""
+
+    def __init__(self, stream: str, seed: int = 7, start_ts: int = 1_764_000_000_000, *, keys: int = 0) -> None:
+        if not 0 <= keys <= KEYS_MAX:
+            raise ValueError(f"keys is {keys}: expected 0 (the named symbols) to {KEYS_MAX:,}")
         self.stream = stream
+        self.keys = keys
+        self._names = key_names(keys)
         self._rng = np.random.Generator(np.random.PCG64(_seed_of(seed, stream)))
-        self._log_price = np.log(self._rng.uniform(20, 200, len(SYMBOLS)))
+        self._log_price = np.log(self._rng.uniform(20, 200, keys or len(SYMBOLS)))
         self._ts = start_ts
         self._next_seq = 1  # seq of the first tick not yet handed out
         self._made = 0  # ticks generated so far
@@ -44,18 +60,30 @@ class TickStream:
 
     def _block(self) -> pa.Array:
         rng, n = self._rng, BLOCK
-        sym = rng.integers(0, len(SYMBOLS), n)
+        sym = rng.integers(0, self.keys or len(SYMBOLS), n)
         step = rng.normal(0.0, 0.002, n)
         gaps = rng.integers(1, 5, n)
         volume = rng.integers(1, 50, n)  # hundreds
         venue = rng.integers(0, len(VENUES), n)
         log_price = np.empty(n)
-        for k in range(len(SYMBOLS)):
-            at = np.flatnonzero(sym == k)
-            if len(at):
-                walk = self._log_price[k] + np.cumsum(step[at])
-                log_price[at] = walk
-                self._log_price[k] = walk[-1]
+        if not self.keys:
+            for k in range(len(SYMBOLS)):
+                at = np.flatnonzero(sym == k)
+                if len(at):
+                    walk = self._log_price[k] + np.cumsum(step[at])
+                    log_price[at] = walk
+                    self._log_price[k] = walk[-1]
+        else:
+            # Every key's walk at once: the steps grouped by key (in tick order within it), summed per group.
+            order = np.argsort(sym, kind="stable")
+            by_key, st = sym[order], step[order]
+            total = np.cumsum(st)
+            starts = np.flatnonzero(np.r_[True, by_key[1:] != by_key[:-1]])
+            group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+            walk = self._log_price[by_key] + total - (total[starts] - st[starts])[group]
+            log_price[order] = walk
+            ends = np.r_[starts[1:], n] - 1
+            self._log_price[by_key[ends]] = walk[ends]
         cents = np.maximum(100, np.rint(np.exp(log_price) * 100)).astype(np.int64)
         ts = self._ts + np.cumsum(gaps)
         self._ts = int(ts[-1])
@@ -65,7 +93,7 @@ class TickStream:
         unscaled[:, 0] = cents
         price = pa.Array.from_buffers(pa.decimal128(18, 2), n, [None, pa.py_buffer(unscaled)]).cast(pa.string())
         text = pc.binary_join_element_wise(
-            _SYMBOLS.take(pa.array(sym)), price, _VOLUMES.take(pa.array(volume)),
+            self._names.take(pa.array(sym)), price, _VOLUMES.take(pa.array(volume)),
             pa.array(ts).cast(pa.string()), _VENUES.take(pa.array(venue)), ",")
         self._made += n
         return text.cast(pa.binary())
@@ -92,9 +120,9 @@ class TickStream:
 class Interleaved:
     """Streams round robin: tuple i (from 0) is stream i % len(streams)'s tick number i // len(streams) + 1."""
 
-    def __init__(self, streams: list[str], seed: int = 7) -> None:
+    def __init__(self, streams: list[str], seed: int = 7, *, keys: int = 0) -> None:
         self.streams = list(streams)
-        self._gens = [TickStream(s, seed) for s in streams]
+        self._gens = [TickStream(s, seed, keys=keys) for s in streams]
         self.n = 0  # tuples handed out so far
 
     def take(self, count: int) -> tuple[np.ndarray, np.ndarray, pa.BinaryArray]:
@@ -126,9 +154,9 @@ def ticks(stream: str, seed: int = 7) -> Iterator[tuple[int, bytes]]:
         yield from zip(seqs.tolist(), payloads.to_pylist(), strict=True)
 
 
-def interleave(streams: list[str], total: int, seed: int = 7) -> Iterator[tuple[str, int, bytes]]:
+def interleave(streams: list[str], total: int, seed: int = 7, *, keys: int = 0) -> Iterator[tuple[str, int, bytes]]:
     """`total` tuples from all streams, round robin: (stream, seq, payload)."""
-    gen = Interleaved(streams, seed)
+    gen = Interleaved(streams, seed, keys=keys)
     left = total
     while left:
         k = min(left, 65536)

@@ -53,7 +53,7 @@ BAD_RECORDS: dict[str, bytes | None] = {
 def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.0, seed: int = 7,
              topics: Topics | None = None, malformed_every: int = 0, start: int = 0,
              stop: threading.Event | None = None, partitions: int = 1,
-             bad_records: list[bytes | None] | None = None, span: int = 0) -> int:
+             bad_records: list[bytes | None] | None = None, span: int = 0, keys: int = 0) -> int:
     """Write tuples start .. total-1 of the deterministic interleaving (fewer if `stop` is set first);
     returns how many were written. With several partitions a tick goes to the partition of its symbol
     (crc32 of the key), so each partition holds its symbols' ticks in order. `bad_records` are written
@@ -69,7 +69,7 @@ def generate(bootstrap: str, streams: list[str], total: int, *, rate: float = 0.
         raise ValueError(f"{len(bad_records or [])} bad records do not fit apart in a load of {span} tuples")
     t0 = time.monotonic()
     n = 0
-    for i, (stream, _seq, payload) in enumerate(interleave(streams, total, seed)):
+    for i, (stream, _seq, payload) in enumerate(interleave(streams, total, seed, keys=keys)):
         if i < start:
             continue
         key = payload.partition(b",")[0]

@@ -48,6 +48,9 @@ def test_no_failure_every_result_once_and_nu_trims_only_what_no_open_window_need
         assert t.wait(lambda: n2.processed.input_pos == nu.oqu.last)
         assert n2.counters["skipped_tuples"] == 0
         assert n2.operator.live_keys() == t.nodes["n"].operator.live_keys() > 0
+        status = n2.snapshot()
+        assert status["stateful"] and status["state_keys"] == n2.operator.live_keys()
+        assert status["state_bytes"] > 0 and status["state_lag_tuples"] == 0
 
 
 @pytest.mark.parametrize("bsize", ["1", "10", "inf"])
