@@ -317,7 +317,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     while time.monotonic() < deadline:
         result = stack_check()
         say(f"{fault.name}: results topic holds {result['got']:,} of {result['expected']:,} expected outputs")
-        if result["got"] >= result["expected"] > 0:
+        if result["got"] >= result["expected"] > 0 and result.get("admitted_all", True):
             break
         time.sleep(3)
     nu = result.get("nodes", {}).get("Nu", {}) or {}
@@ -347,7 +347,9 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
                                      for s in result.get("nodes", {}).values() if isinstance(s, dict)),
            # How close a working primary came to losing its lease at Nd (the launcher's key of the same name).
            "primary_longest_silence_ms": (result.get("nodes", {}).get("Nd") or {}).get("primary_longest_silence_ms"),
-           "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0}
+           "wrong": result.get("wrong", 0),
+           "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0
+           and not result.get("wrong") and result.get("admitted_all", True)}
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),

@@ -131,6 +131,7 @@ SUMMARIES: dict[str, Summary] = {
         ("duplicated", "outputs repeated in the results topic"),
         ("expected", "outputs the truth table expects"),
         ("got", "outputs the results topic holds"),
+        ("wrong", "as for `launch` (a window query, `LS_QUERY`)"),
         ("recovery_ms", "from the first step to the last takeover live (null: none)"),
         ("new_primary", "the node that took over last, or null"),
         ("check_error", "why the last truth-table check could not run, if it could not"),
@@ -160,6 +161,9 @@ SUMMARIES: dict[str, Summary] = {
         ("out_of_order", "outputs out of their stream's order"),
         ("malformed", "source records the truth table skipped as malformed"),
         ("diff", "the first differences, for a reader"),
+        ("wrong", "a window query's results with the expected window and keys but other aggregates"),
+        ("late", "a window query's ticks Nu left out as late (valid, but not in its link log)"),
+        ("admitted_all", "a window query: Nu had read every source record when the truth table was rebuilt"),
     )),
     "dashboards-check": Summary("Every dashboard query against a real Prometheus", "`make dashboards-check`", (
         ("dashboards", "dashboards read from grafana/dashboards"),

@@ -11,7 +11,36 @@ from ..sinks.kafka_sink import read_results
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.tls import TlsFiles
 from . import results
-from .check import compare, kafka_expected
+from .check import compare, compare_results, kafka_expected, kafka_window_expected
+
+
+def _status(addr: str) -> dict:
+    peer = GrpcPeer(addr, tls=TlsFiles.from_config(config.load([])))  # this container's own certificate
+    try:
+        return peer.status(3.0).snapshot
+    except Exception as e:  # a node that is down is part of the picture
+        return {"error": str(e)[:200]}
+    finally:
+        peer.close()
+
+
+def _window_check(a, query) -> dict:
+    """A window query's check: the results against the truth table rebuilt from Nu's link log, once Nu says
+    it has read every source record (`admitted_all`; until then the truth table is short)."""
+    import time
+
+    nu = next((addr for name, addr in (i.split("=", 1) for i in filter(None, a.status.split(",")))
+               if name == "Nu"), "nu:50051")
+    lag = _status(nu).get("source_lag") or {}
+    admitted = bool(lag) and not any(lag.values())
+    time.sleep(0.5)  # the poll the lag was measured after reaches the link log within milliseconds
+    cfg = config.load([])
+    expected, late = kafka_window_expected(a.bootstrap, ["I1", "I2"], query, every=cfg.watermark_every,
+                                           prefix=a.prefix, max_tuple_bytes=cfg.max_tuple_bytes)
+    rows = read_results(a.bootstrap, f"{a.prefix}results")
+    r = compare_results(expected, [(o, p) for o, _, _, p in rows], aggregates=len(query.aggregates))
+    return {k: r[k] for k in ("expected", "got", "lost", "duplicated", "unexpected", "out_of_order", "wrong")} | {
+        "late": len(late), "admitted_all": admitted, "malformed": 0, "diff": []}
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +52,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--status-only", action="store_true", help="only the nodes' status, no truth-table check")
     a = ap.parse_args(argv)
     out: dict = {"nodes": {}}
-    if not a.status_only:
+    query = config.load([]).parsed_query  # the stack's LS_QUERY, as its nodes read it
+    if not a.status_only and query.stateful:
+        out.update(_window_check(a, query))
+    elif not a.status_only:
         expected, malformed = kafka_expected(a.bootstrap, ["I1", "I2"], a.predicate, prefix=a.prefix)
         rows = read_results(a.bootstrap, f"{a.prefix}results")
         res = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=True)

@@ -113,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", default="ls.")
     ap.add_argument("--malformed-every", type=int, default=0)
     ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--keys", type=int, default=0, help="distinct symbols (0: the ten named ones; up to 1,000,000)")
     a = ap.parse_args(argv)
     n = generate(a.bootstrap, a.streams.split(","), a.total, rate=a.rate, seed=a.seed, topics=Topics(a.prefix),
-                 malformed_every=a.malformed_every, partitions=a.partitions)
+                 malformed_every=a.malformed_every, partitions=a.partitions, keys=a.keys)
     print(n)
     return 0
 
