@@ -25,6 +25,17 @@ def test_kill_the_primary_container_under_load(chaos_run):
     assert r["codec_backend"].startswith("libzstd"), r
 
 
+def test_a_window_query_through_a_killed_primary_container_is_exact(chaos_run, monkeypatch):
+    """LS_QUERY=window on every node of the stack: the results topic holds exactly the window results the
+    truth table rebuilds from Nu's link log, after N's container is killed under load."""
+    monkeypatch.setenv("LS_QUERY", "window")
+    r = chaos_run("kill-primary")
+    assert r["ok"], r
+    assert r["expected"] > 50 and r["got"] == r["expected"], r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["wrong"] == 0, r
+    assert r["recovery_ms"] is not None
+
+
 def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(chaos_run):
     """docker pause of N' for 2 s under load: Nu stops waiting for it (out of sync) and takes it back."""
     r = chaos_run("pause-standby")

@@ -11,9 +11,10 @@ integer), counts in int64, min and max of the exact values; an average is the ex
 rounded half-even to 6 decimals. No float is ever summed, so the order in which partial results are
 merged changes nothing.
 
-State: one table of partial aggregates per call since the last record, merged into the open windows at
-each record (a group-by over the open state and those partials). A record costs a pass over the open
-state; `watermark_every` (Nu's record period) trades that against how long a final window waits.
+State: per open window, the tables of partial aggregates of the calls that fell into it; a record merges
+(one group-by) only the windows it makes final, so a record costs what it emits, however large the open
+state. `watermark_every` (Nu's record period) trades the records' fixed cost against how long a final
+window waits for them.
 """
 
 from __future__ import annotations
@@ -82,24 +83,30 @@ class WindowAggregate(Operator):
             for fn in ("sum", "min", "max"):
                 if fn in fns or (fn == "sum" and "avg" in fns):
                     self._aggs.append((f"{c}__{fn}", c, fn))
-        self._open: pa.Table | None = None  # merged partials of the open windows (names as after a group-by)
-        self._partials: list[pa.Table] = []  # since the last record, not merged yet
+        # The open windows' partial aggregates, by window start: the tables of the calls since the window's
+        # last merge (each grouped by keys already). A record merges only the windows it makes final, so
+        # its cost follows what it emits, not the whole state; a window with many tables is merged into one
+        # now and then (COMPACT_AT) to bound its memory.
+        self._by_window: dict[int, list[pa.Table]] = {}
         self.watermark: int | None = None
         self.unparseable = 0
         self.results = 0
 
     # --- state --------------------------------------------------------------------------------------
+    COMPACT_AT = 16  # tables a window may hold before they are merged into one
+
     def live_keys(self) -> int:
-        """(window, key) groups open, as of the last record (partials not merged yet are not counted)."""
-        return 0 if self._open is None else self._open.num_rows
+        """Partial (window, key) groups held: a group appears once per table not merged yet, so this is at
+        most COMPACT_AT times the distinct groups, and exact for windows merged since their last call."""
+        return sum(t.num_rows for parts in self._by_window.values() for t in parts)
 
     def state_bytes(self) -> int:
-        return sum(t.nbytes for t in ([self._open] if self._open is not None else []) + self._partials)
+        return sum(t.nbytes for parts in self._by_window.values() for t in parts)
 
     def restore(self, position: int, params: Params | None = None) -> None:
         """A node resuming at `position` without the state before it starts empty, with the watermark in
         force there; it holds every input of every window not delivered yet (Nu trims OQu no further)."""
-        self._open, self._partials = None, []
+        self._by_window = {}
         wm = control.watermark_of(params.payload) if params is not None else None
         self.watermark = wm
 
@@ -159,7 +166,15 @@ class WindowAggregate(Operator):
             table[k] = cols[k].take(take)
         for c in self._columns:
             table[c] = cols[c].cast(_DECIMAL[FIELD_TYPE[c]]).take(take)
-        self._partials.append(self._merge(pa.table(table), first=True))
+        partial = self._merge(pa.table(table), first=True)
+        wins = partial[_WIN].to_numpy()
+        starts_in = np.unique(wins).tolist()
+        for start in starts_in:
+            part = partial if len(starts_in) == 1 else partial.filter(pa.array(wins == start))
+            held = self._by_window.setdefault(start, [])
+            held.append(part)
+            if len(held) >= self.COMPACT_AT:
+                self._by_window[start] = [self._merge(pa.concat_tables(held))]
 
     def _merge(self, t: pa.Table, *, first: bool = False) -> pa.Table:
         """Group `t` by (window, keys), combining its partials (sums of sums, min of mins, ...) into the
@@ -174,22 +189,13 @@ class WindowAggregate(Operator):
         if self.watermark is not None and watermark < self.watermark:
             watermark = self.watermark  # Nu never sends one backwards; a forged one moves nothing back
         self.watermark = watermark
-        parts = ([self._open] if self._open is not None else []) + self._partials
-        self._partials = []
-        if not parts:
+        final = sorted(w for w in self._by_window if self.spec.final_at(w) <= watermark)
+        if not final:
             return pa.array([], pa.binary())
-        merged = self._combine(parts)
-        final = pc.less_equal(pc.add(merged[_WIN], self.spec.size_ms + self.spec.lateness_ms), watermark)
-        done = merged.filter(final)
-        self._open = merged.filter(pc.invert(final))
-        if not done.num_rows:
-            return pa.array([], pa.binary())
+        done = self._merge(pa.concat_tables([t for w in final for t in self._by_window.pop(w)]))
         done = done.sort_by([(name, "ascending") for name in self._group])
         self.results += done.num_rows
         return self._texts(done)
-
-    def _combine(self, parts: list[pa.Table]) -> pa.Table:
-        return parts[0] if len(parts) == 1 else self._merge(pa.concat_tables(parts))
 
     def _texts(self, done: pa.Table) -> pa.Array:
         """One result text per row: `window_start,window_end,keys...,aggregates...`."""

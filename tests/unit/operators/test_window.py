@@ -124,3 +124,14 @@ def test_restore_starts_empty_with_the_watermark_in_force():
     out = op.process(TupleBatch(11, [1, 1, 0], [2, 3, 13],
                                 [b"A,1.0,1,250,X", b"A,1.0,1,350,X", control.encode_watermark(400)]))
     assert out.payloads.to_pylist() == [b"300,400,A,1"]
+
+
+def test_windows_merged_early_give_the_same_results(monkeypatch):
+    """A window's partial tables are merged into one past COMPACT_AT: merging sooner changes no result."""
+    ticks = list(interleave(["I1", "I2"], 20_000, 7))
+    q, batch, _ = link_order(QUERIES[2], ticks, every=900)
+    _, whole = run(q, batch, [])
+    monkeypatch.setattr(WindowAggregate, "COMPACT_AT", 2)
+    op, cut = run(q, batch, random.Random(3).sample(range(1, len(batch)), 200))
+    assert cut == whole and len(whole) > 10
+    assert all(len(parts) < 2 for parts in op._by_window.values())
