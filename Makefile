@@ -18,7 +18,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick up down chaos chaos-campaign certs test-system clean
+	prometheus dashboards-check bench bench-quick bench-window up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -140,6 +140,10 @@ bench-quick: setup kafka-jars quix-venv jvm-peers
 
 bench: setup kafka-jars quix-venv jvm-peers
 	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS)) $(if $(PUBLISH),--publish)
+
+# The window query: its throughput on the Kafka path and its failover at 1,000 to 1,000,000 keys (minutes).
+bench-window: setup kafka-jars
+	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
 
 clean:
 	rm -rf $(VENV) run .cache .pytest_cache .ruff_cache services/lazystandby/v1/*_pb2*

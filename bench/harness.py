@@ -367,7 +367,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
 
 
 def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = True, operator: str = "python",
-                     prefix: str = "", skip: int = 0) -> dict:
+                     prefix: str = "", skip: int = 0, extra: dict[str, Any] | None = None) -> dict:
     """The same pipeline with the Kafka source and the results topic: `total` ticks in the source topics
     first (written here unless `prefix` names topics that hold them), then the nodes started; tuples/s from
     Nu's first admission (or, given `skip`, from N's first `skip` tuples processed: the Spark operator's
@@ -384,6 +384,7 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
                 "kafka_bootstrap": bootstrap, "topic_prefix": prefix}
     if operator == "spark":
         settings.update(SPARK_DETECTOR)
+    settings.update(extra or {})
     with (scratch("lazystandby-bench-") as work, Topology(settings, work, with_standby=standby) as topo,
           topo.poller() as poller):
         topo.start_all()

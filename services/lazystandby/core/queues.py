@@ -70,14 +70,18 @@ class KeyedQueue:
         """Drop every tuple with key <= through; return how many were dropped."""
         if through <= self.trimmed_through:
             return 0
-        self.trimmed_source = self.source_of(through)
+        self.trimmed_source = None
         dropped = 0
         while self._chunks and self._chunks[0].last <= through:
             c = self._chunks.popleft()
             dropped += len(c)
             self._bytes -= c.payload_bytes()
+            if c.last == through and c.sources is not None:
+                self.trimmed_source = int(c.sources[-1])
         if self._chunks and self._chunks[0].first <= through:
             c = self._chunks[0]
+            if c.sources is not None:
+                self.trimmed_source = int(c.sources[through - c.first])
             rest = c.slice(through + 1, c.end)
             dropped += len(c) - len(rest)
             self._bytes -= c.payload_bytes() - rest.payload_bytes()

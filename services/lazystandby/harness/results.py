@@ -165,6 +165,18 @@ SUMMARIES: dict[str, Summary] = {
         ("late", "a window query's ticks Nu left out as late (valid, but not in its link log)"),
         ("admitted_all", "a window query: Nu had read every source record when the truth table was rebuilt"),
     )),
+    "bench-window": Summary("The window query's benchmark", "`make bench-window` (details in run/bench/window.json)", (
+        ("window_query", "the query of the throughput runs (the `window` example)"),
+        ("window_throughput_tuples_per_s", "Python operator, standby on, Kafka source and results topic: ticks/s"),
+        ("window_throughput_no_ha_tuples_per_s", "the same without a standby"),
+        ("window_failover_query", "the query of the failover runs (one-minute windows)"),
+        ("window_failover_ms_by_keys", "per key count of the generator: the median failover, kill to live"),
+        ("window_live_keys_at_kill", "per key count: the standby's partial groups held at the kill"),
+        ("window_failover_ratio_1m_over_1k", "failover at 1,000,000 keys over that at 1,000 (goal at most 1.5)"),
+        ("window_failover_trials", "kills per key count"),
+        ("window_throughput_tuples", "ticks per throughput run"),
+        *_MACHINE,
+    )),
     "dashboards-check": Summary("Every dashboard query against a real Prometheus", "`make dashboards-check`", (
         ("dashboards", "dashboards read from grafana/dashboards"),
         ("panels", "their panels"),

@@ -291,7 +291,7 @@ class OperatorBase(NodeBase):
             if self.stateful:
                 # Nothing covered is skipped (every input feeds the state): what Nd holds is only not kept.
                 self.oq.trim(ckpt.output_count)
-            self.held.trim(self._done_through())
+            self.held.trim(self._done_through() if self.stateful else ckpt.input_pos)
             arrived = self._arrived
             when = None
             while arrived and arrived[0][0] <= ckpt.input_pos:
