@@ -82,3 +82,21 @@ def test_spark_settings_pass_through_and_the_feed_address_follows_bind_and_adver
     assert feed_address("127.0.0.1:0", "", 5000) == "127.0.0.1:5000"
     assert feed_address("0.0.0.0:0", "node-1", 5001) == "node-1:5001"
     assert feed_address("0.0.0.0:0", "node-1:9000", 5001) == "node-1:9000"
+
+
+def test_a_query_is_checked_where_it_is_set():
+    from lazystandby.config import NodeConfig
+    from lazystandby.core.errors import SettingError
+
+    assert NodeConfig().parsed_query.kind == "select" and NodeConfig().parsed_query.where == "price > 100"
+    assert NodeConfig(query="window").parsed_query.stateful
+    with pytest.raises(SettingError, match=r"query .*LS_QUERY.*starts with select or window"):
+        NodeConfig(query="count everything")
+    with pytest.raises(SettingError, match=r"query .*a select with the Spark operator"):
+        NodeConfig(query="window", operator="spark")
+    with pytest.raises(SettingError, match="chaos_poison"):
+        NodeConfig(query="window", chaos_poison="x")
+    with pytest.raises(SettingError, match="watermark_every"):
+        NodeConfig(watermark_every=1)
+    with pytest.raises(SettingError, match="keys"):
+        NodeConfig(keys=1_000_001)
