@@ -114,7 +114,9 @@ def _campaign(argv: list[str]) -> int:
             try:
                 r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
                               kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
-                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5,
+                              # Supervised, as launch and the stack run them: a node that exits to be
+                              # replaced (70: a dead loop, 75: fenced) is started again.
+                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5, "exit_when_fenced": True,
                                      **({"query": cfg.query} if cfg.query else {})}, tls=not a.insecure)
             except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
                 r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
