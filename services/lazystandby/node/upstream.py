@@ -366,7 +366,7 @@ class UpstreamNode(NodeBase):
         params, trimmed = self.params, self.oqu.trimmed_through
         keep = next((i for i in range(len(params) - 1, -1, -1) if params[i].pos <= trimmed), 0)
         if keep:
-            del params[:keep]
+            self.params = params[keep:]  # a new list: `_params_at` reads the old one without the lock
 
     def _admit(self, records: Records) -> TupleBatch:
         """Validate records from outside and number the admitted ones; refused ones go to the dead letters

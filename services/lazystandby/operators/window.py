@@ -88,6 +88,10 @@ class WindowAggregate(Operator):
         # its cost follows what it emits, not the whole state; a window with many tables is merged into one
         # now and then (COMPACT_AT) to bound its memory.
         self._by_window: dict[int, list[pa.Table]] = {}
+        # Rows and bytes held, kept as the tables come and go: status reads them from another thread while
+        # a call changes `_by_window`, which it must not walk.
+        self._rows = 0
+        self._bytes = 0
         self.watermark: int | None = None
         self.unparseable = 0
         self.results = 0
@@ -98,15 +102,24 @@ class WindowAggregate(Operator):
     def live_keys(self) -> int:
         """Partial (window, key) groups held: a group appears once per table not merged yet, so this is at
         most COMPACT_AT times the distinct groups, and exact for windows merged since their last call."""
-        return sum(t.num_rows for parts in self._by_window.values() for t in parts)
+        return self._rows
 
     def state_bytes(self) -> int:
-        return sum(t.nbytes for parts in self._by_window.values() for t in parts)
+        return self._bytes
+
+    def _hold(self, start: int, tables: list[pa.Table]) -> None:
+        old = self._by_window.get(start, [])
+        self._rows += sum(t.num_rows for t in tables) - sum(t.num_rows for t in old)
+        self._bytes += sum(t.nbytes for t in tables) - sum(t.nbytes for t in old)
+        if tables:
+            self._by_window[start] = tables
+        else:
+            self._by_window.pop(start, None)
 
     def restore(self, position: int, params: Params | None = None) -> None:
         """A node resuming at `position` without the state before it starts empty, with the watermark in
         force there; it holds every input of every window not delivered yet (Nu trims OQu no further)."""
-        self._by_window = {}
+        self._by_window, self._rows, self._bytes = {}, 0, 0
         wm = control.watermark_of(params.payload) if params is not None else None
         self.watermark = wm
 
@@ -171,10 +184,8 @@ class WindowAggregate(Operator):
         starts_in = np.unique(wins).tolist()
         for start in starts_in:
             part = partial if len(starts_in) == 1 else partial.filter(pa.array(wins == start))
-            held = self._by_window.setdefault(start, [])
-            held.append(part)
-            if len(held) >= self.COMPACT_AT:
-                self._by_window[start] = [self._merge(pa.concat_tables(held))]
+            held = [*self._by_window.get(start, []), part]
+            self._hold(start, [self._merge(pa.concat_tables(held))] if len(held) >= self.COMPACT_AT else held)
 
     def _merge(self, t: pa.Table, *, first: bool = False) -> pa.Table:
         """Group `t` by (window, keys), combining its partials (sums of sums, min of mins, ...) into the
@@ -192,7 +203,10 @@ class WindowAggregate(Operator):
         final = sorted(w for w in self._by_window if self.spec.final_at(w) <= watermark)
         if not final:
             return pa.array([], pa.binary())
-        done = self._merge(pa.concat_tables([t for w in final for t in self._by_window.pop(w)]))
+        tables = [t for w in final for t in self._by_window[w]]
+        for w in final:
+            self._hold(w, [])
+        done = self._merge(pa.concat_tables(tables))
         done = done.sort_by([(name, "ascending") for name in self._group])
         self.results += done.num_rows
         return self._texts(done)

@@ -135,3 +135,34 @@ def test_windows_merged_early_give_the_same_results(monkeypatch):
     op, cut = run(q, batch, random.Random(3).sample(range(1, len(batch)), 200))
     assert cut == whole and len(whole) > 10
     assert all(len(parts) < 2 for parts in op._by_window.values())
+
+
+def test_state_is_read_from_another_thread_while_calls_change_it():
+    """Status reads live_keys and state_bytes while the operator loop calls: never a walk over what the call
+    changes (a dict changed size during iteration failed Status calls)."""
+    import threading
+
+    import time
+
+    ticks = list(interleave(["I1", "I2"], 20_000, 7, keys=5000))
+    q, batch, _ = link_order("window 1s by symbol agg count", ticks, every=300)
+    op = WindowAggregate(q)
+    done = threading.Event()
+    seen = []
+
+    def read():
+        while not done.is_set():
+            seen.append((op.live_keys(), op.state_bytes()))
+            time.sleep(0.0002)
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        for lo in range(0, len(batch), 97):
+            op.process(batch.slice(batch.first + lo, batch.first + min(lo + 97, len(batch))))
+    finally:
+        done.set()
+        t.join()
+    assert seen and max(k for k, _ in seen) > 0
+    assert op.live_keys() == sum(t.num_rows for parts in op._by_window.values() for t in parts)
+    assert op.state_bytes() == sum(t.nbytes for parts in op._by_window.values() for t in parts)
