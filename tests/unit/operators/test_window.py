@@ -141,7 +141,6 @@ def test_state_is_read_from_another_thread_while_calls_change_it():
     """Status reads live_keys and state_bytes while the operator loop calls: never a walk over what the call
     changes (a dict changed size during iteration failed Status calls)."""
     import threading
-
     import time
 
     ticks = list(interleave(["I1", "I2"], 20_000, 7, keys=5000))
