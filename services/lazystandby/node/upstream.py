@@ -250,11 +250,14 @@ class UpstreamNode(NodeBase):
             return
         with self.lock:
             batch = self._admit(records)
+        # The poll's dead letters and late ticks are written before its link order: a restarted Nu reads on
+        # after the last poll logged, so what a poll left out of the link order must be in Kafka by then (a
+        # Nu killed in between writes them again: they are at least once, by key).
+        self.dead_letters.flush()  # never raises: what cannot be written is counted
+        self.late_data.flush()
         if len(batch):
             # Durable link order before the tuples exist anywhere else (a restarted Nu replays it).
             self.source.record_order(batch, self.registry.names_by_id)
-        self.dead_letters.flush()  # never raises: what cannot be written is counted
-        self.late_data.flush()
         self.counters["dead_letters_unwritten"] = self.dead_letters.unwritten
         self.counters["dead_letters_truncated"] = self.dead_letters.truncated
         with self.lock:
