@@ -40,6 +40,7 @@ from lazystandby.core.batching import parse_bsize
 from lazystandby.core.codec import CodecName
 from lazystandby.harness import results
 from lazystandby.harness.campaign import cpu_model
+from lazystandby.harness.check import nu_read_all
 from lazystandby.harness.launcher import SPARK_DETECTOR, StatusPoller, Topology, run_trial, scratch
 from lazystandby.harness.operator_procs import CLOCK_TICKS, ProcRow, children_of, no_process_left, proc_table, subtree
 from lazystandby.harness.wait import wait_until
@@ -396,7 +397,8 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
         if (extra or {}).get("query"):
             # A window query's positions are not its ticks (Nu adds watermark records and leaves late ticks
             # out): done once Nu has read every record and the primary has processed all it admitted.
-            wait_until(lambda: _nu_read_all(topo) and serving.processed() >= topo.status("nu")["head"], 600)
+            wait_until(lambda: nu_read_all(topo.status("nu")) and serving.processed() >= topo.status("nu")["head"],
+                       600)
         else:
             wait_until(lambda: serving.processed() >= total, 600)
         n = serving.status()
@@ -405,11 +407,6 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
         cpu = {k: round(u[0], 2) for k, u in _proc_usage({k: p.pid for k, p in topo.procs.items()}).items()}
     return {"tuples": total, "standby": standby, "operator": operator, "tuples_per_s": round((total - first) / elapsed),
             "cpu_seconds": cpu, "topic_prefix": prefix, "skipped_tuples": first, "takeovers": serving.takeovers}
-
-
-def _nu_read_all(topo: Topology) -> bool:
-    lag = topo.status("nu").get("source_lag") or {}
-    return bool(lag) and not any(lag.values())
 
 
 SPARK_FAIR_TUPLES = 1_000_000  # records in Kafka that the Spark pipeline and the direct query both read

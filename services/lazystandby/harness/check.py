@@ -141,17 +141,19 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
 
 def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: int, prefix: str = "ls.",
                           max_tuple_bytes: int = 65536,
-                          partitions: int = 1) -> tuple[list[bytes], list[tuple[str, int]]]:
+                          partitions: int = 1) -> tuple[list[bytes], list[tuple[str, int]], list[tuple[str, int]]]:
     """The window results for ticks that came through Kafka: the ticks in the order Nu admitted them (its
     link log's data runs; a late tick has no position and changes no watermark, so leaving those out changes
-    nothing), then `window_expected`. Returns (results, the (stream, seq) of every valid source record the
-    link log does not hold: the late ticks Nu must have dropped)."""
+    nothing), then `window_expected`. Returns (results, late, malformed): late, the (stream, seq) of every
+    valid source record the link log does not hold (the late ticks Nu must have dropped); malformed, those of
+    the records `validate` refuses (the dead letters Nu must have written)."""
     from ..core.errors import MalformedRecord
     from ..formats.ticks import validate
     from ..sources.kafka_source import CONTROL, Topics, read_linklog, read_partition
 
     topics = Topics(prefix)
     payloads: dict[tuple[str, int], bytes] = {}
+    malformed: list[tuple[str, int]] = []
     links = [(source, part, stream) for source in streams
              for part, stream in enumerate(partition_streams([source], partitions))]
     for source, part, stream in links:
@@ -159,6 +161,7 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
             try:
                 validate(r.value or b"", max_bytes=max_tuple_bytes)
             except MalformedRecord:
+                malformed.append((stream, r.offset + 1))
                 continue
             payloads[(stream, r.offset + 1)] = r.value
     order: list[tuple[str, int]] = []
@@ -174,7 +177,14 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
     results, late = window_expected([payloads[k] for k in order], query, every=every)
     if late:
         raise ValueError(f"{len(late)} ticks in Nu's link log are late by the truth table's rules")
-    return results, sorted(set(payloads) - seen)
+    return results, sorted(set(payloads) - seen), malformed
+
+
+def nu_read_all(status: dict) -> bool:
+    """From Nu's status: its consumer stands at the end of every source topic (a window query's Kafka truth
+    table follows Nu's link log, and is short until then)."""
+    lag = status.get("source_lag") or {}
+    return bool(lag) and not any(lag.values())
 
 
 def dead_letter_keys(bootstrap: str, prefix: str = "ls.", *, late: bool = False) -> list[tuple[str, int]]:
@@ -282,21 +292,18 @@ def compare_results(expected: list[bytes], got: list[tuple[int, bytes]], *, aggr
     but its aggregates differ, `lost` when it is missing, `duplicated` when held more than once,
     `unexpected` when no such window and keys are expected; `same_order` when Nd holds exactly the
     expected results in the expected order."""
-    n_aggs = aggregates
-    exp = {}
-    for p in expected:
-        exp[p.rsplit(b",", n_aggs)[0]] = p
+    exp = {p.rsplit(b",", aggregates)[0]: p for p in expected}
+    names = [p.rsplit(b",", aggregates)[0] for _, p in got]
     seen: Counter = Counter()
     wrong = unexpected = 0
-    for _, p in got:
-        name = p.rsplit(b",", n_aggs)[0]
+    for name, (_, p) in zip(names, got, strict=True):
         seen[name] += 1
         if name not in exp:
             unexpected += 1
         elif seen[name] == 1 and exp[name] != p:
             wrong += 1
     rank = {name: i for i, name in enumerate(exp)}
-    ranks = [rank[p.rsplit(b",", n_aggs)[0]] for _, p in got if p.rsplit(b",", n_aggs)[0] in rank]
+    ranks = [rank[name] for name in names if name in rank]
     out_of_order = sum(1 for a, b in zip(ranks, ranks[1:], strict=False) if b < a)
     lost = sum(1 for n in exp if not seen[n])
     duplicated = sum(c - 1 for n, c in seen.items() if c > 1)

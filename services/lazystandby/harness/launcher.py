@@ -47,6 +47,7 @@ from .check import (
     expected_outputs,
     kafka_expected,
     kafka_window_expected,
+    nu_read_all,
     window_expected,
 )
 from .faults import Action, Fault, Runner, Step, for_runner, standby_back
@@ -655,13 +656,13 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
         settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own topics
         expected = []
     else:
-        expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
-                                    poison=str(settings.get("chaos_poison", "")).encode(),
-                                    keys=int(settings.get("keys", 0)))
+        keys = int(settings.get("keys", 0))
         if query.stateful:
-            expected, late = window_expected([p for _, _, p in interleave(["I1", "I2"], total, seed,
-                                                                          keys=int(settings.get("keys", 0)))], query,
-                                             every=_every(settings))
+            expected, late = window_expected([p for _, _, p in interleave(["I1", "I2"], total, seed, keys=keys)],
+                                             query, every=_every(settings))
+        else:
+            expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
+                                        poison=str(settings.get("chaos_poison", "")).encode(), keys=keys)
     result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir),
                     "topic_prefix": settings.get("topic_prefix", "")}
     ok = False
@@ -705,16 +706,18 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 gen.join()
                 if gen.error is not None:
                     raise RuntimeError(f"the load generator stopped short: {gen.error!r}") from gen.error
-                expected, malformed = kafka_expected(kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
-                                                     poison=str(settings.get("chaos_poison", "")).encode(),
-                                                     max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
-                                                     partitions=int(settings.get("partitions", 1)))
                 if query.stateful:
                     # Its truth table follows Nu's link log: read once Nu has admitted every source record.
                     # A Nu that never reads on leaves the run short of its load: stalled, whatever Nd holds.
                     admitted = wait_until(lambda: _admitted_all(topo), timeout, step=0.3)
-                    expected, late = kafka_window_expected(
+                    expected, late, malformed = kafka_window_expected(
                         kafka, ["I1", "I2"], query, every=_every(settings), prefix=settings["topic_prefix"],
+                        max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
+                        partitions=int(settings.get("partitions", 1)))
+                else:
+                    expected, malformed = kafka_expected(
+                        kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
+                        poison=str(settings.get("chaos_poison", "")).encode(),
                         max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
                         partitions=int(settings.get("partitions", 1)))
                 result["malformed"] = len(malformed)
@@ -782,8 +785,7 @@ def _admitted_all(topo: Topology) -> bool:
             s = topo.status("nu")
         except Exception:  # noqa: BLE001 - a Nu being restarted answers nothing yet
             return False, -1
-        lag = s.get("source_lag") or {}
-        return bool(lag) and not any(lag.values()), int(s.get("head", -1))
+        return nu_read_all(s), int(s.get("head", -1))
 
     caught_up, head = look()
     if not caught_up:

@@ -70,6 +70,9 @@ class _BackupCall:
     pending: Pending | None = None
 
 
+NO_SWITCH = "a window query takes no predicate switch (its where clause is part of the query)"
+
+
 def _event_times(payloads: pa.Array) -> np.ndarray:
     """The event times (ms) of admitted ticks."""
     return parse_columns(payloads, {"ts"}, admitted=True)[1]["ts"].to_numpy(zero_copy_only=False).astype(np.int64)
@@ -218,8 +221,7 @@ class UpstreamNode(NodeBase):
     def inject_control(self, payload: bytes) -> None:
         """Queue an in-band control tuple (operator parameter change) to enter at the next position."""
         if self.placer is not None:
-            raise MalformedRecord(f"{self.name}: a window query takes no predicate switch (its where clause is "
-                                  f"part of the query)")
+            raise MalformedRecord(f"{self.name}: {NO_SWITCH}")
         with self.lock:
             self.control.append(payload)
 
@@ -363,6 +365,12 @@ class UpstreamNode(NodeBase):
             through = trimmable_through(through, self.placer.needed_from(through), None)
         return through
 
+    def _skip_point(self) -> int:
+        """Holding the lock: the last position a standby or a new primary may be skipped past without being
+        sent it. For a selection the checkpoint (Nd holds those inputs' outputs); for a window query the
+        trim point, since a node rebuilds the windows open at the checkpoint from every input Nu holds."""
+        return self.checkpoint.input_pos if self.placer is None else self.oqu.trimmed_through
+
     def _forget_params(self) -> None:
         """Holding the lock: control records before the one in force at the trim point are never asked for
         again (`_params_at` is asked at checkpoints, which never go back past the trim point)."""
@@ -463,8 +471,7 @@ class UpstreamNode(NodeBase):
                     raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}") from None
                 if sid == StreamRegistry.CONTROL:
                     if self.placer is not None:
-                        raise MalformedRecord("a window query takes no predicate switch (its where clause is "
-                                              "part of the query)")
+                        raise MalformedRecord(NO_SWITCH)
                     validate_control(r.payload)
                     self.counters["control_tuples"] += 1
                 else:
@@ -626,7 +633,7 @@ class UpstreamNode(NodeBase):
                 # The standby skips to this checkpoint; what it covers but was not cut into batches yet (less
                 # than Bsize tuples) is never cut: the next run starts after it. (Cut later, that run repeated
                 # what the standby had skipped, and was refused.)
-                self.batcher.skip_covered(ckpt.input_pos if self.placer is None else self.oqu.trimmed_through)
+                self.batcher.skip_covered(self._skip_point())
             self._backup_sent = (gen, now)
             reset, self._encoder_reset = self._encoder_reset, False
         # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
@@ -673,8 +680,7 @@ class UpstreamNode(NodeBase):
         primary was older than that checkpoint, then a resync and a new codec session."""
         ckpt = self.checkpoint
         if self.batcher.batched_through < self.oqu.trimmed_through <= ckpt.input_pos:
-            # A window query's standby rebuilds from the trim point: nothing Nu holds is skipped.
-            self.batcher.skip_covered(ckpt.input_pos if self.placer is None else self.oqu.trimmed_through)
+            self.batcher.skip_covered(self._skip_point())
             self._backup_jump = ckpt
 
     def _backup_gathering(self, now: float) -> float:
@@ -810,9 +816,8 @@ class UpstreamNode(NodeBase):
         self.links.forget("standby")
         self.links.forget("primary")
         self.generation += 1
-        # A window query's new primary rebuilds the windows open at the checkpoint from the trim point on.
         start = resend_start(msg.resend_from, self.checkpoint,
-                             rebuild_from=None if self.placer is None else self.oqu.trimmed_through + 1)
+                             rebuild_from=None if self.placer is None else self._skip_point() + 1)
         self.cursor = start
         self._resync_primary = False
         resent = max(0, self.oqu.last - start + 1)

@@ -196,7 +196,7 @@ class WindowAggregate(Operator):
         return out.rename_columns([names.get(c, c) for c in out.column_names])
 
     def _close(self, watermark: int) -> pa.Array:
-        """The record: merge what came since the last one, emit the windows final at `watermark`."""
+        """The record: merge and emit the windows final at `watermark` (the others stay as they are)."""
         if self.watermark is not None and watermark < self.watermark:
             watermark = self.watermark  # Nu never sends one backwards; a forged one moves nothing back
         self.watermark = watermark
