@@ -17,7 +17,7 @@ CODEC ?= zstd-stream-dict
 DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
-.PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-local failover-check kafka-jars kafka-up kafka-down \
+.PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick bench-window up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
@@ -87,6 +87,13 @@ kafka-down:
 # KAFKA_BOOTSTRAP=host:port uses an existing cluster instead of starting a local broker.
 demo: setup kafka-jars
 	$(VPY) -m lazystandby.cli launch --kafka --operator spark --bsize $(BSIZE) --codec $(CODEC) \
+	  --total $(DEMO_TOTAL) --rate $(DEMO_RATE)
+
+# `make demo` with the `window` query (one-second windows by symbol): Spark's streaming aggregation on
+# N and N', N killed mid-run, the results topic checked against the truth table (`wrong` counts results
+# whose aggregates differ).
+demo-window: setup kafka-jars
+	$(VPY) -m lazystandby.cli launch --kafka --operator spark --query window --bsize $(BSIZE) --codec $(CODEC) \
 	  --total $(DEMO_TOTAL) --rate $(DEMO_RATE)
 
 # The same with the Python operator and the built-in generator: no Kafka, no Spark, a few seconds.

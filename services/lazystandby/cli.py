@@ -24,6 +24,10 @@ from .transport.tls import TlsFiles
 
 def make_operator(cfg: config.NodeConfig) -> Operator:
     query = cfg.parsed_query
+    if query.stateful and cfg.operator == "spark":
+        from .operators.spark_window import SparkWindow  # imported lazily: Spark is heavy
+
+        return SparkWindow(query, cfg)
     if query.stateful:
         from .operators.window import WindowAggregate
 

@@ -192,6 +192,10 @@ class NodeConfig:
     # failover 915 ms at 0, 1,268 ms at 0.5 s). 0 = the standby runs as the primary does.
     spark_standby_hold: float = 0.0
     spark_checkpoint_dir: str = ""  # where the query's checkpoints go (default: a fresh dir in TMPDIR per start)
+    # Where a window query's Spark state lives: `hdfs` (Spark's default: in the JVM's heap, each version
+    # written to the checkpoint) or `rocksdb` (off heap, on local disk: state larger than the heap, at a
+    # cost per key read).
+    spark_state_store: str = "hdfs"
     # Any Spark setting, passed through to the node's session (after ours: yours win). Repeat the flag, or
     # separate them with ';' in LS_SPARK_CONF.
     spark_conf: tuple[str, ...] = field(default=(), metadata={"parse": lambda t: parse_spark_conf(t),
@@ -254,9 +258,13 @@ class NodeConfig:
             q = parse_query(self.query) if self.query else None
         except QueryError as e:
             raise SettingError(f"{_setting('query')}: {e}") from None
-        if q is not None and q.stateful and self.operator != "python":
-            raise refuse("query", "a select with the Spark operator (its window aggregation is not built yet)",
-                         self.query)
+        if self.spark_state_store not in ("hdfs", "rocksdb"):
+            raise refuse("spark_state_store", "hdfs or rocksdb", self.spark_state_store)
+        if q is not None and q.stateful and self.operator == "spark" and q.slide_ms != q.size_ms:
+            # A tick of sliding windows may lie in some already final at its position: the Python operator
+            # leaves those out, while Spark's query, whose watermark moves only between micro-batches,
+            # would count it in them.
+            raise refuse("query", "tumbling windows with the Spark operator (no slide)", self.query)
         if q is not None and q.stateful and self.chaos_poison:
             raise refuse("chaos_poison", "empty with a window query (a stateful call cannot be retried on part of "
                          "its inputs, so nothing is quarantined)", self.chaos_poison)
@@ -413,6 +421,7 @@ HELP: dict[str, str] = {
     "spark_max_rows": "most feed rows per micro-batch",
     "spark_partitions": "input partitions per micro-batch",
     "spark_standby_hold": "seconds a standby's query lets backup tuples wait to run them in one micro-batch (0: none)",
+    "spark_state_store": "where a window query's Spark state lives: hdfs (heap) or rocksdb (off heap, local disk)",
     "spark_checkpoint_dir": "where the query's checkpoints go (default: a fresh directory in TMPDIR, where "
                             "the Spark driver's scratch goes too)",
     "spark_conf": "any Spark setting, key=value (repeat the flag; ';' between them in the env var)",

@@ -17,6 +17,7 @@ now. `Latest` is a long poll: Spark's reader waits in it for rows instead of pol
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import deque
@@ -193,3 +194,161 @@ def payloads_from(reply: pb.FetchReply) -> pa.StringArray:
         return arr.cast(pa.string())
     except pa.ArrowInvalid:
         return pa.array([b.decode("utf-8", "replace") for b in arr.to_pylist()], pa.string())
+
+
+class WindowFeed(Feed):
+    """The feed of a window query: micro-batches cut at watermark records, and the window results back.
+
+    Why the cuts: Spark's watermark is the largest event time its query has read, and a window closes
+    when it passes the window's end plus the lateness. Nu's records carry exactly that largest event time
+    (their own event time is the watermark they carry, so the query reads it too), so a micro-batch that
+    ends just past a record leaves Spark's watermark where the link order's is, on N and N' alike,
+    however many records one micro-batch spans. A micro-batch never ends between records: ticks after
+    the last record wait in the feed for the next one.
+
+    When results are out: Spark evicts, and the sink commits, the windows the watermark of one
+    micro-batch closed in the next one (a micro-batch that reads nothing if no data follows). So after
+    the commit of a micro-batch that read from offset `s` on, every window closed by the records before
+    `s` is out; after a commit of one that read nothing, every window closed by what was read. A query
+    that asks for nothing more (two `Latest` polls at the same offset with no read and no commit
+    between them) has emitted everything its watermark closed. `closed_through` is the offset below
+    which every record's windows are out; `until(offset)` waits for it.
+    """
+
+    def __init__(self, max_rows: int, clock=time.monotonic) -> None:
+        super().__init__(clock)
+        self.max_rows = max_rows
+        self.bounds: list[int] = []  # feed offsets just past each record, increasing, above closed_through
+        self.closed_through = 0
+        self.rows: list[pa.Table] = []  # window results committed, not yet taken (drain)
+        self.closers: deque[tuple[int, Future]] = deque()  # (offset, future), by offset
+        self._read_lo: int | None = None  # lowest offset read since the last commit (None: nothing read)
+        self._read_end = 0  # highest offset read
+        self._events = 0  # reads and commits so far
+        self._quiet: tuple[int, int] | None = None  # (after, events) of the last poll that found nothing
+
+    def restart_at_end(self) -> None:
+        """A new query over an empty state: rows not yet offered (ticks past the last record) and results
+        not yet taken belong to the state given up, and are dropped."""
+        with self.lock:
+            self.chunks.clear()
+            self.base = self.query_start = self.offered = self.done_through = self.end
+            self.closed_through = self._read_end = self.end
+            self.bounds, self.rows, self._read_lo, self._quiet = [], [], None, None
+
+    def append_cut(self, payloads: pa.BinaryArray, records: list[int]) -> int:
+        """Hands `payloads` to Spark, with watermark records at indices `records` (increasing); returns the
+        feed offset of the first."""
+        with self.lock:
+            first = self.end
+            if records:
+                if self.offered == self._last_bound():
+                    self._held_since = self.clock()
+                self.bounds.extend(first + r + 1 for r in records)
+            if len(payloads):
+                self.chunks.append(payloads)
+                self.end += len(payloads)
+            self._changed.notify_all()
+            return first
+
+    def until(self, offset: int) -> Future:
+        """A future, done once every window closed by the records below `offset` is out (`drain`)."""
+        fut: Future = Future()
+        with self.lock:
+            self.closers.append((offset, fut))
+            ready = self._ready_closed()
+        _resolve([(f, None) for f in ready])
+        return fut
+
+    def drain(self) -> list[pa.Table]:
+        with self.lock:
+            rows, self.rows = self.rows, []
+        return rows
+
+    def fail(self, error: BaseException) -> None:
+        super().fail(error)
+        with self.lock:
+            waiting, self.closers = list(self.closers), deque()
+        for _, fut in waiting:
+            if not fut.done():
+                fut.set_exception(error)
+
+    def _last_bound(self) -> int:
+        return self.bounds[-1] if self.bounds else self.offered
+
+    def _offer(self) -> int:
+        last = self._last_bound()
+        waiting = last - self.offered
+        if waiting > 0 and (self.hold <= 0 or waiting >= self.hold_rows
+                            or self.clock() - self._held_since >= self.hold):
+            self.offered = last
+        return self.offered
+
+    def _cut(self, after: int, end: int) -> int:
+        """Holding the lock: how far one micro-batch from `after` reads, at most `end` (a bound): the last
+        bound within max_rows of `after`, or the first past it."""
+        if end <= after:
+            return end
+        i = bisect.bisect_right(self.bounds, after)
+        j = bisect.bisect_right(self.bounds, min(end, after + self.max_rows)) - 1
+        return self.bounds[max(i, j)] if i < len(self.bounds) else end
+
+    def _ready_closed(self) -> list[Future]:
+        out = []
+        while self.closers and self.closers[0][0] <= self.closed_through:
+            out.append(self.closers.popleft()[1])
+        return out
+
+    def _closed(self, through: int) -> list[Future]:
+        """Holding the lock: every record below `through` has its windows out."""
+        if through > self.closed_through:
+            self.closed_through = through
+            del self.bounds[:bisect.bisect_left(self.bounds, through)]
+            self.done_through = min(through, self._read_end)  # rows below are read and committed: freed
+            self._ready()
+        return self._ready_closed()
+
+    # --- the gRPC side -----------------------------------------------------------------------------
+    def Latest(self, request, context):
+        with self._changed:
+            deadline = self.clock() + min(request.wait_ms, MAX_WAIT_MS) / 1000
+            ready: list[Future] = []
+            while True:
+                end = self._cut(request.after, self._offer())
+                left = deadline - self.clock()
+                if end > request.after:
+                    self._quiet = None
+                    break
+                if self._quiet == (request.after, self._events):
+                    ready += self._closed(request.after)  # two quiet polls, nothing between: all out
+                self._quiet = (request.after, self._events)
+                if left <= 0 or self.closers:  # someone waits for results: let Spark poll again now
+                    break
+                if self._last_bound() > self.offered:
+                    left = min(left, self._held_since + self.hold - self.clock())
+                self._changed.wait(max(left, 0.001))
+            state = pb.FeedState(start=self.query_start, end=end)
+        _resolve([(f, None) for f in ready])
+        return state
+
+    def Fetch(self, request, context):
+        reply = super().Fetch(request, context)
+        with self.lock:
+            self._read_lo = request.start if self._read_lo is None else min(self._read_lo, request.start)
+            self._read_end = max(self._read_end, request.end)
+            self._events += 1
+        return reply
+
+    def Results(self, request, context):
+        table = pa.ipc.open_stream(request.arrow).read_all() if request.arrow else None
+        with self.lock:
+            if table is not None and table.num_rows:
+                self.rows.append(table)
+            # A micro-batch that read from s on emitted what the records before s closed; one that read
+            # nothing emitted what everything read so far closed.
+            through = self._read_end if self._read_lo is None else self._read_lo
+            self._read_lo = None
+            self._events += 1
+            ready = self._closed(through)
+        _resolve([(f, None) for f in ready])
+        return pb.ResultsReply()

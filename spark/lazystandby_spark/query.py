@@ -34,9 +34,10 @@ def worker_python_path() -> list[str]:
     return [str(Path(m.__file__).resolve().parents[1]) for m in (lazystandby, lazystandby_spark)]
 
 
-def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...] = ()):
-    """A Spark session for one node, with the feed's data source registered. `conf` (key=value items) comes
-    after our settings, so a user's setting wins."""
+def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...] = (), state_store: str = "hdfs"):
+    """A Spark session for one node, with the feed's data source registered; a window query keeps its state
+    in `state_store` (STATE_STORES). `conf` (key=value items) comes after our settings, so a user's setting
+    wins."""
     from pyspark.sql import SparkSession
 
     from .source import FeedDataSource
@@ -62,6 +63,7 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
                # concurrent ones cost more than they save here. Measured on one query, 5,000 tuples/s:
                # JVM 0.68 -> 0.44 cores; saturated: 182 k -> 302 k tuples/s. The driver's: driver_settings.
                .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
+               .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[state_store])
                .config(map=driver_settings()))
     for item in conf:
         key, _, value = item.partition("=")
@@ -113,4 +115,51 @@ def start_selection(spark, *, address: str, predicate: str, max_rows: int, parti
     # The sink reads rstart/marker from the rows; give it the reader's full schema back.
     out = out.selectExpr("off", "rstart", "marker", "CAST(NULL AS STRING) AS payload")
     return (out.writeStream.format(FORMAT).option("address", address).option("checkpointLocation", checkpoint)
+            .trigger(processingTime=trigger).queryName(name).start())
+
+
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+def start_window(spark, query, *, address: str, partitions: int, checkpoint: str, trigger: str,
+                 name: str):
+    """Start the window aggregation `query` (formats/query.Query) over the feed at `address`: Spark's own
+    streaming aggregation, its state in Spark's state store. Returns the running StreamingQuery.
+
+    Event time is a tick's `ts`, and a watermark record's event time is the watermark it carries: Spark's
+    watermark (the largest event time read, less the lateness) is then the link order's at every record,
+    and the feed cuts micro-batches only just past records (feed.WindowFeed). A window is evicted, and
+    emitted, once that watermark reaches its end: the rule of core/windows.WindowSpec.final_at. The rows
+    carry the window start (ms), the keys and the partial aggregates of operators/window.partials; the
+    node formats them."""
+    from pyspark.sql import functions as F
+
+    from lazystandby.formats.ticks import spark_exact
+    from lazystandby.operators.window import partials
+
+    # The feed cuts each micro-batch (at most max_rows, at a record), so the reader takes what it offers.
+    df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(1 << 62))
+          .option("partitions", str(partitions)).load())
+    record = "startswith(payload, '{\"watermark\": ')"
+    mark = f"CASE WHEN {record} THEN try_cast(rtrim('}}', substr(payload, 15)) AS BIGINT) END"
+    columns = {a.column for a in query.aggregates if a.column}
+    ticks = (df.where("NOT marker")
+             .selectExpr(f"{mark} AS _mark", *spark_columns("payload"),
+                         *(f"{spark_exact(c)} AS _x_{c}" for c in sorted(columns)))
+             .withColumn("_ev", F.timestamp_millis(F.coalesce(F.col("_mark"), F.col("ts"))))
+             .withWatermark("_ev", f"{query.lateness_ms} milliseconds")
+             .where(f"_mark IS NULL AND ts IS NOT NULL AND ({query.where or 'true'})"))
+    fn = {"sum": F.sum, "min": F.min, "max": F.max}
+    aggs = [F.count(F.lit(1)).alias("_n")]
+    for stored, column, f in partials(query)[1:]:
+        aggs.append(fn[f](F.col(f"_x_{column}")).alias(stored))
+    window = F.window("_ev", f"{query.size_ms} milliseconds", f"{query.slide_ms} milliseconds")
+    out = (ticks.groupBy(window.alias("_w"), *query.keys).agg(*aggs)
+           .select(F.unix_millis(F.col("_w.start")).alias("_window"), *query.keys, *(a for a in
+                   ["_n", *(s for s, _, _ in partials(query)[1:])])))
+    return (out.writeStream.format(FORMAT).option("address", address).option("results", "window")
+            .option("checkpointLocation", checkpoint).outputMode("append")
             .trigger(processingTime=trigger).queryName(name).start())

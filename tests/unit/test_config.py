@@ -92,8 +92,11 @@ def test_a_query_is_checked_where_it_is_set():
     assert NodeConfig(query="window").parsed_query.stateful
     with pytest.raises(SettingError, match=r"query .*LS_QUERY.*starts with select or window"):
         NodeConfig(query="count everything")
-    with pytest.raises(SettingError, match=r"query .*a select with the Spark operator"):
-        NodeConfig(query="window", operator="spark")
+    assert NodeConfig(query="window", operator="spark", spark_state_store="rocksdb").parsed_query.stateful
+    with pytest.raises(SettingError, match=r"query .*tumbling windows with the Spark operator"):
+        NodeConfig(query="window 1s slide 500ms by symbol agg count", operator="spark")
+    with pytest.raises(SettingError, match=r"spark_state_store .*hdfs or rocksdb"):
+        NodeConfig(spark_state_store="memory")
     with pytest.raises(SettingError, match="chaos_poison"):
         NodeConfig(query="window", chaos_poison="x")
     with pytest.raises(SettingError, match="watermark_every"):

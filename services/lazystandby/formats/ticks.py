@@ -163,6 +163,15 @@ def validate(payload: bytes, *, max_bytes: int) -> None:
 
 
 _SPARK_TYPES = {str: None, float: "DOUBLE", int: "BIGINT"}
+# The exact types a window query aggregates a column in (as the Python operator's decimal128): a price's
+# 9 + 6 digits, an integer's 18 inside 38, so no sum of admitted ticks is rounded or overflows early.
+_SPARK_EXACT = {float: "DECIMAL(15,6)", int: "DECIMAL(38,0)"}
+
+
+def spark_exact(name: str, text: str = "payload") -> str:
+    """A Spark SQL expression for numeric field `name` of the tick in `text`, in its exact type."""
+    i = FIELD_INDEX[name]
+    return f"try_cast(split({text}, ',')[{i}] AS {_SPARK_EXACT[FIELDS[i][1]]})"
 
 
 def spark_columns(text: str = "payload") -> list[str]:

@@ -42,6 +42,7 @@ from .base import Operator
 log = logging.getLogger(__name__)
 
 _STALL = 120.0  # seconds with tuples waiting and no answer from Spark: the query is stuck
+WARMUP_TICK = b"WARMUP,1.0,1,1,X"  # what warms a query up; never part of a node's output
 
 
 def feed_address(bind: str, advertise: str, port: int) -> str:
@@ -71,7 +72,7 @@ class SparkSelection(Operator):
         compile_predicate(predicate)  # refuse a bad predicate here, with our error, before Spark starts
         self.cfg = cfg
         self.predicate = predicate
-        self.feed = Feed()
+        self.feed = self._new_feed()
         # Each start is a new query over a new feed (the node's state comes from the protocol, not Spark's
         # checkpoint), so checkpoints live under a fresh directory, inside spark_checkpoint_dir if given.
         base = cfg.spark_checkpoint_dir or None
@@ -80,7 +81,7 @@ class SparkSelection(Operator):
         self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-", dir=base)
         # The JVM first: forking it while gRPC threads run is what gRPC warns about, and once lost the gateway.
         self.spark = spark_query.session(cfg.name, master=cfg.spark_master, driver_memory=cfg.spark_driver_memory,
-                                         conf=cfg.spark_conf)
+                                         conf=cfg.spark_conf, state_store=cfg.spark_state_store)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
                                   options=[("grpc.max_send_message_length", 256 << 20),
                                            ("grpc.max_receive_message_length", 256 << 20)])
@@ -97,11 +98,18 @@ class SparkSelection(Operator):
         self.generation = 0
         self.switches: list[tuple[int, str]] = []
         self._start_query()
-        # Spark's first micro-batches are slow (JIT, Python workers); pay for them now, not during a failover:
-        # one with a task per partition, so each Python worker Spark needs is started, then small ones.
-        for rows in (_PER_TASK * max(1, cfg.spark_partitions), 100, 100, 100):
-            self._wait(self._append(pa.array([b"WARMUP,1.0,1,1,X"] * rows, pa.binary())))
+        self._warm_up()
         threading.Thread(target=self._watch, name=f"{cfg.name}:spark-watch", daemon=True).start()
+
+    def _new_feed(self) -> Feed:
+        return Feed()
+
+    def _warm_up(self) -> None:
+        """Spark's first micro-batches are slow (JIT, Python workers); pay for them now, not during a
+        failover: one with a task per partition, so each Python worker Spark needs is started, then small
+        ones."""
+        for rows in (_PER_TASK * max(1, self.cfg.spark_partitions), 100, 100, 100):
+            self._wait(self._append(pa.array([WARMUP_TICK] * rows, pa.binary())))
 
     def _start_query(self) -> None:
         self.generation += 1

@@ -45,6 +45,39 @@ def result_columns(query: Query) -> list[str]:
     return ["window_start", "window_end", *query.keys, *(a.name for a in query.aggregates)]
 
 
+def partials(query: Query) -> list[tuple[str, str, str]]:
+    """The partial aggregates kept per (window, keys), each (stored name, raw column, function): a count
+    (`_n`) and, per column, its sum, min and max as the aggregates need them. The Spark operator's query
+    yields the same columns, so one formatting (`result_texts`) serves both."""
+    out = [("_n", "_n", "sum")]
+    for c in sorted({a.column for a in query.aggregates if a.column}):
+        fns = {a.fn for a in query.aggregates if a.column == c}
+        for fn in ("sum", "min", "max"):
+            if fn in fns or (fn == "sum" and "avg" in fns):
+                out.append((f"{c}__{fn}", c, fn))
+    return out
+
+
+def result_texts(query: Query, size_ms: int, done: pa.Table) -> pa.Array:
+    """One result text per row of `done` (window start `_window`, the keys, the partials): `window_start,
+    window_end,keys...,aggregates...`."""
+    cols = done.to_pydict()
+    n = done.num_rows
+    fields: list[list[str]] = [[str(s) for s in cols[_WIN]], [str(s + size_ms) for s in cols[_WIN]]]
+    for k in query.keys:
+        fields.append([str(v) for v in cols[k]])
+    for a in query.aggregates:
+        if a.fn == "count":
+            fields.append([str(v) for v in cols["_n"]])
+        elif a.fn == "avg":
+            fields.append([format_value(average(s, c), True)
+                           for s, c in zip(cols[f"{a.column}__sum"], cols["_n"], strict=True)])
+        else:
+            exact = FIELD_TYPE[a.column] is float
+            fields.append([format_value(v, exact) for v in cols[f"{a.column}__{a.fn}"]])
+    return pa.array([",".join(f[i] for f in fields).encode() for i in range(n)], pa.binary())
+
+
 def format_value(value, decimals: bool) -> str:
     """A result field as text, the same way for the operator and the truth table: an integer column's sum,
     min and max as integers, a decimal column's and every average with 6 places (half-even)."""
@@ -75,14 +108,7 @@ class WindowAggregate(Operator):
         self._columns = {a.column for a in query.aggregates if a.column}
         self._fields = set(fields) | set(query.keys) | self._columns | {"ts"}
         self._group = [_WIN, *query.keys]
-        # The partial aggregates kept per (window, keys), each (stored name, raw column, function): a count
-        # and, per column, its sum, min and max as the aggregates need them.
-        self._aggs: list[tuple[str, str, str]] = [("_n", "_n", "sum")]
-        for c in sorted(self._columns):
-            fns = {a.fn for a in query.aggregates if a.column == c}
-            for fn in ("sum", "min", "max"):
-                if fn in fns or (fn == "sum" and "avg" in fns):
-                    self._aggs.append((f"{c}__{fn}", c, fn))
+        self._aggs = partials(query)
         # The open windows' partial aggregates, by window start: the tables of the calls since the window's
         # last merge (each grouped by keys already). A record merges only the windows it makes final, so
         # its cost follows what it emits, not the whole state; a window with many tables is merged into one
@@ -212,20 +238,4 @@ class WindowAggregate(Operator):
         return self._texts(done)
 
     def _texts(self, done: pa.Table) -> pa.Array:
-        """One result text per row: `window_start,window_end,keys...,aggregates...`."""
-        cols = done.to_pydict()
-        n = done.num_rows
-        fields: list[list[str]] = [[str(s) for s in cols[_WIN]],
-                                   [str(s + self.spec.size_ms) for s in cols[_WIN]]]
-        for k in self.query.keys:
-            fields.append([str(v) for v in cols[k]])
-        for a in self.query.aggregates:
-            if a.fn == "count":
-                fields.append([str(v) for v in cols["_n"]])
-            elif a.fn == "avg":
-                fields.append([format_value(average(s, c), True)
-                               for s, c in zip(cols[f"{a.column}__sum"], cols["_n"], strict=True)])
-            else:
-                exact = FIELD_TYPE[a.column] is float
-                fields.append([format_value(v, exact) for v in cols[f"{a.column}__{a.fn}"]])
-        return pa.array([",".join(f[i] for f in fields).encode() for i in range(n)], pa.binary())
+        return result_texts(self.query, self.spec.size_ms, done)
