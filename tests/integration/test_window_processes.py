@@ -47,3 +47,15 @@ def test_window_through_kafka_with_late_ticks_and_a_restarted_nu(kafka, fault):
     assert (r["lost"], r["duplicated"], r["wrong"], r["unexpected"]) == (0, 0, 0, 0), r
     assert r["late"] > 0 and r["late_letters_exact"] and r["late_exact"], r
     assert r["dead_letters_exact"] and r["ok"], r
+
+
+def test_kill_a_spark_primary_of_a_window_query_through_kafka(kafka):
+    """Spark's aggregation on N and N' (RocksDB state store), the source and results topics on a real
+    broker, N killed under load: the standby's warm Spark state takes over, the results exact."""
+    r = run_trial(fault="kill-primary", total=20_000, rate=5_000, kill_after=2.0, timeout=120, kafka=kafka,
+                  extra={"query": "window", "operator": "spark", "spark_state_store": "rocksdb",
+                         "spark_partitions": 1, "exit_when_fenced": True})
+    assert r["took_over"] and r["failovers"] == 1, f"logs in {r['workdir']}"
+    assert (r["lost"], r["duplicated"], r["wrong"], r["unexpected"]) == (0, 0, 0, 0), r
+    assert r["expected"] > 50 and r["late_exact"] and r["ok"], r
+    assert r["after"]["n2"]["counters"].get("skipped_tuples", 0) == 0
