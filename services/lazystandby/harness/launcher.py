@@ -1117,6 +1117,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
               file=sys.stderr, flush=True)
     summary = {
         "trials": args.kills, "lost": lost, "duplicated": dup, "failed_trials": len(failed),
+        "wrong": sum(t.get("wrong", 0) for t in trials),
         "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
         "recovery_ms_max": round(max(rec), 1) if rec else 0.0,
         "detection_ms_p50": round(_pct([t["recovery"].get("detection_ms", 0) for t in trials], 50), 1),

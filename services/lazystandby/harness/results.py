@@ -96,6 +96,7 @@ SUMMARIES: dict[str, Summary] = {
         ("lost", "outputs missing, summed over the trials"),
         ("duplicated", "outputs repeated, summed over the trials"),
         ("failed_trials", "trials that were not exact or did not complete"),
+        ("wrong", "window results with the right window and keys but other aggregates, summed over the trials"),
         ("failed_workdirs", "where the failed trials' logs are"),
         ("recovery_ms_p50", "median time from the fault to the new primary live"),
         ("recovery_ms_p95", "95th percentile of the same"),
