@@ -209,6 +209,7 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1)
     Each result is the text the operator emits (operators/window.py)."""
     import decimal
 
+    import numpy as np
     import pandas as pd
 
     from ..formats.predicate import compile_predicate
@@ -249,41 +250,48 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1)
     if not rows:
         return [], late
 
-    def exact(name: str, text: str):
-        return decimal.Decimal(text) if FIELD_TYPE[name] is float else int(text)
+    columns = sorted({a.column for a in query.aggregates if a.column})
+    df = pd.DataFrame({"start": np.array([s for s, _ in rows], np.int64),
+                       **{k: [f[FIELD_INDEX[k]] for _, f in rows] for k in query.keys}})
+    for c in columns:
+        # Exact: integers, a price in millionths. int64 sums where no group can leave int64 (the largest
+        # value times the rows), Python integers (object columns, summed exactly by pandas) otherwise.
+        vals = [_micro(f[FIELD_INDEX[c]]) if FIELD_TYPE[c] is float else int(f[FIELD_INDEX[c]]) for _, f in rows]
+        big = max(abs(v) for v in vals) * len(vals) >= 1 << 62
+        df[c] = pd.Series(vals, dtype=object if big else np.int64)
+    spec = {"_n": ("start", "size")}
+    for c in columns:
+        spec |= {f"{c}_sum": (c, "sum"), f"{c}_min": (c, "min"), f"{c}_max": (c, "max")}
+    agg = df.groupby(["start", *query.keys], sort=True).agg(**spec).reset_index()
+    # Each (window, keys) is emitted at the first record whose watermark makes it final; in emission
+    # order: by that record, then by window and keys (the groups are sorted so already).
+    marks = np.array([wm for _, wm in closes], np.int64)
+    agg["_at"] = np.searchsorted(marks, agg["start"].to_numpy() + size + lateness, side="left")
+    agg = agg[agg["_at"] < len(marks)].sort_values("_at", kind="stable")
 
-    columns = {a.column for a in query.aggregates if a.column}
-    df = pd.DataFrame({"start": [s for s, _ in rows],
-                       **{k: [f[FIELD_INDEX[k]] for _, f in rows] for k in query.keys},
-                       **{c: [exact(c, f[FIELD_INDEX[c]]) for _, f in rows] for c in columns}})
-    groups = df.groupby(["start", *query.keys], sort=True)
-    agg: dict[tuple, dict] = {}
-    for key, g in groups:
-        out = {"count": len(g)}
-        for c in columns:
-            vals = list(g[c])
-            out[c] = (sum(vals), min(vals), max(vals))
-        agg[key if isinstance(key, tuple) else (key,)] = out
+    def value(column: str, v) -> decimal.Decimal | int:
+        return decimal.Decimal(int(v)).scaleb(-6) if FIELD_TYPE[column] is float else int(v)
+
     results: list[bytes] = []
-    emitted: set[tuple] = set()
-    for _, wm in closes:
-        final = sorted(k for k in agg if k not in emitted and k[0] + size + lateness <= wm)
-        for k in final:
-            emitted.add(k)
-            a = agg[k]
-            text = [str(k[0]), str(k[0] + size), *map(str, k[1:])]
-            for spec in query.aggregates:
-                if spec.fn == "count":
-                    text.append(str(a["count"]))
-                else:
-                    total, lo, hi = a[spec.column]
-                    if spec.fn == "avg":
-                        text.append(format_value(average(total, a["count"]), True))
-                    else:
-                        v = {"sum": total, "min": lo, "max": hi}[spec.fn]
-                        text.append(format_value(v, FIELD_TYPE[spec.column] is float))
-            results.append(",".join(text).encode())
+    for r in agg.to_dict("records"):
+        n = int(r["_n"])
+        text = [str(r["start"]), str(r["start"] + size), *(str(r[k]) for k in query.keys)]
+        for a_ in query.aggregates:
+            if a_.fn == "count":
+                text.append(str(n))
+            elif a_.fn == "avg":
+                text.append(format_value(average(value(a_.column, r[f"{a_.column}_sum"]), n), True))
+            else:
+                text.append(format_value(value(a_.column, r[f"{a_.column}_{a_.fn}"]), FIELD_TYPE[a_.column] is float))
+        results.append(",".join(text).encode())
     return results, late
+
+
+def _micro(text: str) -> int:
+    """A decimal text of at most 6 places as an integer number of millionths, exactly."""
+    whole, _, frac = text.partition(".")
+    sign = -1 if whole.startswith("-") else 1
+    return sign * (abs(int(whole)) * 1_000_000 + int((frac + "000000")[:6]))
 
 
 def compare_results(expected: list[bytes], got: list[tuple[int, bytes]], *, aggregates: int) -> dict:
