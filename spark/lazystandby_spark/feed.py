@@ -115,12 +115,17 @@ class Feed(pb_grpc.OperatorFeedServicer):
             self.base += len(self.chunks.popleft())
         return out
 
+    def _offerable(self) -> int:
+        """Holding the lock: how far the query could read if nothing were held back."""
+        return self.end
+
     def _offer(self) -> int:
         """Holding the lock: how far the query may read now."""
-        waiting = self.end - self.offered
-        if waiting and (self.hold <= 0 or waiting >= self.hold_rows
-                        or self.clock() - self._held_since >= self.hold):
-            self.offered = self.end
+        end = self._offerable()
+        waiting = end - self.offered
+        if waiting > 0 and (self.hold <= 0 or waiting >= self.hold_rows
+                            or self.clock() - self._held_since >= self.hold):
+            self.offered = end
         return self.offered
 
     def _range(self, start: int, end: int) -> pa.BinaryArray:
@@ -146,7 +151,7 @@ class Feed(pb_grpc.OperatorFeedServicer):
                 left = deadline - self.clock()
                 if end > request.after or left <= 0:
                     return pb.FeedState(start=self.query_start, end=end)
-                if self.end > self.offered:  # rows held: look again when their hold ends
+                if self._offerable() > self.offered:  # rows held: look again when their hold ends
                     left = min(left, self._held_since + self.hold - self.clock())
                 self._changed.wait(max(left, 0.001))
 
@@ -242,7 +247,7 @@ class WindowFeed(Feed):
         with self.lock:
             first = self.end
             if records:
-                if self.offered == self._last_bound():
+                if self.offered == self._offerable():
                     self._held_since = self.clock()
                 self.bounds.extend(first + r + 1 for r in records)
             if len(payloads):
@@ -273,16 +278,9 @@ class WindowFeed(Feed):
             if not fut.done():
                 fut.set_exception(error)
 
-    def _last_bound(self) -> int:
+    def _offerable(self) -> int:
+        # Only up to just past the last record: ticks after it wait for the next one.
         return self.bounds[-1] if self.bounds else self.offered
-
-    def _offer(self) -> int:
-        last = self._last_bound()
-        waiting = last - self.offered
-        if waiting > 0 and (self.hold <= 0 or waiting >= self.hold_rows
-                            or self.clock() - self._held_since >= self.hold):
-            self.offered = last
-        return self.offered
 
     def _cut(self, after: int, end: int) -> int:
         """Holding the lock: how far one micro-batch from `after` reads, at most `end` (a bound): the last
@@ -324,7 +322,7 @@ class WindowFeed(Feed):
                 self._quiet = (request.after, self._events)
                 if left <= 0 or self.closers:  # someone waits for results: let Spark poll again now
                     break
-                if self._last_bound() > self.offered:
+                if self._offerable() > self.offered:
                     left = min(left, self._held_since + self.hold - self.clock())
                 self._changed.wait(max(left, 0.001))
             state = pb.FeedState(start=self.query_start, end=end)

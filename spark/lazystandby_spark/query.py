@@ -138,28 +138,28 @@ def start_window(spark, query, *, address: str, partitions: int, checkpoint: str
     from pyspark.sql import functions as F
 
     from lazystandby.formats.ticks import spark_exact
-    from lazystandby.operators.window import partials
+    from lazystandby.operators.window import WINDOW, partials
 
     # The feed cuts each micro-batch (at most max_rows, at a record), so the reader takes what it offers.
     df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(1 << 62))
           .option("partitions", str(partitions)).load())
     record = "startswith(payload, '{\"watermark\": ')"
     mark = f"CASE WHEN {record} THEN try_cast(rtrim('}}', substr(payload, 15)) AS BIGINT) END"
-    columns = {a.column for a in query.aggregates if a.column}
+    parts = partials(query)[1:]  # after the count
+    columns = sorted({column for _, column, _ in parts})
     ticks = (df.where("NOT marker")
              .selectExpr(f"{mark} AS _mark", *spark_columns("payload"),
-                         *(f"{spark_exact(c)} AS _x_{c}" for c in sorted(columns)))
+                         *(f"{spark_exact(c)} AS _x_{c}" for c in columns))
              .withColumn("_ev", F.timestamp_millis(F.coalesce(F.col("_mark"), F.col("ts"))))
              .withWatermark("_ev", f"{query.lateness_ms} milliseconds")
              .where(f"_mark IS NULL AND ts IS NOT NULL AND ({query.where or 'true'})"))
     fn = {"sum": F.sum, "min": F.min, "max": F.max}
     aggs = [F.count(F.lit(1)).alias("_n")]
-    for stored, column, f in partials(query)[1:]:
+    for stored, column, f in parts:
         aggs.append(fn[f](F.col(f"_x_{column}")).alias(stored))
     window = F.window("_ev", f"{query.size_ms} milliseconds", f"{query.slide_ms} milliseconds")
     out = (ticks.groupBy(window.alias("_w"), *query.keys).agg(*aggs)
-           .select(F.unix_millis(F.col("_w.start")).alias("_window"), *query.keys, *(a for a in
-                   ["_n", *(s for s, _, _ in partials(query)[1:])])))
+           .select(F.unix_millis(F.col("_w.start")).alias(WINDOW), *query.keys, "_n", *(s for s, _, _ in parts)))
     return (out.writeStream.format(FORMAT).option("address", address).option("results", "window")
             .option("checkpointLocation", checkpoint).outputMode("append")
             .trigger(processingTime=trigger).queryName(name).start())

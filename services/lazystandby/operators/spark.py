@@ -97,17 +97,17 @@ class SparkSelection(Operator):
         self.in_flight_max = 2 * cfg.spark_max_rows
         self.generation = 0
         self.switches: list[tuple[int, str]] = []
-        self._start_query()
-        self._warm_up()
+        self._start_warm()
         threading.Thread(target=self._watch, name=f"{cfg.name}:spark-watch", daemon=True).start()
 
     def _new_feed(self) -> Feed:
         return Feed()
 
-    def _warm_up(self) -> None:
-        """Spark's first micro-batches are slow (JIT, Python workers); pay for them now, not during a
-        failover: one with a task per partition, so each Python worker Spark needs is started, then small
-        ones."""
+    def _start_warm(self) -> None:
+        """Start the query and warm it up. Spark's first micro-batches are slow (JIT, Python workers); pay
+        for them now, not during a failover: one with a task per partition, so each Python worker Spark
+        needs is started, then small ones."""
+        self._start_query()
         for rows in (_PER_TASK * max(1, self.cfg.spark_partitions), 100, 100, 100):
             self._wait(self._append(pa.array([WARMUP_TICK] * rows, pa.binary())))
 

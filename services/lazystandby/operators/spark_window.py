@@ -37,11 +37,9 @@ from ..formats import control
 from ..formats.query import Query
 from .base import Outputs
 from .spark import WARMUP_TICK, SparkSelection
-from .window import result_texts
+from .window import WINDOW, result_texts
 
 log = logging.getLogger(__name__)
-
-_WIN = "_window"
 
 
 class SparkWindow(SparkSelection):
@@ -77,13 +75,12 @@ class SparkWindow(SparkSelection):
             name=f"window_{self.generation}")
         log.info("%s: Spark window query %d started: %s", self.cfg.name, self.generation, query.text())
 
-    def _warm_up(self) -> None:
+    def _start_warm(self) -> None:
         """A query's first micro-batches compile its plan and warm the JVM: 2-3 s, which must not fall in
         a takeover. First a query that keeps every tick runs ticks through every stage (aggregation, state
         store, eviction, sink); then the node's own query, started fresh, compiles its filter on ticks
         whose `ts` does not parse (they never reach its state) and a record at event time 0 (it moves no
         watermark). What it holds then is nothing, and its plan is compiled."""
-        self.query.stop()
         self._start_query(where="true")
         self._warm_rounds(WARMUP_TICK, 1 << 40, (1_000, 100, 100))
         self.query.stop()
@@ -147,18 +144,16 @@ class SparkWindow(SparkSelection):
         if not rows:
             return Outputs.none()
         table = pa.concat_tables(rows, promote_options="permissive") if len(rows) > 1 else rows[0]
-        final = self.spec.final_at(table[_WIN].to_numpy())
+        table = table.sort_by([(WINDOW, "ascending"), *((k, "ascending") for k in self.window.keys)])
+        final = self.spec.final_at(table[WINDOW].to_numpy())
         now = final <= marks[-1]
         if not now.all():
             self._pending = [table.filter(pa.array(~now))]
-        table, final = table.filter(pa.array(now)), final[now]
         if self._floor is not None:
-            fresh = final > self._floor
-            table, final = table.filter(pa.array(fresh)), final[fresh]
+            now &= final > self._floor
+        table, final = table.filter(pa.array(now)), final[now]
         if not table.num_rows:
             return Outputs.none()
-        table = table.sort_by([(_WIN, "ascending"), *((k, "ascending") for k in self.window.keys)])
-        final = self.spec.final_at(table[_WIN].to_numpy())
         at = records[np.searchsorted(marks, final, side="left")]
         self.results += table.num_rows
         return Outputs(at, result_texts(self.window, self.spec.size_ms, table))

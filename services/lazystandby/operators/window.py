@@ -37,7 +37,8 @@ from .base import Operator, Outputs
 
 # The exact types a column is aggregated in.
 _DECIMAL = {float: pa.decimal128(38, 6), int: pa.decimal128(38, 0)}
-_WIN = "_window"
+WINDOW = "_window"  # the column of a window's start (ms), in partials and in Spark's rows
+_WIN = WINDOW
 
 
 def result_columns(query: Query) -> list[str]:
