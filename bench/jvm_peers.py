@@ -252,3 +252,118 @@ def flink_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float =
                 "checkpoint_interval_ms": 1000}
     finally:
         _end_run(stop, gen, procs, reader, work, ok)
+
+
+WINDOW_MAIN = {"kstreams": "WindowPeer", "flink": "FlinkWindowPeer"}  # each peer's window query class
+WINDOW_TOPIC = {"kstreams": "kstreams-window", "flink": "flink-window"}
+
+
+def _window_cmd(peer: str, cp: str, tmp: Path | str, *, where: bool, heap: str = "-Xmx768m") -> list[str]:
+    return ["java", heap, f"-Djava.io.tmpdir={tmp}", *([] if where else ["-Dwindow.where=none"]), "-cp", cp,
+            WINDOW_MAIN[peer]]
+
+
+def window_throughput(peer: str, bootstrap: str, prefix: str, total: int, *, size_ms: int = 1000,
+                      lateness_ms: int = 0, first_wait_s: int = 120) -> dict:
+    """`peer` with exactly-once running the `window` query (bench/jvm/WindowQuery.java) over the pre-filled
+    topics of a Kafka figure: the Tally line (tuples, seconds, tuples_per_s, selected, committed; Flink's
+    with `results`). Refused, as `select_throughput`'s, when the last transaction did not commit."""
+    cp = build(peer)
+    with tempfile.TemporaryDirectory(prefix=f"{peer}-window-") as tmp:  # its state and temporary files
+        p = subprocess.run([*_window_cmd(peer, cp, tmp, where=True), "throughput", bootstrap, prefix, str(total),
+                            str(size_ms), str(lateness_ms), str(first_wait_s)],
+                           capture_output=True, text=True, timeout=900)
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        raise RuntimeError(f"the {NAMES[peer]} window peer failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def _progress(log: Path) -> list[tuple[int, int, int]]:
+    """A window failover peer's WindowQuery.Progress lines: (wall ms, offset applied in I1, in I2)."""
+    out = []
+    for line in log.read_text().splitlines():
+        if line.startswith("progress "):
+            _, now, a, b = line.split()
+            out.append((int(now), int(a), int(b)))
+    return out
+
+
+def _end_offsets(bootstrap: str, topics: Topics) -> tuple[int, int]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        parts = [TopicPartition(topics.source(s), 0) for s in ("I1", "I2")]
+        ends = c.end_offsets(parts)
+        return ends[parts[0]], ends[parts[1]]
+    finally:
+        c.close()
+
+
+def window_failover(peer: str, bootstrap: str, *, keys: int, size_ms: int, rate: float, kill_after: float,
+                    where: bool = False, timeout: float = 240.0) -> dict:
+    """`peer` running the window query with `size_ms` windows over a load of `keys` symbols at `rate`,
+    killed (SIGKILL) `kill_after` s into the load: Kafka Streams' active instance, its standby replica on
+    the other taking over; Flink's job, started again from its newest complete checkpoint. The failover is
+    timed from the kill to the first input that arrived after it applied to the state of the instance that
+    took over (its first WindowQuery.Progress line past both topics' ends at the kill): the window results
+    of that input are then only waiting for their window to close. Fails past `timeout` s, its logs kept."""
+    cp = build(peer)
+    prefix = f"wf{random.getrandbits(32):x}."
+    topics = Topics(prefix)
+    out_topic = f"{prefix}{WINDOW_TOPIC[peer]}"
+    ensure_topics(bootstrap, [*all_topics(topics, ["I1", "I2"]), out_topic])
+    work = Path(tempfile.mkdtemp(prefix=f"{peer}-window-failover-"))
+    checkpoints = work / "checkpoints"
+    group = f"wf-{random.getrandbits(32):x}"
+
+    def start(name: str, *restore: str) -> subprocess.Popen:
+        tail = ([str(checkpoints), group, *restore] if peer == "flink" else [group, name])
+        return _start([*_window_cmd(peer, cp, work, where=where, heap="-Xmx1g"), "failover", bootstrap, prefix,
+                       str(size_ms), "0", *tail], work / f"{name}.log")
+
+    procs = {name: start(name) for name in (["first"] if peer == "flink" else ["a", "b"])}
+    stop = threading.Event()
+    gen = threading.Thread(target=generate, args=(bootstrap, ["I1", "I2"], 10**9),
+                           kwargs={"rate": rate, "topics": topics, "stop": stop, "keys": keys}, daemon=True)
+    reader = CommittedReader(bootstrap, out_topic)
+    ok = False
+    try:
+        gen.start()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < kill_after:
+            if any(p.poll() is not None for p in procs.values()):
+                raise RuntimeError(f"a {NAMES[peer]} window peer ended before the kill; logs in {work}")
+            time.sleep(0.5)
+        # The victim: the instance that applies the input (Kafka Streams' active one: its progress is newest).
+        newest = {n: (_progress(work / f"{n}.log") or [(0, -1, -1)])[-1] for n in procs}
+        victim = max(newest, key=lambda n: newest[n][0])
+        if newest[victim][0] == 0:
+            raise RuntimeError(f"no {NAMES[peer]} window peer applied any input in {kill_after} s; logs in {work}")
+        ends = _end_offsets(bootstrap, topics)
+        t_kill = time.time()
+        procs[victim].kill()
+        procs[victim].wait(timeout=30)
+        if peer == "flink":
+            restored = _newest_checkpoint(checkpoints)
+            if restored is None:
+                raise RuntimeError(f"Flink completed no checkpoint in {kill_after} s; logs in {work}")
+            procs["restarted"] = start("restarted", str(restored))
+            taker = "restarted"
+        else:
+            restored, taker = None, next(n for n in procs if n != victim)
+        deadline = time.monotonic() + timeout
+        while True:
+            past = [now for now, a, b in _progress(work / f"{taker}.log") if a >= ends[0] or b >= ends[1]]
+            if past:
+                break
+            if time.monotonic() > deadline or procs[taker].poll() is not None:
+                raise RuntimeError(f"the {NAMES[peer]} window peer applied no input that arrived after the kill "
+                                   f"within {timeout} s; logs in {work}")
+            time.sleep(0.2)
+        ok = True
+        return {"failover_ms": round(past[0] - t_kill * 1000, 1), "killed": victim, "keys": keys,
+                "applied_before_kill": sum(newest[victim][1:]) + 2, "window_ms": size_ms,
+                **({"restored_from": restored.name, "checkpoint_interval_ms": 1000} if restored else
+                   {"standby_replicas": 1, "session_timeout_ms": 6000})}
+    finally:
+        _end_run(stop, gen, list(procs.values()), reader, work, ok)

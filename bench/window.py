@@ -5,14 +5,21 @@ as it is).
   Python operator, a standby on, Kafka source and results topic: ticks/s from Nu's first admission to the
   last result in Nd, over ticks written to the topics first; `window_throughput_no_ha_tuples_per_s` the
   same without a standby.
-- `window_failover_ms_by_keys`: N killed while the state holds many keys. The query is FAILOVER_QUERY
-  (one-minute windows, so that one window holds about a minute of ticks), the generator draws from 1,000,
-  100,000 or 1,000,000 symbols (`--keys`), N is killed after KILL_AFTER_S seconds of load, and the
-  failover is the launcher's (fault to the new primary live). `window_live_keys_at_kill` is the standby's
-  state at the kill (partial groups held). Every trial is checked against the truth table.
+- `flink_window_eos_tuples_per_s`, `kstreams_window_eos_tuples_per_s`: the same query by Flink and Kafka
+  Streams with exactly-once (bench/jvm/WindowQuery.java, bench.jvm_peers.window_throughput) over the same
+  pre-filled topics, after ours, in the same run.
+- `window_failover_ms_by_keys`: N killed while the state holds many keys. The query is FAILOVER_QUERY (one
+  window of 30 minutes of event time, about 1.44 M ticks, so that the state at the kill holds about every
+  key drawn), the generator draws from 1,000, 100,000 or 1,000,000 symbols (`--keys`), N is killed after
+  KILL_AFTER_S seconds of load at RATE, and the failover is the launcher's (fault to the new primary
+  live). The window closes after the kill, so every trial's results, all of the state, are checked against
+  the truth table. `window_live_keys_at_kill` is the standby's state at the kill (groups held).
+- `flink_window_failover_ms_by_keys`, `kstreams_window_failover_ms_by_keys`: the peers under the same
+  query, keys, rate and kill time (bench.jvm_peers.window_failover): Flink restarted from its newest
+  checkpoint, Kafka Streams' standby replica taking over; timed from the kill to the first input that
+  arrived after it applied to the state of the instance that took over.
 
-Flink's and Kafka Streams' window peers are not part of it yet. Results: run/bench/window.json (docs/bench
-with --publish), a JSON summary as the last line.
+Results: run/bench/window.json (docs/bench with --publish), a JSON summary as the last line.
 """
 
 from __future__ import annotations
@@ -30,18 +37,25 @@ from lazystandby.harness.kafka_broker import LocalKafka
 from lazystandby.harness.launcher import run_dir, run_trial
 from lazystandby.harness.operator_procs import no_process_left
 
+from . import jvm_peers
 from .harness import PUBLISHED, RESULTS, kafka_throughput
 
-FAILOVER_QUERY = "window 1m by symbol agg count, avg(price), max(price)"
+FAILOVER_QUERY = "window 30m by symbol agg count, avg(price), max(price)"
+FAILOVER_WINDOW_MS = 30 * 60_000  # the peers' window: FAILOVER_QUERY's
 KEYS = (1_000, 100_000, 1_000_000)
 RATE = 20_000.0
-KILL_AFTER_S = 70.0  # past the first minute: the first window is full when N is killed
+KILL_AFTER_S = 65.0  # 1.3 M ticks in: the one window (1.25 ms of event time a tick) closes after the kill
+PEERS = ("flink", "kstreams")
+
+
+def _say(what: str) -> None:
+    print(f"bench-window: {what}", file=sys.stderr, flush=True)
 
 
 def failover_by_keys(keys: int, trials: int) -> dict:
     out = []
     for t in range(trials):
-        r = run_trial(fault="kill-primary", bsize=10, total=int(RATE * (KILL_AFTER_S + 8)), rate=RATE,
+        r = run_trial(fault="kill-primary", bsize=10, total=int(RATE * (KILL_AFTER_S + 10)), rate=RATE,
                       kill_after=KILL_AFTER_S, seed=7 + t, timeout=300,
                       extra={"query": FAILOVER_QUERY, "keys": keys, "exit_when_fenced": True})
         if not r["ok"]:
@@ -53,6 +67,12 @@ def failover_by_keys(keys: int, trials: int) -> dict:
             "live_keys": max(o["live_keys"] for o in out), "trials": out}
 
 
+def peer_failover_by_keys(peer: str, bootstrap: str, keys: int, trials: int) -> dict:
+    out = [jvm_peers.window_failover(peer, bootstrap, keys=keys, size_ms=FAILOVER_WINDOW_MS, rate=RATE,
+                                     kill_after=KILL_AFTER_S) for _ in range(trials)]
+    return {"failover_ms": round(statistics.median(o["failover_ms"] for o in out), 1), "trials": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-window", description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=1, help="kills per key count (the median is reported)")
@@ -62,12 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     broker = LocalKafka(run_dir() / "bench-window-kafka").start()
     try:
-        ha = kafka_throughput(broker.bootstrap, total=a.tuples, extra={"query": "window"})
-        no_ha = kafka_throughput(broker.bootstrap, total=a.tuples, standby=False, extra={"query": "window"})
+        b = broker.bootstrap
+        _say("throughput: the pipeline, standby on")
+        ha = kafka_throughput(b, total=a.tuples, extra={"query": "window"})
+        _say("throughput: the pipeline, no standby")
+        no_ha = kafka_throughput(b, total=a.tuples, standby=False, extra={"query": "window"})
+        peers = {}
+        for peer in PEERS:
+            _say(f"throughput: {jvm_peers.NAMES[peer]} (exactly-once) over the same topics")
+            peers[peer] = jvm_peers.window_throughput(peer, b, ha["topic_prefix"], a.tuples)
+        by_keys, peer_keys = {}, {peer: {} for peer in PEERS}
+        for k in KEYS:
+            _say(f"failover with {k:,} keys: the pipeline")
+            by_keys[k] = failover_by_keys(k, a.trials)
+            for peer in PEERS:
+                _say(f"failover with {k:,} keys: {jvm_peers.NAMES[peer]}")
+                peer_keys[peer][k] = peer_failover_by_keys(peer, b, k, a.trials)
     finally:
         broker.stop()
-    by_keys = {k: failover_by_keys(k, a.trials) for k in KEYS}
     f1k, f1m = by_keys[1_000]["failover_ms"], by_keys[1_000_000]["failover_ms"]
+    ours = ha["tuples_per_s"]
     summary = {
         "window_query": "window", "window_throughput_tuples_per_s": ha["tuples_per_s"],
         "window_throughput_no_ha_tuples_per_s": no_ha["tuples_per_s"],
@@ -75,14 +109,23 @@ def main(argv: list[str] | None = None) -> int:
         "window_failover_ms_by_keys": {str(k): v["failover_ms"] for k, v in by_keys.items()},
         "window_live_keys_at_kill": {str(k): v["live_keys"] for k, v in by_keys.items()},
         "window_failover_ratio_1m_over_1k": round(f1m / f1k, 2) if f1k else None,
+        **{f"{peer}_window_eos_tuples_per_s": peers[peer]["tuples_per_s"] for peer in PEERS},
+        **{f"window_throughput_over_{peer}": round(ours / max(1, peers[peer]["tuples_per_s"]), 2)
+           for peer in PEERS},
+        **{f"{peer}_window_failover_ms_by_keys": {str(k): v["failover_ms"] for k, v in peer_keys[peer].items()}
+           for peer in PEERS},
+        **{f"{peer}_window_failover_over_ours_1m": round(peer_keys[peer][1_000_000]["failover_ms"] / f1m, 1)
+           if f1m else None for peer in PEERS},
         "window_failover_trials": a.trials, "window_throughput_tuples": a.tuples,
         "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 2),
     }
     out = (PUBLISHED if a.publish else RESULTS) / "window.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "throughput": [ha, no_ha],
-                               "failover": {str(k): v for k, v in by_keys.items()}}, indent=1))
+    out.write_text(json.dumps({"summary": summary, "throughput": [ha, no_ha], "peer_throughput": peers,
+                               "failover": {str(k): v for k, v in by_keys.items()},
+                               "peer_failover": {p: {str(k): v for k, v in d.items()} for p, d in peer_keys.items()}},
+                              indent=1))
     print(f"details: {out}", file=sys.stderr)
     print(results.dumps("bench-window", summary))
     return 0

@@ -16,11 +16,15 @@ final class Tally {
 
     /** Ticks.select on one record, counted and timed. */
     boolean keep(byte[] value) {
+        return count(Ticks.select(value));
+    }
+
+    /** One record read, kept or not, counted and timed. */
+    boolean count(boolean keep) {
         if (t0 == 0) {
             t0 = System.nanoTime();
             first.countDown();
         }
-        boolean keep = Ticks.select(value);
         selected += keep ? 1 : 0;
         if (++seen == total) {
             t1 = System.nanoTime();
@@ -50,10 +54,14 @@ final class Tally {
 
     /** The JSON line: tuples, seconds (first record to the last), tuples_per_s, selected, committed. */
     String report(boolean committed) {
-        long end = finished() ? t1 : System.nanoTime();
+        return report(committed, finished() ? t1 : System.nanoTime(), "");
+    }
+
+    /** The JSON line timed from the first record to `end` (System.nanoTime), with `extra` fields (", ..."). */
+    String report(boolean committed, long end, String extra) {
         double seconds = t0 == 0 ? 0 : (end - t0) / 1e9;
-        return String.format("{\"tuples\": %d, \"seconds\": %.3f, \"tuples_per_s\": %d, \"selected\": %d, \"committed\": %b}",
+        return String.format("{\"tuples\": %d, \"seconds\": %.3f, \"tuples_per_s\": %d, \"selected\": %d, \"committed\": %b%s}",
                              seen, seconds, seconds > 0 ? Math.round(seen / seconds) : 0, selected,
-                             committed && finished());
+                             committed && finished(), extra);
     }
 }

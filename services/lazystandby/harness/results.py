@@ -170,12 +170,22 @@ SUMMARIES: dict[str, Summary] = {
         ("window_query", "the query of the throughput runs (the `window` example)"),
         ("window_throughput_tuples_per_s", "Python operator, standby on, Kafka source and results topic: ticks/s"),
         ("window_throughput_no_ha_tuples_per_s", "the same without a standby"),
-        ("window_failover_query", "the query of the failover runs (one-minute windows)"),
+        ("window_failover_query", "the query of the failover runs (one 30-minute window: the state holds every key)"),
         ("window_failover_ms_by_keys", "per key count of the generator: the median failover, kill to live"),
         ("window_live_keys_at_kill", "per key count: the standby's partial groups held at the kill"),
         ("window_failover_ratio_1m_over_1k", "failover at 1,000,000 keys over that at 1,000 (goal at most 1.5)"),
         ("window_failover_trials", "kills per key count"),
         ("window_throughput_tuples", "ticks per throughput run"),
+        ("flink_window_eos_tuples_per_s", "Flink, the same query and topics, RocksDB, exactly-once sink: ticks/s"),
+        ("kstreams_window_eos_tuples_per_s", "Kafka Streams, the same query and topics, exactly_once_v2: ticks/s"),
+        ("window_throughput_over_flink", "ours (standby on) over Flink's (goal at least 2)"),
+        ("window_throughput_over_kstreams", "ours (standby on) over Kafka Streams' (goal at least 2)"),
+        ("flink_window_failover_ms_by_keys", "per key count: Flink restarted from its newest checkpoint, kill to "
+                                             "the first input after the kill applied"),
+        ("kstreams_window_failover_ms_by_keys", "per key count: Kafka Streams' standby replica taking over, kill "
+                                                "to the first input after the kill applied"),
+        ("flink_window_failover_over_ours_1m", "at 1,000,000 keys: Flink's failover over ours (goal at least 10)"),
+        ("kstreams_window_failover_over_ours_1m", "at 1,000,000 keys: Kafka Streams' over ours (goal at least 10)"),
         *_MACHINE,
     )),
     "dashboards-check": Summary("Every dashboard query against a real Prometheus", "`make dashboards-check`", (
