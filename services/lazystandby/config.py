@@ -175,6 +175,10 @@ class NodeConfig:
     # Windows close (results are emitted) only there: more positions between records cost fewer merges of
     # the open state, and a final window waits longer for its results (at 100,000 tuples/s, 1,024 is 10 ms).
     watermark_every: int = 1024
+    # Positions without a tick after which a stream stops holding a window query's watermark back (0:
+    # never, as Flink without idleness). A stream that goes quiet then no longer stalls every window; its
+    # ticks that come after it count as late once the others have moved the watermark past them.
+    watermark_idle: int = 0
     # Chaos tests of quarantine (node/quarantine.py): no admitted tick fails the built-in operators, so a
     # poison input is made by name. Never set in production.
     chaos_poison: str = ""
@@ -270,6 +274,8 @@ class NodeConfig:
                          "its inputs, so nothing is quarantined)", self.chaos_poison)
         if not 0 <= self.keys <= 1_000_000:
             raise refuse("keys", "a whole number 0-1,000,000", self.keys)
+        if self.watermark_idle < 0:
+            raise refuse("watermark_idle", "a whole number >= 0", self.watermark_idle)
         if self.watermark_every < 2:
             raise refuse("watermark_every", "a whole number >= 2", self.watermark_every)
 
@@ -412,6 +418,8 @@ HELP: dict[str, str] = {
             "grows with it; 0 = the ten named symbols",
     "watermark_every": "a window query's watermark period in link positions: windows close only at a watermark "
                        "record (fewer: lower result latency, more merges of the open state)",
+    "watermark_idle": "positions without a tick after which a stream stops holding the watermark back (0: never; "
+                      "lower: windows close despite a quiet stream, whose later ticks may then be late)",
     "chaos_poison": "chaos tests only: the Python operator fails on every input holding this text, as on a value it "
                     "cannot compute with, and the node quarantines those inputs; empty: never",
     "operator_batch": "most tuples per operator call; 0 = by operator (32,768 python, 131,072 spark)",

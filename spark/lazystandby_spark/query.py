@@ -144,7 +144,8 @@ def start_window(spark, query, *, address: str, partitions: int, checkpoint: str
     df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(1 << 62))
           .option("partitions", str(partitions)).load())
     record = "startswith(payload, '{\"watermark\": ')"
-    mark = f"CASE WHEN {record} THEN try_cast(rtrim('}}', substr(payload, 15)) AS BIGINT) END"
+    # The watermark is the record's first key (formats/control.encode_watermark); the streams' state follows.
+    mark = f"CASE WHEN {record} THEN try_cast(regexp_extract(payload, '^[{{]\"watermark\": ([0-9]+)', 1) AS BIGINT) END"
     parts = partials(query)[1:]  # after the count
     columns = sorted({column for _, column, _ in parts})
     ticks = (df.where("NOT marker")

@@ -3,8 +3,10 @@
 only here:
 
 - a predicate switch, JSON `{"predicate": "<an expression of formats/predicate.py>"}`;
-- a watermark, JSON `{"watermark": <ms of event time>}`, which Nu places for a window query
-  (core/watermarks.py): the event time the link order has passed at that position. Window results are
+- a watermark, JSON `{"watermark": <ms of event time>, "streams": {...}}`, which Nu places for a window
+  query (core/watermarks.py): the event time the link order has passed at that position, and each
+  stream's largest event time and last position there (what a restarted Nu resumes from; operators read
+  only the watermark, always the first key). Window results are
   emitted there and nowhere else, so N and N' emit the same results with the same output numbers however
   their inputs were cut into calls.
 """
@@ -22,9 +24,21 @@ def encode(predicate: str) -> bytes:
     return json.dumps({"predicate": predicate}).encode()
 
 
-def encode_watermark(watermark: int) -> bytes:
-    """The control tuple that says the link order has passed event time `watermark` (ms)."""
-    return b'{"watermark": %d}' % watermark
+def encode_watermark(watermark: int, streams: dict[str, list] | None = None) -> bytes:
+    """The control tuple that says the link order has passed event time `watermark` (ms), with the
+    placer's per-stream state (`WatermarkPlacer.state`) when given."""
+    if not streams:
+        return b'{"watermark": %d}' % watermark
+    return b'{"watermark": %d, "streams": %s}' % (watermark, json.dumps(streams, separators=(",", ":")).encode())
+
+
+def watermark_state(payload: bytes | str) -> dict[str, list] | None:
+    """The per-stream state a watermark record carries, None when it carries none (or is no record)."""
+    if watermark_of(payload) is None:
+        return None
+    state = json.loads(payload).get("streams")
+    ok = isinstance(state, dict) and all(isinstance(v, list) and len(v) == 2 for v in state.values())
+    return state if ok else None
 
 
 def watermark_of(payload: bytes | str) -> int | None:

@@ -139,8 +139,8 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
     return expected, malformed
 
 
-def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: int, prefix: str = "ls.",
-                          max_tuple_bytes: int = 65536,
+def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: int, idle: int = 0,
+                          prefix: str = "ls.", max_tuple_bytes: int = 65536,
                           partitions: int = 1) -> tuple[list[bytes], list[tuple[str, int]], list[tuple[str, int]]]:
     """The window results for ticks that came through Kafka: the ticks in the order Nu admitted them (its
     link log's data runs; a late tick has no position and changes no watermark, so leaving those out changes
@@ -174,7 +174,9 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
                 if (run[0], q) not in seen:  # a restarted Nu logs again what it replays
                     seen.add((run[0], q))
                     order.append((run[0], q))
-    results, late = window_expected([payloads[k] for k in order], query, every=every)
+    known = tuple(partition_streams(streams, partitions))
+    results, late = window_expected([payloads[k] for k in order], query, every=every, idle=idle,
+                                    streams=[st for st, _ in order], known=known)
     if late:
         raise ValueError(f"{len(late)} ticks in Nu's link log are late by the truth table's rules")
     return results, sorted(set(payloads) - seen), malformed
@@ -200,13 +202,16 @@ def dead_letter_keys(bootstrap: str, prefix: str = "ls.", *, late: bool = False)
     return out
 
 
-def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1) -> tuple[list[bytes], list[int]]:
+def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1, streams: list | None = None,
+                    known: tuple = ("I1", "I2"), idle: int = 0) -> tuple[list[bytes], list[int]]:
     """The window results Nd must hold, rebuilt without the operator or Nu's placer: ticks in admission
-    order (`payloads`, from link position `first`), watermark records at every position that is a multiple
-    of `every` carrying the largest event time before them, ticks whose every window is final at the
-    watermark in force dropped as late, then a plain pandas group-by per (window, keys) with exact
-    arithmetic (Python integers and decimals). Returns (results in emission order, indices of late ticks).
-    Each result is the text the operator emits (operators/window.py)."""
+    order (`payloads`, from link position `first`, on `streams`: each tick's stream, None for one stream),
+    watermark records at every position that is a multiple of `every` carrying the least over the streams
+    (`known` from the start, the others once heard from; none past `idle` positions without a tick) of
+    each one's largest event time before them, ticks whose every window is final at the watermark in force
+    dropped as late, then a plain pandas group-by per (window, keys) with exact arithmetic (Python integers
+    and decimals). Returns (results in emission order, indices of late ticks). Each result is the text the
+    operator emits (operators/window.py)."""
     import decimal
 
     import numpy as np
@@ -218,15 +223,27 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1)
 
     size, slide, lateness = query.size_ms, query.slide_ms, query.lateness_ms
     where = compile_predicate(query.where) if query.where else None
-    pos, watermark, max_ts = first, None, None
+    pos, watermark = first, None
+    # Per stream: its largest event time (None: not heard from yet) and the position of its last tick.
+    heard: dict = {k: [None, first - 1] for k in (known if streams is not None else (None,))}
     closes: list[tuple[int, int]] = []
     rows: list[tuple[int, list[str]]] = []  # (window start, fields) of every tick kept, once per open window
     late: list[int] = []
 
+    def allowed() -> int | None:
+        tops = []
+        for top, last in heard.values():
+            if idle and pos - last > idle:
+                continue
+            if top is None:
+                return None
+            tops.append(top)
+        return min(tops) if tops else None
+
     def place() -> None:
         nonlocal pos, watermark
         while pos % every == 0:
-            watermark = max(max_ts or 0, watermark or 0)
+            watermark = max(allowed() or 0, watermark or 0)
             closes.append((pos, watermark))
             pos += 1
 
@@ -238,7 +255,9 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1)
         if watermark is not None and latest + size + lateness <= watermark:
             late.append(i)
             continue
-        max_ts = ts if max_ts is None else max(max_ts, ts)
+        h = heard.setdefault(streams[i] if streams is not None else None, [None, first - 1])
+        h[0] = ts if h[0] is None else max(h[0], ts)
+        h[1] = pos
         pos += 1
         if where is not None and not where(fields):
             continue

@@ -658,8 +658,9 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     else:
         keys = int(settings.get("keys", 0))
         if query.stateful:
-            expected, late = window_expected([p for _, _, p in interleave(["I1", "I2"], total, seed, keys=keys)],
-                                             query, every=_every(settings))
+            ticks = list(interleave(["I1", "I2"], total, seed, keys=keys))
+            expected, late = window_expected([p for _, _, p in ticks], query, every=_every(settings),
+                                             streams=[st for st, _, _ in ticks], idle=_idle(settings))
         else:
             expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
                                         poison=str(settings.get("chaos_poison", "")).encode(), keys=keys)
@@ -711,7 +712,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                     # A Nu that never reads on leaves the run short of its load: stalled, whatever Nd holds.
                     admitted = wait_until(lambda: _admitted_all(topo), timeout, step=0.3)
                     expected, late, malformed = kafka_window_expected(
-                        kafka, ["I1", "I2"], query, every=_every(settings), prefix=settings["topic_prefix"],
+                        kafka, ["I1", "I2"], query, every=_every(settings), idle=_idle(settings),
+                        prefix=settings["topic_prefix"],
                         max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
                         partitions=int(settings.get("partitions", 1)))
                 else:
@@ -797,6 +799,10 @@ def _admitted_all(topo: Topology) -> bool:
 
 def _every(settings: dict) -> int:
     return int(settings.get("watermark_every", config.NodeConfig.watermark_every))
+
+
+def _idle(settings: dict) -> int:
+    return int(settings.get("watermark_idle", config.NodeConfig.watermark_idle))
 
 
 def _fault_over(topo: Topology, f: Fault, timeout: float) -> tuple[bool, bool]:
@@ -890,7 +896,8 @@ def _brief(s: dict) -> dict:
     keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
-            "primary_longest_silence_ms", "takeover_lease_ms", "takeovers")
+            "primary_longest_silence_ms", "takeover_lease_ms", "takeovers", "state_keys", "state_bytes",
+            "state_lag_tuples")
     out = {k: s[k] for k in keys if k in s}
     if "quarantined" in s:
         out["quarantined"] = [q["pos"] for q in s["quarantined"]]

@@ -92,10 +92,13 @@ class UpstreamNode(NodeBase):
         # A window query: Nu places its watermark records and drops the late ticks (core/watermarks.py),
         # which go to `late_data` (the Kafka adapter writes `<prefix>late`).
         query = cfg.parsed_query
-        self.placer = (WatermarkPlacer(WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms),
-                                       cfg.watermark_every) if query.stateful else None)
+        self.placer: WatermarkPlacer | None = None
         self.late_data = late_data or DeadLetters()
         self.registry = StreamRegistry(cfg.stream_names)
+        if query.stateful:
+            self.placer = WatermarkPlacer(WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms),
+                                          cfg.watermark_every, [self.registry.id_of(n) for n in cfg.stream_names],
+                                          cfg.watermark_idle)
         self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
         self.batcher = BackupBatcher(cfg.bsize)
@@ -189,13 +192,13 @@ class UpstreamNode(NodeBase):
         needs is held: `_trim` keeps them)."""
         placer = self.placer
         assert placer is not None
-        marks = [(p.pos, control.watermark_of(p.payload)) for p in self.params]
-        marks = [(pos, wm) for pos, wm in marks if wm is not None]
+        marks = [(p.pos, control.watermark_of(p.payload), p.payload) for p in self.params]
+        marks = [(pos, wm, payload) for pos, wm, payload in marks if wm is not None]
         data = np.flatnonzero(held.streams != StreamRegistry.CONTROL)
         ts = _event_times(held.payloads.take(pa.array(data))) if len(data) else np.empty(0, np.int64)
         positions = data + held.first
         lo = 0
-        for pos, wm in marks:
+        for pos, wm, _ in marks:
             if pos < held.first:
                 continue
             hi = int(np.searchsorted(positions, pos))
@@ -203,7 +206,10 @@ class UpstreamNode(NodeBase):
             placer.ledger.close(pos, wm)
             lo = hi
         placer.ledger.add(positions[lo:], ts[lo:])
-        placer.resume(marks[-1][1] if marks else None, int(ts[lo:].max()) if len(ts[lo:]) else None)
+        last = marks[-1] if marks else None
+        placer.resume(last[1] if last else None, control.watermark_state(last[2]) if last else None,
+                      last[0] if last else held.first - 1)
+        placer.heard_from(positions[lo:], ts[lo:], held.streams[data[lo:]])
 
     def start(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -404,7 +410,7 @@ class UpstreamNode(NodeBase):
         taken out, renumbered from the same first position (nothing has seen these positions yet)."""
         placer = self.placer
         assert placer is not None
-        placed = placer.place(body.first, _event_times(body.payloads))
+        placed = placer.place(body.first, _event_times(body.payloads), body.streams)
         order = placed.order
         self._note_late(body, placed)
         if not len(order):
@@ -416,10 +422,10 @@ class UpstreamNode(NodeBase):
         seqs = np.where(records, positions, body.seqs[take])
         # The payloads column by column: the ticks' runs taken from the poll, each record's text between.
         pieces, lo = [], 0
-        for i, wm in zip(np.flatnonzero(records).tolist(), placed.watermarks, strict=True):
+        for i, wm, state in zip(np.flatnonzero(records).tolist(), placed.watermarks, placed.states, strict=True):
             if i > lo:
                 pieces.append(body.payloads.take(pa.array(order[lo:i])))
-            text = control.encode_watermark(wm)
+            text = control.encode_watermark(wm, state)
             pieces.append(pa.array([text], body.payloads.type))
             self.params.append(m.Params(int(positions[i]), text))
             lo = i + 1

@@ -14,14 +14,40 @@ from lazystandby.sources.base import GeneratorSource
 from lazystandby.transport.memory import MemoryNetwork
 
 
-def nu(every=4):
+def nu(every=4, streams="I1", idle=0):
     cfg = NodeConfig(role="upstream", listen="nu", primary="n", query="window 100ms by symbol agg count",
-                     watermark_every=every)
-    return UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=0), MemoryNetwork().peer)
+                     watermark_every=every, streams=streams, watermark_idle=idle)
+    return UpstreamNode(cfg, GeneratorSource(streams.split(","), total=0), MemoryNetwork().peer)
 
 
-def ticks(first, ts):
-    return TupleBatch(first, [1] * len(ts), list(range(1, len(ts) + 1)), [f"A,1.0,1,{t},X".encode() for t in ts])
+def ticks(first, ts, stream=1):
+    return TupleBatch(first, [stream] * len(ts), list(range(1, len(ts) + 1)),
+                      [f"A,1.0,1,{t},X".encode() for t in ts])
+
+
+def test_a_stream_read_ahead_holds_no_tick_of_the_other_late():
+    """I1 read far ahead of I2 (one partition's fetch before the other's): the watermark waits for I2,
+    so none of I2's ticks is late; then it is the least of the two streams' largest event times."""
+    n = nu(streams="I1,I2")
+    ahead = n._place(ticks(1, [1000, 2000, 3000, 4000, 5000, 6000], stream=1))
+    marks = [control.watermark_of(ahead.payload(i)) for i in range(len(ahead)) if ahead.streams[i] == 0]
+    assert marks == [0, 0]  # I2 not heard from: nothing is final, nothing late
+    behind = n._place(ticks(len(ahead) + 1, [1000, 1100, 1200, 1300], stream=2))
+    assert n.counters["late_tuples"] == 0 and len(behind) == 5
+    records = [i for i in range(len(behind)) if behind.streams[i] == 0]
+    assert [control.watermark_of(behind.payload(i)) for i in records] == [1200]  # min(6000, 1200)
+    # The record carries both streams' state: a restarted Nu resumes from it.
+    assert control.watermark_state(behind.payload(records[0])) == {"1": [6000, 7], "2": [1200, 11]}
+
+
+def test_a_quiet_stream_stops_holding_the_watermark_after_watermark_idle_positions():
+    n = nu(streams="I1,I2", idle=4)
+    out = n._place(ticks(1, [1000, 2000, 3000, 4000, 5000, 6000, 7000], stream=1))
+    marks = [control.watermark_of(out.payload(i)) for i in range(len(out)) if out.streams[i] == 0]
+    # I2, never heard from, holds it until position 4 is more than 4 positions past its start (0).
+    assert marks == [0, 6000]
+    late = n._place(ticks(len(out) + 1, [1000], stream=2))
+    assert len(late) == 0 and n.counters["late_tuples"] == 1
 
 
 def test_records_at_their_positions_and_late_ticks_out():
