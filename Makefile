@@ -149,7 +149,7 @@ bench: setup kafka-jars quix-venv jvm-peers
 	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS)) $(if $(PUBLISH),--publish)
 
 # The window query: its throughput on the Kafka path and its failover at 1,000 to 1,000,000 keys (minutes).
-bench-window: setup kafka-jars
+bench-window: setup kafka-jars jvm-peers
 	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
 
 clean:

@@ -530,6 +530,14 @@ class Topology:
         peer = GrpcPeer(self.addrs[key], tls=self.tls)
         try:
             return peer.status(timeout).snapshot
+        except PeerError as e:
+            p = self.procs.get(key)
+            if p is None or p.poll() is None:
+                raise
+            # The node is gone: say how it ended, which the refused connection alone does not.
+            raise PeerError(e.status, f"{e.message}; {self.NAMES[key]} exited {p.returncode}: "
+                                      f"{self.last_words(key)} [log: {self.workdir / (key + '.log')}]",
+                            refused=e.refused) from None
         finally:
             peer.close()
 
