@@ -60,9 +60,15 @@ def failover_by_keys(keys: int, trials: int) -> dict:
                       extra={"query": FAILOVER_QUERY, "keys": keys, "exit_when_fenced": True})
         if not r["ok"]:
             raise RuntimeError(f"window failover with {keys:,} keys was not exact: logs in {r['workdir']}")
+        rec = r["recovery"]
         out.append({"failover_ms": round(r["recovery_ms"], 1),
                     "live_keys": r["before"]["n2"].get("state_keys", 0),
-                    "results": r["expected"]})
+                    "state_lag_tuples": r["before"]["n2"].get("state_lag_tuples", 0),
+                    "results": r["expected"],
+                    # The phases, to tell what grows with the state (launcher.failover_check's names).
+                    **{k: round(rec.get(k, 0.0), 1) for k in ("detection_ms", "reconnection_ms",
+                                                                "data_recovery_ms", "catch_up_ms")},
+                    **{k: rec.get(k, 0) for k in ("resent_by_nu", "backlog_at_takeover")}})
     return {"failover_ms": round(statistics.median(o["failover_ms"] for o in out), 1),
             "live_keys": max(o["live_keys"] for o in out), "trials": out}
 

@@ -326,6 +326,15 @@ class NodeConfig:
         return parse_query(self.query) if self.query else Query("select", where=self.predicate)
 
     @property
+    def watermark_per_stream(self) -> bool:
+        """Whether Nu's watermark is the least of each stream's largest event time (the Python operator)
+        or the largest over all of them (the Spark operator). Spark's watermark is the largest event time
+        its query has read, ticks included, less the lateness; it equals the link order's at every record
+        only when the records carry that same largest time, so with Spark a stream read ahead of the other
+        makes the other's ticks late."""
+        return self.operator != "spark"
+
+    @property
     def lease_s(self) -> float:
         """Seconds of the primary's lease at Nd: takeover_lease, or LEASE_SHARE of heartbeat_interval."""
         return LEASE_SHARE * self.heartbeat_interval if self.takeover_lease is None else self.takeover_lease

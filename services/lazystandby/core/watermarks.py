@@ -49,9 +49,12 @@ class WatermarkPlacer:
     non-decreasing; a tick kept is not late at its position; the ledger holds every kept tick and every
     record, in link order."""
 
-    def __init__(self, spec: WindowSpec, every: int, streams: Iterable[int] = (), idle: int = 0) -> None:
+    def __init__(self, spec: WindowSpec, every: int, streams: Iterable[int] = (), idle: int = 0,
+                 per_stream: bool = True) -> None:
         """`streams`: the link's streams known from the start (each holds the watermark until heard from);
-        `idle`: positions without a tick after which a stream stops holding it (0: never)."""
+        `idle`: positions without a tick after which a stream stops holding it (0: never); `per_stream`
+        False: every tick counts as one stream's, and the watermark is the largest event time admitted
+        (what a Spark query's own watermark is: config.NodeConfig.watermark_per_stream)."""
         if every < 2:
             raise ValueError(f"watermark_every is {every}: a record every position leaves no room for ticks")
         if idle < 0:
@@ -59,9 +62,10 @@ class WatermarkPlacer:
         self.spec = spec
         self.every = every
         self.idle = idle
+        self.per_stream = per_stream
         self.watermark: int | None = None  # in force after the last record placed (None: none yet)
         # Per stream: [the largest event time admitted (None: not heard from), the position of its last tick].
-        self.heard: dict[int, list] = {int(st): [None, 0] for st in streams}
+        self.heard: dict[int, list] = {int(st): [None, 0] for st in streams} if per_stream else {}
         self.ledger = WindowLedger(spec)
         self.late_tuples = 0
 
@@ -90,6 +94,8 @@ class WatermarkPlacer:
         """Ticks kept at `positions` (increasing) with event times `ts` on `streams`."""
         if not len(ts):
             return
+        if not self.per_stream:
+            streams = np.zeros(len(ts), np.int64)
         for st in np.unique(streams).tolist():
             on = streams == st
             top, last = int(ts[on].max()), int(positions[on][-1])
@@ -113,7 +119,8 @@ class WatermarkPlacer:
         """Place ticks with event times `ts` on `streams` (admission order; None: all on stream 0) from link
         position `first` on."""
         ts = np.asarray(ts, np.int64)
-        streams = np.zeros(len(ts), np.int64) if streams is None else np.asarray(streams, np.int64)
+        streams = (np.zeros(len(ts), np.int64) if streams is None or not self.per_stream
+                   else np.asarray(streams, np.int64))
         order: list[np.ndarray] = []
         marks: list[int] = []
         states: list[dict] = []

@@ -140,7 +140,7 @@ def kafka_expected(bootstrap: str, streams: list[str], predicate: str, *, prefix
 
 
 def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: int, idle: int = 0,
-                          prefix: str = "ls.", max_tuple_bytes: int = 65536,
+                          per_stream: bool = True, prefix: str = "ls.", max_tuple_bytes: int = 65536,
                           partitions: int = 1) -> tuple[list[bytes], list[tuple[str, int]], list[tuple[str, int]]]:
     """The window results for ticks that came through Kafka: the ticks in the order Nu admitted them (its
     link log's data runs; a late tick has no position and changes no watermark, so leaving those out changes
@@ -176,7 +176,7 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
                     order.append((run[0], q))
     known = tuple(partition_streams(streams, partitions))
     results, late = window_expected([payloads[k] for k in order], query, every=every, idle=idle,
-                                    streams=[st for st, _ in order], known=known)
+                                    streams=[st for st, _ in order] if per_stream else None, known=known)
     if late:
         raise ValueError(f"{len(late)} ticks in Nu's link log are late by the truth table's rules")
     return results, sorted(set(payloads) - seen), malformed

@@ -668,7 +668,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
         if query.stateful:
             ticks = list(interleave(["I1", "I2"], total, seed, keys=keys))
             expected, late = window_expected([p for _, _, p in ticks], query, every=_every(settings),
-                                             streams=[st for st, _, _ in ticks], idle=_idle(settings))
+                                             streams=[st for st, _, _ in ticks] if _per_stream(settings) else None,
+                                             idle=_idle(settings))
         else:
             expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
                                         poison=str(settings.get("chaos_poison", "")).encode(), keys=keys)
@@ -721,7 +722,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                     admitted = wait_until(lambda: _admitted_all(topo), timeout, step=0.3)
                     expected, late, malformed = kafka_window_expected(
                         kafka, ["I1", "I2"], query, every=_every(settings), idle=_idle(settings),
-                        prefix=settings["topic_prefix"],
+                        per_stream=_per_stream(settings), prefix=settings["topic_prefix"],
                         max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
                         partitions=int(settings.get("partitions", 1)))
                 else:
@@ -811,6 +812,10 @@ def _every(settings: dict) -> int:
 
 def _idle(settings: dict) -> int:
     return int(settings.get("watermark_idle", config.NodeConfig.watermark_idle))
+
+
+def _per_stream(settings: dict) -> bool:
+    return config.NodeConfig(operator=settings.get("operator", "python")).watermark_per_stream
 
 
 def _fault_over(topo: Topology, f: Fault, timeout: float) -> tuple[bool, bool]:

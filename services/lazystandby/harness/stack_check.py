@@ -35,7 +35,8 @@ def _window_check(a, query) -> dict:
     time.sleep(0.5)  # the poll the lag was measured after reaches the link log within milliseconds
     cfg = config.load([])
     expected, late, malformed = kafka_window_expected(a.bootstrap, ["I1", "I2"], query, every=cfg.watermark_every,
-                                                      idle=cfg.watermark_idle, prefix=a.prefix,
+                                                      idle=cfg.watermark_idle,
+                                                      per_stream=cfg.watermark_per_stream, prefix=a.prefix,
                                                       max_tuple_bytes=cfg.max_tuple_bytes)
     rows = read_results(a.bootstrap, f"{a.prefix}results")
     r = compare_results(expected, [(o, p) for o, _, _, p in rows], aggregates=len(query.aggregates))

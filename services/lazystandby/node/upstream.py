@@ -98,7 +98,7 @@ class UpstreamNode(NodeBase):
         if query.stateful:
             self.placer = WatermarkPlacer(WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms),
                                           cfg.watermark_every, [self.registry.id_of(n) for n in cfg.stream_names],
-                                          cfg.watermark_idle)
+                                          cfg.watermark_idle, cfg.watermark_per_stream)
         self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
         self.batcher = BackupBatcher(cfg.bsize)

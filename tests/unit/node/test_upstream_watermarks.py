@@ -9,14 +9,15 @@ from lazystandby.core.errors import MalformedRecord
 from lazystandby.core.seq import StreamRegistry
 from lazystandby.core.tuples import TupleBatch
 from lazystandby.formats import control
+from lazystandby.harness.check import window_expected
 from lazystandby.node.upstream import UpstreamNode
 from lazystandby.sources.base import GeneratorSource
 from lazystandby.transport.memory import MemoryNetwork
 
 
-def nu(every=4, streams="I1", idle=0):
+def nu(every=4, streams="I1", idle=0, operator="python"):
     cfg = NodeConfig(role="upstream", listen="nu", primary="n", query="window 100ms by symbol agg count",
-                     watermark_every=every, streams=streams, watermark_idle=idle)
+                     watermark_every=every, streams=streams, watermark_idle=idle, operator=operator)
     return UpstreamNode(cfg, GeneratorSource(streams.split(","), total=0), MemoryNetwork().peer)
 
 
@@ -38,6 +39,20 @@ def test_a_stream_read_ahead_holds_no_tick_of_the_other_late():
     assert [control.watermark_of(behind.payload(i)) for i in records] == [1200]  # min(6000, 1200)
     # The record carries both streams' state: a restarted Nu resumes from it.
     assert control.watermark_state(behind.payload(records[0])) == {"1": [6000, 7], "2": [1200, 11]}
+
+
+def test_with_the_spark_operator_the_watermark_is_the_largest_event_time_on_any_stream():
+    """Spark's own watermark is the largest event time its query read: the records must carry that, so a
+    stream read ahead makes the other's ticks late, as the single-stream truth table says."""
+    n = nu(streams="I1,I2", operator="spark")
+    ahead = n._place(ticks(1, [1000, 2000, 3000, 4000, 5000, 6000], stream=1))
+    marks = [control.watermark_of(ahead.payload(i)) for i in range(len(ahead)) if ahead.streams[i] == 0]
+    assert marks == [3000, 6000]
+    behind = n._place(ticks(len(ahead) + 1, [1000, 1100], stream=2))
+    assert len(behind) == 0 and n.counters["late_tuples"] == 2
+    q = n.cfg.parsed_query
+    payloads = [f"A,1.0,1,{t},X".encode() for t in [1000, 2000, 3000, 4000, 5000, 6000, 1000, 1100]]
+    assert window_expected(payloads, q, every=4)[1] == [6, 7]
 
 
 def test_a_quiet_stream_stops_holding_the_watermark_after_watermark_idle_positions():
