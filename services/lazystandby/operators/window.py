@@ -110,10 +110,11 @@ class WindowAggregate(Operator):
         self._fields = set(fields) | set(query.keys) | self._columns | {"ts"}
         self._group = [_WIN, *query.keys]
         self._aggs = partials(query)
-        # The open windows' partial aggregates, by window start: the tables of the calls since the window's
-        # last merge (each grouped by keys already). A record merges only the windows it makes final, so
-        # its cost follows what it emits, not the whole state; a window with many tables is merged into one
-        # now and then (COMPACT_AT) to bound its memory.
+        # The open windows' partial aggregates, by window start: tables grouped by keys already, oldest
+        # first. A record merges only the windows it makes final, so its cost follows what it emits, not
+        # the whole state. Between records a window's tables are merged by size (`_tiered`): a call's
+        # table merges with the newest ones while they are no more than twice its size, so a group is
+        # merged again about log2(window's groups / a call's groups) times, whatever the state's size.
         self._by_window: dict[int, list[pa.Table]] = {}
         # Rows and bytes held, kept as the tables come and go: status reads them from another thread while
         # a call changes `_by_window`, which it must not walk.
@@ -124,11 +125,12 @@ class WindowAggregate(Operator):
         self.results = 0
 
     # --- state --------------------------------------------------------------------------------------
-    COMPACT_AT = 16  # tables a window may hold before they are merged into one
+    COMPACT_AT = 16  # most tables a window holds: past it the newest are merged whatever their sizes
 
     def live_keys(self) -> int:
-        """Partial (window, key) groups held: a group appears once per table not merged yet, so this is at
-        most COMPACT_AT times the distinct groups, and exact for windows merged since their last call."""
+        """Partial (window, key) groups held: a group appears once per table of its window it is in, so
+        this is at most the tables held (COMPACT_AT at most) times the distinct groups, and in practice
+        below twice them (`_tiered`)."""
         return self._rows
 
     def state_bytes(self) -> int:
@@ -211,8 +213,16 @@ class WindowAggregate(Operator):
         starts_in = np.unique(wins).tolist()
         for start in starts_in:
             part = partial if len(starts_in) == 1 else partial.filter(pa.array(wins == start))
-            held = [*self._by_window.get(start, []), part]
-            self._hold(start, [self._merge(pa.concat_tables(held))] if len(held) >= self.COMPACT_AT else held)
+            self._hold(start, self._tiered([*self._by_window.get(start, []), part]))
+
+    def _tiered(self, held: list[pa.Table]) -> list[pa.Table]:
+        """Size-tiered merging of one window's tables (oldest first, the newest just added): the newest
+        two are merged while the older is at most twice the newer, or while more than COMPACT_AT are
+        held. Merging everything every few calls would cost the whole state each time (at a million
+        keys, more than the calls themselves); this way the tables' sizes grow geometrically."""
+        while len(held) >= 2 and (held[-2].num_rows <= 2 * held[-1].num_rows or len(held) > self.COMPACT_AT):
+            held[-2:] = [self._merge(pa.concat_tables(held[-2:]))]
+        return held
 
     def _merge(self, t: pa.Table, *, first: bool = False) -> pa.Table:
         """Group `t` by (window, keys), combining its partials (sums of sums, min of mins, ...) into the

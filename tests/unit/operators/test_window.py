@@ -127,14 +127,34 @@ def test_restore_starts_empty_with_the_watermark_in_force():
 
 
 def test_windows_merged_early_give_the_same_results(monkeypatch):
-    """A window's partial tables are merged into one past COMPACT_AT: merging sooner changes no result."""
+    """A window holds at most COMPACT_AT partial tables: merging at every call changes no result."""
     ticks = list(interleave(["I1", "I2"], 20_000, 7))
     q, batch, _ = link_order(QUERIES[2], ticks, every=900)
     _, whole = run(q, batch, [])
-    monkeypatch.setattr(WindowAggregate, "COMPACT_AT", 2)
+    monkeypatch.setattr(WindowAggregate, "COMPACT_AT", 1)
     op, cut = run(q, batch, random.Random(3).sample(range(1, len(batch)), 200))
     assert cut == whole and len(whole) > 10
-    assert all(len(parts) < 2 for parts in op._by_window.values())
+    assert all(len(parts) <= 1 for parts in op._by_window.values())
+
+
+def test_a_large_windows_tables_grow_geometrically_so_a_call_never_merges_the_whole_state():
+    """Many keys in one long window, many small calls: each table held is more than twice the next newer
+    one, so a window of G groups holds about log2(G / a call's groups) tables, and the calls' results are
+    those of one call over everything."""
+    ticks = list(interleave(["I1", "I2"], 30_000, 7, keys=20_000))
+    q, batch, _ = link_order("window 10s by symbol agg count, sum(volume)", ticks, every=5000)
+    _, whole = run(q, batch, [])
+    op = WindowAggregate(q)
+    most = 0
+    for lo in range(0, len(batch), 200):
+        op.process(batch.slice(batch.first + lo, batch.first + min(lo + 200, len(batch))))
+        for parts in op._by_window.values():
+            rows = [t.num_rows for t in parts]
+            assert all(a > 2 * b for a, b in zip(rows, rows[1:], strict=False)), rows
+            most = max(most, len(parts))
+    assert 2 <= most <= 8 and op.live_keys() > 5000
+    _, cut = run(q, batch, list(range(200, len(batch), 200)))
+    assert cut == whole and len(whole) > 5000
 
 
 def test_state_is_read_from_another_thread_while_calls_change_it():
