@@ -177,7 +177,8 @@ class NodeConfig:
     watermark_every: int = 1024
     # Positions without a tick after which a stream stops holding a window query's watermark back (0:
     # never, as Flink without idleness). A stream that goes quiet then no longer stalls every window; its
-    # ticks that come after it count as late once the others have moved the watermark past them.
+    # ticks that come after it count as late once the others have moved the watermark past them. The
+    # Python operator's rule only (`watermark_per_stream`).
     watermark_idle: int = 0
     # Chaos tests of quarantine (node/quarantine.py): no admitted tick fails the built-in operators, so a
     # poison input is made by name. Never set in production.
@@ -427,8 +428,9 @@ HELP: dict[str, str] = {
             "grows with it; 0 = the ten named symbols",
     "watermark_every": "a window query's watermark period in link positions: windows close only at a watermark "
                        "record (fewer: lower result latency, more merges of the open state)",
-    "watermark_idle": "positions without a tick after which a stream stops holding the watermark back (0: never; "
-                      "lower: windows close despite a quiet stream, whose later ticks may then be late)",
+    "watermark_idle": "Python operator: positions without a tick after which a stream stops holding the watermark "
+                      "back (0: never; lower: windows close despite a quiet stream, whose later ticks may then be "
+                      "late). With Spark the watermark is the largest event time on any stream",
     "chaos_poison": "chaos tests only: the Python operator fails on every input holding this text, as on a value it "
                     "cannot compute with, and the node quarantines those inputs; empty: never",
     "operator_batch": "most tuples per operator call; 0 = by operator (32,768 python, 131,072 spark)",
