@@ -30,6 +30,9 @@ from .operator_procs import no_process_left
 
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
 CAMPAIGN_SETTINGS = ("codec", "bsize", "query")
+# run_trial's verdicts besides lost, duplicated and wrong, named in a run's row when they fail.
+FAILED_CHECKS = ("completed", "late_exact", "late_letters_exact", "dead_letters_exact",
+                 "forged_refused", "unexpected", "out_of_order")
 
 SINGLE_COMPOSABLE = ("kill-primary", "stop-primary", "pause-primary", "kill-standby", "kill-upstream-restart",
                      "kill-downstream-restart", "pause-downstream", "forged-deliver", "forged-push", "forged-backup",
@@ -126,7 +129,10 @@ def _campaign(argv: list[str]) -> int:
                    "expected": r["expected"], "got": r["got"],
                    "stalled": not r["delivered_all"], "failovers": r["failovers"],
                    "recovery_ms": round(r["recovery_ms"], 1) if "recovery_ms" in r else None,
-                   "workdir": r["workdir"] if not r["ok"] else "", "error": r.get("error", "")}
+                   "workdir": r["workdir"] if not r["ok"] else "", "error": r.get("error", ""),
+                   # Which of the trial's checks failed, where the counts above do not say why it is not ok.
+                   "failed_checks": [k for k in FAILED_CHECKS if r.get(k) is False or (
+                       k in ("unexpected", "out_of_order") and r.get(k, 0))]}
             runs.append(row)
             print(f"run {i + 1}/{a.runs}: {fault.name}{' (double)' if fault.double else ''} at {at}s: "
                   f"{r['got']}/{r['expected']} lost={r['lost']} dup={r['duplicated']} "
