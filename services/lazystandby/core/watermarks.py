@@ -38,7 +38,7 @@ class Placed:
     order: np.ndarray
     watermarks: list[int]
     late: np.ndarray
-    states: list[dict] | None = None
+    states: list[dict]
 
 
 class WatermarkPlacer:
@@ -68,11 +68,6 @@ class WatermarkPlacer:
         self.heard: dict[int, list] = {int(st): [None, 0] for st in streams} if per_stream else {}
         self.ledger = WindowLedger(spec)
         self.late_tuples = 0
-
-    @property
-    def max_ts(self) -> int | None:
-        """The largest event time admitted on any stream."""
-        return max((h[0] for h in self.heard.values() if h[0] is not None), default=None)
 
     def state(self) -> dict[str, list]:
         """What a record carries besides its watermark, so that a restarted Nu places as this one would."""
