@@ -161,8 +161,10 @@ class UpstreamNode(NodeBase):
             self.links.ok("standby", self.standby.address)  # alive until a call says otherwise
 
     def _restore(self, r) -> None:
-        """A restarted Nu: the same positions for the same tuples, the epoch and primary it had."""
-        self.oqu = KeyedQueue(f"{self.cfg.name} OQu", capacity=self.cfg.oq_capacity, start=r.checkpoint.input_pos)
+        """A restarted Nu: the same positions for the same tuples, the epoch and primary it had. OQu starts
+        at the trim point the source recorded (`held.first - 1`), before the checkpoint for a window query."""
+        trimmed = r.held.first - 1
+        self.oqu = KeyedQueue(f"{self.cfg.name} OQu", capacity=self.cfg.oq_capacity, start=trimmed)
         self.oqu.append(r.held)
         self._committed_through = self.oqu.last  # restored tuples have no admission time to measure from
         self.checkpoint = r.checkpoint
@@ -179,7 +181,7 @@ class UpstreamNode(NodeBase):
                         for i in np.flatnonzero(r.held.streams == StreamRegistry.CONTROL).tolist()]
         if self.placer is not None:
             self._resume_placer(r.held)
-        self.batcher.restart(r.checkpoint.input_pos)
+        self.batcher.restart(trimmed)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
         self._resync_primary = self._resync_backup = True
         self.counters["restored_tuples"] = len(r.held)
@@ -569,7 +571,7 @@ class UpstreamNode(NodeBase):
             self.e2e_seconds.observe(now - at)
             self.e2e_recent.observe(now - at, last - self._committed_through)
             self._committed_through = last
-        self.source.covered(self.checkpoint, self._membership())
+        self.source.covered(self.checkpoint, self._membership(), self._skip_point())
 
     # --- OQu -> standby (Algorithm 1) ------------------------------------------------------------------
     def _backup_loop(self) -> None:
@@ -775,9 +777,14 @@ class UpstreamNode(NodeBase):
                                         f"{msg.epoch} at {msg.address}, but this Nu pushes that epoch to "
                                         f"{self.primary_addr}; if they are one node, set its advertise to "
                                         f"{self.primary_addr}")
-                # The primary of this epoch announcing itself (this Nu restarted and already knows it).
+                # The primary of this epoch announcing itself: this Nu restarted and already knows it, from
+                # the takeover it recorded (a standby retrying a takeover whose answer died with the last Nu
+                # comes here too). Resent as a takeover would be: a stateful node takes a resend_from past what
+                # it holds for a rebuild, and would drop its state.
+                start = self._resend_start(msg.resend_from)
+                self.cursor = start
                 return m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
-                                       resend_from=self.cursor)
+                                       resend_from=start, params=self._params_at(self.checkpoint.input_pos))
             if record is None:
                 self._check_takeover(msg)
                 old = self.primary
@@ -801,6 +808,11 @@ class UpstreamNode(NodeBase):
         return (msg.epoch == self.fence.epoch and msg.address != standby
                 and not self.takeovers.won_by_other(msg.epoch, msg.node))
 
+    def _resend_start(self, requested: int) -> int:
+        """Holding the lock: the first position a node that asks from `requested` is resent (step 5)."""
+        return resend_start(requested, self.checkpoint,
+                            rebuild_from=None if self.placer is None else self._skip_point() + 1)
+
     def _check_takeover(self, msg: m.TakeoverRequest) -> None:
         """A new takeover: a newer epoch (else StaleEpoch), from the standby this Nu knows, asking for
         positions this Nu can have (a standby claiming more than Nu ever held was fed a forged checkpoint)."""
@@ -822,8 +834,7 @@ class UpstreamNode(NodeBase):
         self.links.forget("standby")
         self.links.forget("primary")
         self.generation += 1
-        start = resend_start(msg.resend_from, self.checkpoint,
-                             rebuild_from=None if self.placer is None else self._skip_point() + 1)
+        start = self._resend_start(msg.resend_from)
         self.cursor = start
         self._resync_primary = False
         resent = max(0, self.oqu.last - start + 1)
@@ -875,7 +886,7 @@ class UpstreamNode(NodeBase):
             self._resync_backup = True
             self.counters["standby_registrations"] += 1
             self._standby_wait_until = None  # the source starts now, with the backup's resync first
-            self.source.covered(self.checkpoint, self._membership())
+            self.source.covered(self.checkpoint, self._membership(), self._skip_point())
             self.lock.notify_all()
             return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
 

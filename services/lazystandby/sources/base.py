@@ -73,7 +73,9 @@ class Membership:
 @dataclass
 class Restored:
     """What a restarted Nu needs to continue exactly where it was: the last Level-1 checkpoint, the epoch,
-    primary and standby it had, and the tuples it held after the checkpoint, at the same positions."""
+    primary and standby it had, and the tuples it held after its trim point (the checkpoint's position, or
+    before it for a window query: `Source.covered`), at the same positions; `held.first - 1` is the trim
+    point."""
 
     checkpoint: Checkpoint
     epoch: int
@@ -112,8 +114,12 @@ class Source(ABC):
     def record_order(self, batch: TupleBatch, names: dict[int, str]) -> None:  # noqa: B027
         """Make the link order of `batch` durable: a generator is deterministic and needs nothing."""
 
-    def covered(self, checkpoint: Checkpoint, members: Membership) -> None:  # noqa: B027
-        """Every position <= checkpoint.input_pos is covered by a Level-1 ack (recorded soon, not at once)."""
+    def covered(self, checkpoint: Checkpoint, members: Membership,  # noqa: B027
+                trimmed_through: int | None = None) -> None:
+        """Every position <= checkpoint.input_pos is covered by a Level-1 ack (recorded soon, not at once).
+        `trimmed_through` (<= the checkpoint's position; None: the checkpoint's) is the last position no
+        node needs again: a window query keeps the inputs of windows still open at the checkpoint, and a
+        restarted Nu must hold them (`Restored.held` starts right after it)."""
 
     def record_membership(self, members: Membership) -> None:  # noqa: B027
         """Make a takeover durable before Nu answers it: a Nu restarted after this returns knows the new

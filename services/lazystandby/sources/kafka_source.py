@@ -287,8 +287,9 @@ class KafkaSource(Source):
         # (first_pos, last_pos, log offset, per-stream last seq after the entry)
         self._entries: deque[tuple[int, int, int, dict[str, int]]] = deque()
         self._last_seqs: dict[str, int] = {}
-        self._pending: tuple[Checkpoint, Membership] | None = None
-        self._committed: tuple[Checkpoint, Membership] | None = None
+        # (checkpoint, membership, trim point): what the next commit records, and what the last one did.
+        self._pending: tuple[Checkpoint, Membership, int] | None = None
+        self._committed: tuple[Checkpoint, Membership, int] | None = None
         self._commit_error = ""
         self._done = threading.Condition()  # signalled when a commit lands
         self._wake = threading.Event()
@@ -318,6 +319,7 @@ class KafkaSource(Source):
         if not entries and not meta:
             return None
         ckpt = Checkpoint(meta["pos"], meta["count"]) if meta else Checkpoint()
+        trimmed = meta.get("trim", meta["pos"]) if meta else 0
         h_streams: list[int] = []
         h_seqs: list[int] = []
         h_payloads: list[bytes] = []
@@ -332,7 +334,7 @@ class KafkaSource(Source):
                             else fetch_range(reader, self._tp_of[stream].topic, first_seq, count,
                                              self._tp_of[stream].partition))
                 for i, p in enumerate(payloads):
-                    if pos + i > ckpt.input_pos:
+                    if pos + i > trimmed:
                         h_streams.append(reg.id_of(stream))
                         h_seqs.append(first_seq + i)
                         h_payloads.append(p)
@@ -341,7 +343,7 @@ class KafkaSource(Source):
                     last_seqs[stream] = first_seq + count - 1
             self._entries.append((e["first_pos"], pos - 1, off, dict(last_seqs)))
         reader.close()
-        held = TupleBatch(ckpt.input_pos + 1, h_streams, h_seqs, h_payloads)
+        held = TupleBatch(trimmed + 1, h_streams, h_seqs, h_payloads)
         self._last_seqs = last_seqs
         # Consume each topic after the last record the link log holds (dead letters after it come again).
         for tp in self._tps:
@@ -423,16 +425,18 @@ class KafkaSource(Source):
                     self._last_seqs[r[0]] = r[1] + r[2] - 1
             self._entries.append((batch.first, batch.last, offset, dict(self._last_seqs)))
 
-    def covered(self, checkpoint: Checkpoint, members: Membership) -> None:
+    def covered(self, checkpoint: Checkpoint, members: Membership, trimmed_through: int | None = None) -> None:
+        trimmed = checkpoint.input_pos if trimmed_through is None else min(trimmed_through, checkpoint.input_pos)
         with self._lock:
-            self._pending = (checkpoint, members)
+            self._pending = (checkpoint, members, trimmed)
 
     def record_membership(self, members: Membership, timeout: float = 10.0) -> None:
         """Committed with the offsets, by the committer thread (the one that owns commits), woken at once;
         returns once the broker has it."""
         with self._lock:
-            ckpt = self._pending[0] if self._pending else (self._committed[0] if self._committed else Checkpoint())
-            want = self._pending = (ckpt, members)
+            last = self._pending or self._committed
+            ckpt, trimmed = (last[0], last[2]) if last else (Checkpoint(), 0)
+            want = self._pending = (ckpt, members, trimmed)
         self._wake.set()
         with self._done:
             if not self._done.wait_for(lambda: self._committed == want, timeout):
@@ -455,18 +459,20 @@ class KafkaSource(Source):
             if self._pending is None or self._pending == self._committed:
                 return
             state = self._pending
-            ckpt, members = state
+            ckpt, members, trimmed = state
             # The per-stream seqs and the restart offset move together, as entries are dropped, whether or
-            # not the commit below succeeds: a restart must never pair a new offset with older seqs.
-            while self._entries and self._entries[0][1] <= ckpt.input_pos:
+            # not the commit below succeeds: a restart must never pair a new offset with older seqs. Entries
+            # are kept after the trim point, not the checkpoint: a restarted Nu holds what open windows need.
+            while self._entries and self._entries[0][1] <= trimmed:
                 _, _, off, self._covered_seqs = self._entries.popleft()
                 self._log_next = off + 1
             seqs = dict(self._covered_seqs)
             # A restart replays the link log from the first entry not fully covered; when every entry is
             # covered, from just past the last one.
             log_from = self._entries[0][2] if self._entries else self._log_next
-            params = next((c for c in reversed(self._controls) if c[0] <= ckpt.input_pos), None)
-            meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "epoch": members.epoch,
+            params = next((c for c in reversed(self._controls) if c[0] <= trimmed), None)
+            meta = json.dumps({"pos": ckpt.input_pos, "count": ckpt.output_count, "trim": trimmed,
+                               "epoch": members.epoch,
                                "primary": members.primary, "standby": members.standby, "log": log_from,
                                "seqs": seqs or {}, "params": params})
         offsets = {}

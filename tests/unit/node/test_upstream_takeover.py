@@ -86,3 +86,42 @@ def test_a_registration_never_replaces_a_standby_in_sync_that_answers(net):
         assert nu.standby.address == "s3"
     finally:
         nu.stop()
+
+
+def _restarted_window_nu(trimmed: int, checkpoint: int, head: int):
+    """A window-query Nu restarted after recording the takeover to epoch 2 (primary s): it holds the
+    inputs after its trim point, before its checkpoint, as the source restores them."""
+    from lazystandby.config import NodeConfig
+    from lazystandby.core.acks import Checkpoint
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource, Restored
+    from lazystandby.transport.memory import MemoryNetwork
+
+    n = head - trimmed
+    held = TupleBatch(trimmed + 1, [1] * n, list(range(trimmed + 1, head + 1)),
+                      [f"A,1.0,1,{1000 + 10 * i},X".encode() for i in range(n)])
+
+    class Restarted(GeneratorSource):
+        def restore(self):
+            return Restored(checkpoint=Checkpoint(checkpoint, 2), epoch=2, primary="s", held=held,
+                            last_seqs={"I1": head}, standby="")
+
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", query="window 100ms by symbol agg count")
+    return UpstreamNode(cfg, Restarted(["I1"], total=0), MemoryNetwork().peer)
+
+
+@pytest.mark.parametrize("asked, resent", [(13, 16), (18, 18)])
+def test_a_takeover_retried_at_a_restarted_nu_is_resent_from_what_the_standby_lacks(asked, resent):
+    """The standby's takeover reached the last Nu, which recorded it and died before answering; the retry
+    reaches the restarted Nu, which already knows epoch 2 and its primary. It is answered as the takeover
+    itself would be: from what the standby lacks, or from the trim point (a rebuild), never from where the
+    restarted Nu's cursor happens to be (a standby that holds its state would drop it)."""
+    nu = _restarted_window_nu(trimmed=15, checkpoint=20, head=40)
+    try:
+        assert nu.oqu.trimmed_through == 15 and nu.oqu.last == 40 and nu.checkpoint.input_pos == 20
+        nu.cursor = 41  # where a push to the new primary may have left it
+        reply = nu.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=asked))
+        assert (reply.resend_from, reply.checkpoint.input_pos, reply.head_pos) == (resent, 20, 40)
+        assert nu.cursor == resent and nu.fence.epoch == 2 and nu.counters["takeovers"] == 0
+    finally:
+        nu.stop()
