@@ -1,5 +1,6 @@
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -10,6 +11,20 @@ sys.path[:0] = [str(ROOT / "services"), str(ROOT / "spark")]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+# `make test` runs the suite on parallel workers (pytest-xdist). Each worker draws the harness's ports from
+# its own slice of 20000-32000 (two workers never pick the same free port before either binds it) and has a
+# temporary directory of its own (the tests that check a killed Spark driver left no scratch behind look
+# at it, and must not see another worker's Spark session).
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if WORKER:
+    _n = int(WORKER.removeprefix("gw"))
+    _width = 12_000 // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    os.environ["LS_PORT_RANGE"] = f"{20_000 + _n * _width}-{20_000 + (_n + 1) * _width}"
+    _tmp = Path(tempfile.gettempdir()) / f"lazystandby-tests-{WORKER}"
+    _tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(_tmp)
+    tempfile.tempdir = None  # read TMPDIR again
+
 
 def pytest_collection_modifyitems(items):
     """Mark each test with its tier (integration, system) from its directory. One hook here: a hook in a
@@ -18,6 +33,13 @@ def pytest_collection_modifyitems(items):
         tier = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts[0]
         if tier in ("integration", "system"):
             item.add_marker(getattr(pytest.mark, tier))
+        if tier == "system":
+            # One compose project for the whole tier: its tests run on one worker, one after another.
+            item.add_marker(pytest.mark.xdist_group("compose"))
+    if WORKER:
+        # That tier first: it is the longest piece one worker must run alone, so it must not start last.
+        # (In one process it stays last: its stack is not kept up through the other tiers.)
+        items.sort(key=lambda item: 0 if "/tests/system/" in str(item.fspath) else 1)
 
 
 _TIER_SPAN: dict[str, list[float]] = {}  # tier -> [first test's start, last test's end] (time.monotonic)

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ def kafka():
         return
     from lazystandby.harness.kafka_broker import LocalKafka
 
-    broker = LocalKafka(ROOT / "run" / "test-kafka")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # one broker per parallel worker
+    broker = LocalKafka(ROOT / "run" / ("test-kafka" + (f"-{worker}" if worker else "")))
     try:
         broker.start()
         yield broker.bootstrap

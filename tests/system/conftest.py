@@ -1,5 +1,4 @@
 import itertools
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,18 +8,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def python_operator():
+@pytest.fixture(autouse=True)
+def python_operator(monkeypatch):
     """The system tier runs the stack with the Python operator: two Spark JVMs in containers on CI's 2 cores
     would take most of its time budget (two tests, hang-operator and kill-operator, set the Spark operator
-    themselves: its JVM is what those faults stop). `make chaos` runs the stack's own default (spark)."""
-    before = os.environ.get("LS_OPERATOR")
-    os.environ["LS_OPERATOR"] = "python"
-    yield
-    if before is None:
-        os.environ.pop("LS_OPERATOR", None)
-    else:
-        os.environ["LS_OPERATOR"] = before
+    themselves: its JVM is what those faults stop). `make chaos` runs the stack's own default (spark). Set
+    per test: a worker runs other tiers' tests between these."""
+    monkeypatch.setenv("LS_OPERATOR", "python")
 
 
 @pytest.fixture(scope="session")

@@ -86,6 +86,10 @@ def scratch(prefix: str, *, under: Path | None = None, keep: bool = False) -> It
 
 
 PORTS_FROM = 20_000  # the low end of the ports free_ports picks from
+# LS_PORT_RANGE=LOW-HIGH narrows the draw (high end excluded): harnesses that run side by side on one host
+# (the suite's parallel workers) each draw from their own range, so one never takes a port another has
+# picked and not yet bound.
+PORT_RANGE_ENV = "LS_PORT_RANGE"
 _PORT_DRAWS = random.SystemRandom()  # not the module's generator, which a seeded campaign replays
 
 
@@ -103,6 +107,21 @@ def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tup
         return 32768, 60999
 
 
+def port_range() -> tuple[int, int]:
+    """The ports free_ports draws from, [low, high): LS_PORT_RANGE if set, else from PORTS_FROM to the
+    kernel's ephemeral range."""
+    spec = os.environ.get(PORT_RANGE_ENV, "")
+    if spec:
+        try:
+            lo, hi = (int(x) for x in spec.split("-"))
+        except ValueError:
+            raise ValueError(f"{PORT_RANGE_ENV}={spec!r}: expected LOW-HIGH, e.g. 20000-26000") from None
+        if not 1024 <= lo < hi <= 65536:
+            raise ValueError(f"{PORT_RANGE_ENV}={spec!r}: expected 1024 <= LOW < HIGH <= 65536")
+        return lo, hi
+    return PORTS_FROM, ephemeral_range()[0]
+
+
 def free_ports(n: int) -> list[int]:
     """`n` distinct free loopback ports, below the kernel's ephemeral range: a port the kernel picked (bind to
     0) is free only until the kernel hands it to someone else, and the Spark JVMs started before the later
@@ -110,14 +129,14 @@ def free_ports(n: int) -> list[int]:
     benchmark. The sockets stay bound until all are picked, so no port is handed out twice (two gRPC servers
     on one port would split its connections between them). Falls back to the kernel's choice where the range
     leaves no room below it."""
-    low = ephemeral_range()[0]
+    start, low = port_range()
     socks: list[socket.socket] = []
     try:
         tries = 0
         while len(socks) < n:
             s = socket.socket()
             tries += 1
-            port = _PORT_DRAWS.randrange(PORTS_FROM, low) if low - PORTS_FROM >= 4 * n and tries <= 20 * n else 0
+            port = _PORT_DRAWS.randrange(start, low) if low - start >= 4 * n and tries <= 20 * n else 0
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:

@@ -1,5 +1,6 @@
 """The harness's ports: below the kernel's ephemeral range, never twice."""
 
+import pytest
 
 
 def test_the_harness_picks_ports_below_the_kernels_ephemeral_range_and_never_twice(monkeypatch):
@@ -9,6 +10,7 @@ def test_the_harness_picks_ports_below_the_kernels_ephemeral_range_and_never_twi
 
     from lazystandby.harness import launcher
 
+    monkeypatch.delenv(launcher.PORT_RANGE_ENV, raising=False)  # the suite's parallel workers set one
     low, _ = launcher.ephemeral_range()
     ports = launcher.free_ports(40)
     assert len(set(ports)) == 40
@@ -28,3 +30,16 @@ def test_the_ephemeral_range_is_read_from_the_kernel_or_defaults(tmp_path):
     f.write_text("40000\t50000\n")
     assert ephemeral_range(str(f)) == (40000, 50000)
     assert ephemeral_range(str(tmp_path / "missing")) == (32768, 60999)
+
+
+def test_a_port_range_from_the_environment_narrows_the_draw(monkeypatch):
+    """Harnesses side by side on one host (the suite's workers) draw from ranges of their own."""
+    from lazystandby.harness import launcher
+
+    monkeypatch.setenv(launcher.PORT_RANGE_ENV, "23000-23100")
+    ports = launcher.free_ports(20)
+    assert len(set(ports)) == 20 and all(23000 <= p < 23100 for p in ports)
+    for bad in ("23000", "23100-23000", "80-90", "a-b"):
+        monkeypatch.setenv(launcher.PORT_RANGE_ENV, bad)
+        with pytest.raises(ValueError, match="LS_PORT_RANGE"):
+            launcher.free_ports(1)
