@@ -55,8 +55,14 @@ def compose(*args: str, check: bool = True, total: int = 40_000) -> subprocess.C
     # The operator is the stack's own (compose's LS_OPERATOR, spark by default), unless the caller sets it.
     env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": RATE,
            "COMPOSE_PROFILES": "spares", **os.environ, **FAULT_ENV}
-    return subprocess.run(["docker", "compose", "-p", PROJECT, *FILES, *args], check=check, capture_output=True,
-                          text=True, env=env)
+    out = subprocess.run(["docker", "compose", "-p", PROJECT, *FILES, *args], check=False, capture_output=True,
+                         text=True, env=env)
+    if check and out.returncode != 0:
+        # Compose says why on stderr (a container unhealthy, a port taken, an image missing): the fault's
+        # result carries its last lines, not just the exit status.
+        raise RuntimeError(f"docker compose {' '.join(args[:2])} exited {out.returncode}: "
+                           f"{out.stderr.strip()[-400:]}")
+    return out
 
 
 def topic_prefix() -> str:

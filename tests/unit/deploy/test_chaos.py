@@ -240,3 +240,15 @@ def test_a_restarted_operator_container_is_waited_for_until_it_is_the_standby_nu
     monkeypatch.setattr(chaos, "node_status", lambda service: {"role": "fenced", "epoch": 1} if service == "n"
                         else {"standby": ""})
     assert chaos.rejoined("n", time.monotonic() - 1) == {"role": "fenced", "epoch": 1, "backed_up": False}
+
+
+def test_a_failing_compose_command_says_what_compose_said(monkeypatch):
+    """`up --wait` fails when a container turns unhealthy or a port is taken: the fault's error carries
+    compose's own words, not only an exit status."""
+    import subprocess
+
+    said = "Container lazystandby-kafka-1  Error\ndependency failed to start: container kafka-1 is unhealthy"
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a[0], 1, "", said))
+    with pytest.raises(RuntimeError, match=r"(?s)docker compose up -d exited 1: .*kafka-1 is unhealthy"):
+        chaos.compose("up", "-d", "--wait")
+    assert chaos.compose("kill", "n", check=False).returncode == 1  # unchecked: the caller reads it
