@@ -239,6 +239,11 @@ class SourceGap(LazyStandbyException, RuntimeError):
     off an incomplete stream as the whole one."""
 
 
+class LinkError(LazyStandbyException, RuntimeError):
+    """Shaped links (harness.links) cannot be made here, or one of their commands failed: the message says
+    which, and what is needed (root, iproute2)."""
+
+
 # --- input from users -------------------------------------------------------------------------------
 class SettingError(LazyStandbyException, ValueError):
     """A setting with a value it does not accept: the message is one line that names the setting (its
