@@ -18,7 +18,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick bench-window up down chaos chaos-campaign certs test-system clean
+	prometheus dashboards-check bench bench-quick bench-links bench-window up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -155,6 +155,11 @@ bench: setup kafka-jars quix-venv jvm-peers
 	$(VPY) -m bench.harness $(if $(TRIALS),--trials $(TRIALS)) $(if $(CODECS),--codecs $(CODECS)) $(if $(PUBLISH),--publish)
 
 # The window query: its throughput on the Kafka path and its failover at 1,000 to 1,000,000 keys (minutes).
+# Seed 000's trade-off on shaped links (network namespaces and tc; needs root): Bsize 1 to inf on each
+# link preset, N killed in every trial. LINKS=10mbit TRIALS=1 narrows it.
+bench-links: setup
+	$(VPY) -m bench.links $(if $(TRIALS),--trials $(TRIALS)) $(if $(LINKS),--links $(LINKS)) $(if $(PUBLISH),--publish)
+
 bench-window: setup kafka-jars jvm-peers
 	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
 

@@ -24,7 +24,9 @@ for spec in "$@"; do
   [[ -s "$out/$name.crt" && -s "$out/$name.key" ]] && continue
   san="DNS:localhost,IP:127.0.0.1"
   IFS=, read -ra hs <<<"${hosts:-$name}"
-  for h in "${hs[@]}"; do [[ -n "$h" ]] && san="$san,DNS:$h"; done
+  for h in "${hs[@]}"; do
+    if [[ "$h" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]]; then san="$san,IP:$h"; elif [[ -n "$h" ]]; then san="$san,DNS:$h"; fi
+  done
   ext="$(mktemp)"
   trap 'rm -f "$ext"' EXIT
   printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n' \

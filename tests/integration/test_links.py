@@ -2,6 +2,7 @@
 egress. A transfer between two places takes the time the link's rate says; the host reaches every place;
 nothing is left after, and a network whose owner died is swept by the next one."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -89,3 +90,24 @@ def test_a_network_whose_owner_died_is_swept_by_the_next():
     finally:
         subprocess.run(["ip", "netns", "del", orphan], capture_output=True)
         subprocess.run(["ip", "link", "del", "lsb0abc12"], capture_output=True)
+
+
+def test_a_failover_behind_shaped_links_is_exact_and_says_what_link_it_ran_on():
+    """The four nodes each in a namespace of their own, mutual TLS on their namespace addresses, N killed:
+    the output is exact, and the run names its link. The network goes with the topology."""
+    from lazystandby.harness.launcher import run_trial
+
+    r = run_trial(fault="kill-primary", total=12_000, rate=6_000, kill_after=1.0, timeout=90, tls=True,
+                  link="10mbit")
+    assert (r["lost"], r["duplicated"], r["ok"]) == (0, 0, True), r
+    assert r["failovers"] == 1 and r["link"]["link"] == "10mbit" and r["link"]["rate_bps"] == 10**7, r
+    assert f"{links.NS_PREFIX}{os.getpid()}-" not in _namespaces()
+
+
+def test_a_link_with_a_fault_that_cuts_links_is_refused_before_anything_starts():
+    from lazystandby.core.errors import SettingError
+    from lazystandby.harness.launcher import run_trial
+
+    with pytest.raises(SettingError, match="cuts links"):
+        run_trial(fault="partition-primary-standby", total=1000, rate=1000, link="10mbit")
+    assert f"{links.NS_PREFIX}{os.getpid()}-" not in _namespaces()

@@ -31,7 +31,7 @@ from typing import Any
 from .. import config
 from ..config import NodeConfig
 from ..core.batching import format_bsize, parse_bsize
-from ..core.errors import PeerError
+from ..core.errors import PeerError, SettingError
 from ..node.common import EXIT_FAILED, EXIT_FENCED
 from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
@@ -51,6 +51,7 @@ from .check import (
     window_expected,
 )
 from .faults import Action, Fault, Runner, Step, for_runner, standby_back
+from .links import ShapedNetwork, parse_link
 from .operator_procs import hang, kill_all, no_process_left
 from .partition import LinkRelay
 from .wait import wait_until
@@ -383,20 +384,32 @@ class Topology:
     # and the pipeline goes on with no standby.
     supervise: bool = False
     supervisor_restarts: list[str] = field(default_factory=list)  # places the supervisor started again, in order
+    # Shaped links (harness.links: a preset or RATE[:DELAY_MS]): each place in a network namespace of its
+    # own behind a link of that rate; "" runs every node on 127.0.0.1.
+    link: str = ""
+    net: ShapedNetwork | None = None
 
     ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
     NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
 
     def __post_init__(self) -> None:
         ports = free_ports(2 * len(self.ROLES))
-        self.addrs = {k: f"127.0.0.1:{ports[i]}" for i, k in enumerate(self.ROLES)}
+        hosts = {k: "127.0.0.1" for k in self.ROLES}
+        if self.link:
+            if self.cuttable or self.settings.get("kafka_bootstrap"):
+                raise SettingError(f"link ({self.link}): shaped links run the generator's pipeline; a fault that "
+                                   f"cuts links and a Kafka source are run on loopback")
+            self.net = ShapedNetwork(tuple(self.ROLES), parse_link(self.link)).up()
+            hosts = {k: self.net.address(k) for k in self.ROLES}
+        self.addrs = {k: f"{hosts[k]}:{ports[i]}" for i, k in enumerate(self.ROLES)}
         self.metrics_ports = {k: ports[len(self.ROLES) + i] for i, k in enumerate(self.ROLES)}
         self.sink = str(self.workdir / "nd-output.tsv")
         for client, server in self.DIALS:
             if frozenset((client, server)) in self.cuttable:
                 self.relays[client, server] = LinkRelay(self.addrs[server])
         if self.tls_dir is not None:
-            make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}" for k in self.ROLES] + ["admin:admin"])
+            make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}:{k},{hosts[k]}" for k in self.ROLES]
+                       + ["admin:admin"])
             self.tls = TlsFiles(str(self.tls_dir / "ca.crt"), str(self.tls_dir / "admin.crt"),
                                 str(self.tls_dir / "admin.key"))
         # Starting a node (a fault's step, or the supervisor's restart) is one act at a time per topology.
@@ -483,9 +496,12 @@ class Topology:
         log = open(self.workdir / f"{key}.log", "ab")  # noqa: SIM115 - owned by the child
         if key in self.procs:
             self.restarts.append(key)
+        argv = self.args(key, role, name)
+        if self.net is not None:
+            argv = self.net.wrap(key, argv)  # ip execs the node: the process is the node's still
         # Its own process group, so that a fault hits the node with its Spark JVM, as it would a container.
-        self.procs[key] = subprocess.Popen(self.args(key, role, name), stdout=log, stderr=subprocess.STDOUT,
-                                           env=env, start_new_session=True)
+        self.procs[key] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                           start_new_session=True)
         self._started_as[key] = (role, name)
 
     # The exits a node chooses for its supervisor to start it again (node.common); a killed node (-9) is
@@ -603,6 +619,8 @@ class Topology:
                 pass
             _killpg(p, signal.SIGKILL)  # whatever of the group outlived its node (a JVM)
             p.wait()
+        if self.net is not None:
+            self.net.down()
 
     def __enter__(self) -> Topology:
         return self
@@ -662,10 +680,10 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
               bad_records: list[bytes | None] | None = None,
               param_change_at: tuple[int, str] | None = None, tls: bool = False,
               per_node: dict[str, dict[str, Any]] | None = None, progress: Callable[[str], None] | None = None,
-              ) -> dict:
+              link: str = "") -> dict:
     """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
     tuples or None/'inf'; `extra` holds further NodeConfig settings, typed; `progress` hears what the trial
-    is doing, every few seconds while it waits."""
+    is doing, every few seconds while it waits; `link` runs the nodes behind shaped links (Topology.link)."""
     say = progress or (lambda _: None)
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
     if why := f.unfit_for((extra or {}).get("operator", "python")):
@@ -696,7 +714,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                     "topic_prefix": settings.get("topic_prefix", "")}
     ok = False
     with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None,
-                  cuttable=cuttable(f), supervise=bool(settings.get("exit_when_fenced"))) as topo:
+                  cuttable=cuttable(f), supervise=bool(settings.get("exit_when_fenced")), link=link) as topo:
+        result["link"] = topo.net.describe() if topo.net is not None else None
         try:
             op = settings.get("operator", "python")
             say(f"starting Nu, N, N', Nd ({op} operator{': a Spark session takes 20-60 s' if op == 'spark' else ''})"
@@ -998,6 +1017,8 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
                     help="with --kafka, bad source records among the ticks: some (one every 997 ticks, five kinds), "
                          "all (one of each kind real producers send by mistake, a 5 MB record and an int64 "
                          "overflow among them), none")
+    ap.add_argument("--link", default="", help="run each node in a network namespace of its own behind a shaped "
+                    "link: 1gbit, 100mbit, 10mbit or RATE[:DELAY_MS] (root and iproute2; the generator's pipeline)")
     if cmd == "failover-check":
         ap.add_argument("--kills", type=int, default=20, help="trials, each with its own kill (default 20)")
     args = ap.parse_args(argv)
@@ -1006,6 +1027,10 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     if args.bad_records == "all" and not args.kafka:
         raise config.SettingError("bad records (--bad-records all): needs --kafka (bad records come through the "
                                   "source topics)")
+    if args.link:
+        parse_link(args.link)  # refused here, with the forms it takes, before any node starts
+        if args.kafka:
+            raise config.SettingError("link (--link): shaped links run the generator's pipeline, not --kafka")
     if cmd == "failover-check" and args.kills < 1:
         raise config.SettingError(f"kills (--kills): expected a whole number >= 1, got {args.kills}")
     given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
@@ -1081,7 +1106,8 @@ def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
                                        predicate=settings["predicate"]).parsed_query.text(),
             "seed": settings["seed"], "keys": settings["keys"], "heartbeat_interval": settings["heartbeat_interval"],
             "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
-            "handover_on_stop": settings["handover_on_stop"], "fault": args.fault, "tls": not args.insecure}
+            "handover_on_stop": settings["handover_on_stop"], "fault": args.fault, "tls": not args.insecure,
+            "link": None}
 
 
 def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
@@ -1092,7 +1118,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
                   malformed_every=997 if bootstrap and args.bad_records == "some" else 0,
                   bad_records=list(BAD_RECORDS.values()) if args.bad_records == "all" else None,
-                  timeout=300.0, progress=_stderr_progress(), tls=not args.insecure,
+                  timeout=300.0, progress=_stderr_progress(), tls=not args.insecure, link=args.link,
                   **_trial_args(settings))
     nu = r.get("after", {}).get("nu", {})
     summary = {
@@ -1120,7 +1146,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         # pipeline runs on without one).
         "restarted": r.get("restarted", []), "standby_at_end": standby_back(nu),
         "quarantined": _quarantined(r),
-        **_what_ran(args, settings, bootstrap), "ok": r["ok"],
+        **_what_ran(args, settings, bootstrap), "link": r.get("link"), "ok": r["ok"],
     }
     if not r["ok"]:
         print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
@@ -1140,7 +1166,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
     for i in range(args.kills):
         kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
         r = run_trial(fault=args.fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0, tls=not args.insecure,
-                      **{**_trial_args(settings), "seed": settings["seed"] + i})
+                      link=args.link, **{**_trial_args(settings), "seed": settings["seed"] + i})
         lost += r["lost"]
         dup += r["duplicated"]
         if "recovery_ms" in r:
@@ -1165,7 +1191,8 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
         # Trials whose standby heard the leaving primary's notice (Handover) and beat at once.
         "handover_notices": sum(any(s.get("counters", {}).get("handover_notices") for s in t.get("after", {}).values())
                                 for t in trials),
-        **_what_ran(args, settings, bootstrap), "failed_workdirs": failed,
+        **_what_ran(args, settings, bootstrap), "link": trials[-1].get("link") if trials else None,
+        "failed_workdirs": failed,
     }
     print(results.dumps("failover-check", summary))
     return 0 if not failed and lost == 0 and dup == 0 else 1

@@ -47,6 +47,8 @@ _WHAT_RAN = (
     ("handover_on_stop", "a primary asked to stop hands over to its standby first"),
     ("fault", "the fault injected (a name from the catalog, docs/faults.md)"),
     ("tls", "the nodes ran mutual TLS with a CA made for the run (false only with `--insecure`)"),
+    ("link", "`--link`: the shaped link each node sent through (`link`, `rate_bps`, `delay_ms`, and "
+             "`delay_applied`: false where the kernel has no netem); null on loopback"),
 )
 
 _MACHINE = (
@@ -186,6 +188,23 @@ SUMMARIES: dict[str, Summary] = {
                                                 "to the first input after the kill applied"),
         ("flink_window_failover_over_ours_1m", "at 1,000,000 keys: Flink's failover over ours (goal at least 10)"),
         ("kstreams_window_failover_over_ours_1m", "at 1,000,000 keys: Kafka Streams' over ours (goal at least 10)"),
+        *_MACHINE,
+    )),
+    "bench-links": Summary("Seed 000's trade-off on shaped links",
+                           "`make bench-links` (details in run/bench/links.json)", (
+        ("links", "per link preset, per Bsize: `overhead` (backup / primary bytes at Nu), `failover_ms_p50` and "
+                  "`failover_ms_p95` (kill to live), the phases `detection_ms`, `reconnection_ms` and "
+                  "`data_recovery_ms` (medians), `resent_by_nu` (median), `exact` (every trial's output)"),
+        ("query", "the query of every trial (the `window` example: a standby without the backup rebuilds its "
+                  "open windows from Nu)"),
+        ("rate", "the source rate of every trial, ticks/s"),
+        ("trials", "kills of N per cell"),
+        ("failover_ratio_inf_over_1", "per link: the failover p50 at Bsize inf over that at Bsize 1 (goal at "
+                                      "least 3 on 10mbit)"),
+        ("overhead_ratio_1_over_10000", "per link: the overhead at Bsize 1 over that at Bsize 10,000 (goal at "
+                                        "least 3 on 10mbit)"),
+        ("exact", "every trial's output was exact"),
+        ("delay_applied", "the presets' delay was applied (false where the kernel has no netem: rate alone)"),
         *_MACHINE,
     )),
     "dashboards-check": Summary("Every dashboard query against a real Prometheus", "`make dashboards-check`", (

@@ -1,0 +1,128 @@
+"""`make bench-links`: seed 000's trade-off on shaped links. Each node runs in a network namespace of its own
+behind a link of a preset's rate (harness.links); the `window` query runs with the Python operator at a fixed
+source rate, N is killed in every trial, and each cell (link, Bsize) reports:
+
+- `overhead`: backup bytes over primary-path bytes at Nu (what the standby costs on the wire);
+- `failover_ms` (p50, p95 over the trials) and its phases, `detection_ms`, `reconnection_ms`,
+  `data_recovery_ms` (medians), as the launcher measures them: kill to the new primary live;
+- `resent_by_nu` (median): the tuples Nu sent the new primary again, which cross the link at its rate.
+
+A larger Bsize sends less backup (the overhead falls) and leaves the standby further behind, so at the
+takeover more must be resent and applied (the failover rises), the more so the slower the link. The window
+query makes the resend large enough to see: a standby without the backup rebuilds every window still open
+from Nu's held inputs. `failover_ratio_inf_over_1` and `overhead_ratio_1_over_10000` are per link.
+
+Needs root and iproute2 (the namespaces). Results: run/bench/links.json (docs/bench with --publish), a JSON
+summary as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from lazystandby.core.batching import format_bsize, parse_bsize
+from lazystandby.harness import links, results
+from lazystandby.harness.campaign import cpu_model
+from lazystandby.harness.launcher import run_trial
+from lazystandby.harness.operator_procs import no_process_left
+
+from .harness import PUBLISHED, RESULTS
+
+BSIZES = ("1", "10", "100", "1000", "10000", "100000", "inf")
+PRESETS = ("10mbit", "100mbit", "1gbit")
+RATE = 4_000.0  # ticks/s: the primary path and the backup at Bsize 1 fit the 10mbit link together
+SECONDS = 6.0  # of load per trial; N is killed halfway
+QUERY = "window"
+
+
+def _say(what: str) -> None:
+    print(f"bench-links: {what}", file=sys.stderr, flush=True)
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q / 100 * (len(xs) - 1))))]
+
+
+def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
+    """One (link, Bsize) cell: `trials` kills of N, each checked exact."""
+    rows = []
+    for t in range(trials):
+        r = run_trial(fault="kill-primary", bsize=parse_bsize(bsize), total=int(RATE * SECONDS), rate=RATE,
+                      kill_after=SECONDS / 2, seed=seed + t, timeout=120, link=link,
+                      extra={"query": QUERY, "exit_when_fenced": True})
+        rec = r.get("recovery") or {}
+        rows.append({"ok": r["ok"], "lost": r["lost"], "duplicated": r["duplicated"], "wrong": r.get("wrong", 0),
+                     "failover_ms": r.get("recovery_ms"), "detection_ms": rec.get("detection_ms"),
+                     "reconnection_ms": rec.get("reconnection_ms"), "data_recovery_ms": rec.get("data_recovery_ms"),
+                     "resent_by_nu": rec.get("resent_by_nu"),
+                     "overhead": (r.get("after", {}).get("nu") or {}).get("overhead"), "link": r.get("link"),
+                     "workdir": r["workdir"]})
+    done = [x for x in rows if x["failover_ms"] is not None]
+
+    def med(k: str) -> float | None:
+        xs = [x[k] for x in done if x[k] is not None]
+        return round(statistics.median(xs), 4 if k == "overhead" else 1) if xs else None
+
+    fo = [x["failover_ms"] for x in done]
+    return {"overhead": med("overhead"), "failover_ms_p50": round(_pct(fo, 50), 1) if fo else None,
+            "failover_ms_p95": round(_pct(fo, 95), 1) if fo else None, "detection_ms": med("detection_ms"),
+            "reconnection_ms": med("reconnection_ms"), "data_recovery_ms": med("data_recovery_ms"),
+            "resent_by_nu": med("resent_by_nu"), "exact": all(x["ok"] for x in rows), "trials": rows}
+
+
+def _ratio(a: float | None, b: float | None, digits: int = 2) -> float | None:
+    return round(a / b, digits) if a is not None and b else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench-links", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=3, help="kills per cell")
+    ap.add_argument("--links", default=",".join(PRESETS), help="link presets, comma-separated")
+    ap.add_argument("--bsizes", default=",".join(BSIZES), help="Bsizes, comma-separated")
+    ap.add_argument("--publish", action="store_true", help="write into docs/bench, not run/bench")
+    a = ap.parse_args(argv)
+    if why := links.available():
+        print(f"bench-links: {why}", file=sys.stderr)
+        return 2
+    presets = [p for p in a.links.split(",") if p]
+    bsizes = [format_bsize(parse_bsize(b)) for b in a.bsizes.split(",") if b]
+    for p in presets:
+        links.parse_link(p)
+    t0 = time.monotonic()
+    grid: dict[str, dict[str, dict]] = {}
+    for p in presets:
+        for b in bsizes:
+            _say(f"{p}, Bsize {b}: {a.trials} kill(s) of N")
+            grid.setdefault(p, {})[b] = cell(p, b, a.trials, seed=7)
+    table = {p: {b: {k: v for k, v in c.items() if k != "trials"} for b, c in row.items()} for p, row in grid.items()}
+    summary = {
+        "links": table, "query": QUERY, "rate": RATE, "trials": a.trials,
+        "failover_ratio_inf_over_1": {p: _ratio(row.get("inf", {}).get("failover_ms_p50"),
+                                                row.get("1", {}).get("failover_ms_p50")) for p, row in table.items()},
+        "overhead_ratio_1_over_10000": {p: _ratio(row.get("1", {}).get("overhead"),
+                                                  row.get("10000", {}).get("overhead"), 1) for p, row in table.items()},
+        "exact": all(c["exact"] for row in table.values() for c in row.values()),
+        "delay_applied": all(t["link"]["delay_applied"] for row in grid.values() for c in row.values()
+                             for t in c["trials"] if t["link"]),
+        "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+    out = (PUBLISHED if a.publish else RESULTS) / "links.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"summary": summary, "cells": grid}, indent=1))
+    print(f"details: {out}", file=sys.stderr)
+    print(results.dumps("bench-links", summary))
+    return 0 if summary["exact"] else 1
+
+
+if __name__ == "__main__":
+    with no_process_left():
+        sys.exit(main())

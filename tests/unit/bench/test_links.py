@@ -1,0 +1,31 @@
+"""bench-links' cells from trials (run_trial faked here; tests/integration/test_links.py runs the real one)."""
+
+from bench import links as bench_links
+
+
+def _trial(failover, overhead, resent, ok=True):
+    return {"ok": ok, "lost": 0, "duplicated": 0, "wrong": 0, "recovery_ms": failover, "workdir": "w",
+            "recovery": {"detection_ms": 100.0, "reconnection_ms": 20.0, "data_recovery_ms": failover - 120,
+                         "resent_by_nu": resent},
+            "after": {"nu": {"overhead": overhead}},
+            "link": {"link": "10mbit", "rate_bps": 10**7, "delay_ms": 5.0, "delay_applied": False}}
+
+
+def test_a_cell_reports_medians_and_percentiles_over_its_trials_and_whether_all_were_exact(monkeypatch):
+    got = iter([_trial(300.0, 0.5, 10), _trial(500.0, 0.7, 30), _trial(400.0, 0.6, 20, ok=False)])
+    seen = []
+
+    def fake(**kw):
+        seen.append((kw["link"], kw["bsize"], kw["seed"]))
+        return next(got)
+
+    monkeypatch.setattr(bench_links, "run_trial", fake)
+    c = bench_links.cell("10mbit", "inf", 3, seed=7)
+    assert [s[2] for s in seen] == [7, 8, 9] and seen[0][:2] == ("10mbit", None)  # inf: no Bsize bound
+    assert (c["failover_ms_p50"], c["failover_ms_p95"], c["overhead"], c["resent_by_nu"]) == (400.0, 500.0, 0.6, 20)
+    assert c["data_recovery_ms"] == 280.0 and c["exact"] is False and len(c["trials"]) == 3
+
+
+def test_ratios_are_none_where_a_cell_is_missing_or_zero():
+    assert bench_links._ratio(900.0, 300.0) == 3.0
+    assert bench_links._ratio(None, 300.0) is None and bench_links._ratio(900.0, 0) is None
