@@ -408,8 +408,9 @@ class Topology:
             if frozenset((client, server)) in self.cuttable:
                 self.relays[client, server] = LinkRelay(self.addrs[server])
         if self.tls_dir is not None:
-            make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}:{k},{hosts[k]}" for k in self.ROLES]
-                       + ["admin:admin"])
+            # A node behind a shaped link is reached at its namespace's address: its certificate names it.
+            make_certs(self.tls_dir, [f"{k}:{CERT_ROLES[self.ROLES[k]]}" + (f":{k},{hosts[k]}" if self.net else "")
+                                      for k in self.ROLES] + ["admin:admin"])
             self.tls = TlsFiles(str(self.tls_dir / "ca.crt"), str(self.tls_dir / "admin.crt"),
                                 str(self.tls_dir / "admin.key"))
         # Starting a node (a fault's step, or the supervisor's restart) is one act at a time per topology.
