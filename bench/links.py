@@ -16,8 +16,8 @@ ticks in, that is about 12,000 ticks. With the one-second `window` example the o
 detection (about 150 ms) dominates. `failover_ratio_inf_over_1` and `overhead_ratio_1_over_10000` are per
 link.
 
-Needs root and iproute2 (the namespaces). Results: run/bench/links.json (docs/bench with --publish), a JSON
-summary as the last line.
+Needs root and iproute2 (the namespaces). Results: run/bench/links.json (docs/bench with --publish) with
+the figures beside it (`plot`), a JSON summary as the last line.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from lazystandby.core.batching import format_bsize, parse_bsize
 from lazystandby.harness import links, results
@@ -86,13 +87,63 @@ def _ratio(a: float | None, b: float | None, digits: int = 2) -> float | None:
     return round(a / b, digits) if a is not None and b else None
 
 
+def plot(table: dict[str, dict[str, dict]], out_dir) -> list:
+    """Per link, seed 000's Figs 6-7 on that link: the overhead and the failover (p50, p95) against Bsize
+    (`links-<preset>.png`); and the data-recovery phase of every link against Bsize (`links-data.png`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for preset, row in table.items():
+        bs = list(row)
+        x = list(range(len(bs)))
+        fig, ax1 = plt.subplots(figsize=(7, 4))
+        ax1.plot(x, [row[b]["overhead"] for b in bs], "o-", label="bandwidth overhead")
+        ax1.set_ylabel("overhead (backup/primary bytes)")
+        ax2 = ax1.twinx()
+        ax2.plot(x, [row[b]["failover_ms_p50"] for b in bs], "s--", color="C1", label="failover p50")
+        ax2.plot(x, [row[b]["failover_ms_p95"] for b in bs], "^:", color="C3", label="failover p95")
+        ax2.set_ylabel("kill -> live, ms")
+        ax2.set_ylim(bottom=0)
+        ax1.set_xticks(x, bs)
+        ax1.set_xlabel("Bsize")
+        ax1.set_title(f"Overhead and failover against Bsize on {preset}")
+        fig.legend(loc="center", bbox_to_anchor=(0.5, 0.72), fontsize=8)
+        fig.tight_layout()
+        path = out_dir / f"links-{preset}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for preset, row in table.items():
+        bs = list(row)
+        ax.plot(range(len(bs)), [row[b]["data_recovery_ms"] for b in bs], "o-", label=preset)
+        ax.set_xticks(range(len(bs)), bs)
+    ax.set_xlabel("Bsize")
+    ax.set_ylabel("data recovery, ms (median)")
+    ax.set_title("Data recovery against Bsize, per link")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "links-data.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return [*paths, path]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-links", description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=3, help="kills per cell")
     ap.add_argument("--links", default=",".join(PRESETS), help="link presets, comma-separated")
     ap.add_argument("--bsizes", default=",".join(BSIZES), help="Bsizes, comma-separated")
     ap.add_argument("--publish", action="store_true", help="write into docs/bench, not run/bench")
+    ap.add_argument("--plot", metavar="JSON", help="only draw the figures of a results file, beside it")
     a = ap.parse_args(argv)
+    if a.plot:
+        for path in plot(json.loads(Path(a.plot).read_text())["summary"]["links"], Path(a.plot).parent):
+            print(path, file=sys.stderr)
+        return 0
     if why := links.available():
         print(f"bench-links: {why}", file=sys.stderr)
         return 2
@@ -122,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     out = (PUBLISHED if a.publish else RESULTS) / "links.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"summary": summary, "cells": grid}, indent=1))
-    print(f"details: {out}", file=sys.stderr)
+    plot(table, out.parent)
+    print(f"details: {out} and links-*.png beside it", file=sys.stderr)
     print(results.dumps("bench-links", summary))
     return 0 if summary["exact"] else 1
 

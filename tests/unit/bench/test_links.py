@@ -29,3 +29,11 @@ def test_a_cell_reports_medians_and_percentiles_over_its_trials_and_whether_all_
 def test_ratios_are_none_where_a_cell_is_missing_or_zero():
     assert bench_links._ratio(900.0, 300.0) == 3.0
     assert bench_links._ratio(None, 300.0) is None and bench_links._ratio(900.0, 0) is None
+
+
+def test_the_figures_are_drawn_per_link_and_one_for_data_recovery(tmp_path):
+    row = {b: {"overhead": 0.4 / (i + 1), "failover_ms_p50": 190.0 + 100 * i, "failover_ms_p95": 200.0 + 100 * i,
+               "data_recovery_ms": 50.0 + 100 * i} for i, b in enumerate(("1", "100", "inf"))}
+    paths = bench_links.plot({"10mbit": row, "1gbit": row}, tmp_path)
+    assert sorted(p.name for p in paths) == ["links-10mbit.png", "links-1gbit.png", "links-data.png"]
+    assert all(p.stat().st_size > 5_000 and p.read_bytes()[:4] == b"\x89PNG" for p in paths)
