@@ -40,42 +40,37 @@ def _admit(src: KafkaSource, n: int) -> None:
                                     [r.payload for r in part]), reg.names_by_id)
 
 
-@pytest.mark.parametrize("trimmed, held_from", [(None, 31), (12, 13), (24, 25)])
-def test_a_restarted_source_holds_every_input_after_the_trim_point(kafka, trimmed, held_from):
+def _restarted(kafka, checkpoint: Checkpoint, members: Membership, trimmed: int | None):
+    """40 ticks admitted and covered by `checkpoint` with `trimmed`, committed; what a new source of the
+    same deployment restores, and the ticks' payloads."""
     topics, group, payloads = _deployment(kafka, 40)
     src = KafkaSource(kafka, ["I1"], topics=topics, group=group)
     try:
         _admit(src, 40)
-        src.covered(Checkpoint(30, 7), Membership(3, "n2:1", "s2:1"), trimmed)
+        src.covered(checkpoint, members, trimmed)
         src.commit_now()
     finally:
         src.close()
     again = KafkaSource(kafka, ["I1"], topics=topics, group=group)
     try:
         r = again.restore()
-        assert r is not None
-        assert (r.checkpoint, r.epoch, r.primary, r.standby) == (Checkpoint(30, 7), 3, "n2:1", "s2:1")
-        assert r.held.first == held_from and r.held.last == 40
-        assert [r.held.payload(i) for i in range(len(r.held))] == payloads[held_from - 1:]
-        assert r.held.seqs.tolist() == list(range(held_from, 41))
-        assert r.last_seqs == {"I1": 40}
     finally:
         again.close()
+    assert r is not None
+    return r, payloads
+
+
+@pytest.mark.parametrize("trimmed, held_from", [(None, 31), (12, 13), (24, 25)])
+def test_a_restarted_source_holds_every_input_after_the_trim_point(kafka, trimmed, held_from):
+    r, payloads = _restarted(kafka, Checkpoint(30, 7), Membership(3, "n2:1", "s2:1"), trimmed)
+    assert (r.checkpoint, r.epoch, r.primary, r.standby) == (Checkpoint(30, 7), 3, "n2:1", "s2:1")
+    assert r.held.first == held_from and r.held.last == 40
+    assert [r.held.payload(i) for i in range(len(r.held))] == payloads[held_from - 1:]
+    assert r.held.seqs.tolist() == list(range(held_from, 41))
+    assert r.last_seqs == {"I1": 40}
 
 
 def test_a_trim_point_past_the_checkpoint_is_held_to_it(kafka):
     """A trim point is never past the checkpoint (Nu trims no further than the Level-1 ack)."""
-    topics, group, _ = _deployment(kafka, 40)
-    src = KafkaSource(kafka, ["I1"], topics=topics, group=group)
-    try:
-        _admit(src, 40)
-        src.covered(Checkpoint(20, 7), Membership(1, "n:1"), 35)
-        src.commit_now()
-    finally:
-        src.close()
-    again = KafkaSource(kafka, ["I1"], topics=topics, group=group)
-    try:
-        r = again.restore()
-        assert r is not None and r.checkpoint == Checkpoint(20, 7) and r.held.first == 21
-    finally:
-        again.close()
+    r, _ = _restarted(kafka, Checkpoint(20, 7), Membership(1, "n:1"), 35)
+    assert r.checkpoint == Checkpoint(20, 7) and r.held.first == 21
