@@ -124,6 +124,7 @@ down:
 	-$(COMPOSE_LOCAL) down -v --remove-orphans
 
 chaos: setup
+	bash deploy/docker/build.sh >/dev/null
 	$(VPY) deploy/chaos/chaos.py $(FAULT)
 
 # Faults drawn at random from the whole catalog (singles and pairs) against a Kafka load, processes on

@@ -464,7 +464,12 @@ def main(argv: list[str]) -> int:
             return 2
         say(f"skipped with LS_OPERATOR={operator}: {', '.join(needs_spark)} (they need the Spark operator)")
         names = [n for n in names if n not in needs_spark]
-    client = docker.from_env()
+    try:
+        client = docker.from_env()
+    except docker.errors.DockerException as e:
+        print(f"chaos: no Docker engine answers ({e}); `make chaos` starts one (deploy/docker/engine.sh)",
+              file=sys.stderr)
+        return 3
     ok = True
     for name in names:
         r = run_clean(name, client)
