@@ -48,6 +48,12 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
             ("sum(lazystandby_handovers_total)", "handovers (a primary asked to stop)")]),
         ("Last recovery, by phase", "s", [
             ("max by (phase) (lazystandby_last_recovery_seconds)", "{{phase}}")]),
+        # What a takeover would take now (core.recovery_model), beside what the last one took.
+        ("Predicted recovery if the primary crashed now, and the last failover measured", "s", [
+            ("max by (node) (lazystandby_predicted_recovery_seconds)", "{{node}} predicted"),
+            ("sum(max by (phase) (lazystandby_last_recovery_seconds))", "last measured")]),
+        ("Predicted recovery by term (the standby's)", "s", [
+            ("max by (term) (lazystandby_predicted_recovery_term_seconds)", "{{term}}")]),
         ("Recovery phases, all failovers (mean)", "s", [
             ("sum by (phase) (lazystandby_recovery_seconds_sum) / clamp_min(sum by (phase) "
              "(lazystandby_recovery_seconds_count), 1)", "{{phase}}")]),

@@ -233,6 +233,9 @@ class NodeConfig:
     # observability
     metrics_port: int = 0
     overhead_budget: float = 0.5  # backup/primary bytes above which the BandwidthOverheadAboveBudget alert fires
+    # The recovery-time objective, in ms: RecoveryTargetAtRisk fires while the predicted recovery
+    # (core.recovery_model) stays above it. 0 = none.
+    recovery_target_ms: float = 0.0
     log_level: str = "INFO"
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -295,7 +298,8 @@ class NodeConfig:
                 raise refuse(name, "a whole number >= 1", getattr(self, name))
         for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
                      "spark_standby_hold", "standby_defer", "backup_linger_ms", "primary_lag_max",
-                     "backup_stall_max", "heartbeat_grace", "standby_wait", "operator_stall_max"):
+                     "backup_stall_max", "heartbeat_grace", "standby_wait", "operator_stall_max",
+                     "recovery_target_ms"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         try:
@@ -460,6 +464,7 @@ HELP: dict[str, str] = {
     "tls_key": "mutual TLS: this node's private key",
     "metrics_port": "port of the Prometheus /metrics endpoint; 0 = off",
     "overhead_budget": "backup/primary bytes above which BandwidthOverheadAboveBudget fires",
+    "recovery_target_ms": "ms the predicted recovery may take; RecoveryTargetAtRisk fires while it is above; 0 = none",
     "log_level": "DEBUG, INFO, WARNING or ERROR",
 }
 

@@ -169,6 +169,20 @@ class NodeCollector(Collector):
         for phase in ("detection", "reconnection", "data_recovery"):
             ph.add_metric([name, phase], rec.get(f"{phase}_ms", 0.0) / 1000)
         yield ph
+        pred = s.get("predicted_recovery")
+        if "predicted_recovery" in s:  # N and N'
+            yield _gauge("lazystandby_recovery_target_seconds", "The configured recovery-time objective "
+                         "(recovery_target_ms; 0: none)", name, self.node.cfg.recovery_target_ms / 1000)
+            yield _gauge("lazystandby_predicted_recovery_seconds", "Predicted failover if the primary crashed now "
+                         "(core.recovery_model): the standby's own, the primary's from its standby; NaN when "
+                         "neither knows", name, pred["seconds"] if pred else float("nan"))
+            terms = GaugeMetricFamily("lazystandby_predicted_recovery_term_seconds", "The standby's predicted "
+                                      "recovery by term: detection, reconnection, resend (Nu's link), replay "
+                                      "(the operator's rate), restore", labels=[*lbl, "term"])
+            if pred and "detection_s" in pred:
+                for term in ("detection", "reconnection", "resend", "replay", "restore"):
+                    terms.add_metric([name, term], pred[f"{term}_s"])
+            yield terms
         yield _counter("lazystandby_replayed_from_oq", "Outputs a promoted standby sent from OQ'", name,
                        c.get("replayed_from_oq", 0))
         yield _counter("lazystandby_resent_by_upstream", "Tuples Nu resent to a new primary", name,

@@ -44,6 +44,33 @@ def test_operator_stalled_fires_only_while_a_primary_says_it_is_stalled(tmp_path
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_recovery_target_at_risk_fires_while_the_prediction_stays_above_the_target(tmp_path):
+    """promtool's rule tests: a standby whose predicted recovery rises past recovery_target_ms for 30 s
+    fires; one that knows nothing yet (NaN), and a node with no target, do not."""
+    install()
+    pred = 'lazystandby_predicted_recovery_seconds{node="%s", job="%s"}'
+    target = 'lazystandby_recovery_target_seconds{node="%s", job="%s"}'
+    (tmp_path / "t.yml").write_text(json.dumps({
+        "rule_files": [str(RULES)], "evaluation_interval": "1s",
+        "tests": [{"interval": "1s",
+                   "input_series": [{"series": pred % ("N'", "standby"), "values": "NaN 0.3x20 0.8x60 0.3x20"},
+                                    {"series": target % ("N'", "standby"), "values": "0.5x100"},
+                                    {"series": pred % ("N", "primary"), "values": "5x100"},
+                                    {"series": target % ("N", "primary"), "values": "0x100"}],
+                   "alert_rule_test": [
+                       {"eval_time": "15s", "alertname": "RecoveryTargetAtRisk", "exp_alerts": []},
+                       {"eval_time": "40s", "alertname": "RecoveryTargetAtRisk", "exp_alerts": []},  # pending
+                       {"eval_time": "60s", "alertname": "RecoveryTargetAtRisk",
+                        "exp_alerts": [{"exp_labels": {"severity": "warning", "node": "N'"},
+                                        "exp_annotations": {"summary": "A takeover now would take longer than "
+                                                            "recovery_target_ms: lower Bsize, or give the link "
+                                                            "or the operator more room"}}]},
+                       {"eval_time": "95s", "alertname": "RecoveryTargetAtRisk", "exp_alerts": []}]}]}))
+    out = subprocess.run([shutil.which("promtool") or "promtool", "test", "rules", str(tmp_path / "t.yml")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_standby_cut_off_fires_on_declines_that_go_on_and_not_on_a_crash(tmp_path):
     """promtool's rule tests: Nd declining a takeover every second (a standby cut off from a primary that
     delivers) fires after 30 s; the one decline a crash can cause never does."""

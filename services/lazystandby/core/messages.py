@@ -75,6 +75,20 @@ class BackupFrame:
     batches: list[BackupBatch] = field(default_factory=list)
     params: Params | None = None  # in force at the checkpoint
     runs: list[BackupRun] = field(default_factory=list)  # after `batches`, in order (what Nu sends)
+    hint: RecoveryHint | None = None  # Nu's part of the predicted recovery
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryHint:
+    """Nu -> standby: what a takeover by this standby would be resent now, and at what cost per call (see
+    the proto's RecoveryHint and core.recovery_model)."""
+
+    head_pos: int
+    resend_floor: int
+    per_call_s: float
+    per_byte_s: float
+    tuple_bytes: float
+    frame_max: int
 
 
 @dataclass(slots=True)
@@ -110,6 +124,7 @@ class HeartbeatRequest:
     sender: str
     epoch: int
     address: str = ""
+    predicted_recovery_s: float = 0.0  # the standby's predicted recovery (0: none yet)
 
 
 @dataclass(slots=True)
@@ -142,6 +157,8 @@ class HeartbeatReply:
     level0: int = 0
     received_through: int = 0
     stalled_ms: int = 0
+    operator_call_s: float = 0.0  # the primary operator's measured cost per call and per tuple (0: not yet)
+    operator_tuple_s: float = 0.0
 
 
 @dataclass(slots=True)

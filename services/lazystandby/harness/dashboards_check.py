@@ -53,6 +53,10 @@ def _run(work: Path, render: Path | None, settle: float) -> dict:
             say("killing N; waiting for N' to take over")
             topo.signal("n", signal.SIGKILL)
             wait_until(lambda: bool(topo.status("n2")["recovery"].get("live_at")), 30)
+            # N back as the new primary's standby: the predicted-recovery panels then have a standby to show.
+            topo.procs["n"].wait()
+            topo.start("n", role="standby", name="N-2")
+            topo.wait_ready("n")
             say(f"failed over; letting Prometheus scrape for {settle:g} s")
             time.sleep(settle)
             say("running every panel query")

@@ -31,6 +31,7 @@ from ..core.errors import OversizedMessage, QueueFull, UnknownEpoch, Unreadable
 from ..core.held import HeldRuns, Sealed
 from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import OperatorWatch
+from ..core.recovery_model import CallCost
 from ..core.reminder import Reminder
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
@@ -202,6 +203,15 @@ class OperatorBase(NodeBase):
         self._gathering = False
         self._working = False  # this takeover has started the operator on what it holds (_start_work)
         self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
+        # The predicted recovery's measured terms (core.recovery_model): this operator's cost per call and
+        # per tuple; a standby's view of the primary's, of its round trips and of Nu's part (the hint with
+        # each backup frame); a primary's view of its standby's prediction (from its heartbeats).
+        self.operator_cost = CallCost()
+        self.primary_operator_cost = (0.0, 0.0)
+        self.recovery_hint: m.RecoveryHint | None = None
+        self._rtts: deque[float] = deque(maxlen=32)
+        self.standby_predicted_s = 0.0
+        self.predicted = None  # a standby's latest prediction (RecoveryTerms), made with each heartbeat
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
         else:
@@ -523,6 +533,7 @@ class OperatorBase(NodeBase):
     def _finish(self, batch: TupleBatch, selected, took: float) -> None:
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
         self.batch_seconds.observe(took)
+        self.operator_cost.add(len(batch), took)
         self.slowest_call_s = max(self.slowest_call_s, took)
         self.counters["operator_batches"] += 1
         base = self.processed.output_count
@@ -626,6 +637,18 @@ class OperatorBase(NodeBase):
         behind = max(0, self.primary_received - done)
         return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
 
+    def _predicted_status(self) -> dict | None:
+        """The predicted recovery for status: a standby's own terms (its latest heartbeat's); a primary's,
+        its standby's figure while that standby's heartbeats come (None otherwise, and for other roles)."""
+        role = self.state.role
+        if role is Role.STANDBY:
+            p = self.predicted
+            return p.as_dict() if p is not None else None
+        if role is Role.PRIMARY and self.standby_predicted_s and self._heartbeat_at is not None \
+                and self.clock() - self._heartbeat_at < self.cfg.heartbeat_timeout:
+            return {"seconds": round(self.standby_predicted_s, 6), "of": "standby"}
+        return None
+
     def snapshot(self) -> dict:
         lag_tuples, lag_seconds = self.standby_lag()
         oldest = self._oldest_call()
@@ -655,6 +678,7 @@ class OperatorBase(NodeBase):
             "operator_switches": getattr(self.operator, "switches", []),
             "quarantined": list(self.quarantined),
             "recovery": self.recovery,
+            "predicted_recovery": self._predicted_status(),
             "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
             "heartbeat_stalls": self.detector.stalls if self.detector else 0,

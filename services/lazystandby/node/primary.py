@@ -237,6 +237,8 @@ class PrimarySide:
         with self.lock:
             self.counters["heartbeats_answered"] += 1
             self._heartbeat_at = self.clock()
+            self.standby_predicted_s = msg.predicted_recovery_s
+            cost = self.operator_cost.fit() or (0.0, 0.0)
             if msg.address:
                 self._standby_at = msg.address
             if self.state.role is Role.LEAVING and not self._told_leaving:
@@ -244,4 +246,5 @@ class PrimarySide:
                 self.lock.notify_all()
             return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
                                     received_through=self.received_through,
-                                    stalled_ms=round(self._stalled_s() * 1000))
+                                    stalled_ms=round(self._stalled_s() * 1000),
+                                    operator_call_s=cost[0], operator_tuple_s=cost[1])

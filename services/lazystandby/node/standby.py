@@ -7,6 +7,8 @@ A mixin over `operator_base.OperatorBase`, whose state it reads and changes unde
 
 from __future__ import annotations
 
+import math
+import statistics
 import threading
 
 from ..core import messages as m
@@ -17,6 +19,7 @@ from ..core.codec import DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.errors import LazyStandbyError, PeerError, Status
 from ..core.held import Sealed
+from ..core.recovery_model import RecoveryTerms, crash_detection_s
 from ..core.roles import Role
 from ..core.tuples import TupleBatch
 from .common import Backoff
@@ -112,6 +115,8 @@ class StandbySide:
             with self.lock:
                 if self.state.role is not Role.STANDBY:
                     raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
+                if msg.hint is not None:
+                    self.recovery_hint = msg.hint
                 if decoded and self._plausible(msg.checkpoint):
                     decoded = self._drop_covered(decoded, msg.checkpoint)
                 if decoded:
@@ -280,8 +285,12 @@ class StandbySide:
         try:
             if peer is None:
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
+            with self.lock:
+                predicted = self.predicted = self.predicted_recovery()
             reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch,
-                                                      address=self.cfg.advertise), self.cfg.heartbeat_interval)
+                                                      address=self.cfg.advertise,
+                                                      predicted_recovery_s=predicted.seconds if predicted else 0.0),
+                                   self.cfg.heartbeat_interval)
         except PeerError as e:
             self.links.note("primary", peer.address if peer is not None else "", e)
             det.missed(self.clock(), refused=e.refused, started=t0)
@@ -309,6 +318,8 @@ class StandbySide:
                     det.ok(now, now - t0)
                 with self.lock:
                     self.counters["heartbeats"] += 1
+                    self._rtts.append(now - t0)
+                    self.primary_operator_cost = (reply.operator_call_s, reply.operator_tuple_s)
                     self.state.fence.advance(reply.epoch)
                     self._primary_reached(reply.received_through, now)
                     self._on_level0(reply.level0)
@@ -324,6 +335,36 @@ class StandbySide:
             self.take_over()
             return
         self._beat_now.wait(max(0.0, det.next_beat_in() - (self.clock() - t0)))
+
+    def predicted_recovery(self) -> RecoveryTerms | None:
+        """Holding the lock: how long a takeover by this standby would take if its primary crashed now
+        (core.recovery_model), or None when this node is no standby watching a primary.
+
+        Nu resends from what this node lacks (from what it received, or from Nu's floor when that is later:
+        then a stateful node rebuilds from there and drops what it held) through Nu's head (the newer of
+        Nu's hint and the primary's heartbeat); the new primary processes that and its own backlog in
+        calls of up to `_take` tuples, at the primary's measured cost per call and per tuple when the
+        primary says it (a standby's calls wait by design, which its own timings would count), else its
+        own."""
+        if self.state.role is not Role.STANDBY or self.detector is None:
+            return None
+        hint, held = self.recovery_hint, self.received_through
+        head = max(self.primary_received, hint.head_pos if hint else 0)
+        start = max(held + 1, hint.resend_floor if hint else 0)
+        resend = max(0, head - start + 1)
+        resend_s = 0.0
+        if hint is not None and resend:
+            resend_s = (math.ceil(resend / max(1, hint.frame_max)) * hint.per_call_s
+                        + resend * hint.tuple_bytes * hint.per_byte_s)
+        replay = resend + (max(0, held - self._done_through()) if start == held + 1 else 0)
+        cost = self.primary_operator_cost if any(self.primary_operator_cost) else self.operator_cost.fit()
+        replay_s = 0.0
+        if cost is not None and replay:
+            replay_s = math.ceil(replay / self._take) * cost[0] + replay * cost[1]
+        rtt = statistics.median(self._rtts) if self._rtts else 0.0
+        return RecoveryTerms(detection_s=crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses),
+                             reconnection_s=2 * rtt, resend_s=resend_s, replay_s=replay_s, replay_tuples=replay,
+                             complete=(hint is not None or not resend) and (cost is not None or not replay))
 
     def _primary_reached(self, received: int, now: float) -> None:
         """Holding the lock: a heartbeat says the primary has received through `received`; a covering

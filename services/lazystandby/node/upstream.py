@@ -41,6 +41,7 @@ from ..core.errors import (
 )
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
+from ..core.recovery_model import CallCost
 from ..core.retry import after_backup_error, after_push_error
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
@@ -69,6 +70,10 @@ class _BackupCall:
     sent_at: float = 0.0
     pending: Pending | None = None
 
+
+# Seconds between Nu's recovery hints to its standby, with a backup frame or alone: at Bsize inf (or with a
+# checkpoint that does not move, as under long windows) no other frame may come for long.
+HINT_EVERY_S = 0.5
 
 NO_SWITCH = "a window query takes no predicate switch (its where clause is part of the query)"
 
@@ -122,6 +127,8 @@ class UpstreamNode(NodeBase):
         self.standby_retry_at = 0.0
         self._standby_checkpoint = 0
         self._next_checkpoint_at = 0.0
+        self._next_hint_at = 0.0
+        self.push_cost = CallCost()  # Nu's calls to the primary, timed: the link's cost for a resend
         self._backup_sent = (-1, 0.0)  # (backup generation, when) of the last backup call cut: backup_linger_ms
         self.checkpoint = Checkpoint()
         self.cursor = 1
@@ -523,6 +530,7 @@ class UpstreamNode(NodeBase):
             self._last_send = self.clock()
         frame = m.Frame(epoch=epoch, sender=self.name, checkpoint=ckpt, batch=batch,
                         params=self._params_at(ckpt.input_pos))
+        t0 = self.clock()
         try:
             ack = peer.push(frame, self.cfg.rpc_timeout)
         except PeerError as e:
@@ -539,6 +547,7 @@ class UpstreamNode(NodeBase):
             if batch is not None:
                 self.counters["primary_tuples"] += len(batch)
                 self.counters["primary_frames"] += 1
+                self.push_cost.add(ack.wire_bytes, self.clock() - t0)
             self.received_by_primary = ack.received_through
             self.cursor = ack.received_through + 1
             self._apply_level1(ack.epoch, ack.level1)
@@ -626,7 +635,12 @@ class UpstreamNode(NodeBase):
             # With nothing to batch, still tell the standby when the trim point passed what it holds:
             # it skips ahead and never needs those positions (this is all an Upstream Backup standby gets).
             advance = ckpt.input_pos > self._standby_checkpoint and now >= self._next_checkpoint_at
-            if not resync and run is None and not advance:
+            # Nu's part of the standby's predicted recovery, every HINT_EVERY_S (a fit over the timed pushes
+            # costs a little, and a backup call can be due every millisecond).
+            hint = self._recovery_hint() if now >= self._next_hint_at else None
+            if hint is not None:
+                self._next_hint_at = now + HINT_EVERY_S
+            if not resync and run is None and not advance and hint is None:
                 if idle:
                     self.lock.wait(self.cfg.linger_ms / 1000)
                 return None
@@ -655,8 +669,20 @@ class UpstreamNode(NodeBase):
             self._encode_failed(gen, e)
             return None
         frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
-                              params=self._params_at(ckpt.input_pos))
+                              params=self._params_at(ckpt.input_pos), hint=hint)
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
+
+    def _recovery_hint(self) -> m.RecoveryHint | None:
+        """Holding the lock: Nu's part of its standby's predicted recovery (core.recovery_model): its head,
+        the first position it would resend whatever the standby asks (`_resend_start`), and the cost of a
+        call to the primary fitted from its pushes; None before enough pushes were timed."""
+        fit = self.push_cost.fit()
+        if fit is None:
+            return None
+        c = self.counters
+        tuple_bytes = c["primary_bytes"] / c["primary_tuples"] if c["primary_tuples"] else 0.0
+        return m.RecoveryHint(head_pos=self.oqu.last, resend_floor=self._resend_start(0), per_call_s=fit[0],
+                              per_byte_s=fit[1], tuple_bytes=tuple_bytes, frame_max=self.cfg.frame_max)
 
     def _encode_failed(self, gen: int, error: Exception) -> None:
         """A run could not be compressed (zstd or memory): like a failed call, the batches cut since the

@@ -188,7 +188,22 @@ def backup_frame_to_pb(f: m.BackupFrame) -> pb.BackupFrame:
         pb.BackupBatch(first_pos=b.first, count=b.count, codec=codec_to_pb(b.encoded.codec),
                        session=b.encoded.session, index=b.encoded.index, payload=b.encoded.payload,
                        dictionary=b.encoded.dictionary, raw_bytes=b.encoded.raw_bytes)
-        for b in f.batches], runs=[_run_to_pb(r) for r in f.runs])
+        for b in f.batches], runs=[_run_to_pb(r) for r in f.runs], hint=_hint_to_pb(f.hint))
+
+
+def _hint_to_pb(h: m.RecoveryHint | None) -> pb.RecoveryHint | None:
+    if h is None:
+        return None
+    return pb.RecoveryHint(head_pos=h.head_pos, resend_floor=h.resend_floor, per_call_s=h.per_call_s,
+                           per_byte_s=h.per_byte_s, tuple_bytes=h.tuple_bytes, frame_max=h.frame_max)
+
+
+def _hint_from_pb(msg: pb.BackupFrame) -> m.RecoveryHint | None:
+    if not msg.HasField("hint"):
+        return None
+    h = msg.hint
+    return m.RecoveryHint(head_pos=h.head_pos, resend_floor=h.resend_floor, per_call_s=h.per_call_s,
+                          per_byte_s=h.per_byte_s, tuple_bytes=h.tuple_bytes, frame_max=h.frame_max)
 
 
 def backup_frame_from_pb(msg: pb.BackupFrame, *, node: str = "") -> m.BackupFrame:
@@ -197,7 +212,7 @@ def backup_frame_from_pb(msg: pb.BackupFrame, *, node: str = "") -> m.BackupFram
         m.BackupBatch(first=b.first_pos, count=b.count, encoded=EncodedBatch(
             codec=codec_from_pb(b.codec), session=b.session, index=b.index, payload=b.payload,
             raw_bytes=b.raw_bytes, dictionary=b.dictionary))
-        for b in msg.batches], runs=[_run_from_pb(r, node) for r in msg.runs])
+        for b in msg.batches], runs=[_run_from_pb(r, node) for r in msg.runs], hint=_hint_from_pb(msg))
 
 
 def backup_ack_to_pb(a: m.BackupAck) -> pb.BackupAck:
@@ -231,23 +246,27 @@ def level0_from_pb(msg: pb.Level0Ack) -> m.Level0Ack:
 
 # --- Heartbeat, Takeover, RegisterStandby, Handover, Status ---------------------------------------------
 def heartbeat_to_pb(h: m.HeartbeatRequest) -> pb.HeartbeatRequest:
-    return pb.HeartbeatRequest(sender=h.sender, epoch=h.epoch, address=h.address)
+    return pb.HeartbeatRequest(sender=h.sender, epoch=h.epoch, address=h.address,
+                               predicted_recovery_s=h.predicted_recovery_s)
 
 
 def heartbeat_from_pb(msg: pb.HeartbeatRequest, *, node: str = "") -> m.HeartbeatRequest:
-    return m.HeartbeatRequest(sender=msg.sender, epoch=msg.epoch, address=msg.address)
+    return m.HeartbeatRequest(sender=msg.sender, epoch=msg.epoch, address=msg.address,
+                              predicted_recovery_s=msg.predicted_recovery_s)
 
 
 def heartbeat_reply_to_pb(r: m.HeartbeatReply) -> pb.HeartbeatReply:
     return pb.HeartbeatReply(node=r.node, role=role_to_pb(r.role), epoch=r.epoch,
                              level0=pb.Level0Ack(epoch=r.epoch, received_through=r.level0),
-                             received_through=r.received_through, stalled_ms=r.stalled_ms)
+                             received_through=r.received_through, stalled_ms=r.stalled_ms,
+                             operator_call_s=r.operator_call_s, operator_tuple_s=r.operator_tuple_s)
 
 
 def heartbeat_reply_from_pb(msg: pb.HeartbeatReply) -> m.HeartbeatReply:
     return m.HeartbeatReply(node=msg.node, role=role_from_pb(msg.role), epoch=msg.epoch,
                             level0=msg.level0.received_through, received_through=msg.received_through,
-                            stalled_ms=msg.stalled_ms)
+                            stalled_ms=msg.stalled_ms, operator_call_s=msg.operator_call_s,
+                            operator_tuple_s=msg.operator_tuple_s)
 
 
 def takeover_to_pb(t: m.TakeoverRequest) -> pb.TakeoverRequest:

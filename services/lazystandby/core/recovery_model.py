@@ -1,0 +1,107 @@
+"""The predicted recovery: how long a takeover would take if the primary crashed now.
+
+Seed 000 splits a recovery into detection, reconnection and data recovery; seed 002 predicts the last from
+what must be replayed and the rate it is replayed at. Here the failover (the primary's crash to the new
+primary live) is predicted as the sum of
+
+    detection       the detector's time to suspect a crashed primary (its settings: `crash_detection_s`)
+  + reconnection    the takeover's two calls, to Nd and to Nu (the standby's measured round trips)
+  + resend          what Nu would send the new primary again, at the link's measured cost (`CallCost`)
+  + replay          what the new primary must process before it is live (Nu's resend and its own backlog),
+                    in operator calls of the measured cost (`CallCost` again, per tuple)
+  + restore         loading a snapshot (0 for a warm or lazy standby: it holds its state)
+
+Each term is measured where it is known: Nu times its own calls to the primary and knows what it holds
+beyond what the standby acknowledged; the standby knows its detector, its round trips and its backlog; the
+operator's cost per call and per tuple comes from the calls of whichever operator node has made enough
+of them. All of it is
+plain arithmetic on injected numbers, tested without a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import asdict, dataclass
+
+# Samples kept by the estimators: enough for a fit that a burst does not swing, few enough that a link or
+# a rate that changes shows within seconds (a frame every few ms at load).
+WINDOW = 256
+
+
+def crash_detection_s(interval: float, allowed_misses: int) -> float:
+    """Expected seconds from a primary's crash to its standby's suspicion (core.detector): the next
+    heartbeat fails on the refused port (on average half an interval away); from then the standby asks
+    every quarter interval and suspects at `allowed_misses` misses or after one interval of refusals,
+    whichever comes first."""
+    return interval / 2 + min(interval, (allowed_misses - 1) * interval / 4)
+
+
+class CallCost:
+    """The cost of a call against its size, fitted from the calls made: seconds = per_call + size *
+    per_unit, least squares over the last WINDOW calls. On a link the size is bytes, `per_unit` the link's
+    inverse rate and `per_call` its round trip and the receiver's work; in an operator the size is tuples,
+    and `per_call` what a call costs however few it takes (a replay in large calls runs far faster than
+    the rate of small steady-state calls would say).
+
+    Calls of one size cannot tell the two apart: then the whole cost is put on the call, `per_unit` 0,
+    which understates a transfer in much larger calls; a negative slope (noise on a fast link) is read
+    the same way. None until `min_samples` calls were timed."""
+
+    def __init__(self, window: int = WINDOW, min_samples: int = 8) -> None:
+        self.samples: deque[tuple[float, float]] = deque(maxlen=window)
+        self.min_samples = min_samples
+
+    def add(self, size: float, seconds: float) -> None:
+        if size >= 0 and seconds >= 0:
+            self.samples.append((float(size), float(seconds)))
+
+    def fit(self) -> tuple[float, float] | None:
+        """(per_call_s, per_unit_s), or None before `min_samples` calls."""
+        n = len(self.samples)
+        if n < self.min_samples:
+            return None
+        mx = sum(b for b, _ in self.samples) / n
+        my = sum(s for _, s in self.samples) / n
+        sxx = sum((b - mx) ** 2 for b, _ in self.samples)
+        if sxx <= 0 or max(b for b, _ in self.samples) < 2 * min(b for b, _ in self.samples):
+            return my, 0.0
+        slope = sum((b - mx) * (s - my) for b, s in self.samples) / sxx
+        if slope <= 0:
+            return my, 0.0
+        return max(0.0, my - slope * mx), slope
+
+    def seconds_for(self, total: float, per_call_max: float) -> float | None:
+        """Seconds for `total` units in calls of at most `per_call_max`, one at a time; None before the
+        fit."""
+        f = self.fit()
+        if f is None:
+            return None
+        if total <= 0:
+            return 0.0
+        per_call, per_unit = f
+        return math.ceil(total / max(1.0, per_call_max)) * per_call + total * per_unit
+
+
+@dataclass(frozen=True)
+class RecoveryTerms:
+    """The terms of one prediction, in seconds (see the module's docstring). `replay_tuples` shows where
+    the replay term comes from; `complete` is False when a term could not be known yet (no operator calls
+    timed: the replay is left out, and the prediction is low)."""
+
+    detection_s: float
+    reconnection_s: float
+    resend_s: float
+    replay_s: float
+    replay_tuples: int
+    restore_s: float = 0.0
+    complete: bool = True
+
+    @property
+    def seconds(self) -> float:
+        return self.detection_s + self.reconnection_s + self.resend_s + self.replay_s + self.restore_s
+
+    def as_dict(self) -> dict:
+        d = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        d["seconds"] = round(self.seconds, 6)
+        return d

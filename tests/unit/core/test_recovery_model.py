@@ -1,0 +1,78 @@
+"""core.recovery_model: the fitted call cost, the operator's rate and the sum of the terms."""
+
+from __future__ import annotations
+
+import pytest
+
+from lazystandby.core.recovery_model import CallCost, RecoveryTerms, crash_detection_s
+
+
+def test_the_call_cost_separates_the_round_trip_from_the_rate():
+    cost = CallCost()
+    for nbytes in (1_000, 5_000, 20_000, 80_000) * 4:  # 10 Mbit/s (1.25 MB/s) and a 2 ms round trip
+        cost.add(nbytes, 0.002 + nbytes / 1_250_000)
+    per_call, per_byte = cost.fit()
+    assert per_call == pytest.approx(0.002, rel=1e-6)
+    assert per_byte == pytest.approx(1 / 1_250_000, rel=1e-6)
+    # 1 MB in frames of 100 kB: ten calls
+    assert cost.seconds_for(1_000_000, 100_000) == pytest.approx(10 * 0.002 + 0.8, rel=1e-6)
+    assert cost.seconds_for(0, 100_000) == 0.0
+
+
+def test_calls_of_one_size_put_the_whole_cost_on_the_call():
+    cost = CallCost()
+    for _ in range(10):
+        cost.add(4_000, 0.005)
+    assert cost.fit() == (pytest.approx(0.005), 0.0)
+
+
+def test_a_slope_that_noise_made_negative_is_read_as_no_slope():
+    cost = CallCost()
+    for nbytes, s in [(1_000, 0.004), (50_000, 0.002)] * 5:
+        cost.add(nbytes, s)
+    per_call, per_byte = cost.fit()
+    assert per_byte == 0.0 and per_call == pytest.approx(0.003)
+
+
+def test_no_fit_before_enough_calls_and_none_from_a_bad_sample():
+    cost = CallCost(min_samples=3)
+    cost.add(100, 0.001)
+    cost.add(-1, 0.001)  # not a sample
+    cost.add(100, -0.5)  # not a sample either
+    assert cost.fit() is None and cost.seconds_for(1_000, 100) is None
+    cost.add(200, 0.002)
+    cost.add(400, 0.004)
+    assert cost.fit() is not None
+
+
+def test_the_oldest_calls_leave_the_window():
+    cost = CallCost(window=8, min_samples=8)
+    for nbytes in (1_000, 4_000) * 4:
+        cost.add(nbytes, 0.5)  # a slow link, long ago
+    for nbytes in (1_000, 4_000) * 4:
+        cost.add(nbytes, 0.001)
+    assert cost.fit()[0] == pytest.approx(0.001)
+
+
+def test_an_operators_cost_per_call_makes_a_replay_in_large_calls_faster_than_the_steady_rate():
+    cost = CallCost()
+    for tuples in (10, 40, 160) * 4:  # steady state: small calls, 1 ms each plus 5 us a tuple
+        cost.add(tuples, 0.001 + tuples * 5e-6)
+    steady_rate = (10 + 40 + 160) / (3 * 0.001 + 210 * 5e-6)
+    replay = cost.seconds_for(32_768, 32_768)
+    assert replay == pytest.approx(0.001 + 32_768 * 5e-6)
+    assert replay < 32_768 / steady_rate / 3
+
+
+def test_the_terms_add_up():
+    t = RecoveryTerms(detection_s=0.1, reconnection_s=0.01, resend_s=0.5, replay_s=0.1, replay_tuples=10_000,
+                      restore_s=0.2)
+    assert t.seconds == pytest.approx(0.1 + 0.01 + 0.5 + 0.1 + 0.2)
+    d = t.as_dict()
+    assert d["seconds"] == pytest.approx(0.91) and d["replay_tuples"] == 10_000 and d["complete"] is True
+
+
+def test_a_crash_is_suspected_at_the_third_quarter_interval_miss_or_after_an_interval_of_refusals():
+    assert crash_detection_s(0.1, 3) == pytest.approx(0.05 + 0.05)  # three misses: first + two quarter polls
+    assert crash_detection_s(0.1, 10) == pytest.approx(0.05 + 0.1)  # an interval of refusals comes first
+    assert crash_detection_s(0.1, 1) == pytest.approx(0.05)
