@@ -5,7 +5,9 @@ source rate, N is killed in every trial, and each cell (link, Bsize) reports:
 - `overhead`: backup bytes over primary-path bytes at Nu (what the standby costs on the wire);
 - `failover_ms` (p50, p95 over the trials) and its phases, `detection_ms`, `reconnection_ms`,
   `data_recovery_ms` (medians), as the launcher measures them: kill to the new primary live;
-- `resent_by_nu` (median): the tuples Nu sent the new primary again, which cross the link at its rate.
+- `resent_by_nu` (median): the tuples Nu sent the new primary again, which cross the link at its rate;
+- `predicted_ms` (median): the standby's predicted recovery just before the kill (core/recovery_model.py),
+  and over every trial `model_error_p95` and `model_error_p50`: |predicted - measured| / measured.
 
 A larger Bsize sends less backup (the overhead falls) and leaves the standby further behind, so at the
 takeover more must be resent and applied (the failover rises), the more so the slower the link. QUERY
@@ -68,6 +70,7 @@ def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
                      "failover_ms": r.get("recovery_ms"), "detection_ms": rec.get("detection_ms"),
                      "reconnection_ms": rec.get("reconnection_ms"), "data_recovery_ms": rec.get("data_recovery_ms"),
                      "resent_by_nu": rec.get("resent_by_nu"),
+                     "predicted_ms": r.get("predicted_recovery_ms"), "predicted": r.get("predicted_recovery"),
                      "overhead": (r.get("after", {}).get("nu") or {}).get("overhead"), "link": r.get("link"),
                      "workdir": r["workdir"]})
     done = [x for x in rows if x["failover_ms"] is not None]
@@ -77,10 +80,26 @@ def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
         return round(statistics.median(xs), 4 if k == "overhead" else 1) if xs else None
 
     fo = [x["failover_ms"] for x in done]
+    for x in done:
+        x["model_error"] = model_error(x["predicted_ms"], x["failover_ms"])
     return {"overhead": med("overhead"), "failover_ms_p50": round(_pct(fo, 50), 1) if fo else None,
             "failover_ms_p95": round(_pct(fo, 95), 1) if fo else None, "detection_ms": med("detection_ms"),
             "reconnection_ms": med("reconnection_ms"), "data_recovery_ms": med("data_recovery_ms"),
-            "resent_by_nu": med("resent_by_nu"), "exact": all(x["ok"] for x in rows), "trials": rows}
+            "resent_by_nu": med("resent_by_nu"), "predicted_ms": med("predicted_ms"),
+            "exact": all(x["ok"] for x in rows), "trials": rows}
+
+
+def model_error(predicted_ms: float | None, measured_ms: float | None) -> float | None:
+    """|predicted - measured| / measured for one trial; None when either is missing."""
+    if predicted_ms is None or not measured_ms:
+        return None
+    return abs(predicted_ms - measured_ms) / measured_ms
+
+
+def model_errors(grid: dict[str, dict[str, dict]]) -> list[float]:
+    """Every trial's model error, over every cell; a trial without a prediction counts as an error of 1."""
+    return [1.0 if t.get("model_error") is None else t["model_error"]
+            for row in grid.values() for c in row.values() for t in c["trials"] if t["failover_ms"] is not None]
 
 
 def _ratio(a: float | None, b: float | None, digits: int = 2) -> float | None:
@@ -158,12 +177,15 @@ def main(argv: list[str] | None = None) -> int:
             _say(f"{p}, Bsize {b}: {a.trials} kill(s) of N")
             grid.setdefault(p, {})[b] = cell(p, b, a.trials, seed=7)
     table = {p: {b: {k: v for k, v in c.items() if k != "trials"} for b, c in row.items()} for p, row in grid.items()}
+    errors = model_errors(grid)
     summary = {
         "links": table, "query": QUERY, "rate": RATE, "trials": a.trials,
         "failover_ratio_inf_over_1": {p: _ratio(row.get("inf", {}).get("failover_ms_p50"),
                                                 row.get("1", {}).get("failover_ms_p50")) for p, row in table.items()},
         "overhead_ratio_1_over_10000": {p: _ratio(row.get("1", {}).get("overhead"),
                                                   row.get("10000", {}).get("overhead"), 1) for p, row in table.items()},
+        "model_error_p95": round(_pct(errors, 95), 3) if errors else None,
+        "model_error_p50": round(_pct(errors, 50), 3) if errors else None,
         "exact": all(c["exact"] for row in table.values() for c in row.values()),
         "delay_applied": all(t["link"]["delay_applied"] for row in grid.values() for c in row.values()
                              for t in c["trials"] if t["link"]),

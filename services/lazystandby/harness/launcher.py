@@ -884,6 +884,11 @@ def _failover_figures(topo: Topology, before: dict, after: dict, t_fault: float)
            "takeover_lease_ms": nd.get("takeover_lease_ms", 0.0)}
     if rec.get("live_at"):
         out["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
+    # What the standby predicted just before the fault (core.recovery_model), to weigh against the above.
+    predicted = (before.get("n2") or {}).get("predicted_recovery") or {}
+    out["predicted_recovery"] = predicted
+    if predicted.get("seconds") is not None:
+        out["predicted_recovery_ms"] = predicted["seconds"] * 1000
     return out
 
 
@@ -949,7 +954,7 @@ def _brief(s: dict) -> dict:
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
             "primary_longest_silence_ms", "takeover_lease_ms", "takeovers", "state_keys", "state_bytes",
-            "state_lag_tuples")
+            "state_lag_tuples", "predicted_recovery")
     out = {k: s[k] for k in keys if k in s}
     if "quarantined" in s:
         out["quarantined"] = [q["pos"] for q in s["quarantined"]]
@@ -1130,6 +1135,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "primary_longest_silence_ms": r.get("primary_longest_silence_ms", 0.0),
         "takeover_lease_ms": r.get("takeover_lease_ms", 0.0),
         "failover_ms": round(r.get("recovery_ms", 0.0), 1),
+        "predicted_recovery_ms": round(r["predicted_recovery_ms"], 1) if "predicted_recovery_ms" in r else None,
         # What made the standby take over: "detector" (missed heartbeats), "handover" (the primary, asked
         # to stop, said it was leaving), "" (no takeover).
         "failover_cause": r["recovery"].get("cause", ""),

@@ -74,6 +74,9 @@ SUMMARIES: dict[str, Summary] = {
         ("primary_longest_silence_ms", "the longest the primary in force went without reaching Nd"),
         ("takeover_lease_ms", "the lease a delivery gives the primary at Nd"),
         ("failover_ms", "from the fault to the new primary live (every input Nu held at takeover done)"),
+        ("predicted_recovery_ms", "the standby's predicted recovery just before the fault (detection, reconnection, "
+                                  "Nu's resend at the link's measured cost, the replay at the operator's measured "
+                                  "rate: core/recovery_model.py); null when it had none"),
         ("failover_cause", "`detector` (missed heartbeats), `handover` (the primary said it was leaving) or empty"),
         ("detection_ms", "from the standby's last heartbeat answered to its suspicion (starts before the fault)"),
         ("reconnection_ms", "from the suspicion until Nd and Nu both accepted the takeover"),
@@ -194,7 +197,8 @@ SUMMARIES: dict[str, Summary] = {
                            "`make bench-links` (details in run/bench/links.json)", (
         ("links", "per link preset, per Bsize: `overhead` (backup / primary bytes at Nu), `failover_ms_p50` and "
                   "`failover_ms_p95` (kill to live), the phases `detection_ms`, `reconnection_ms` and "
-                  "`data_recovery_ms` (medians), `resent_by_nu` (median), `exact` (every trial's output)"),
+                  "`data_recovery_ms` (medians), `resent_by_nu` (median), `predicted_ms` (the standby's "
+                  "predicted recovery before the kill, median), `exact` (every trial's output)"),
         ("query", "the query of every trial (the `window` example: a standby without the backup rebuilds its "
                   "open windows from Nu)"),
         ("rate", "the source rate of every trial, ticks/s"),
@@ -203,6 +207,9 @@ SUMMARIES: dict[str, Summary] = {
                                       "least 3 on 10mbit)"),
         ("overhead_ratio_1_over_10000", "per link: the overhead at Bsize 1 over that at Bsize 10,000 (goal at "
                                         "least 3 on 10mbit)"),
+        ("model_error_p95", "over every trial, |predicted - measured| / measured failover, 95th percentile (a "
+                            "trial without a prediction counts 1; goal at most 0.25)"),
+        ("model_error_p50", "the same, median"),
         ("exact", "every trial's output was exact"),
         ("delay_applied", "the presets' delay was applied (false where the kernel has no netem: rate alone)"),
         *_MACHINE,

@@ -1,4 +1,5 @@
 """bench-links' cells from trials (run_trial faked here; tests/integration/test_links.py runs the real one)."""
+import pytest
 
 from bench import links as bench_links
 
@@ -37,3 +38,13 @@ def test_the_figures_are_drawn_per_link_and_one_for_data_recovery(tmp_path):
     paths = bench_links.plot({"10mbit": row, "1gbit": row}, tmp_path)
     assert sorted(p.name for p in paths) == ["links-10mbit.png", "links-1gbit.png", "links-data.png"]
     assert all(p.stat().st_size > 5_000 and p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+
+
+def test_the_model_error_is_relative_to_the_measured_failover_and_a_missing_prediction_counts_one():
+    from bench.links import model_error, model_errors
+
+    assert model_error(150.0, 200.0) == pytest.approx(0.25)
+    assert model_error(None, 200.0) is None and model_error(100.0, None) is None
+    t = [{"failover_ms": 200.0, "model_error": 0.1}, {"failover_ms": 300.0, "model_error": None},
+         {"failover_ms": None, "model_error": None}]  # the last did not fail over: not counted
+    assert model_errors({"10mbit": {"1": {"trials": t}}}) == [0.1, 1.0]

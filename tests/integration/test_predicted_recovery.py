@@ -1,0 +1,30 @@
+"""The predicted recovery with real node processes on loopback: the standby's prediction just before N is
+killed, against the failover measured (core/recovery_model.py; bench-links weighs it on shaped links)."""
+
+from lazystandby.harness.launcher import run_trial
+
+QUERY = "window 20s by symbol agg count, avg(price), max(price)"
+
+
+def trial(bsize):
+    r = run_trial(fault="kill-primary", bsize=bsize, total=12_000, rate=4_000, kill_after=2.0, seed=3, timeout=120,
+                  extra={"query": QUERY, "exit_when_fenced": True})
+    assert r["ok"] and r["lost"] == 0 and r["duplicated"] == 0 and r.get("wrong", 0) == 0, r
+    return r
+
+
+def test_the_standby_predicts_more_to_resend_and_replay_without_the_backup():
+    """How near the prediction comes to the failover is bench-links' `model_error_p95`, not a timed test's."""
+    warm, upstream_backup = trial(1), trial(None)
+    for r in (warm, upstream_backup):
+        p = r["predicted_recovery"]
+        assert p["complete"], p  # Nu's hint came, and the primary's operator calls were timed
+        assert p["detection_s"] > 0 and p["reconnection_s"] > 0, p
+        assert abs(p["seconds"] - sum(p[k] for k in ("detection_s", "reconnection_s", "resend_s", "replay_s",
+                                                      "restore_s"))) < 1e-5, p
+        assert r["predicted_recovery_ms"] == p["seconds"] * 1000 and r["recovery_ms"] > 0, r
+    # Without the backup the standby holds nothing of the window open at the kill: Nu resends all of it.
+    w, u = warm["predicted_recovery"], upstream_backup["predicted_recovery"]
+    assert u["replay_tuples"] > 10 * max(1, w["replay_tuples"]) and u["resend_s"] > w["resend_s"], (w, u)
+    assert u["seconds"] > w["seconds"], (w, u)
+    assert upstream_backup["recovery"]["resent_by_nu"] > 0.5 * u["replay_tuples"], (upstream_backup["recovery"], u)
