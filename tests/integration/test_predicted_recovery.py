@@ -28,3 +28,19 @@ def test_the_standby_predicts_more_to_resend_and_replay_without_the_backup():
     assert u["replay_tuples"] > 10 * max(1, w["replay_tuples"]) and u["resend_s"] > w["resend_s"], (w, u)
     assert u["seconds"] > w["seconds"], (w, u)
     assert upstream_backup["recovery"]["resent_by_nu"] > 0.5 * u["replay_tuples"], (upstream_backup["recovery"], u)
+
+
+def target_trial(target_ms):
+    r = run_trial(fault="kill-primary", bsize=10, total=24_000, rate=4_000, kill_after=5.0, seed=5, timeout=120,
+                  extra={"query": QUERY, "exit_when_fenced": True, "recovery_target_ms": target_ms})
+    assert r["ok"] and r["lost"] == 0 and r["duplicated"] == 0 and r.get("wrong", 0) == 0, r
+    return r["before"]["nu"]["recovery_target"], r
+
+
+def test_nu_chooses_less_backup_for_a_loose_target_and_bsize_1_for_one_nothing_meets():
+    loose, r = target_trial(5_000)
+    assert loose["met"] and loose["bsize"] in ("1000", "10000", "100000", "inf"), loose
+    assert loose["predicted_ms"] <= 0.8 * 5_000 and r["recovery_ms"] < 5_000, (loose, r["recovery_ms"])
+    tight, _ = target_trial(20)  # below the detection alone
+    assert tight["bsize"] == "1" and tight["met"] is False, tight
+    assert tight["candidates_ms"]["1"] <= min(tight["candidates_ms"].values()) * 1.5, tight

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .acks import Checkpoint
 from .codec import EncodedBatch, EncodedRun
+from .recovery_model import StandbyView
 from .roles import Role
 from .tuples import TupleBatch
 
@@ -95,6 +96,7 @@ class RecoveryHint:
 class BackupAck:
     applied_through: int
     wire_bytes: int = 0
+    view: StandbyView | None = None  # the standby's part of a predicted recovery (core.recovery_model)
 
 
 @dataclass(slots=True)

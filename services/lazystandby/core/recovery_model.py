@@ -105,3 +105,61 @@ class RecoveryTerms:
         d = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
         d["seconds"] = round(self.seconds, 6)
         return d
+
+
+# The Bsizes Nu chooses among for a recovery target, cheapest last: seed 000's sweep.
+BSIZE_LADDER: tuple[int | None, ...] = (1, 10, 100, 1_000, 10_000, 100_000, None)
+# The share of the target a chosen Bsize's prediction may take: the rest absorbs the model's error and a
+# crash at the worst moment of a batch.
+TARGET_MARGIN = 0.8
+
+
+@dataclass(frozen=True)
+class StandbyView:
+    """What a standby tells Nu with each backup answer, for Nu to predict a recovery at any Bsize: its
+    fixed terms (detection and reconnection), its operator's cost per call and per tuple and the most a
+    call takes, and the inputs it holds unprocessed (its backlog at a takeover)."""
+
+    fixed_s: float
+    call_s: float
+    tuple_s: float
+    take: int
+    backlog: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A Bsize chosen for a recovery target: the prediction at each candidate (seconds; None where one
+    could not be made), the one chosen, and whether its prediction met the target (when none does,
+    Bsize 1, the fastest recovery, and `met` False)."""
+
+    bsize: int | None
+    predicted_s: float
+    met: bool
+    candidates: dict[str, float]
+
+
+def resend_at(bsize: int | None, *, unbounded: int, rate: float, linger_s: float) -> int:
+    """Tuples Nu would resend after a crash at the worst moment with Bsize `bsize`: a batch not yet cut
+    (up to Bsize) and what arrives while a backup call gathers (`rate` x `linger_s`); with Bsize inf
+    everything since the resend floor (`unbounded`: Nu's head less its floor, now)."""
+    if bsize is None:
+        return unbounded
+    return bsize + math.ceil(rate * linger_s)
+
+
+def choose_bsize(target_s: float, predict, ladder: tuple[int | None, ...] = BSIZE_LADDER,
+                 margin: float = TARGET_MARGIN) -> Choice:
+    """The largest Bsize of `ladder` (the least backup traffic) whose predicted recovery, `predict(bsize)`
+    in seconds, is within `margin` of `target_s`; Bsize 1 and `met` False when none is."""
+    candidates = {}
+    chosen = None
+    for b in ladder:
+        s = predict(b)
+        candidates["inf" if b is None else str(b)] = round(s, 6)
+        if s <= margin * target_s:
+            chosen = (b, s)
+    if chosen is None:
+        first = ladder[0]
+        return Choice(first, candidates["inf" if first is None else str(first)], False, candidates)
+    return Choice(chosen[0], chosen[1], True, candidates)

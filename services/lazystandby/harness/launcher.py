@@ -954,7 +954,7 @@ def _brief(s: dict) -> dict:
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
             "primary_longest_silence_ms", "takeover_lease_ms", "takeovers", "state_keys", "state_bytes",
-            "state_lag_tuples", "predicted_recovery")
+            "state_lag_tuples", "predicted_recovery", "bsize", "recovery_target")
     out = {k: s[k] for k in keys if k in s}
     if "quarantined" in s:
         out["quarantined"] = [q["pos"] for q in s["quarantined"]]
@@ -984,7 +984,7 @@ def _pct(values: list[float], q: float) -> float:
 NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "watermark_every", "keys", "seed", "total",
                  "rate",
                  "heartbeat_interval", "heartbeat_misses", "operator_stall_max", "exit_when_fenced",
-                 "handover_on_stop", "chaos_poison")
+                 "handover_on_stop", "chaos_poison", "recovery_target_ms")
 
 
 class NodeStartError(RuntimeError):
@@ -1101,8 +1101,9 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
                                                 "operator_stall_max", "exit_when_fenced", "handover_on_stop",
-                                                "chaos_poison", "query", "watermark_every", "keys")
-                      if k not in ("chaos_poison", "query") or settings.get(k)}}
+                                                "chaos_poison", "query", "watermark_every", "keys",
+                                                "recovery_target_ms")
+                      if k not in ("chaos_poison", "query", "recovery_target_ms") or settings.get(k)}}
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
@@ -1136,6 +1137,11 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "takeover_lease_ms": r.get("takeover_lease_ms", 0.0),
         "failover_ms": round(r.get("recovery_ms", 0.0), 1),
         "predicted_recovery_ms": round(r["predicted_recovery_ms"], 1) if "predicted_recovery_ms" in r else None,
+        # With recovery_target_ms: the Bsize Nu chose for it (in force at the fault: it is Nu's choice until
+        # the standby takes over) and whether its prediction met the target.
+        "recovery_target_ms": settings.get("recovery_target_ms") or None,
+        "bsize_chosen": ((r.get("before", {}).get("nu") or {}).get("recovery_target") or {}).get("bsize"),
+        "target_met": ((r.get("before", {}).get("nu") or {}).get("recovery_target") or {}).get("met"),
         # What made the standby take over: "detector" (missed heartbeats), "handover" (the primary, asked
         # to stop, said it was leaving), "" (no takeover).
         "failover_cause": r["recovery"].get("cause", ""),

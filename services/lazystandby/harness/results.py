@@ -77,6 +77,9 @@ SUMMARIES: dict[str, Summary] = {
         ("predicted_recovery_ms", "the standby's predicted recovery just before the fault (detection, reconnection, "
                                   "Nu's resend at the link's measured cost, the replay at the operator's measured "
                                   "rate: core/recovery_model.py); null when it had none"),
+        ("recovery_target_ms", "`--recovery-target-ms`: the recovery-time objective Nu chose Bsize for (null: none)"),
+        ("bsize_chosen", "the Bsize Nu had chosen for it when the fault came (null without a target)"),
+        ("target_met", "whether that Bsize's predicted recovery met the target (false: none did; Bsize 1)"),
         ("failover_cause", "`detector` (missed heartbeats), `handover` (the primary said it was leaving) or empty"),
         ("detection_ms", "from the standby's last heartbeat answered to its suspicion (starts before the fault)"),
         ("reconnection_ms", "from the suspicion until Nd and Nu both accepted the takeover"),

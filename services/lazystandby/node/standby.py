@@ -19,7 +19,7 @@ from ..core.codec import DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.errors import LazyStandbyError, PeerError, Status
 from ..core.held import Sealed
-from ..core.recovery_model import RecoveryTerms, crash_detection_s
+from ..core.recovery_model import RecoveryTerms, StandbyView, crash_detection_s
 from ..core.roles import Role
 from ..core.tuples import TupleBatch
 from .common import Backoff
@@ -141,7 +141,7 @@ class StandbySide:
                     self.decoder.commit(position)
                     if msg.runs or msg.batches:
                         self.held.restart_session()  # the link's session moved on in the eager decoder
-                return m.BackupAck(applied_through=self.received_through)
+                return m.BackupAck(applied_through=self.received_through, view=self._standby_view())
 
     def _hold_covering(self, ckpt: Checkpoint, params: m.Params | None) -> None:
         """Holding the lock: keep a covering checkpoint until `_apply_covering` may apply it. At most 64 are
@@ -357,7 +357,7 @@ class StandbySide:
             resend_s = (math.ceil(resend / max(1, hint.frame_max)) * hint.per_call_s
                         + resend * hint.tuple_bytes * hint.per_byte_s)
         replay = resend + (max(0, held - self._done_through()) if start == held + 1 else 0)
-        cost = self.primary_operator_cost if any(self.primary_operator_cost) else self.operator_cost.fit()
+        cost = self._replay_cost()
         replay_s = 0.0
         if cost is not None and replay:
             replay_s = math.ceil(replay / self._take) * cost[0] + replay * cost[1]
@@ -365,6 +365,21 @@ class StandbySide:
         return RecoveryTerms(detection_s=crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses),
                              reconnection_s=2 * rtt, resend_s=resend_s, replay_s=replay_s, replay_tuples=replay,
                              complete=(hint is not None or not resend) and (cost is not None or not replay))
+
+    def _standby_view(self) -> StandbyView | None:
+        """Holding the lock: this standby's part of a predicted recovery, for Nu to choose Bsize with
+        (core.recovery_model.StandbyView); None before its first prediction or an operator call timed."""
+        p = self.predicted
+        cost = self._replay_cost()
+        if p is None or cost is None:
+            return None
+        return StandbyView(fixed_s=p.detection_s + p.reconnection_s, call_s=cost[0], tuple_s=cost[1], take=self._take,
+                           backlog=max(0, self.received_through - self._done_through()))
+
+    def _replay_cost(self) -> tuple[float, float] | None:
+        """The operator's cost per call and per tuple: the primary's when it says it (a standby's calls wait
+        by design, which its own timings would count), else this node's own; None when neither is known."""
+        return self.primary_operator_cost if any(self.primary_operator_cost) else self.operator_cost.fit()
 
     def _primary_reached(self, received: int, now: float) -> None:
         """Holding the lock: a heartbeat says the primary has received through `received`; a covering

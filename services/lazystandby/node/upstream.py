@@ -10,6 +10,7 @@ Three loops, one lock:
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 from collections import deque
@@ -41,7 +42,7 @@ from ..core.errors import (
 )
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
-from ..core.recovery_model import CallCost
+from ..core.recovery_model import CallCost, Choice, StandbyView, choose_bsize, resend_at
 from ..core.retry import after_backup_error, after_push_error
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
@@ -75,6 +76,13 @@ class _BackupCall:
 # checkpoint that does not move, as under long windows) no other frame may come for long.
 HINT_EVERY_S = 0.5
 
+# Seconds between two choices of Bsize for recovery_target_ms; a larger Bsize (less backup) is taken only
+# when two choices in a row agree on it, a smaller one at once.
+TUNE_EVERY_S = 2.0
+# Choices over which the most Nu held beyond its resend floor is kept: what Bsize inf would resend is
+# predicted from its peak over about half a minute (a window query's grows with each window, then falls).
+UNBOUNDED_KEPT = 15
+
 NO_SWITCH = "a window query takes no predicate switch (its where clause is part of the query)"
 
 
@@ -106,11 +114,11 @@ class UpstreamNode(NodeBase):
                                           cfg.watermark_idle, cfg.watermark_per_stream)
         self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
+        # The Bsize in force: cfg.bsize, or the one chosen for recovery_target_ms (`_tune`).
+        self.bsize = cfg.bsize
         self.batcher = BackupBatcher(cfg.bsize)
         # Used by the backup thread only.
-        self.run_encoder = RunEncoder(cfg.codec, level=cfg.codec_level, bsize=cfg.bsize,
-                                      dict_samples=cfg.dict_samples, dict_size=cfg.dict_size,
-                                      native=native.compressor())
+        self.run_encoder = self._encoder_for(cfg.bsize)
         self._encoder_reset = False
         self._backup_gen = 0
         self._inflight: _BackupCall | None = None
@@ -129,6 +137,14 @@ class UpstreamNode(NodeBase):
         self._next_checkpoint_at = 0.0
         self._next_hint_at = 0.0
         self.push_cost = CallCost()  # Nu's calls to the primary, timed: the link's cost for a resend
+        # Choosing Bsize for recovery_target_ms (`_tune`): the standby's part of a prediction (with its backup
+        # answers), the latest choice, when to choose next, and (when, head) a rate is measured from.
+        self.standby_view: StandbyView | None = None
+        self.choice: Choice | None = None
+        self._tune_at = 0.0
+        self._rate_mark: tuple[float, int] | None = None
+        self._unbounded: deque[int] = deque(maxlen=UNBOUNDED_KEPT)
+        self._pending_choice: int | None | str = "none"
         self._backup_sent = (-1, 0.0)  # (backup generation, when) of the last backup call cut: backup_linger_ms
         self.checkpoint = Checkpoint()
         self.cursor = 1
@@ -323,7 +339,7 @@ class UpstreamNode(NodeBase):
     def _backup_bounded(self) -> bool:
         """Whether the backup holds the pipeline back (backup_lag_max): only while a standby answers. One
         that fails is retried later and holds up nothing (its backlog is trimmed by Level-1 acks meanwhile)."""
-        return bool(self.cfg.backup_lag_max and self.standby is not None and self.cfg.bsize is not None
+        return bool(self.cfg.backup_lag_max and self.standby is not None and self.bsize is not None
                     and self.clock() >= self.standby_retry_at and self._standby_in_sync())
 
     def _standby_in_sync(self) -> bool:
@@ -614,6 +630,7 @@ class UpstreamNode(NodeBase):
                 if idle:
                     self.lock.wait(0.05)
                 return None
+            self._tune(now)
             peer, epoch, ckpt, gen = self.standby, self.fence.epoch, self.checkpoint, self._backup_gen
             resync = self._resync_backup
             gather = 0.0 if resync else self._backup_gathering(now)
@@ -672,6 +689,70 @@ class UpstreamNode(NodeBase):
                               params=self._params_at(ckpt.input_pos), hint=hint)
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
 
+    def _encoder_for(self, bsize: int | None) -> RunEncoder:
+        cfg = self.cfg
+        return RunEncoder(cfg.codec, level=cfg.codec_level, bsize=bsize, dict_samples=cfg.dict_samples,
+                          dict_size=cfg.dict_size, native=native.compressor())
+
+    def _tune(self, now: float) -> None:
+        """Holding the lock, in the backup thread: with recovery_target_ms set, every TUNE_EVERY_S, the Bsize
+        whose predicted recovery meets the target with the least backup (core.recovery_model.choose_bsize),
+        predicted at each Bsize from the standby's view (its fixed terms, operator cost and backlog), this
+        Nu's push cost, its source rate and the peak of what it held beyond its resend floor. Nothing is
+        chosen before the standby's view and a push fit are in."""
+        target = self.cfg.recovery_target_ms / 1000
+        if not target or now < self._tune_at:
+            return
+        self._tune_at = now + TUNE_EVERY_S
+        mark, self._rate_mark = self._rate_mark, (now, self.oqu.last)
+        self._unbounded.append(max(0, self.oqu.last - self._resend_start(0) + 1))
+        view, fit = self.standby_view, self.push_cost.fit()
+        if view is None or fit is None or mark is None or now <= mark[0]:
+            return
+        rate = max(0.0, (self.oqu.last - mark[1]) / (now - mark[0]))
+        c = self.counters
+        tuple_bytes = c["primary_bytes"] / c["primary_tuples"] if c["primary_tuples"] else 0.0
+        unbounded, linger = max(self._unbounded), self.cfg.backup_linger_ms / 1000
+
+        def predict(bsize: int | None) -> float:
+            resend = resend_at(bsize, unbounded=unbounded, rate=rate, linger_s=linger)
+            replay = resend + view.backlog
+            send = self.push_cost.seconds_for(resend * tuple_bytes, self.cfg.frame_max * tuple_bytes) or 0.0
+            return view.fixed_s + send + math.ceil(replay / max(1, view.take)) * view.call_s + replay * view.tuple_s
+
+        self.choice = choice = choose_bsize(target, predict)
+        if choice.bsize == self.bsize:
+            self._pending_choice = "none"
+            return
+        larger = self.bsize is not None and (choice.bsize is None or choice.bsize > self.bsize)
+        if larger and self._pending_choice != choice.bsize:
+            self._pending_choice = choice.bsize  # taken if the next choice agrees
+            return
+        self._pending_choice = "none"
+        self.log.info("%s: Bsize %s -> %s for recovery_target_ms %g (predicted %.0f ms%s)", self.name,
+                      format_bsize(self.bsize), format_bsize(choice.bsize), self.cfg.recovery_target_ms,
+                      choice.predicted_s * 1000, "" if choice.met else "; no Bsize meets the target")
+        self._set_bsize(choice.bsize)
+
+    def _set_bsize(self, bsize: int | None) -> None:
+        """Holding the lock, in the backup thread: Bsize from now on. A new backup generation: what was cut
+        since the standby's last answer is cut again at the new size, in a new codec session (the standby
+        reads each batch's count from the run, whatever Bsize cut it)."""
+        self.bsize = bsize
+        self.batcher.bsize = bsize
+        self.run_encoder = self._encoder_for(bsize)
+        self._void_backup(resync=False)
+        self.counters["bsize_changes"] += 1
+
+    def _target_status(self) -> dict | None:
+        """The recovery target and the latest choice for it (None without a target)."""
+        if not self.cfg.recovery_target_ms:
+            return None
+        ch = self.choice
+        return {"target_ms": self.cfg.recovery_target_ms, "bsize": format_bsize(self.bsize),
+                "predicted_ms": round(ch.predicted_s * 1000, 1) if ch else None, "met": ch.met if ch else None,
+                "candidates_ms": {b: round(v * 1000, 1) for b, v in ch.candidates.items()} if ch else {}}
+
     def _recovery_hint(self) -> m.RecoveryHint | None:
         """Holding the lock: Nu's part of its standby's predicted recovery (core.recovery_model): its head,
         the first position it would resend whatever the standby asks (`_resend_start`), and the cost of a
@@ -725,9 +806,9 @@ class UpstreamNode(NodeBase):
         call of the one before: the newcomer gets its backlog, the retry its batches, at once."""
         cfg = self.cfg
         gen, sent_at = self._backup_sent
-        if not cfg.backup_linger_ms or cfg.bsize is None or gen != self._backup_gen:
+        if not cfg.backup_linger_ms or self.bsize is None or gen != self._backup_gen:
             return 0.0
-        if self.batcher.unbatched(self.oqu) >= cfg.max_batches_per_rpc * cfg.bsize:
+        if self.batcher.unbatched(self.oqu) >= cfg.max_batches_per_rpc * self.bsize:
             return 0.0
         return max(0.0, sent_at + cfg.backup_linger_ms / 1000 - now)
 
@@ -757,6 +838,8 @@ class UpstreamNode(NodeBase):
                 return
             self.links.note("standby", peer.address, None)
             self.counters["backup_bytes"] += ack.wire_bytes
+            if ack.view is not None:
+                self.standby_view = ack.view
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if call.resync:
                 # The standby's applied position is the truth after an error or a registration; re-cut from
@@ -955,7 +1038,8 @@ class UpstreamNode(NodeBase):
             "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
             "primary": self.primary_addr,
             "standby": self.standby.address if self.standby else "",
-            "bsize": format_bsize(self.cfg.bsize),
+            "bsize": format_bsize(self.bsize),
+            "recovery_target": self._target_status(),
             "codec": self.cfg.codec,
             "codec_backend": self.run_encoder.encoder.backend,
             "source_exhausted": self.source.exhausted,

@@ -22,6 +22,7 @@ from ..core import tuples
 from ..core.acks import Checkpoint
 from ..core.codec import CodecName, EncodedBatch, EncodedRun
 from ..core.errors import MalformedMessage
+from ..core.recovery_model import StandbyView
 from ..core.roles import Role
 from ..v1 import lazystandby_pb2 as pb
 
@@ -216,11 +217,17 @@ def backup_frame_from_pb(msg: pb.BackupFrame, *, node: str = "") -> m.BackupFram
 
 
 def backup_ack_to_pb(a: m.BackupAck) -> pb.BackupAck:
-    return pb.BackupAck(applied_through=a.applied_through)
+    v = a.view
+    view = None if v is None else pb.StandbyView(fixed_s=v.fixed_s, call_s=v.call_s, tuple_s=v.tuple_s, take=v.take,
+                                                 backlog=v.backlog)
+    return pb.BackupAck(applied_through=a.applied_through, view=view)
 
 
 def backup_ack_from_pb(msg: pb.BackupAck) -> m.BackupAck:
-    return m.BackupAck(applied_through=msg.applied_through)
+    v = msg.view
+    view = StandbyView(fixed_s=v.fixed_s, call_s=v.call_s, tuple_s=v.tuple_s, take=v.take,
+                       backlog=v.backlog) if msg.HasField("view") else None
+    return m.BackupAck(applied_through=msg.applied_through, view=view)
 
 
 # --- Deliver --------------------------------------------------------------------------------------------

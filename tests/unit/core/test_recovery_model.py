@@ -76,3 +76,23 @@ def test_a_crash_is_suspected_at_the_third_quarter_interval_miss_or_after_an_int
     assert crash_detection_s(0.1, 3) == pytest.approx(0.05 + 0.05)  # three misses: first + two quarter polls
     assert crash_detection_s(0.1, 10) == pytest.approx(0.05 + 0.1)  # an interval of refusals comes first
     assert crash_detection_s(0.1, 1) == pytest.approx(0.05)
+
+
+def test_the_largest_bsize_whose_prediction_meets_the_target_within_the_margin_is_chosen():
+    from lazystandby.core.recovery_model import choose_bsize
+
+    predicted = {1: 0.10, 10: 0.11, 100: 0.2, 1_000: 0.39, 10_000: 0.41, 100_000: 2.0, None: 3.0}
+    c = choose_bsize(0.5, predicted.__getitem__)  # 0.8 x 0.5 = 0.4
+    assert (c.bsize, c.predicted_s, c.met) == (1_000, 0.39, True)
+    assert c.candidates == {"1": 0.1, "10": 0.11, "100": 0.2, "1000": 0.39, "10000": 0.41, "100000": 2.0, "inf": 3.0}
+    assert choose_bsize(10.0, predicted.__getitem__).bsize is None  # everything meets it: Upstream Backup
+    none = choose_bsize(0.05, predicted.__getitem__)
+    assert (none.bsize, none.predicted_s, none.met) == (1, 0.10, False)  # nothing meets it: the fastest
+
+
+def test_what_a_crash_makes_nu_resend_grows_with_bsize_and_is_everything_held_at_inf():
+    from lazystandby.core.recovery_model import resend_at
+
+    assert resend_at(100, unbounded=50_000, rate=4_000, linger_s=0.005) == 100 + 20
+    assert resend_at(10_000, unbounded=50_000, rate=4_000, linger_s=0.005) == 10_020
+    assert resend_at(None, unbounded=50_000, rate=4_000, linger_s=0.005) == 50_000

@@ -112,3 +112,67 @@ def test_the_primary_shows_its_standbys_figure_while_its_heartbeats_come(primary
         primary.operator_cost.add(tuples, 0.001 + tuples * 1e-5)
     reply = primary.handle_heartbeat(m.HeartbeatRequest(sender="N'", epoch=1))
     assert reply.operator_call_s == pytest.approx(0.001) and reply.operator_tuple_s == pytest.approx(1e-5)
+
+
+def tuned_nu(net, target_ms, view):
+    from lazystandby.core.recovery_model import StandbyView
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+
+    t = [0.0]
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10",
+                                 recovery_target_ms=target_ms), GeneratorSource(["I1", "I2"], total=0, rate=0.0),
+                      net.peer, clock=lambda: t[0])
+    timed_pushes(nu)
+    nu.standby_view = StandbyView(**view)
+    return nu, t
+
+
+def tune(nu, t, admitted):
+    """One choice, `admitted` tuples after the last (4,000 tuples/s over TUNE_EVERY_S)."""
+    from lazystandby.node.upstream import TUNE_EVERY_S
+
+    with nu.lock:
+        nu.oqu.last = getattr(nu, "_fake_head", 0) + admitted
+        nu._fake_head = nu.oqu.last
+        nu._tune(t[0])
+    t[0] += TUNE_EVERY_S
+
+
+VIEW = {"fixed_s": 0.1, "call_s": 0.001, "tuple_s": 2e-5, "take": 32_768, "backlog": 100}
+
+
+def test_nu_takes_a_larger_bsize_for_a_loose_target_once_two_choices_agree(net, monkeypatch):
+    from lazystandby.core.queues import KeyedQueue
+
+    monkeypatch.setattr(KeyedQueue, "last", 0, raising=False)
+    nu, t = tuned_nu(net, 1_000, VIEW)
+    gen = nu._backup_gen
+    tune(nu, t, 0)  # the first look only marks the rate
+    tune(nu, t, 8_000)
+    assert nu.choice is not None and nu.choice.met and nu.bsize == 10  # a larger one, not yet taken
+    chosen = nu.choice.bsize
+    assert chosen is None or chosen > 10
+    tune(nu, t, 0)  # the same held beyond the floor: the same choice, taken now
+    assert nu.bsize == chosen and nu.batcher.bsize == chosen and nu.run_encoder.bsize == chosen
+    assert nu._backup_gen > gen and nu.counters["bsize_changes"] == 1
+    status = nu.snapshot()["recovery_target"]
+    assert status["target_ms"] == 1_000 and status["met"] and status["predicted_ms"] <= 800
+
+
+def test_nu_takes_bsize_1_at_once_for_a_target_nothing_meets_and_says_so(net, monkeypatch):
+    from lazystandby.core.queues import KeyedQueue
+
+    monkeypatch.setattr(KeyedQueue, "last", 0, raising=False)
+    nu, t = tuned_nu(net, 50, VIEW)  # below the fixed terms alone (100 ms)
+    tune(nu, t, 0)
+    tune(nu, t, 8_000)
+    assert nu.bsize == 1 and not nu.choice.met
+    assert nu.snapshot()["recovery_target"]["met"] is False
+
+
+def test_without_a_target_nu_keeps_its_bsize_and_chooses_nothing(net):
+    nu, t = tuned_nu(net, 0, VIEW)
+    tune(nu, t, 0)
+    tune(nu, t, 8_000)
+    assert nu.bsize == 10 and nu.choice is None and nu.snapshot()["recovery_target"] is None
