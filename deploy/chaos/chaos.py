@@ -232,6 +232,23 @@ def cut(step: Step, client: docker.DockerClient, c, heal: bool = False) -> None:
         _firewall(c, container(client, SERVICE_OF_ROLE[step.peer]), cut=not heal)
 
 
+FREEZE_TRIES = 5
+
+
+def pause(c) -> None:
+    """docker pause, tried again when the cgroup freezer gave up (runc's "unable to freeze": a task of the
+    container did not stop in time, seen on two loaded cores while a JVM was busy); any other error, or
+    the last try's, is raised."""
+    for attempt in range(FREEZE_TRIES):
+        try:
+            c.pause()
+            return
+        except docker.errors.APIError as e:
+            if "unable to freeze" not in str(e) or attempt == FREEZE_TRIES - 1:
+                raise
+            time.sleep(0.2)
+
+
 def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
     """One step of a fault on its container; what it did, for the fault's report."""
     if step.action is Action.KILL_REPEATEDLY:
@@ -247,7 +264,7 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         c.reload()
         return {"exit_code": c.attrs["State"]["ExitCode"], "stopped_ms": round((time.monotonic() - t0) * 1000, 1)}
     elif step.action is Action.PAUSE:
-        c.pause()
+        pause(c)
         time.sleep(lasting(step))
         c.unpause()
     elif step.action is Action.PARTITION:

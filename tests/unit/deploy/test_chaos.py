@@ -252,3 +252,37 @@ def test_a_failing_compose_command_says_what_compose_said(monkeypatch):
     with pytest.raises(RuntimeError, match=r"(?s)docker compose up -d exited 1: .*kafka-1 is unhealthy"):
         chaos.compose("up", "-d", "--wait")
     assert chaos.compose("kill", "n", check=False).returncode == 1  # unchecked: the caller reads it
+
+
+class Freezing:
+    """A container whose pause fails with runc's freezer error `fails` times, then succeeds."""
+
+    def __init__(self, fails: int, error: str = "OCI runtime pause failed: unable to freeze: unknown") -> None:
+        self.fails, self.error, self.paused = fails, error, 0
+
+    def pause(self):
+        import docker
+
+        if self.fails:
+            self.fails -= 1
+            raise docker.errors.APIError(f"500 Server Error: Internal Server Error (\"{self.error}\")")
+        self.paused += 1
+
+
+def test_a_pause_the_freezer_gave_up_on_is_tried_again(monkeypatch):
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    c = Freezing(2)
+    chaos.pause(c)
+    assert c.paused == 1 and c.fails == 0
+
+
+def test_a_pause_that_keeps_failing_or_fails_otherwise_is_raised(monkeypatch):
+    import docker
+
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    with pytest.raises(docker.errors.APIError, match="unable to freeze"):
+        chaos.pause(Freezing(chaos.FREEZE_TRIES))
+    other = Freezing(1, error="No such container")
+    with pytest.raises(docker.errors.APIError, match="No such container"):
+        chaos.pause(other)
+    assert other.paused == 0
