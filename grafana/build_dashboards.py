@@ -96,6 +96,10 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] 
         ("Bandwidth overhead (backup / primary bytes) and budget", "percentunit", [
             ('max(lazystandby_bandwidth_overhead{node="Nu"})', "overhead"),
             ('max(lazystandby_overhead_budget{node="Nu"})', "budget")]),
+        # With recovery_target_ms Nu picks Bsize from the predicted recovery; without, the configured one.
+        ("Bsize in force at Nu, and whether it is predicted to meet the recovery target (1) or not (0)", "short", [
+            ('max(lazystandby_bsize{node="Nu"})', "Bsize"),
+            ('max(lazystandby_recovery_target_met{node="Nu"})', "target met")]),
         ("Compression ratio (compressed / raw backup)", "percentunit", [
             ('max(lazystandby_compression_ratio{node="Nu"})', "ratio")]),
         ("Backup tuples/s into the standby", "ops", [

@@ -145,6 +145,16 @@ class NodeCollector(Collector):
                          name, 1.0 if s["standby_in_sync"] else 0.0)
             yield _counter("lazystandby_standby_out_of_sync", "Times Nu's standby fell out of sync", name,
                            c.get("standby_out_of_sync", 0))
+            bsize = s.get("bsize", "inf")
+            yield _gauge("lazystandby_bsize", "The Bsize in force at Nu (+Inf: Upstream Backup); with "
+                         "recovery_target_ms, the one chosen for it", name,
+                         float("inf") if bsize == "inf" else float(bsize))
+            yield _counter("lazystandby_bsize_changes", "Times Nu changed Bsize for recovery_target_ms", name,
+                           c.get("bsize_changes", 0))
+            target = s.get("recovery_target") or {}
+            yield _gauge("lazystandby_recovery_target_met", "1 while Nu's chosen Bsize is predicted to meet "
+                         "recovery_target_ms, 0 when no Bsize is (Bsize 1 then); NaN without a target or a "
+                         "prediction", name, float("nan") if target.get("met") is None else float(target["met"]))
         if "standby_lag_tuples" in s:  # N and N': 0 on a primary
             yield _gauge("lazystandby_standby_lag_tuples", "Inputs the primary holds that the standby has neither "
                          "processed nor seen covered by Nd's output", name, s["standby_lag_tuples"])
