@@ -30,6 +30,7 @@ MAY_SEND: dict[str, frozenset[PeerRole]] = {
     "RegisterStandby": frozenset({PeerRole.OPERATOR}),  # a standby joining Nu
     "Handover": frozenset({PeerRole.OPERATOR}),  # a primary handing over -> its standby
     "Status": frozenset(PeerRole),  # read-only: every node and the admin tools
+    "Probe": frozenset({PeerRole.UPSTREAM}),  # Nu timing its link to the standby
 }
 
 

@@ -120,6 +120,18 @@ class Level0Ack:
 
 
 @dataclass(slots=True)
+class Probe:
+    """Nu -> standby: padding to time the link by (core.recovery_model.CallCost)."""
+
+    padding: bytes
+
+
+@dataclass(slots=True)
+class ProbeAck:
+    received: int
+
+
+@dataclass(slots=True)
 class HeartbeatRequest:
     """Standby -> primary; `address` is where the standby hears of a planned handover ("": not said)."""
 

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 # Samples kept by the estimators: enough for a fit that a burst does not swing, few enough that a link or
 # a rate that changes shows within seconds (a frame every few ms at load).
 WINDOW = 256
+KEPT = 8  # probes kept in a call cost's fit beside the WINDOW latest calls
 
 
 def crash_detection_s(interval: float, allowed_misses: int) -> float:
@@ -48,25 +49,30 @@ class CallCost:
     which understates a transfer in much larger calls; a negative slope (noise on a fast link) is read
     the same way. None until `min_samples` calls were timed."""
 
-    def __init__(self, window: int = WINDOW, min_samples: int = 8) -> None:
+    def __init__(self, window: int = WINDOW, min_samples: int = 8, kept: int = KEPT) -> None:
         self.samples: deque[tuple[float, float]] = deque(maxlen=window)
+        self.kept: deque[tuple[float, float]] = deque(maxlen=kept)
         self.min_samples = min_samples
 
-    def add(self, size: float, seconds: float) -> None:
+    def add(self, size: float, seconds: float, *, keep: bool = False) -> None:
+        """One call timed. `keep`: a probe, kept apart from the WINDOW latest calls (the last KEPT probes
+        stay in the fit however many ordinary calls follow: a link's rate shows only in calls larger than
+        its token bucket's burst, and steady-state calls are far smaller)."""
         if size >= 0 and seconds >= 0:
-            self.samples.append((float(size), float(seconds)))
+            (self.kept if keep else self.samples).append((float(size), float(seconds)))
 
     def fit(self) -> tuple[float, float] | None:
         """(per_call_s, per_unit_s), or None before `min_samples` calls."""
-        n = len(self.samples)
+        pts = [*self.samples, *self.kept]
+        n = len(pts)
         if n < self.min_samples:
             return None
-        mx = sum(b for b, _ in self.samples) / n
-        my = sum(s for _, s in self.samples) / n
-        sxx = sum((b - mx) ** 2 for b, _ in self.samples)
-        if sxx <= 0 or max(b for b, _ in self.samples) < 2 * min(b for b, _ in self.samples):
+        mx = sum(b for b, _ in pts) / n
+        my = sum(s for _, s in pts) / n
+        sxx = sum((b - mx) ** 2 for b, _ in pts)
+        if sxx <= 0 or max(b for b, _ in pts) < 2 * min(b for b, _ in pts):
             return my, 0.0
-        slope = sum((b - mx) * (s - my) for b, s in self.samples) / sxx
+        slope = sum((b - mx) * (s - my) for b, s in pts) / sxx
         if slope <= 0:
             return my, 0.0
         return max(0.0, my - slope * mx), slope

@@ -954,7 +954,7 @@ def _brief(s: dict) -> dict:
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
             "primary_longest_silence_ms", "takeover_lease_ms", "takeovers", "state_keys", "state_bytes",
-            "state_lag_tuples", "predicted_recovery", "bsize", "recovery_target")
+            "state_lag_tuples", "predicted_recovery", "bsize", "recovery_target", "push_cost", "standby_link_cost")
     out = {k: s[k] for k in keys if k in s}
     if "quarantined" in s:
         out["quarantined"] = [q["pos"] for q in s["quarantined"]]

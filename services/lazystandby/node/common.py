@@ -152,6 +152,11 @@ class NodeBase:
         snap = self.status_snapshot()
         return m.StatusReply(node=self.name, role=self.state.role, epoch=self.state.epoch, snapshot=snap)
 
+    def handle_probe(self, msg: m.Probe) -> m.ProbeAck:
+        """A link probe (Nu timing the link a resend would cross): answered at once, whatever the role."""
+        self.counters["probes_answered"] += 1
+        return m.ProbeAck(received=len(msg.padding))
+
     # --- refusals --------------------------------------------------------------------------------------
     def _wrong(self, rpc: str) -> WrongRole:
         return WrongRole(f"{self.name}: {rpc} is not served by a node in role {self.state.role}")

@@ -11,6 +11,7 @@ Three loops, one lock:
 from __future__ import annotations
 
 import math
+import os
 import resource
 import time
 from collections import deque
@@ -76,6 +77,13 @@ class _BackupCall:
 # checkpoint that does not move, as under long windows) no other frame may come for long.
 HINT_EVERY_S = 0.5
 
+# Nu's probes of its link to the standby (the link a resend crosses after a takeover): alternately small and
+# large (the large above the token bucket's burst of the shaped links, a millisecond of a gigabit), the
+# first PROBES_AT_ONCE back to back, then one every PROBE_EVERY_S (at 10 Mbit/s about 0.3 % of the link).
+PROBE_BYTES = (1_024, 32_768)
+PROBES_AT_ONCE = 4
+PROBE_EVERY_S = 2.0
+
 # Seconds between two choices of Bsize for recovery_target_ms; a larger Bsize (less backup) is taken only
 # when two choices in a row agree on it, a smaller one at once.
 TUNE_EVERY_S = 2.0
@@ -136,7 +144,11 @@ class UpstreamNode(NodeBase):
         self._standby_checkpoint = 0
         self._next_checkpoint_at = 0.0
         self._next_hint_at = 0.0
-        self.push_cost = CallCost()  # Nu's calls to the primary, timed: the link's cost for a resend
+        self.push_cost = CallCost()  # Nu's calls to the primary, timed
+        # Nu's probes of its standby's link, timed: the cost of the resend a takeover by it would get.
+        self.standby_cost = CallCost(min_samples=PROBES_AT_ONCE)
+        self._probe_at = 0.0
+        self._probe_padding = os.urandom(max(PROBE_BYTES))  # incompressible, whatever a transport does
         # Choosing Bsize for recovery_target_ms (`_tune`): the standby's part of a prediction (with its backup
         # answers), the latest choice, when to choose next, and (when, head) a rate is measured from.
         self.standby_view: StandbyView | None = None
@@ -247,6 +259,7 @@ class UpstreamNode(NodeBase):
         self.spawn("source", self._source_loop)
         self.spawn("primary", self._primary_loop)
         self.spawn("backup", self._backup_loop)
+        self.spawn("probe", self._probe_loop)
 
     # --- source -> OQu ---------------------------------------------------------------------------------
     def inject_control(self, payload: bytes) -> None:
@@ -621,6 +634,43 @@ class UpstreamNode(NodeBase):
         else:
             self._inflight = prepared
 
+    def _probe_loop(self) -> None:
+        if not self._probe_link():
+            self._stop.wait(0.05)
+
+    def _probe_link(self) -> bool:
+        """A probe of the standby's link when one is due and the backup link is idle: no call in flight,
+        none to resync, no run due. Its time, against its size, goes into `standby_cost`. Whether one was
+        sent. A link kept busy by the backup holds little unsent, and a takeover's resend over it is
+        short: the push cost stands in until a probe gets through."""
+        with self.lock:
+            now = self.clock()
+            peer = self.standby
+            if (peer is None or now < self.standby_retry_at or now < self._probe_at or self._resync_backup
+                    or self._awaiting_since is not None
+                    or (self.bsize is not None and self.batcher.unbatched(self.oqu) >= self.bsize)):
+                return False
+            n = len(self.standby_cost.kept)
+            size = PROBE_BYTES[n % len(PROBE_BYTES)]
+            self._probe_at = now + (0.0 if n + 1 < PROBES_AT_ONCE else PROBE_EVERY_S)
+        t0 = self.clock()
+        try:
+            peer.probe(m.Probe(padding=self._probe_padding[:size]), self.cfg.rpc_timeout)
+        except PeerError:
+            with self.lock:
+                self.counters["probe_errors"] += 1
+            return True
+        with self.lock:
+            self.standby_cost.add(size, self.clock() - t0, keep=True)
+            self.counters["probes"] += 1
+            self.counters["probe_bytes"] += size
+        return True
+
+    def _resend_cost(self) -> CallCost:
+        """The cost of a call on the link a resend would cross: the standby's, from the probes, once
+        there are enough; the primary's link (the pushes) until then."""
+        return self.standby_cost if self.standby_cost.fit() is not None else self.push_cost
+
     def _prepare_backup(self, *, idle: bool) -> _BackupCall | None:
         """The next backup call, encoded (outside the lock), or None when there is nothing to send (after
         waiting a little when no call is in flight either)."""
@@ -706,7 +756,8 @@ class UpstreamNode(NodeBase):
         self._tune_at = now + TUNE_EVERY_S
         mark, self._rate_mark = self._rate_mark, (now, self.oqu.last)
         self._unbounded.append(max(0, self.oqu.last - self._resend_start(0) + 1))
-        view, fit = self.standby_view, self.push_cost.fit()
+        cost = self._resend_cost()
+        view, fit = self.standby_view, cost.fit()
         if view is None or fit is None or mark is None or now <= mark[0]:
             return
         rate = max(0.0, (self.oqu.last - mark[1]) / (now - mark[0]))
@@ -717,7 +768,7 @@ class UpstreamNode(NodeBase):
         def predict(bsize: int | None) -> float:
             resend = resend_at(bsize, unbounded=unbounded, rate=rate, linger_s=linger)
             replay = resend + view.backlog
-            send = self.push_cost.seconds_for(resend * tuple_bytes, self.cfg.frame_max * tuple_bytes) or 0.0
+            send = cost.seconds_for(resend * tuple_bytes, self.cfg.frame_max * tuple_bytes) or 0.0
             return view.fixed_s + send + math.ceil(replay / max(1, view.take)) * view.call_s + replay * view.tuple_s
 
         self.choice = choice = choose_bsize(target, predict)
@@ -744,6 +795,16 @@ class UpstreamNode(NodeBase):
         self._void_backup(resync=False)
         self.counters["bsize_changes"] += 1
 
+    @staticmethod
+    def _cost_status(cost: CallCost) -> dict | None:
+        """What Nu measures of a link (core.recovery_model.CallCost): the cost of a call, the rate its bytes
+        go at (None when calls of one size cannot tell), and the calls the fit is over; None before enough."""
+        fit = cost.fit()
+        if fit is None:
+            return None
+        return {"per_call_ms": round(fit[0] * 1000, 3), "bytes_per_s": round(1 / fit[1]) if fit[1] else None,
+                "calls": len(cost.samples) + len(cost.kept)}
+
     def _target_status(self) -> dict | None:
         """The recovery target and the latest choice for it (None without a target)."""
         if not self.cfg.recovery_target_ms:
@@ -756,8 +817,8 @@ class UpstreamNode(NodeBase):
     def _recovery_hint(self) -> m.RecoveryHint | None:
         """Holding the lock: Nu's part of its standby's predicted recovery (core.recovery_model): its head,
         the first position it would resend whatever the standby asks (`_resend_start`), and the cost of a
-        call to the primary fitted from its pushes; None before enough pushes were timed."""
-        fit = self.push_cost.fit()
+        call on the link a resend crosses (`_resend_cost`); None before enough calls were timed."""
+        fit = self._resend_cost().fit()
         if fit is None:
             return None
         c = self.counters
@@ -983,6 +1044,9 @@ class UpstreamNode(NodeBase):
                 self.standby = self.peers(msg.address)
                 self.batcher.restart(self.oqu.trimmed_through)
                 self._backup_gen += 1
+                # Another standby, another link: timed afresh, and its view comes with its first answer.
+                self.standby_cost, self._probe_at = CallCost(min_samples=PROBES_AT_ONCE), 0.0
+                self.standby_view = None
             # The same address keeps its channel and its call in flight, whose answer stands: the standby
             # judges each call itself, and one restarted empty refuses it (an error, then a resync). Voided
             # at the registration of a standby that had been fed since Nu started, the call's batches were
@@ -1040,6 +1104,8 @@ class UpstreamNode(NodeBase):
             "standby": self.standby.address if self.standby else "",
             "bsize": format_bsize(self.bsize),
             "recovery_target": self._target_status(),
+            "push_cost": self._cost_status(self.push_cost),
+            "standby_link_cost": self._cost_status(self.standby_cost),
             "codec": self.cfg.codec,
             "codec_backend": self.run_encoder.encoder.backend,
             "source_exhausted": self.source.exhausted,

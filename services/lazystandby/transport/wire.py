@@ -347,6 +347,22 @@ def status_reply_from_pb(msg: pb.StatusReply) -> m.StatusReply:
                          snapshot=json.loads(msg.json) if msg.json else {})
 
 
+def probe_to_pb(p: m.Probe) -> pb.ProbeRequest:
+    return pb.ProbeRequest(padding=p.padding)
+
+
+def probe_from_pb(msg: pb.ProbeRequest, *, node: str = "") -> m.Probe:
+    return m.Probe(padding=msg.padding)
+
+
+def probe_ack_to_pb(a: m.ProbeAck) -> pb.ProbeReply:
+    return pb.ProbeReply(received=a.received)
+
+
+def probe_ack_from_pb(msg: pb.ProbeReply) -> m.ProbeAck:
+    return m.ProbeAck(received=msg.received)
+
+
 # --- the RPC table --------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Rpc:
@@ -381,6 +397,8 @@ RPCS: dict[str, Rpc] = {r.name: r for r in [
         handover_ack_to_pb, handover_ack_from_pb),
     Rpc("Status", "handle_status", pb.StatusRequest, pb.StatusReply, status_to_pb, status_from_pb,
         status_reply_to_pb, status_reply_from_pb),
+    Rpc("Probe", "handle_probe", pb.ProbeRequest, pb.ProbeReply, probe_to_pb, probe_from_pb, probe_ack_to_pb,
+        probe_ack_from_pb),
 ]}
 
 

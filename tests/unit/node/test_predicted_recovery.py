@@ -176,3 +176,38 @@ def test_without_a_target_nu_keeps_its_bsize_and_chooses_nothing(net):
     tune(nu, t, 0)
     tune(nu, t, 8_000)
     assert nu.bsize == 10 and nu.choice is None and nu.snapshot()["recovery_target"] is None
+
+
+def test_nu_probes_its_standbys_link_when_the_backup_is_idle_and_fits_the_resend_cost_from_it(net):
+    from lazystandby.core import messages as msgs
+    from lazystandby.node.upstream import PROBE_BYTES, PROBE_EVERY_S, PROBES_AT_ONCE, UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+    from lazystandby.transport.peer import PeerBase
+
+    t, sizes = [0.0], []
+
+    class Link(PeerBase):  # 10 Mbit/s, 2 ms a call: the test's clock moves by what a probe takes
+        address = "s2"
+
+        def probe(self, msg, timeout):
+            sizes.append(len(msg.padding))
+            t[0] += RTT + len(msg.padding) / RATE_BPS
+            return msgs.ProbeAck(received=len(msg.padding))
+
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="inf"),
+                      GeneratorSource(["I1", "I2"], total=0, rate=0.0), lambda a: Link() if a == "s2" else net.peer(a),
+                      clock=lambda: t[0])
+    nu._resync_backup = False
+    for _ in range(PROBES_AT_ONCE):
+        assert nu._probe_link()
+    assert not nu._probe_link()  # the next one waits PROBE_EVERY_S
+    assert sizes == [PROBE_BYTES[i % 2] for i in range(PROBES_AT_ONCE)]
+    per_call, per_byte = nu.standby_cost.fit()
+    assert per_call == pytest.approx(RTT) and per_byte == pytest.approx(1 / RATE_BPS)
+    assert nu._resend_cost() is nu.standby_cost  # not the pushes' (none timed here)
+    assert nu.snapshot()["standby_link_cost"]["bytes_per_s"] == pytest.approx(RATE_BPS, rel=1e-6)
+    t[0] += PROBE_EVERY_S
+    nu._awaiting_since = t[0]  # a backup call in flight: the link is not idle
+    assert not nu._probe_link()
+    nu._awaiting_since = None
+    assert nu._probe_link() and nu.counters["probes"] == PROBES_AT_ONCE + 1
