@@ -112,6 +112,14 @@ class NodeConfig:
     # inputs within that time, and a covered input is skipped, never processed. 0 = process on arrival, as
     # seed 000's standby does (and pay for a second operator on the same machine).
     standby_defer: float = 1.0
+    # How a window query's standby keeps its state. warm: it applies every input as the primary does (a
+    # second operator's CPU; a takeover starts from a state already there). snapshot (Passive Standby, seed
+    # 001): it does no operator work; the primary ships its state every snapshot_interval and the standby
+    # holds the newest with the backup after it, restores it at a takeover and replays only what follows.
+    standby_state: str = "warm"
+    # Seconds between a Passive Standby primary's snapshots: longer ships less state and leaves more
+    # backup to replay at a takeover.
+    snapshot_interval: float = 1.0
     # failure detection
     heartbeat_interval: float = 0.1
     heartbeat_misses: int = 3
@@ -276,6 +284,15 @@ class NodeConfig:
         if q is not None and q.stateful and self.chaos_poison:
             raise refuse("chaos_poison", "empty with a window query (a stateful call cannot be retried on part of "
                          "its inputs, so nothing is quarantined)", self.chaos_poison)
+        if self.standby_state not in ("warm", "snapshot"):
+            raise refuse("standby_state", "warm or snapshot", self.standby_state)
+        if self.standby_state == "snapshot" and not (q is not None and q.stateful and self.operator == "python"):
+            # Spark keeps a window's state in its state store, whose checkpoint is files under its own
+            # directory, written at each micro-batch: no state to ship between calls.
+            raise refuse("standby_state", "warm unless the query is a window query on the Python operator",
+                         self.standby_state)
+        if not self.snapshot_interval > 0:
+            raise refuse("snapshot_interval", "a number of seconds > 0", self.snapshot_interval)
         if not 0 <= self.keys <= 1_000_000:
             raise refuse("keys", "a whole number 0-1,000,000", self.keys)
         if self.watermark_idle < 0:
@@ -395,6 +412,10 @@ HELP: dict[str, str] = {
     "standby_wait": "seconds a freshly started Nu holds its source until its standby registers (0: admit at "
                     "once)",
     "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
+    "standby_state": "warm (the standby applies every input) or snapshot (Passive Standby: the primary ships "
+                     "its state every snapshot_interval; window queries on the Python operator)",
+    "snapshot_interval": "seconds between a Passive Standby primary's snapshots (longer: less shipped, more "
+                         "to replay at a takeover)",
     "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
     "takeover_lease": "seconds Nd declines a takeover after the primary's last delivery (a standby cut off from a "

@@ -26,6 +26,7 @@ TUPLES = {
 LINK_BYTES = {
     "primary_bytes": "primary", "backup_bytes": "backup", "backup_raw_bytes": "backup_raw",
     "backup_payload_bytes": "backup_compressed", "output_bytes": "output",
+    "snapshot_bytes": "snapshot",  # a Passive Standby primary's snapshots to its standby
 }
 # Refusal reasons (error counters) exported by reason. Those from misbehaving clients (malformed messages,
 # unknown epochs, forbidden or unauthenticated calls, a sender that is not the primary) are apart from the

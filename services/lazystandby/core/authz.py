@@ -31,6 +31,7 @@ MAY_SEND: dict[str, frozenset[PeerRole]] = {
     "Handover": frozenset({PeerRole.OPERATOR}),  # a primary handing over -> its standby
     "Status": frozenset(PeerRole),  # read-only: every node and the admin tools
     "Probe": frozenset({PeerRole.UPSTREAM}),  # Nu timing its link to the standby
+    "Snapshot": frozenset({PeerRole.OPERATOR}),  # a primary's state -> its standby (Passive Standby)
 }
 
 

@@ -120,6 +120,25 @@ class Level0Ack:
 
 
 @dataclass(slots=True)
+class SnapshotFrame:
+    """Primary -> standby (Passive Standby): the operator's state after input `at.input_pos`, and the outputs
+    Nd had not acknowledged then (`tail`, numbered from `tail.first`)."""
+
+    epoch: int
+    sender: str
+    at: Checkpoint
+    state: bytes
+    tail: TupleBatch | None = None
+    encode_s: float = 0.0  # the primary's time to encode `state`
+
+
+@dataclass(slots=True)
+class SnapshotAck:
+    held_through: int
+    wire_bytes: int = 0
+
+
+@dataclass(slots=True)
 class Probe:
     """Nu -> standby: padding to time the link by (core.recovery_model.CallCost)."""
 

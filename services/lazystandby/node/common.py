@@ -164,6 +164,9 @@ class NodeBase:
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
         raise self._wrong("Push")
 
+    def handle_snapshot(self, msg: m.SnapshotFrame) -> m.SnapshotAck:
+        raise self._wrong("Snapshot")
+
     def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
         raise self._wrong("Backup")
 

@@ -212,6 +212,8 @@ class OperatorBase(NodeBase):
         self._rtts: deque[float] = deque(maxlen=32)
         self.standby_predicted_s = 0.0
         self.predicted = None  # a standby's latest prediction (RecoveryTerms), made with each heartbeat
+        self.recovery_load_s = 0.0  # a Passive Standby's snapshot load at its takeover
+        self._init_passive()
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
         else:
@@ -226,6 +228,8 @@ class OperatorBase(NodeBase):
         self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
         self.spawn("output", self._output_loop)
         self.spawn("announce", self._announce_loop)
+        if self.passive:
+            self.spawn("snapshot", self._snapshot_loop)
         if self.state.role is Role.STANDBY:
             self._watch_as_standby()
 
@@ -329,6 +333,9 @@ class OperatorBase(NodeBase):
                 if self.operator.failure is not None:
                     raise self.operator.failure  # ends this loop, as a failed call does (_operator_failed)
                 self.dying_point("operator")  # an idle standby may wait here for long
+                if self._snapshot_due():
+                    take = False
+                    break  # a Passive Standby that took over: its snapshot is loaded first (below)
                 if self.iq.empty():
                     if self._head_done():
                         break
@@ -347,6 +354,10 @@ class OperatorBase(NodeBase):
                 self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
             items = _join_runs(self.iq.take_all(self._take, through)) if take else []
         self._collect(block=False)
+        with self.lock:
+            load = self._snapshot_due()
+        if load:
+            self._load_snapshot()
         if self._unwritten_quarantine:
             self._write_quarantined()  # a standby that took over writes what it quarantined as a standby
         # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
@@ -365,6 +376,13 @@ class OperatorBase(NodeBase):
                 with self.lock:
                     covered, params = self._covered
                     rebase = self._rebase
+                    snap_through = self._snapshot_through()
+                if snap_through is not None and start <= snap_through:
+                    # In the snapshot: a Passive Standby's backup up to it is needed no more.
+                    with self.lock:
+                        self.counters["snapshot_dropped"] += min(snap_through + 1, it.end) - start
+                    start = min(snap_through + 1, it.end)
+                    continue
                 if covered.input_pos >= start and not self.stateful:
                     start = self._skip(covered, params, start, it.end)
                     continue
@@ -412,6 +430,7 @@ class OperatorBase(NodeBase):
         self.operator.restore(start - 1, jump.params)
         with self.lock:
             self.counters["rebuilds"] += 1
+            self._forget_snapshot()
             self._processed_to(Checkpoint(start - 1, ckpt.output_count))
             self._rebase = ckpt if ckpt.input_pos >= start else None
             self.oq.trim(ckpt.output_count)
@@ -559,6 +578,7 @@ class OperatorBase(NodeBase):
         self._processed_to(Checkpoint(batch.last, base + len(out)))
         if self.first_processed_at is None:
             self.first_processed_at = self.processed_at
+        self._maybe_snapshot()
         self.lock.notify_all()
 
     @staticmethod
@@ -619,7 +639,7 @@ class OperatorBase(NodeBase):
         """The last input that needs no more work here: processed, or covered by Nd's output (skipped; a
         stateful node skips nothing)."""
         if self.stateful:
-            return self.processed.input_pos
+            return max(self.processed.input_pos, self._snapshot_through() or 0)
         return max(self.processed.input_pos, self._covered[0].input_pos)
 
     def standby_lag(self) -> tuple[int, float]:
@@ -679,6 +699,7 @@ class OperatorBase(NodeBase):
             "quarantined": list(self.quarantined),
             "recovery": self.recovery,
             "predicted_recovery": self._predicted_status(),
+            "snapshot": self._snapshot_status(),
             "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
             "heartbeat_stalls": self.detector.stalls if self.detector else 0,

@@ -16,6 +16,7 @@ One module per side: `operator_base` (the shared state and the operator loop), `
 from __future__ import annotations
 
 from .operator_base import GATHER_MAX_S, Jump, OperatorBase, Run, _join_runs
+from .passive import PassiveSide
 from .primary import PrimarySide
 from .standby import StandbySide
 from .takeover import Takeover
@@ -23,6 +24,6 @@ from .takeover import Takeover
 __all__ = ["GATHER_MAX_S", "Jump", "OperatorNode", "Run", "_join_runs"]
 
 
-class OperatorNode(PrimarySide, StandbySide, Takeover, OperatorBase):
+class OperatorNode(PrimarySide, StandbySide, PassiveSide, Takeover, OperatorBase):
     """N (role primary) or N' (role standby). One object carries every side: a standby becomes the primary
     at a takeover, and a primary shown a newer epoch before it has worked rejoins as a standby."""

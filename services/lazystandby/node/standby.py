@@ -230,6 +230,8 @@ class StandbySide:
         that at the moment): waiting would only leave the takeover more to do. Before the first cover,
         inputs wait as if covering kept up: at full speed a standby that took everything until then did
         the work of the run's first 200,000 inputs, all of them covered soon after."""
+        if self.passive and self.state.role is Role.STANDBY:
+            return self._snapshot_through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
         head = self.iq.head()
         wait = self.cfg.standby_defer
         slow = self.cover_latency is not None and self.cover_latency >= wait
@@ -362,8 +364,11 @@ class StandbySide:
         if cost is not None and replay:
             replay_s = math.ceil(replay / self._take) * cost[0] + replay * cost[1]
         rtt = statistics.median(self._rtts) if self._rtts else 0.0
+        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
+        restore_s = self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0
         return RecoveryTerms(detection_s=crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses),
                              reconnection_s=2 * rtt, resend_s=resend_s, replay_s=replay_s, replay_tuples=replay,
+                             restore_s=restore_s,
                              complete=(hint is not None or not resend) and (cost is not None or not replay))
 
     def _standby_view(self) -> StandbyView | None:

@@ -105,6 +105,22 @@ class Operator(ABC):
         applied it yet switches to it, at its own position, exactly as if it had seen it in the link order
         (the control record may lie inside the positions the jump skipped)."""
 
+    # An operator whose state can be shipped (Passive Standby, standby_state=snapshot): `state_view` takes
+    # it at a call boundary, cheaply (under the node's lock); `encode_state` makes bytes of that view
+    # elsewhere, while calls go on; `load_state` puts such bytes back in place of whatever is held.
+    snapshots = False
+
+    def state_view(self) -> object:
+        """The state as it is now, in a form later calls do not change (immutable parts, copied shallowly)."""
+        raise NotImplementedError(f"{self.name} keeps no state to ship")
+
+    def encode_state(self, view: object) -> bytes:
+        raise NotImplementedError(f"{self.name} keeps no state to ship")
+
+    def load_state(self, data: bytes) -> None:
+        """Replace the state with the one `encode_state` made; only with nothing in flight."""
+        raise NotImplementedError(f"{self.name} keeps no state to ship")
+
     def live_keys(self) -> int:
         """Groups of state held (a window's open (window, key) groups); 0 for a stateless operator."""
         return 0

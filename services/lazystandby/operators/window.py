@@ -152,6 +152,51 @@ class WindowAggregate(Operator):
         wm = control.watermark_of(params.payload) if params is not None else None
         self.watermark = wm
 
+    snapshots = True
+
+    def state_view(self) -> tuple:
+        """The open windows' tables (immutable Arrow tables, the lists copied) and the watermark."""
+        return {w: list(ts) for w, ts in self._by_window.items()}, self.watermark, self.unparseable, self.results
+
+    def encode_state(self, view: tuple) -> bytes:
+        """One Arrow IPC stream (zstd-compressed buffers): every open window's partials merged into one
+        table per window (so a snapshot holds each (window, key) group once), then concatenated; the
+        watermark and counters in its schema's metadata."""
+        by_window, watermark, unparseable, results = view
+        merged = [self._merge(pa.concat_tables(ts)) if len(ts) > 1 else ts[0] for ts in by_window.values() if ts]
+        meta = {b"watermark": b"" if watermark is None else str(watermark).encode(),
+                b"unparseable": str(unparseable).encode(), b"results": str(results).encode()}
+        sink = pa.BufferOutputStream()
+        schema = (merged[0].schema if merged else self._empty_partials().schema).with_metadata(meta)
+        with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+            for t in merged:
+                w.write_table(t.replace_schema_metadata(meta))
+        return sink.getvalue().to_pybytes()
+
+    def load_state(self, data: bytes) -> None:
+        """The state `encode_state` made, in place of what is held."""
+        reader = pa.ipc.open_stream(pa.py_buffer(data))
+        table = reader.read_all()
+        meta = reader.schema.metadata or {}
+        self._by_window, self._rows, self._bytes = {}, 0, 0
+        if table.num_rows:
+            wins = table[_WIN].to_numpy()
+            for start in np.unique(wins).tolist():
+                self._hold(start, [table.filter(pa.array(wins == start)).combine_chunks()])
+        wm = meta.get(b"watermark", b"")
+        self.watermark = int(wm) if wm else None
+        self.unparseable = int(meta.get(b"unparseable", b"0"))
+        self.results = int(meta.get(b"results", b"0"))
+
+    def _empty_partials(self) -> pa.Table:
+        """A table with no rows in the partials' schema (a snapshot of no open window)."""
+        cols = {_WIN: pa.array([], pa.int64()), "_n": pa.array([], pa.int64())}
+        for k in self.query.keys:
+            cols[k] = pa.array([], pa.string())
+        for c in self._columns:
+            cols[c] = pa.array([], _DECIMAL[FIELD_TYPE[c]])
+        return self._merge(pa.table(cols), first=True)
+
     def input_fault(self, error: BaseException) -> bool:
         """None: a call that failed part way has changed the state, so its inputs cannot be narrowed down by
         calling again (quarantine); any failure replaces the node."""

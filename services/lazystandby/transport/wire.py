@@ -347,6 +347,35 @@ def status_reply_from_pb(msg: pb.StatusReply) -> m.StatusReply:
                          snapshot=json.loads(msg.json) if msg.json else {})
 
 
+def snapshot_to_pb(f: m.SnapshotFrame) -> pb.SnapshotFrame:
+    out = pb.SnapshotFrame(epoch=f.epoch, sender=f.sender, at=level1_to_pb(f.at, f.epoch), state=f.state,
+                           encode_s=f.encode_s)
+    if f.tail is not None and len(f.tail):
+        out.tail_first, out.tail_count, out.tail = f.tail.first, len(f.tail), tuples.encode(f.tail)
+        if f.tail.sources is not None:
+            out.tail_sources = np.asarray(f.tail.sources, "<i8").tobytes()
+    return out
+
+
+def snapshot_from_pb(msg: pb.SnapshotFrame, *, node: str = "") -> m.SnapshotFrame:
+    tail = _batch(msg.tail, msg.tail_first, msg.tail_count, f"{node}: snapshot tail {msg.tail_first}")
+    if tail is not None and msg.tail_sources:
+        sources = np.frombuffer(msg.tail_sources, "<i8")
+        if len(sources) != len(tail):
+            raise MalformedMessage(f"{node}: snapshot tail of {len(tail)} outputs with {len(sources)} sources")
+        tail = tuples.TupleBatch._of(tail.first, tail.streams, tail.seqs, tail.payloads, sources)
+    return m.SnapshotFrame(epoch=msg.epoch, sender=msg.sender, at=checkpoint_from_pb(msg.at), state=msg.state,
+                           tail=tail, encode_s=msg.encode_s)
+
+
+def snapshot_ack_to_pb(a: m.SnapshotAck) -> pb.SnapshotAck:
+    return pb.SnapshotAck(held_through=a.held_through)
+
+
+def snapshot_ack_from_pb(msg: pb.SnapshotAck) -> m.SnapshotAck:
+    return m.SnapshotAck(held_through=msg.held_through)
+
+
 def probe_to_pb(p: m.Probe) -> pb.ProbeRequest:
     return pb.ProbeRequest(padding=p.padding)
 
@@ -399,6 +428,8 @@ RPCS: dict[str, Rpc] = {r.name: r for r in [
         status_reply_to_pb, status_reply_from_pb),
     Rpc("Probe", "handle_probe", pb.ProbeRequest, pb.ProbeReply, probe_to_pb, probe_from_pb, probe_ack_to_pb,
         probe_ack_from_pb),
+    Rpc("Snapshot", "handle_snapshot", pb.SnapshotFrame, pb.SnapshotAck, snapshot_to_pb, snapshot_from_pb,
+        snapshot_ack_to_pb, snapshot_ack_from_pb, counts_bytes=True),
 ]}
 
 

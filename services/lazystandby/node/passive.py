@@ -1,0 +1,158 @@
+"""Passive Standby for a window query (standby_state=snapshot; seed 000's comparison, seed 001's snapshots).
+
+The standby does no operator work. Every `snapshot_interval` the primary takes its operator's state at a
+call boundary (after input P, which made C outputs) with the outputs Nd had not acknowledged then (the
+tail), and ships them; the standby keeps the newest snapshot and the backup after it, dropping the backup
+up to P as each snapshot comes. At a takeover it loads the snapshot, puts the tail in OQ' (for Nd to get
+what it lacks of it), and processes what it holds after P and what Nu resends: the operator is
+deterministic over the link order, so it makes the outputs C+1, ... the primary made or would have made.
+
+Invariants: a standby's operator never runs (it takes from IQ' only up to P, and drops it); the snapshot is
+loaded, in the operator's own thread, before any input after P is processed; a takeover that rebuilds
+from Nu instead (Nu's resend starts past what this node holds) forgets the snapshot.
+
+A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..core import messages as m
+from ..core.errors import PeerError, WrongRole
+from ..core.roles import Role
+from ..transport.peer import Peer
+
+
+class PassiveSide:
+    """The snapshots of a Passive Standby pair: taken and sent by the primary, held and loaded by N'."""
+
+    def _init_passive(self) -> None:
+        self.passive = self.cfg.standby_state == "snapshot"
+        self.snapshot_held: m.SnapshotFrame | None = None  # a standby's newest snapshot
+        self._snapshot_loaded = True  # nothing held to load
+        self._snapshot_received_at = 0.0
+        self._snapshot_due_at = 0.0
+        self._snapshot_job: tuple | None = None  # a primary's snapshot taken, waiting for the sender
+        self._snapshot_wake = threading.Event()
+        self._snapshot_peer: tuple[str, Peer] | None = None
+        self.snapshot_encode_s = 0.0  # the last snapshot's encoding time (a primary's; a standby's, as told)
+
+    # --- the primary's side --------------------------------------------------------------------------
+    def _maybe_snapshot(self) -> None:
+        """Holding the lock, at a call boundary (nothing in flight): when a snapshot is due and the standby's
+        address is known (its heartbeats say it), the state's view, the checkpoint it stands at and the tail
+        go to the sender; the view is cheap (shallow), its encoding is the sender's."""
+        if not self.passive or self.state.role is not Role.PRIMARY or self._in_flight or not self._standby_at:
+            return
+        now = self.clock()
+        if now < self._snapshot_due_at:
+            return
+        self._snapshot_due_at = now + self.cfg.snapshot_interval
+        at = self.processed
+        tail = self.oq.read(self.level0 + 1, at.output_count - self.level0) if at.output_count > self.level0 else None
+        self._snapshot_job = (self.operator.state_view(), at, tail, self.state.epoch, self._standby_at)
+        self._snapshot_wake.set()
+
+    def _snapshot_loop(self) -> None:
+        """The sender: the newest snapshot taken, encoded here (the operator's calls go on meanwhile) and
+        sent; a failed send is counted and the next one, a snapshot_interval later, carries newer state."""
+        if not self._snapshot_wake.wait(0.1):
+            return
+        self._snapshot_wake.clear()
+        with self.lock:
+            job, self._snapshot_job = self._snapshot_job, None
+        if job is None:
+            return
+        view, at, tail, epoch, address = job
+        t0 = self.clock()
+        state = self.operator.encode_state(view)
+        encode_s = self.clock() - t0
+        frame = m.SnapshotFrame(epoch=epoch, sender=self.name, at=at, state=state, tail=tail, encode_s=encode_s)
+        try:
+            ack = self._snapshot_peer_for(address).snapshot(frame, self.cfg.rpc_timeout)
+        except PeerError as e:
+            with self.lock:
+                self.counters["snapshot_errors"] += 1
+            self.links.note("standby", address, e)
+            return
+        with self.lock:
+            self.snapshot_encode_s = encode_s
+            self.counters["snapshots_sent"] += 1
+            self.counters["snapshot_bytes"] += ack.wire_bytes
+
+    def _snapshot_peer_for(self, address: str) -> Peer:
+        if self._snapshot_peer is None or self._snapshot_peer[0] != address:
+            if self._snapshot_peer is not None:
+                self._snapshot_peer[1].close()
+            self._snapshot_peer = (address, self.peers(address))
+        return self._snapshot_peer[1]
+
+    # --- the standby's side --------------------------------------------------------------------------
+    def handle_snapshot(self, msg: m.SnapshotFrame) -> m.SnapshotAck:
+        """Keep the newer snapshot; the operator loop drops the backup it covers."""
+        with self.lock:
+            if self.state.role is not Role.STANDBY:
+                raise self._wrong("Snapshot")
+            if not self.passive:
+                raise WrongRole(f"{self.name}: Snapshot is for a standby with standby_state=snapshot; this one "
+                                f"keeps its state warm")
+            self._check_epoch(msg.epoch, msg.sender, "snapshot")
+            held = self.snapshot_held
+            if held is None or msg.at.input_pos > held.at.input_pos:
+                self.snapshot_held, self._snapshot_loaded = msg, False
+                self._snapshot_received_at = self.clock()
+                self.snapshot_encode_s = msg.encode_s
+                self.counters["snapshots"] += 1
+                self.lock.notify_all()
+            return m.SnapshotAck(held_through=self.snapshot_held.at.input_pos)
+
+    def _snapshot_through(self) -> int | None:
+        """Holding the lock: the input position the held snapshot covers (None: none held)."""
+        return self.snapshot_held.at.input_pos if self.passive and self.snapshot_held is not None else None
+
+    def _snapshot_due(self) -> bool:
+        """Holding the lock: this node has taken over (or is taking over) and its snapshot is not loaded."""
+        return (self.passive and self.snapshot_held is not None and not self._snapshot_loaded
+                and self.state.role is not Role.STANDBY)
+
+    def _load_snapshot(self) -> None:
+        """In the operator's thread, nothing in flight: the held snapshot becomes the operator's state, the
+        node stands at its checkpoint, and OQ' holds the tail past what it holds (Nd gets from it what it
+        lacks; a passive standby made no outputs, so OQ' holds nothing else)."""
+        self._collect(block=True)
+        with self.lock:
+            snap = self.snapshot_held
+            if snap is None or self._snapshot_loaded:
+                return
+        t0 = self.clock()
+        self.operator.load_state(snap.state)
+        with self.lock:
+            self._snapshot_loaded = True
+            self.counters["snapshot_loads"] += 1
+            self._processed_to(snap.at)
+            tail, count = snap.tail, snap.at.output_count
+            if self.oq.last < count:
+                if tail is not None and len(tail):
+                    if self.oq.last < tail.first - 1:
+                        self.oq.reset(tail.first - 1)
+                    self.oq.append(tail.slice(self.oq.last + 1, tail.end), over=True)
+                else:
+                    self.oq.reset(count)
+            self.recovery_load_s = self.clock() - t0
+            self.lock.notify_all()
+
+    def _forget_snapshot(self) -> None:
+        """Holding the lock: the state is rebuilt from Nu instead; the snapshot is not to be loaded over it."""
+        self.snapshot_held, self._snapshot_loaded = None, True
+
+    def _snapshot_status(self) -> dict | None:
+        if not self.passive:
+            return None
+        snap = self.snapshot_held
+        out = {"sent": self.counters.get("snapshots_sent", 0), "bytes_sent": self.counters.get("snapshot_bytes", 0),
+               "encode_s": round(self.snapshot_encode_s, 4)}
+        if snap is not None:
+            out.update(held_through=snap.at.input_pos, held_bytes=len(snap.state),
+                       held_age_s=round(self.clock() - self._snapshot_received_at, 3), loaded=self._snapshot_loaded)
+        return out

@@ -1,0 +1,122 @@
+"""Passive Standby (standby_state=snapshot): the primary's snapshots reach the standby, which does no
+operator work, drops the backup a snapshot covers, and at a takeover loads the snapshot and makes the
+outputs the primary made from the same inputs."""
+
+import pytest
+
+from lazystandby.config import NodeConfig
+from lazystandby.core import messages as m
+from lazystandby.core.codec import BatchEncoder, CodecName
+from lazystandby.core.errors import SettingError, WrongRole
+from lazystandby.core.roles import Role
+from lazystandby.core.tuples import TupleBatch
+from lazystandby.formats import control
+from lazystandby.formats.query import parse_query
+from lazystandby.formats.ticks import Tick
+from lazystandby.node.operator_node import OperatorNode
+from lazystandby.operators.window import WindowAggregate
+from tests.unit.node.support import backup_frame, frame, loop_once
+
+QUERY = "window 1s by symbol agg count, avg(price), max(price)"
+
+
+def link(first, n, wm_every=50):
+    """Positions first.. of a link: ticks 10 ms apart over seven symbols, a watermark record every
+    `wm_every` positions (at the event time of the tick before it)."""
+    streams, payloads = [], []
+    for pos in range(first, first + n):
+        if pos % wm_every == 0:
+            streams.append(0)
+            payloads.append(control.encode_watermark(1000 + (pos - 1) * 10))
+        else:
+            streams.append(1)
+            payloads.append(Tick(f"S{pos % 7}", 100.0 + pos % 13, 10, 1000 + pos * 10, "X").encode())
+    return TupleBatch(first=first, streams=streams, seqs=list(range(first, first + n)), payloads=payloads)
+
+
+def node(net, role, name):
+    n = OperatorNode(NodeConfig(role=role, listen=name, query=QUERY, standby_state="snapshot", snapshot_interval=1e-6,
+                                standby_defer=0), WindowAggregate(parse_query(QUERY)), net.peer)
+    net.register(name, n)
+    return n
+
+
+def outputs(n, first, last):
+    return [(b.first, b.payloads.to_pylist()) for b in [n.oq.read(first, last - first + 1)] if b is not None]
+
+
+def test_the_standby_holds_the_snapshot_does_no_work_and_makes_the_primarys_outputs_after_a_takeover(net):
+    primary, standby = node(net, "primary", "n"), node(net, "standby", "s")
+    try:
+        standby.registered.set()
+        primary._standby_at = "s"
+        net.call_pb("n", "Push", frame(link(1, 400)))
+        loop_once(primary)
+        primary._snapshot_loop()  # the snapshot taken after the call goes to "s"
+        at = primary.processed
+        assert standby.snapshot_held is not None and standby.snapshot_held.at == at and at.input_pos == 400
+        enc = BatchEncoder(CodecName.ZSTD_STREAM)
+        net.call_pb("s", "Backup", backup_frame(enc, [link(1, 400)]))
+        loop_once(standby)
+        assert standby.counters["snapshot_dropped"] == 400 and standby.counters["processed_tuples"] == 0
+        assert standby._done_through() == 400
+        # More input reaches both; the primary processes it, the standby only holds it.
+        net.call_pb("n", "Push", frame(link(401, 300)))
+        loop_once(primary)
+        net.call_pb("s", "Backup", backup_frame(enc, [link(401, 300)]))
+        assert standby.counters["processed_tuples"] == 0
+        # The takeover: the snapshot is loaded first, then 401..700 processed from it.
+        standby.state.become(Role.PROMOTING, epoch=2)
+        loop_once(standby)
+        loop_once(standby)
+        assert standby.counters["snapshot_loads"] == 1 and standby.processed == primary.processed
+        assert standby.counters["processed_tuples"] == 300
+        made = primary.processed.output_count
+        assert made > at.output_count  # the watermarks after 400 closed windows
+        assert outputs(standby, at.output_count + 1, made) == outputs(primary, at.output_count + 1, made)
+    finally:
+        primary.stop()
+        standby.stop()
+
+
+def test_a_snapshot_older_than_the_one_held_is_not_taken_and_a_warm_standby_or_a_primary_refuses_one(net):
+    standby = node(net, "standby", "s")
+    try:
+        new = m.SnapshotFrame(epoch=0, sender="N", at=m.Checkpoint(50, 3), state=b"x")
+        assert standby.handle_snapshot(new).held_through == 50
+        old = m.SnapshotFrame(epoch=0, sender="N", at=m.Checkpoint(20, 1), state=b"y")
+        assert standby.handle_snapshot(old).held_through == 50 and standby.snapshot_held.state == b"x"
+        standby.state.become(Role.PROMOTING, epoch=1)
+        with pytest.raises(WrongRole):
+            standby.handle_snapshot(new)
+    finally:
+        standby.stop()
+    warm = OperatorNode(NodeConfig(role="standby", listen="w", query=QUERY), WindowAggregate(parse_query(QUERY)),
+                        net.peer)
+    try:
+        with pytest.raises(WrongRole, match="keeps its state warm"):
+            warm.handle_snapshot(m.SnapshotFrame(epoch=0, sender="N", at=m.Checkpoint(50, 3), state=b"x"))
+    finally:
+        warm.stop()
+
+
+def test_a_rebuild_from_nu_forgets_the_snapshot(net):
+    standby = node(net, "standby", "s")
+    try:
+        standby.handle_snapshot(m.SnapshotFrame(epoch=0, sender="N", at=m.Checkpoint(50, 3), state=b"x"))
+        with standby.lock:
+            standby._forget_snapshot()
+            assert standby.snapshot_held is None and not standby._snapshot_due()
+    finally:
+        standby.stop()
+
+
+@pytest.mark.parametrize("settings, why", [
+    ({"standby_state": "cold"}, "warm or snapshot"),
+    ({"standby_state": "snapshot"}, "window query on the Python operator"),
+    ({"standby_state": "snapshot", "query": QUERY, "operator": "spark"}, "window query on the Python operator"),
+    ({"snapshot_interval": 0}, "> 0"),
+])
+def test_passive_standby_settings_are_refused_where_they_cannot_hold(settings, why):
+    with pytest.raises(SettingError, match=why):
+        NodeConfig(**settings)
