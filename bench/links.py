@@ -41,6 +41,13 @@ from lazystandby.harness.operator_procs import no_process_left
 from .harness import PUBLISHED, RESULTS
 
 BSIZES = ("1", "10", "100", "1000", "10000", "100000", "inf")
+# Passive Standby beside the warm standby: the window query over a million keys, paced, on one preset.
+STATES = ("warm", "snapshot")
+STATES_LINK = "100mbit"
+STATES_KEYS = 1_000_000
+STATES_RATE = 20_000.0
+STATES_BSIZE = 100
+SNAPSHOT_INTERVAL = 2.0
 PRESETS = ("10mbit", "100mbit", "1gbit")
 RATE = 4_000.0  # ticks/s: the primary path and the backup at Bsize 1 fit the 10mbit link together
 SECONDS = 6.0  # of load per trial; N is killed halfway
@@ -86,6 +93,35 @@ def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
             "failover_ms_p95": round(_pct(fo, 95), 1) if fo else None, "detection_ms": med("detection_ms"),
             "reconnection_ms": med("reconnection_ms"), "data_recovery_ms": med("data_recovery_ms"),
             "resent_by_nu": med("resent_by_nu"), "predicted_ms": med("predicted_ms"),
+            "exact": all(x["ok"] for x in rows), "trials": rows}
+
+
+def state_cell(state: str, trials: int, seed: int) -> dict:
+    """One standby state (`warm` or `snapshot`): `trials` kills of N with the window query over
+    STATES_KEYS keys at STATES_RATE on STATES_LINK. Per trial: the backup link's bytes per second before
+    the kill (Nu's backup and the primary's snapshots), the standby's CPU over the primary's since their
+    first input, and the failover."""
+    rows = []
+    kill_after = SECONDS / 2
+    for t in range(trials):
+        r = run_trial(fault="kill-primary", bsize=STATES_BSIZE, total=int(STATES_RATE * SECONDS), rate=STATES_RATE,
+                      kill_after=kill_after, seed=seed + t, timeout=180, link=STATES_LINK,
+                      extra={"query": QUERY, "exit_when_fenced": True, "keys": STATES_KEYS, "standby_state": state,
+                             "snapshot_interval": SNAPSHOT_INTERVAL})
+        b = r.get("before", {})
+        wire = ((b.get("nu") or {}).get("counters", {}).get("backup_bytes", 0)
+                + (b.get("n") or {}).get("counters", {}).get("snapshot_bytes", 0))
+        rows.append({"ok": r["ok"], "failover_ms": r.get("recovery_ms"),
+                     "standby_cpu_ratio": r.get("standby_cpu_ratio"),
+                     "backup_bytes_per_s": round(wire / kill_after), "predicted_ms": r.get("predicted_recovery_ms"),
+                     "workdir": r["workdir"]})
+    done = [x for x in rows if x["failover_ms"] is not None]
+    fo = [x["failover_ms"] for x in done]
+    ratios = [x["standby_cpu_ratio"] for x in rows if x["standby_cpu_ratio"] is not None]
+    return {"backup_bytes_per_s": round(statistics.median(x["backup_bytes_per_s"] for x in rows)),
+            "standby_cpu_ratio": round(statistics.median(ratios), 4) if ratios else None,
+            "failover_ms_p50": round(_pct(fo, 50), 1) if fo else None,
+            "failover_ms_p95": round(_pct(fo, 95), 1) if fo else None,
             "exact": all(x["ok"] for x in rows), "trials": rows}
 
 
@@ -156,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=3, help="kills per cell")
     ap.add_argument("--links", default=",".join(PRESETS), help="link presets, comma-separated")
     ap.add_argument("--bsizes", default=",".join(BSIZES), help="Bsizes, comma-separated")
+    ap.add_argument("--states", default=",".join(STATES),
+                    help="standby states to weigh beside each other (empty: none), comma-separated")
     ap.add_argument("--publish", action="store_true", help="write into docs/bench, not run/bench")
     ap.add_argument("--plot", metavar="JSON", help="only draw the figures of a results file, beside it")
     a = ap.parse_args(argv)
@@ -176,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         for b in bsizes:
             _say(f"{p}, Bsize {b}: {a.trials} kill(s) of N")
             grid.setdefault(p, {})[b] = cell(p, b, a.trials, seed=7)
+    states = {}
+    for s in [s for s in a.states.split(",") if s]:
+        _say(f"{STATES_LINK}, {s} standby, {STATES_KEYS:,} keys at {STATES_RATE:,.0f}/s: {a.trials} kill(s) of N")
+        states[s] = state_cell(s, a.trials, seed=17)
     table = {p: {b: {k: v for k, v in c.items() if k != "trials"} for b, c in row.items()} for p, row in grid.items()}
     errors = model_errors(grid)
     summary = {
@@ -186,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
                                                   row.get("10000", {}).get("overhead"), 1) for p, row in table.items()},
         "model_error_p95": round(_pct(errors, 95), 3) if errors else None,
         "model_error_p50": round(_pct(errors, 50), 3) if errors else None,
-        "exact": all(c["exact"] for row in table.values() for c in row.values()),
+        "standby_states": {s: {k: v for k, v in c.items() if k != "trials"} for s, c in states.items()},
+        "standby_states_setup": {"link": STATES_LINK, "keys": STATES_KEYS, "rate": STATES_RATE,
+                                 "bsize": STATES_BSIZE, "snapshot_interval": SNAPSHOT_INTERVAL},
+        "exact": (all(c["exact"] for row in table.values() for c in row.values())
+                  and all(c["exact"] for c in states.values())),
         "delay_applied": all(t["link"]["delay_applied"] for row in grid.values() for c in row.values()
                              for t in c["trials"] if t["link"]),
         "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
@@ -194,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = (PUBLISHED if a.publish else RESULTS) / "links.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "cells": grid}, indent=1))
+    out.write_text(json.dumps({"summary": summary, "cells": grid, "states": states}, indent=1))
     plot(table, out.parent)
     print(f"details: {out} and links-*.png beside it", file=sys.stderr)
     print(results.dumps("bench-links", summary))

@@ -884,12 +884,23 @@ def _failover_figures(topo: Topology, before: dict, after: dict, t_fault: float)
            "takeover_lease_ms": nd.get("takeover_lease_ms", 0.0)}
     if rec.get("live_at"):
         out["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
+    out["standby_cpu_ratio"] = standby_cpu_ratio(before.get("n") or {}, before.get("n2") or {})
     # What the standby predicted just before the fault (core.recovery_model), to weigh against the above.
     predicted = (before.get("n2") or {}).get("predicted_recovery") or {}
     out["predicted_recovery"] = predicted
     if predicted.get("seconds") is not None:
         out["predicted_recovery_ms"] = predicted["seconds"] * 1000
     return out
+
+
+def standby_cpu_ratio(primary: dict, standby: dict) -> float | None:
+    """The standby's CPU over the primary's, each since its first input arrived (their status at the same
+    moment; None when either has not had one)."""
+    def spent(s: dict) -> float | None:
+        at = s.get("cpu_seconds_at_first_input")
+        return None if at is None or s.get("cpu_seconds") is None else s["cpu_seconds"] - at
+    p, s = spent(primary), spent(standby)
+    return round(s / p, 4) if p and s is not None else None
 
 
 def _forged_refused(result: dict, f: Fault, events: list[dict]) -> bool:
@@ -954,7 +965,8 @@ def _brief(s: dict) -> dict:
             "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
             "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
             "primary_longest_silence_ms", "takeover_lease_ms", "takeovers", "state_keys", "state_bytes",
-            "state_lag_tuples", "predicted_recovery", "bsize", "recovery_target", "push_cost", "standby_link_cost")
+            "state_lag_tuples", "predicted_recovery", "snapshot", "cpu_seconds", "cpu_seconds_at_first_input",
+            "bsize", "recovery_target", "push_cost", "standby_link_cost")
     out = {k: s[k] for k in keys if k in s}
     if "quarantined" in s:
         out["quarantined"] = [q["pos"] for q in s["quarantined"]]
@@ -1136,6 +1148,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "primary_longest_silence_ms": r.get("primary_longest_silence_ms", 0.0),
         "takeover_lease_ms": r.get("takeover_lease_ms", 0.0),
         "failover_ms": round(r.get("recovery_ms", 0.0), 1),
+        "standby_cpu_ratio": r.get("standby_cpu_ratio"),
         "predicted_recovery_ms": round(r["predicted_recovery_ms"], 1) if "predicted_recovery_ms" in r else None,
         # With recovery_target_ms: the Bsize Nu chose for it (in force at the fault: it is Nu's choice until
         # the standby takes over) and whether its prediction met the target.

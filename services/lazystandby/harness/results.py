@@ -74,6 +74,7 @@ SUMMARIES: dict[str, Summary] = {
         ("primary_longest_silence_ms", "the longest the primary in force went without reaching Nd"),
         ("takeover_lease_ms", "the lease a delivery gives the primary at Nd"),
         ("failover_ms", "from the fault to the new primary live (every input Nu held at takeover done)"),
+        ("standby_cpu_ratio", "the standby's CPU over the primary's, each since its first input, at the fault"),
         ("predicted_recovery_ms", "the standby's predicted recovery just before the fault (detection, reconnection, "
                                   "Nu's resend at the link's measured cost, the replay at the operator's measured "
                                   "rate: core/recovery_model.py); null when it had none"),
@@ -213,6 +214,12 @@ SUMMARIES: dict[str, Summary] = {
         ("model_error_p95", "over every trial, |predicted - measured| / measured failover, 95th percentile (a "
                             "trial without a prediction counts 1; goal at most 0.25)"),
         ("model_error_p50", "the same, median"),
+        ("standby_states", "per standby state, `warm` and `snapshot` (Passive Standby), the window query over a "
+                           "million keys: `backup_bytes_per_s` (Nu's backup and the primary's snapshots, before "
+                           "the kill), `standby_cpu_ratio` (the standby's CPU over the primary's since their first "
+                           "input, median; goal at most 0.1 for `snapshot`), `failover_ms_p50`, `failover_ms_p95`, "
+                           "`exact`"),
+        ("standby_states_setup", "how `standby_states` ran: `link`, `keys`, `rate`, `bsize`, `snapshot_interval`"),
         ("exact", "every trial's output was exact"),
         ("delay_applied", "the presets' delay was applied (false where the kernel has no netem: rate alone)"),
         *_MACHINE,

@@ -143,6 +143,9 @@ class OperatorBase(NodeBase):
         # inputs. A reader polling between frames cannot tell from the count alone when it held.
         self.processed_at: float | None = None
         self.first_processed_at: float | None = None  # when the operator finished its first frame
+        # This process's CPU seconds when its first input arrived: what it spent since is the pipeline's
+        # (a primary's operator, a standby's backup), not its start-up's.
+        self.cpu_at_first_input: float | None = None
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
         self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
@@ -274,6 +277,8 @@ class OperatorBase(NodeBase):
         if self.state.role is Role.STANDBY:  # only a standby defers, and times covering for it
             self._arrived.append((items[-1].last, now))
         self.received_through = items[-1].last
+        if self.cpu_at_first_input is None:
+            self.cpu_at_first_input = time.process_time()
         self.lock.notify_all()
 
     def _plausible(self, ckpt: Checkpoint) -> bool:
@@ -683,6 +688,9 @@ class OperatorBase(NodeBase):
             "processed": [self.processed.input_pos, self.processed.output_count],
             "processed_at": self.processed_at,
             "first_processed_at": self.first_processed_at,
+            "cpu_seconds": round(time.process_time(), 3),
+            "cpu_seconds_at_first_input": (round(self.cpu_at_first_input, 3) if self.cpu_at_first_input is not None
+                                           else None),
             "level0": self.level0,
             "level1": [self.level1.current.input_pos, self.level1.current.output_count],
             "iq_depth": len(self.iq),

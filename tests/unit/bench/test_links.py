@@ -48,3 +48,23 @@ def test_the_model_error_is_relative_to_the_measured_failover_and_a_missing_pred
     t = [{"failover_ms": 200.0, "model_error": 0.1}, {"failover_ms": 300.0, "model_error": None},
          {"failover_ms": None, "model_error": None}]  # the last did not fail over: not counted
     assert model_errors({"10mbit": {"1": {"trials": t}}}) == [0.1, 1.0]
+
+
+def test_a_standby_state_cell_counts_the_backup_and_the_snapshots_on_the_wire(monkeypatch):
+    def trial(cpu, failover, ok=True):
+        return {"ok": ok, "recovery_ms": failover, "standby_cpu_ratio": cpu, "predicted_recovery_ms": 100.0,
+                "workdir": "w", "before": {"nu": {"counters": {"backup_bytes": 3_000}},
+                                           "n": {"counters": {"snapshot_bytes": 6_000}}}}
+
+    got = iter([trial(0.05, 300.0), trial(0.08, 500.0), trial(None, None, ok=False)])
+    seen = []
+
+    def fake(**kw):
+        seen.append(kw["extra"]["standby_state"])
+        return next(got)
+
+    monkeypatch.setattr(bench_links, "run_trial", fake)
+    c = bench_links.state_cell("snapshot", 3, seed=1)
+    assert seen == ["snapshot"] * 3
+    assert c["backup_bytes_per_s"] == round(9_000 / (bench_links.SECONDS / 2))
+    assert c["standby_cpu_ratio"] == pytest.approx(0.065) and c["failover_ms_p95"] == 500.0 and not c["exact"]
