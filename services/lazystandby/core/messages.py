@@ -158,6 +158,7 @@ class HeartbeatRequest:
     epoch: int
     address: str = ""
     predicted_recovery_s: float = 0.0  # the standby's predicted recovery (0: none yet)
+    snapshot_interval_s: float = 0.0  # a Passive Standby's chosen snapshot_interval (0: none)
 
 
 @dataclass(slots=True)

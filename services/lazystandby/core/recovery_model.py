@@ -113,6 +113,10 @@ class RecoveryTerms:
         return d
 
 
+# Seconds between two choices of a setting for recovery_target_ms (Nu's Bsize; the standby's standby_defer
+# or snapshot_interval). Nu takes a larger Bsize (less backup) only when two choices in a row agree on it.
+TUNE_EVERY_S = 2.0
+
 # The Bsizes Nu chooses among for a recovery target, cheapest last: seed 000's sweep.
 BSIZE_LADDER: tuple[int | None, ...] = (1, 10, 100, 1_000, 10_000, 100_000, None)
 # The share of the target a chosen Bsize's prediction may take: the rest absorbs the model's error and a
@@ -135,11 +139,11 @@ class StandbyView:
 
 @dataclass(frozen=True)
 class Choice:
-    """A Bsize chosen for a recovery target: the prediction at each candidate (seconds; None where one
-    could not be made), the one chosen, and whether its prediction met the target (when none does,
-    Bsize 1, the fastest recovery, and `met` False)."""
+    """A setting chosen for a recovery target (a Bsize, a standby_defer, a snapshot_interval): the
+    prediction at each candidate (seconds), the one chosen, and whether its prediction met the target
+    (when none does, the ladder's first, the fastest recovery, and `met` False)."""
 
-    bsize: int | None
+    value: int | float | None
     predicted_s: float
     met: bool
     candidates: dict[str, float]
@@ -154,10 +158,16 @@ def resend_at(bsize: int | None, *, unbounded: int, rate: float, linger_s: float
     return bsize + math.ceil(rate * linger_s)
 
 
-def choose_bsize(target_s: float, predict, ladder: tuple[int | None, ...] = BSIZE_LADDER,
-                 margin: float = TARGET_MARGIN) -> Choice:
-    """The largest Bsize of `ladder` (the least backup traffic) whose predicted recovery, `predict(bsize)`
-    in seconds, is within `margin` of `target_s`; Bsize 1 and `met` False when none is."""
+# A warm standby's standby_defer and a Passive Standby's snapshot_interval, fastest recovery first: a longer
+# one leaves more to process at a takeover, for less work (a warm standby's) or fewer bytes (snapshots).
+DEFER_LADDER: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
+INTERVAL_LADDER: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def choose_cheapest(target_s: float, predict, ladder: tuple = BSIZE_LADDER, margin: float = TARGET_MARGIN) -> Choice:
+    """The last setting of `ladder` (ordered fastest recovery first, cheapest last) whose predicted
+    recovery, `predict(setting)` in seconds, is within `margin` of `target_s`; the first and `met` False
+    when none is."""
     candidates = {}
     chosen = None
     for b in ladder:

@@ -1118,6 +1118,11 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
                       if k not in ("chaos_poison", "query", "recovery_target_ms") or settings.get(k)}}
 
 
+def _standby_target(r: dict) -> dict:
+    """The standby's recovery_target status at the fault ({} without one)."""
+    return (r.get("before", {}).get("n2") or {}).get("recovery_target") or {}
+
+
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
     return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
@@ -1155,6 +1160,9 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "recovery_target_ms": settings.get("recovery_target_ms") or None,
         "bsize_chosen": ((r.get("before", {}).get("nu") or {}).get("recovery_target") or {}).get("bsize"),
         "target_met": ((r.get("before", {}).get("nu") or {}).get("recovery_target") or {}).get("met"),
+        # ... and what the standby chose for it: its standby_defer (warm) or its primary's snapshot_interval.
+        "standby_defer_chosen": _standby_target(r).get("standby_defer"),
+        "snapshot_interval_chosen": _standby_target(r).get("snapshot_interval"),
         # What made the standby take over: "detector" (missed heartbeats), "handover" (the primary, asked
         # to stop, said it was leaving), "" (no takeover).
         "failover_cause": r["recovery"].get("cause", ""),

@@ -81,6 +81,9 @@ SUMMARIES: dict[str, Summary] = {
         ("recovery_target_ms", "`--recovery-target-ms`: the recovery-time objective Nu chose Bsize for (null: none)"),
         ("bsize_chosen", "the Bsize Nu had chosen for it when the fault came (null without a target)"),
         ("target_met", "whether that Bsize's predicted recovery met the target (false: none did; Bsize 1)"),
+        ("standby_defer_chosen", "with a target, the standby_defer a warm standby chose for it (null otherwise)"),
+        ("snapshot_interval_chosen", "with a target, the snapshot_interval a Passive Standby chose for it (null "
+                                     "otherwise)"),
         ("failover_cause", "`detector` (missed heartbeats), `handover` (the primary said it was leaving) or empty"),
         ("detection_ms", "from the standby's last heartbeat answered to its suspicion (starts before the fault)"),
         ("reconnection_ms", "from the suspicion until Nd and Nu both accepted the takeover"),

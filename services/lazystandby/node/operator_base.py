@@ -216,6 +216,13 @@ class OperatorBase(NodeBase):
         self.standby_predicted_s = 0.0
         self.predicted = None  # a standby's latest prediction (RecoveryTerms), made with each heartbeat
         self.recovery_load_s = 0.0  # a Passive Standby's snapshot load at its takeover
+        # In force: the settings, or with recovery_target_ms what the standby chose for it (`_tune_standby`;
+        # a Passive Standby's interval is its primary's to keep, told in the heartbeats).
+        self.standby_defer = cfg.standby_defer
+        self.snapshot_interval = cfg.snapshot_interval
+        self.standby_choice = None
+        self._standby_tune_at = 0.0
+        self._standby_rate_mark: tuple[float, int] | None = None
         self._init_passive()
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
@@ -662,6 +669,16 @@ class OperatorBase(NodeBase):
         behind = max(0, self.primary_received - done)
         return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
 
+    def _standby_target_status(self) -> dict | None:
+        """The recovery target and the standby's latest choice for it (None without a target or a choice)."""
+        ch = self.standby_choice
+        if not self.cfg.recovery_target_ms or ch is None:
+            return None
+        name = "snapshot_interval" if self.passive else "standby_defer"
+        return {"target_ms": self.cfg.recovery_target_ms, name: ch.value,
+                "predicted_ms": round(ch.predicted_s * 1000, 1), "met": ch.met,
+                "candidates_ms": {k: round(v * 1000, 1) for k, v in ch.candidates.items()}}
+
     def _predicted_status(self) -> dict | None:
         """The predicted recovery for status: a standby's own terms (its latest heartbeat's); a primary's,
         its standby's figure while that standby's heartbeats come (None otherwise, and for other roles)."""
@@ -708,6 +725,7 @@ class OperatorBase(NodeBase):
             "recovery": self.recovery,
             "predicted_recovery": self._predicted_status(),
             "snapshot": self._snapshot_status(),
+            "recovery_target": self._standby_target_status(),
             "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
             "heartbeat_stalls": self.detector.stalls if self.detector else 0,

@@ -48,7 +48,7 @@ class PassiveSide:
         now = self.clock()
         if now < self._snapshot_due_at:
             return
-        self._snapshot_due_at = now + self.cfg.snapshot_interval
+        self._snapshot_due_at = now + self.snapshot_interval
         at = self.processed
         tail = self.oq.read(self.level0 + 1, at.output_count - self.level0) if at.output_count > self.level0 else None
         self._snapshot_job = (self.operator.state_view(), at, tail, self.state.epoch, self._standby_at)

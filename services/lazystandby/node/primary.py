@@ -238,6 +238,8 @@ class PrimarySide:
             self.counters["heartbeats_answered"] += 1
             self._heartbeat_at = self.clock()
             self.standby_predicted_s = msg.predicted_recovery_s
+            if self.passive and msg.snapshot_interval_s > 0:
+                self.snapshot_interval = msg.snapshot_interval_s  # chosen by the standby for its target
             cost = self.operator_cost.fit() or (0.0, 0.0)
             if msg.address:
                 self._standby_at = msg.address

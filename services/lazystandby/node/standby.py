@@ -19,7 +19,15 @@ from ..core.codec import DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.errors import LazyStandbyError, PeerError, Status
 from ..core.held import Sealed
-from ..core.recovery_model import RecoveryTerms, StandbyView, crash_detection_s
+from ..core.recovery_model import (
+    DEFER_LADDER,
+    INTERVAL_LADDER,
+    TUNE_EVERY_S,
+    RecoveryTerms,
+    StandbyView,
+    choose_cheapest,
+    crash_detection_s,
+)
 from ..core.roles import Role
 from ..core.tuples import TupleBatch
 from .common import Backoff
@@ -233,7 +241,7 @@ class StandbySide:
         if self.passive and self.state.role is Role.STANDBY:
             return self._snapshot_through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
         head = self.iq.head()
-        wait = self.cfg.standby_defer
+        wait = self.standby_defer
         slow = self.cover_latency is not None and self.cover_latency >= wait
         if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
                 or self.clock() - head[1] >= wait):
@@ -289,9 +297,13 @@ class StandbySide:
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
             with self.lock:
                 predicted = self.predicted = self.predicted_recovery()
+                self._tune_standby(t0)
+                chosen = self.standby_choice
+                interval = chosen.value if self.passive and chosen is not None else 0.0
             reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch,
                                                       address=self.cfg.advertise,
-                                                      predicted_recovery_s=predicted.seconds if predicted else 0.0),
+                                                      predicted_recovery_s=predicted.seconds if predicted else 0.0,
+                                                      snapshot_interval_s=interval),
                                    self.cfg.heartbeat_interval)
         except PeerError as e:
             self.links.note("primary", peer.address if peer is not None else "", e)
@@ -350,6 +362,23 @@ class StandbySide:
         own."""
         if self.state.role is not Role.STANDBY or self.detector is None:
             return None
+        held = self.received_through
+        resend, resend_s, rebuild = self._resend_estimate()
+        replay = resend + (0 if rebuild else max(0, held - self._done_through()))
+        cost = self._replay_cost()
+        replay_s = self._replay_s(replay, cost)
+        rtt = statistics.median(self._rtts) if self._rtts else 0.0
+        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
+        restore_s = self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0
+        return RecoveryTerms(detection_s=crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses),
+                             reconnection_s=2 * rtt, resend_s=resend_s, replay_s=replay_s, replay_tuples=replay,
+                             restore_s=restore_s,
+                             complete=(self.recovery_hint is not None or not resend)
+                             and (cost is not None or not replay))
+
+    def _resend_estimate(self) -> tuple[int, float, bool]:
+        """Holding the lock: what Nu would resend at a takeover now, the seconds its link takes for it, and
+        whether it starts past what this node holds (a rebuild from Nu)."""
         hint, held = self.recovery_hint, self.received_through
         head = max(self.primary_received, hint.head_pos if hint else 0)
         start = max(held + 1, hint.resend_floor if hint else 0)
@@ -358,18 +387,38 @@ class StandbySide:
         if hint is not None and resend:
             resend_s = (math.ceil(resend / max(1, hint.frame_max)) * hint.per_call_s
                         + resend * hint.tuple_bytes * hint.per_byte_s)
-        replay = resend + (max(0, held - self._done_through()) if start == held + 1 else 0)
-        cost = self._replay_cost()
-        replay_s = 0.0
-        if cost is not None and replay:
-            replay_s = math.ceil(replay / self._take) * cost[0] + replay * cost[1]
-        rtt = statistics.median(self._rtts) if self._rtts else 0.0
-        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
-        restore_s = self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0
-        return RecoveryTerms(detection_s=crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses),
-                             reconnection_s=2 * rtt, resend_s=resend_s, replay_s=replay_s, replay_tuples=replay,
-                             restore_s=restore_s,
-                             complete=(hint is not None or not resend) and (cost is not None or not replay))
+        return resend, resend_s, start != held + 1
+
+    def _replay_s(self, tuples: int, cost: tuple[float, float] | None) -> float:
+        """Seconds the operator takes for `tuples` in calls of up to `_take` (0 without a cost)."""
+        if cost is None or not tuples:
+            return 0.0
+        return math.ceil(tuples / self._take) * cost[0] + tuples * cost[1]
+
+    def _tune_standby(self, now: float) -> None:
+        """Holding the lock: with recovery_target_ms, every TUNE_EVERY_S, the cheapest standby_defer (a warm
+        standby) or snapshot_interval (a Passive Standby: its primary takes it from the heartbeats) whose
+        predicted recovery meets the target (core.recovery_model.choose_cheapest): what waits for the
+        takeover grows with it, by the primary's input rate."""
+        target = self.cfg.recovery_target_ms / 1000
+        if not target or now < self._standby_tune_at:
+            return
+        self._standby_tune_at = now + TUNE_EVERY_S
+        mark, self._standby_rate_mark = self._standby_rate_mark, (now, self.primary_received)
+        p, cost = self.predicted, self._replay_cost()
+        if p is None or cost is None or mark is None or now <= mark[0]:
+            return
+        rate = max(0.0, (self.primary_received - mark[1]) / (now - mark[0]))
+        resend, resend_s, _ = self._resend_estimate()
+        fixed = p.detection_s + p.reconnection_s + p.restore_s + resend_s
+
+        def predict(x: float) -> float:
+            return fixed + self._replay_s(resend + math.ceil(rate * x), cost)
+
+        ladder = INTERVAL_LADDER if self.passive else DEFER_LADDER
+        self.standby_choice = choice = choose_cheapest(target, predict, ladder)
+        if not self.passive:
+            self.standby_defer = choice.value
 
     def _standby_view(self) -> StandbyView | None:
         """Holding the lock: this standby's part of a predicted recovery, for Nu to choose Bsize with

@@ -43,7 +43,7 @@ from ..core.errors import (
 )
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
-from ..core.recovery_model import CallCost, Choice, StandbyView, choose_bsize, resend_at
+from ..core.recovery_model import TUNE_EVERY_S, CallCost, Choice, StandbyView, choose_cheapest, resend_at
 from ..core.retry import after_backup_error, after_push_error
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
@@ -84,9 +84,6 @@ PROBE_BYTES = (1_024, 32_768)
 PROBES_AT_ONCE = 4
 PROBE_EVERY_S = 2.0
 
-# Seconds between two choices of Bsize for recovery_target_ms; a larger Bsize (less backup) is taken only
-# when two choices in a row agree on it, a smaller one at once.
-TUNE_EVERY_S = 2.0
 # Choices over which the most Nu held beyond its resend floor is kept: what Bsize inf would resend is
 # predicted from its peak over about half a minute (a window query's grows with each window, then falls).
 UNBOUNDED_KEPT = 15
@@ -746,7 +743,7 @@ class UpstreamNode(NodeBase):
 
     def _tune(self, now: float) -> None:
         """Holding the lock, in the backup thread: with recovery_target_ms set, every TUNE_EVERY_S, the Bsize
-        whose predicted recovery meets the target with the least backup (core.recovery_model.choose_bsize),
+        whose predicted recovery meets the target with the least backup (core.recovery_model.choose_cheapest),
         predicted at each Bsize from the standby's view (its fixed terms, operator cost and backlog), this
         Nu's push cost, its source rate and the peak of what it held beyond its resend floor. Nothing is
         chosen before the standby's view and a push fit are in."""
@@ -771,19 +768,19 @@ class UpstreamNode(NodeBase):
             send = cost.seconds_for(resend * tuple_bytes, self.cfg.frame_max * tuple_bytes) or 0.0
             return view.fixed_s + send + math.ceil(replay / max(1, view.take)) * view.call_s + replay * view.tuple_s
 
-        self.choice = choice = choose_bsize(target, predict)
-        if choice.bsize == self.bsize:
+        self.choice = choice = choose_cheapest(target, predict)
+        if choice.value == self.bsize:
             self._pending_choice = "none"
             return
-        larger = self.bsize is not None and (choice.bsize is None or choice.bsize > self.bsize)
-        if larger and self._pending_choice != choice.bsize:
-            self._pending_choice = choice.bsize  # taken if the next choice agrees
+        larger = self.bsize is not None and (choice.value is None or choice.value > self.bsize)
+        if larger and self._pending_choice != choice.value:
+            self._pending_choice = choice.value  # taken if the next choice agrees
             return
         self._pending_choice = "none"
         self.log.info("%s: Bsize %s -> %s for recovery_target_ms %g (predicted %.0f ms%s)", self.name,
-                      format_bsize(self.bsize), format_bsize(choice.bsize), self.cfg.recovery_target_ms,
+                      format_bsize(self.bsize), format_bsize(choice.value), self.cfg.recovery_target_ms,
                       choice.predicted_s * 1000, "" if choice.met else "; no Bsize meets the target")
-        self._set_bsize(choice.bsize)
+        self._set_bsize(choice.value)
 
     def _set_bsize(self, bsize: int | None) -> None:
         """Holding the lock, in the backup thread: Bsize from now on. A new backup generation: what was cut

@@ -254,12 +254,13 @@ def level0_from_pb(msg: pb.Level0Ack) -> m.Level0Ack:
 # --- Heartbeat, Takeover, RegisterStandby, Handover, Status ---------------------------------------------
 def heartbeat_to_pb(h: m.HeartbeatRequest) -> pb.HeartbeatRequest:
     return pb.HeartbeatRequest(sender=h.sender, epoch=h.epoch, address=h.address,
-                               predicted_recovery_s=h.predicted_recovery_s)
+                               predicted_recovery_s=h.predicted_recovery_s, snapshot_interval_s=h.snapshot_interval_s)
 
 
 def heartbeat_from_pb(msg: pb.HeartbeatRequest, *, node: str = "") -> m.HeartbeatRequest:
     return m.HeartbeatRequest(sender=msg.sender, epoch=msg.epoch, address=msg.address,
-                              predicted_recovery_s=msg.predicted_recovery_s)
+                              predicted_recovery_s=msg.predicted_recovery_s,
+                              snapshot_interval_s=msg.snapshot_interval_s)
 
 
 def heartbeat_reply_to_pb(r: m.HeartbeatReply) -> pb.HeartbeatReply:

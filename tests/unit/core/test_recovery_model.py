@@ -79,15 +79,15 @@ def test_a_crash_is_suspected_at_the_third_quarter_interval_miss_or_after_an_int
 
 
 def test_the_largest_bsize_whose_prediction_meets_the_target_within_the_margin_is_chosen():
-    from lazystandby.core.recovery_model import choose_bsize
+    from lazystandby.core.recovery_model import choose_cheapest
 
     predicted = {1: 0.10, 10: 0.11, 100: 0.2, 1_000: 0.39, 10_000: 0.41, 100_000: 2.0, None: 3.0}
-    c = choose_bsize(0.5, predicted.__getitem__)  # 0.8 x 0.5 = 0.4
-    assert (c.bsize, c.predicted_s, c.met) == (1_000, 0.39, True)
+    c = choose_cheapest(0.5, predicted.__getitem__)  # 0.8 x 0.5 = 0.4
+    assert (c.value, c.predicted_s, c.met) == (1_000, 0.39, True)
     assert c.candidates == {"1": 0.1, "10": 0.11, "100": 0.2, "1000": 0.39, "10000": 0.41, "100000": 2.0, "inf": 3.0}
-    assert choose_bsize(10.0, predicted.__getitem__).bsize is None  # everything meets it: Upstream Backup
-    none = choose_bsize(0.05, predicted.__getitem__)
-    assert (none.bsize, none.predicted_s, none.met) == (1, 0.10, False)  # nothing meets it: the fastest
+    assert choose_cheapest(10.0, predicted.__getitem__).value is None  # everything meets it: Upstream Backup
+    none = choose_cheapest(0.05, predicted.__getitem__)
+    assert (none.value, none.predicted_s, none.met) == (1, 0.10, False)  # nothing meets it: the fastest
 
 
 def test_what_a_crash_makes_nu_resend_grows_with_bsize_and_is_everything_held_at_inf():

@@ -130,7 +130,7 @@ def tuned_nu(net, target_ms, view):
 
 def tune(nu, t, admitted):
     """One choice, `admitted` tuples after the last (4,000 tuples/s over TUNE_EVERY_S)."""
-    from lazystandby.node.upstream import TUNE_EVERY_S
+    from lazystandby.core.recovery_model import TUNE_EVERY_S
 
     with nu.lock:
         nu.oqu.last = getattr(nu, "_fake_head", 0) + admitted
@@ -151,7 +151,7 @@ def test_nu_takes_a_larger_bsize_for_a_loose_target_once_two_choices_agree(net, 
     tune(nu, t, 0)  # the first look only marks the rate
     tune(nu, t, 8_000)
     assert nu.choice is not None and nu.choice.met and nu.bsize == 10  # a larger one, not yet taken
-    chosen = nu.choice.bsize
+    chosen = nu.choice.value
     assert chosen is None or chosen > 10
     tune(nu, t, 0)  # the same held beyond the floor: the same choice, taken now
     assert nu.bsize == chosen and nu.batcher.bsize == chosen and nu.run_encoder.bsize == chosen
@@ -211,3 +211,50 @@ def test_nu_probes_its_standbys_link_when_the_backup_is_idle_and_fits_the_resend
     assert not nu._probe_link()
     nu._awaiting_since = None
     assert nu._probe_link() and nu.counters["probes"] == PROBES_AT_ONCE + 1
+
+
+def test_a_warm_standby_defers_as_long_as_its_target_allows_and_a_passive_one_asks_for_an_interval(net):
+    from lazystandby.core.recovery_model import TUNE_EVERY_S, RecoveryTerms
+    from lazystandby.formats.query import parse_query
+    from lazystandby.operators.window import WindowAggregate
+
+    q = "window 1s by symbol agg count"
+    for passive in (False, True):
+        settings = {"query": q, "standby_state": "snapshot"} if passive else {}
+        op = WindowAggregate(parse_query(q)) if passive else Selection("price > 1")
+        n = OperatorNode(NodeConfig(role="standby", listen=f"s{passive}", recovery_target_ms=500, **settings), op,
+                         net.peer)
+        try:
+            with n.lock:
+                n.predicted = RecoveryTerms(detection_s=0.1, reconnection_s=0.004, resend_s=0.0, replay_s=0.0,
+                                            replay_tuples=0)
+                n.primary_operator_cost = (0.001, 2e-5)  # 50,000 tuples/s in large calls
+                n._tune_standby(0.0)  # marks the rate
+                n.primary_received = n.received_through = 20_000  # 10,000 inputs/s, all held here
+                n._tune_standby(TUNE_EVERY_S)
+            ch = n.standby_choice
+            # 0.8 x 500 ms less 104 ms leaves ~296 ms of replay: about 14,800 inputs, 1.48 s of input
+            assert ch.met and ch.predicted_s <= 0.4 and ch.value == 1.0
+            if passive:
+                assert n.standby_defer == n.cfg.standby_defer  # the interval is the primary's to take
+                assert n.snapshot()["recovery_target"]["snapshot_interval"] == 1.0
+            else:
+                assert n.standby_defer == 1.0 and n.snapshot()["recovery_target"]["standby_defer"] == 1.0
+        finally:
+            n.stop()
+
+
+def test_the_primary_takes_the_snapshot_interval_its_passive_standby_asks_for(net):
+    from lazystandby.formats.query import parse_query
+    from lazystandby.operators.window import WindowAggregate
+
+    q = "window 1s by symbol agg count"
+    n = OperatorNode(NodeConfig(role="primary", listen="p", query=q, standby_state="snapshot"),
+                     WindowAggregate(parse_query(q)), net.peer)
+    try:
+        n.handle_heartbeat(m.HeartbeatRequest(sender="N'", epoch=1, snapshot_interval_s=5.0))
+        assert n.snapshot_interval == 5.0
+        n.handle_heartbeat(m.HeartbeatRequest(sender="N'", epoch=1))  # 0: no choice; the last one stands
+        assert n.snapshot_interval == 5.0
+    finally:
+        n.stop()
