@@ -115,7 +115,7 @@ class RecoveryTerms:
 
 # Seconds between two choices of a setting for recovery_target_ms (Nu's Bsize; the standby's standby_defer
 # or snapshot_interval). Nu takes a larger Bsize (less backup) only when two choices in a row agree on it.
-TUNE_EVERY_S = 2.0
+TUNE_EVERY_S = 1.0
 
 # The Bsizes Nu chooses among for a recovery target, cheapest last: seed 000's sweep.
 BSIZE_LADDER: tuple[int | None, ...] = (1, 10, 100, 1_000, 10_000, 100_000, None)

@@ -772,8 +772,10 @@ class UpstreamNode(NodeBase):
         if choice.value == self.bsize:
             self._pending_choice = "none"
             return
+        # The first choice is taken at once (the configured Bsize was nobody's prediction); a later larger one
+        # only when the next choice agrees.
         larger = self.bsize is not None and (choice.value is None or choice.value > self.bsize)
-        if larger and self._pending_choice != choice.value:
+        if larger and self.counters["bsize_changes"] and self._pending_choice != choice.value:
             self._pending_choice = choice.value  # taken if the next choice agrees
             return
         self._pending_choice = "none"
