@@ -588,7 +588,11 @@ class UpstreamNode(NodeBase):
             self._resync_primary = after_push_error(e.status).resync
         if e.status is not Status.RESOURCE_EXHAUSTED:
             self.log.debug("%s: push failed: %s", self.name, e)
-        self.sleep(self._primary_backoff.next())
+        delay = self._primary_backoff.next()
+        with self.lock:
+            # A takeover (a new generation) ends the wait: while the standby detected the crash, the backoff
+            # grew to tens of ms, and the new primary's resend waited it out (20-30 ms of data recovery).
+            self.lock.wait_for(lambda: self.generation != gen or self.stopped, delay)
 
     def _apply_level1(self, epoch: int, ack: Checkpoint) -> None:
         """Algorithm 4: drop from OQu every tuple at or below the Level-1 ack."""

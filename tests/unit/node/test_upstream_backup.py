@@ -415,3 +415,27 @@ def test_a_standby_that_is_gone_is_not_reported_in_sync(net):
         assert snap["peers"]["standby"]["alive"] is False and snap["standby_in_sync"] is False
     finally:
         nu.stop()
+
+
+def test_a_takeover_ends_nus_backoff_after_failed_pushes_at_once(net):
+    """Nu backs off after failed pushes to a dead primary (up to half a second); the takeover's new
+    generation ends the wait, so the new primary's resend does not wait it out."""
+    import threading
+    import time
+
+    from lazystandby.core.errors import PeerError, Status
+
+    nu = upstream_holding(net.peer, "s2", total=40)
+    try:
+        for _ in range(6):
+            nu._primary_backoff.next()  # 0.32 s next
+        gen = nu.generation
+        t = threading.Timer(0.05, lambda: (nu.lock.acquire(), setattr(nu, "generation", gen + 1),
+                                           nu.lock.notify_all(), nu.lock.release()))
+        t.start()
+        t0 = time.monotonic()
+        nu._primary_failed(PeerError(Status.UNAVAILABLE, "refused", refused=True), gen)
+        assert time.monotonic() - t0 < 0.25
+        t.join()
+    finally:
+        nu.stop()
