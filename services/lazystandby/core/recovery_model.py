@@ -38,6 +38,14 @@ def crash_detection_s(interval: float, allowed_misses: int) -> float:
     return interval / 2 + min(interval, (allowed_misses - 1) * interval / 4)
 
 
+def calls_seconds(total: float, per_call_max: float, per_call_s: float, per_unit_s: float) -> float:
+    """Seconds for `total` units in calls of at most `per_call_max`, one at a time, each costing `per_call_s`
+    and `per_unit_s` a unit (0 for nothing)."""
+    if total <= 0:
+        return 0.0
+    return math.ceil(total / max(1.0, per_call_max)) * per_call_s + total * per_unit_s
+
+
 class CallCost:
     """The cost of a call against its size, fitted from the calls made: seconds = per_call + size *
     per_unit, least squares over the last WINDOW calls. On a link the size is bytes, `per_unit` the link's
@@ -81,12 +89,7 @@ class CallCost:
         """Seconds for `total` units in calls of at most `per_call_max`, one at a time; None before the
         fit."""
         f = self.fit()
-        if f is None:
-            return None
-        if total <= 0:
-            return 0.0
-        per_call, per_unit = f
-        return math.ceil(total / max(1.0, per_call_max)) * per_call + total * per_unit
+        return None if f is None else calls_seconds(total, per_call_max, *f)
 
 
 @dataclass(frozen=True)

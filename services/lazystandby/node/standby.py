@@ -25,6 +25,7 @@ from ..core.recovery_model import (
     TUNE_EVERY_S,
     RecoveryTerms,
     StandbyView,
+    calls_seconds,
     choose_cheapest,
     crash_detection_s,
 )
@@ -385,15 +386,12 @@ class StandbySide:
         resend = max(0, head - start + 1)
         resend_s = 0.0
         if hint is not None and resend:
-            resend_s = (math.ceil(resend / max(1, hint.frame_max)) * hint.per_call_s
-                        + resend * hint.tuple_bytes * hint.per_byte_s)
+            resend_s = calls_seconds(resend, hint.frame_max, hint.per_call_s, hint.tuple_bytes * hint.per_byte_s)
         return resend, resend_s, start != held + 1
 
     def _replay_s(self, tuples: int, cost: tuple[float, float] | None) -> float:
         """Seconds the operator takes for `tuples` in calls of up to `_take` (0 without a cost)."""
-        if cost is None or not tuples:
-            return 0.0
-        return math.ceil(tuples / self._take) * cost[0] + tuples * cost[1]
+        return 0.0 if cost is None else calls_seconds(tuples, self._take, *cost)
 
     def _tune_standby(self, now: float) -> None:
         """Holding the lock: with recovery_target_ms, every TUNE_EVERY_S, the cheapest standby_defer (a warm

@@ -10,7 +10,6 @@ Three loops, one lock:
 
 from __future__ import annotations
 
-import math
 import os
 import resource
 import time
@@ -43,7 +42,15 @@ from ..core.errors import (
 )
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
-from ..core.recovery_model import TUNE_EVERY_S, CallCost, Choice, StandbyView, choose_cheapest, resend_at
+from ..core.recovery_model import (
+    TUNE_EVERY_S,
+    CallCost,
+    Choice,
+    StandbyView,
+    calls_seconds,
+    choose_cheapest,
+    resend_at,
+)
 from ..core.retry import after_backup_error, after_push_error
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
@@ -770,7 +777,7 @@ class UpstreamNode(NodeBase):
             resend = resend_at(bsize, unbounded=unbounded, rate=rate, linger_s=linger)
             replay = resend + view.backlog
             send = cost.seconds_for(resend * tuple_bytes, self.cfg.frame_max * tuple_bytes) or 0.0
-            return view.fixed_s + send + math.ceil(replay / max(1, view.take)) * view.call_s + replay * view.tuple_s
+            return view.fixed_s + send + calls_seconds(replay, view.take, view.call_s, view.tuple_s)
 
         self.choice = choice = choose_cheapest(target, predict)
         if choice.value == self.bsize:
