@@ -215,6 +215,7 @@ class OperatorBase(NodeBase):
         self._rtts: deque[float] = deque(maxlen=32)
         self.standby_predicted_s = 0.0
         self.predicted = None  # a standby's latest prediction (RecoveryTerms), made with each heartbeat
+        self.view = None  # its part of Nu's predictions (StandbyView), made with it
         self.recovery_load_s = 0.0  # a Passive Standby's snapshot load at its takeover
         # In force: the settings, or with recovery_target_ms what the standby chose for it (`_tune_standby`;
         # a Passive Standby's interval is its primary's to keep, told in the heartbeats).

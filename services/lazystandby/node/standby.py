@@ -150,7 +150,7 @@ class StandbySide:
                     self.decoder.commit(position)
                     if msg.runs or msg.batches:
                         self.held.restart_session()  # the link's session moved on in the eager decoder
-                return m.BackupAck(applied_through=self.received_through, view=self._standby_view())
+                return m.BackupAck(applied_through=self.received_through, view=self.view)
 
     def _hold_covering(self, ckpt: Checkpoint, params: m.Params | None) -> None:
         """Holding the lock: keep a covering checkpoint until `_apply_covering` may apply it. At most 64 are
@@ -298,6 +298,7 @@ class StandbySide:
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
             with self.lock:
                 predicted = self.predicted = self.predicted_recovery()
+                self.view = self._standby_view()  # for Nu, with each backup answer until the next heartbeat
                 self._tune_standby(t0)
                 chosen = self.standby_choice
                 interval = chosen.value if self.passive and chosen is not None else 0.0
