@@ -1,6 +1,6 @@
 """Benchmarks: seed 000's Bsize trade-off (Figs 6-8) and throughput with and without HA.
 
-    make bench-quick   Bsize {1, 10, inf} x every codec, 2 trials each, throughput runs (a few minutes)
+    make bench-quick   Bsize {1, 10, inf} x every codec, 1 trial each, throughput runs (about 10 minutes)
     make bench         Bsize {1, 2, 10, 15, ..., 50, inf} x every codec, 30 trials each (hours);
                        TRIALS=3 CODECS=none,zstd,zstd-dict narrow it
 
@@ -50,10 +50,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "run" / "bench"
 PUBLISHED = ROOT / "docs" / "bench"
 CODECS = [c.value for c in CodecName]
-# Enough tuples for several seconds at the columnar pipeline's rate. 4,000,000 lasted 2-4 s once the pipeline
-# ran at 1.0-1.9 M tuples/s: 1-3 full seconds, the first of them start-up (a standby registering, a codec
-# dictionary trained), so the median run and its worst second moved with where start-up fell.
-THROUGHPUT_TUPLES = 12_000_000
 # The goal rate: both pipelines paced at it show whether each holds it and what the standby costs
 # there in CPU (at full speed the cores are full, and the cost shows only as throughput). 10 s each.
 GOAL_RATE = 500_000.0
@@ -429,16 +425,20 @@ class Plan:
     spark_fair_rounds: int  # rounds of the Spark pipeline against the direct Spark query
     jvm_kills: int  # kills of the active Kafka Streams instance and of the Flink job
     spark_kills: int  # kills of N with the Spark operator (each trial starts two Spark sessions)
+    # Tuples of each full-speed run. The full plan's 12,000,000 last 6-12 s at 1.0-1.9 M tuples/s; with
+    # 4,000,000 (2-4 s) start-up (a standby registering, a codec dictionary trained) fell in one of only
+    # 1-3 full seconds and moved the median run and its worst second. The quick plan's half keeps 3-6 s.
+    throughput_tuples: int
 
     def rounds(self) -> dict[str, int]:
         return {k: v for k, v in vars(self).items() if isinstance(v, int)}
 
 
-QUICK = Plan("quick", ("1", "10", "inf"), trials=1, throughput_rounds=2, side_rounds=1, paced_rounds=2,
-             kafka_rounds=1, spark_fair_rounds=1, jvm_kills=1, spark_kills=2)
+QUICK = Plan("quick", ("1", "10", "inf"), trials=1, throughput_rounds=2, side_rounds=1, paced_rounds=1,
+             kafka_rounds=1, spark_fair_rounds=1, jvm_kills=1, spark_kills=1, throughput_tuples=6_000_000)
 FULL = Plan("full", ("1", "2", "10", "15", "20", "25", "30", "35", "40", "45", "50", "inf"), trials=30,
             throughput_rounds=3, side_rounds=3, paced_rounds=2, kafka_rounds=3, spark_fair_rounds=3, jvm_kills=3,
-            spark_kills=5)
+            spark_kills=5, throughput_tuples=12_000_000)
 
 
 def spark_fair(bootstrap: str, reps: int) -> dict:
@@ -885,11 +885,11 @@ def full_speed_runs(plan: Plan) -> tuple[dict[tuple, list[dict]], list[dict]]:
             print(f"throughput {rep + 1}/{plan.throughput_rounds}: Bsize {bsize} {codec} standby={standby}",
                   file=sys.stderr, flush=True)
             runs[(bsize, codec, standby)].append(throughput(bsize=bsize, codec=codec, standby=standby,
-                                                            total=THROUGHPUT_TUPLES))
+                                                            total=plan.throughput_tuples))
             if rep < plan.side_rounds and (bsize, codec, standby) == MAIN_PAIR[0]:
                 print(f"throughput {rep + 1}/{plan.throughput_rounds}: the same, plaintext", file=sys.stderr,
                       flush=True)
-                plain.append(throughput(bsize=bsize, codec=codec, standby=standby, total=THROUGHPUT_TUPLES,
+                plain.append(throughput(bsize=bsize, codec=codec, standby=standby, total=plan.throughput_tuples,
                                         tls=False))
     return runs, plain
 
