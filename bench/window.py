@@ -82,7 +82,7 @@ def peer_failover_by_keys(peer: str, bootstrap: str, keys: int, trials: int) -> 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-window", description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=1, help="kills per key count (the median is reported)")
-    ap.add_argument("--tuples", type=int, default=300_000, help="ticks of the throughput runs")
+    ap.add_argument("--tuples", type=int, default=1_000_000, help="ticks of the throughput runs")
     ap.add_argument("--publish", action="store_true", help="write into docs/bench, not run/bench")
     a = ap.parse_args(argv)
     t0 = time.monotonic()

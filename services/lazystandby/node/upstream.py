@@ -160,7 +160,7 @@ class UpstreamNode(NodeBase):
         self._tune_at = 0.0
         self._rate_mark: tuple[float, int] | None = None
         self._unbounded: deque[int] = deque(maxlen=UNBOUNDED_KEPT)
-        self._pending_choice: int | None | str = "none"
+        self._pending_choice: tuple[int | None] | None = None  # (Bsize,) waiting for the next choice to agree
         self._backup_sent = (-1, 0.0)  # (backup generation, when) of the last backup call cut: backup_linger_ms
         self.checkpoint = Checkpoint()
         self.cursor = 1
@@ -781,15 +781,15 @@ class UpstreamNode(NodeBase):
 
         self.choice = choice = choose_cheapest(target, predict)
         if choice.value == self.bsize:
-            self._pending_choice = "none"
+            self._pending_choice = None
             return
         # The first choice is taken at once (the configured Bsize was nobody's prediction); a later larger one
         # only when the next choice agrees.
         larger = self.bsize is not None and (choice.value is None or choice.value > self.bsize)
-        if larger and self.counters["bsize_changes"] and self._pending_choice != choice.value:
-            self._pending_choice = choice.value  # taken if the next choice agrees
+        if larger and self.counters["bsize_changes"] and self._pending_choice != (choice.value,):
+            self._pending_choice = (choice.value,)  # taken if the next choice agrees
             return
-        self._pending_choice = "none"
+        self._pending_choice = None
         self.log.info("%s: Bsize %s -> %s for recovery_target_ms %g (predicted %.0f ms%s)", self.name,
                       format_bsize(self.bsize), format_bsize(choice.value), self.cfg.recovery_target_ms,
                       choice.predicted_s * 1000, "" if choice.met else "; no Bsize meets the target")

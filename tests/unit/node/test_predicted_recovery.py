@@ -23,58 +23,50 @@ def timed_pushes(nu, tuple_bytes=50):
     nu.counters["primary_bytes"] += 1_000 * tuple_bytes
 
 
-@pytest.fixture
-def s2(net):
-    n = OperatorNode(NodeConfig(role="standby", listen="s2", standby_defer=0), Selection("price > 100"), net.peer)
-    net.register("s2", n)
-    yield n
-    n.stop()
-
-
-def test_nu_sends_its_hint_with_the_backup_once_its_pushes_were_timed(net, s2):
-    nu = upstream_holding(net.peer, "s2", total=40, backup_linger_ms=0)
+def test_nu_sends_its_hint_with_the_backup_once_its_pushes_were_timed(net, standby):
+    nu = upstream_holding(net.peer, "s", total=40, backup_linger_ms=0)
     nu._backup_loop()
-    assert s2.recovery_hint is None  # no push timed yet: nothing to say
+    assert standby.recovery_hint is None  # no push timed yet: nothing to say
     timed_pushes(nu)
     nu._next_hint_at = 0.0
     nu._backup_loop()
-    h = s2.recovery_hint
+    h = standby.recovery_hint
     assert h is not None and h.head_pos == 40 and h.frame_max == nu.cfg.frame_max
     assert h.per_byte_s == pytest.approx(1 / RATE_BPS) and h.per_call_s == pytest.approx(RTT)
     assert h.tuple_bytes == pytest.approx(50) and h.resend_floor == nu.checkpoint.input_pos + 1
 
 
-def test_nu_sends_a_hint_alone_when_nothing_else_goes_and_not_more_often_than_its_period(net, s2):
+def test_nu_sends_a_hint_alone_when_nothing_else_goes_and_not_more_often_than_its_period(net, standby):
     from lazystandby.node.upstream import UpstreamNode
     from lazystandby.sources.base import GeneratorSource
 
-    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="inf"),
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="inf"),
                       GeneratorSource(["I1", "I2"], total=40, rate=0.0), net.peer)
     while nu.oqu.last < 40:
         nu._source_loop()
     timed_pushes(nu)
     calls = []
-    orig = s2.handle_backup
-    s2.handle_backup = lambda msg: (calls.append(msg), orig(msg))[1]
+    orig = standby.handle_backup
+    standby.handle_backup = lambda msg: (calls.append(msg), orig(msg))[1]
     nu._backup_loop()
     nu._backup_loop()  # within HINT_EVERY_S of the first: nothing to send at Bsize inf
     assert len(calls) == 1 and calls[0].hint is not None and not calls[0].runs
-    assert s2.received_through == 0  # a hint moves nothing
+    assert standby.received_through == 0  # a hint moves nothing
 
 
-def standby_watching(s2, *, received, primary_received, hint, cost=(0.001, 2e-5)):
-    s2.detector = FailureDetector(0.1, 3, now=0.0)
-    s2._rtts.extend([0.001, 0.003, 0.002])
-    s2.received_through, s2.primary_received = received, primary_received
-    s2.recovery_hint, s2.primary_operator_cost = hint, cost
+def standby_watching(standby, *, received, primary_received, hint, cost=(0.001, 2e-5)):
+    standby.detector = FailureDetector(0.1, 3, now=0.0)
+    standby._rtts.extend([0.001, 0.003, 0.002])
+    standby.received_through, standby.primary_received = received, primary_received
+    standby.recovery_hint, standby.primary_operator_cost = hint, cost
 
 
-def test_the_standby_predicts_detection_reconnection_resend_and_replay(s2):
+def test_the_standby_predicts_detection_reconnection_resend_and_replay(standby):
     hint = m.RecoveryHint(head_pos=10_500, resend_floor=1, per_call_s=RTT, per_byte_s=1 / RATE_BPS, tuple_bytes=50,
                           frame_max=4_096)
-    standby_watching(s2, received=500, primary_received=10_000, hint=hint)
-    s2._take = 4_000
-    t = s2.predicted_recovery()
+    standby_watching(standby, received=500, primary_received=10_000, hint=hint)
+    standby._take = 4_000
+    t = standby.predicted_recovery()
     assert t.detection_s == pytest.approx(0.1) and t.reconnection_s == pytest.approx(0.004)
     resend = 10_500 - 500  # Nu's head is newer than the primary's heartbeat
     assert t.resend_s == pytest.approx(3 * RTT + resend * 50 / RATE_BPS)
@@ -83,23 +75,24 @@ def test_the_standby_predicts_detection_reconnection_resend_and_replay(s2):
     assert t.complete and t.seconds == pytest.approx(0.1 + 0.004 + t.resend_s + t.replay_s)
 
 
-def test_a_standby_behind_nus_floor_rebuilds_from_it_and_its_backlog_does_not_count(s2):
+def test_a_standby_behind_nus_floor_rebuilds_from_it_and_its_backlog_does_not_count(standby):
     hint = m.RecoveryHint(head_pos=1_000, resend_floor=801, per_call_s=RTT, per_byte_s=0.0, tuple_bytes=50,
                           frame_max=4_096)
-    standby_watching(s2, received=300, primary_received=1_000, hint=hint)
-    t = s2.predicted_recovery()
+    standby_watching(standby, received=300, primary_received=1_000, hint=hint)
+    t = standby.predicted_recovery()
     assert t.replay_tuples == 200 and t.resend_s == pytest.approx(RTT)
 
 
-def test_without_a_hint_or_a_timed_call_the_prediction_says_it_is_incomplete(s2):
-    standby_watching(s2, received=100, primary_received=400, hint=None, cost=(0.0, 0.0))
-    t = s2.predicted_recovery()
+def test_without_a_hint_or_a_timed_call_the_prediction_says_it_is_incomplete(standby):
+    standby_watching(standby, received=100, primary_received=400, hint=None, cost=(0.0, 0.0))
+    t = standby.predicted_recovery()
     assert t.resend_s == 0.0 and t.replay_s == 0.0 and t.replay_tuples == 300 + 100 and not t.complete
-    s2.operator_cost.samples.extend([(100, 0.002), (400, 0.005)] * 4)  # its own calls, when the primary's are unknown
-    assert s2.predicted_recovery().replay_s > 0
-    assert s2.predicted_recovery() is not None
-    s2.state.become(Role.PROMOTING, epoch=1)
-    assert s2.predicted_recovery() is None  # no standby now
+    # Its own calls, when the primary's are unknown.
+    standby.operator_cost.samples.extend([(100, 0.002), (400, 0.005)] * 4)
+    assert standby.predicted_recovery().replay_s > 0
+    assert standby.predicted_recovery() is not None
+    standby.state.become(Role.PROMOTING, epoch=1)
+    assert standby.predicted_recovery() is None  # no standby now
 
 
 def test_the_primary_shows_its_standbys_figure_while_its_heartbeats_come(primary):
@@ -120,7 +113,7 @@ def tuned_nu(net, target_ms, view):
     from lazystandby.sources.base import GeneratorSource
 
     t = [0.0]
-    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="10",
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10",
                                  recovery_target_ms=target_ms), GeneratorSource(["I1", "I2"], total=0, rate=0.0),
                       net.peer, clock=lambda: t[0])
     timed_pushes(nu)
@@ -192,15 +185,15 @@ def test_nu_probes_its_standbys_link_when_the_backup_is_idle_and_fits_the_resend
     t, sizes = [0.0], []
 
     class Link(PeerBase):  # 10 Mbit/s, 2 ms a call: the test's clock moves by what a probe takes
-        address = "s2"
+        address = "s"
 
         def probe(self, msg, timeout):
             sizes.append(len(msg.padding))
             t[0] += RTT + len(msg.padding) / RATE_BPS
             return msgs.ProbeAck(received=len(msg.padding))
 
-    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s2", bsize="inf"),
-                      GeneratorSource(["I1", "I2"], total=0, rate=0.0), lambda a: Link() if a == "s2" else net.peer(a),
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="inf"),
+                      GeneratorSource(["I1", "I2"], total=0, rate=0.0), lambda a: Link() if a == "s" else net.peer(a),
                       clock=lambda: t[0])
     nu._resync_backup = False
     for _ in range(PROBES_AT_ONCE):
