@@ -19,6 +19,14 @@ as it is).
   checkpoint, Kafka Streams' standby replica taking over; timed from the kill to the first input that
   arrived after it applied to the state of the instance that took over.
 
+- `window_throughput_bound_tuples_per_s`: the most a pipeline with a warm standby can reach on this
+  machine's cores. The standby applies every input to its state, so the pipeline costs at least what the
+  run without a standby cost per tuple (`window_no_ha_cpu_us_per_tuple`, every node's CPU from Nu's first
+  admission to the last result) plus the operator's own cost per tick (`window_operator_us_per_tuple`:
+  the query alone over generated ticks in calls of OPERATOR_CALL, one thread, the least of 3 passes);
+  cores over that sum is the bound, and `window_throughput_bound_over_flink` / `_over_kstreams` what it
+  allows against the peers' figures.
+
 Results: run/bench/window.json (docs/bench with --publish), a JSON summary as the last line.
 """
 
@@ -46,6 +54,7 @@ KEYS = (1_000, 100_000, 1_000_000)
 RATE = 20_000.0
 KILL_AFTER_S = 65.0  # 1.3 M ticks in: the one window (1.25 ms of event time a tick) closes after the kill
 PEERS = ("flink", "kstreams")
+OPERATOR_CALL = 32_768  # ticks per call in window_operator_us_per_tuple: a standby's bulk calls (frame_max)
 
 
 def _say(what: str) -> None:
@@ -79,6 +88,52 @@ def peer_failover_by_keys(peer: str, bootstrap: str, keys: int, trials: int) -> 
     return {"failover_ms": round(statistics.median(o["failover_ms"] for o in out), 1), "trials": out}
 
 
+def operator_us_per_tuple(ticks: int = 400_000, passes: int = 3) -> float:
+    """CPU microseconds per tick of the `window` query's Python operator alone, in one thread: generated
+    ticks of two streams with a watermark record every `NodeConfig.watermark_every` positions (the newest
+    tick's event time, as Nu's placer gives when the streams keep pace), in calls of OPERATOR_CALL. The
+    least of `passes` passes, each with a fresh operator: the floor of what applying the ticks costs."""
+    import numpy as np
+    import pyarrow as pa
+
+    from lazystandby.config import NodeConfig
+    from lazystandby.core.tuples import TupleBatch
+    from lazystandby.formats import control
+    from lazystandby.formats.query import parse_query
+    from lazystandby.operators.window import WindowAggregate
+    from lazystandby.sources.generator import Interleaved
+
+    every = NodeConfig.watermark_every - 1
+    streams, seqs, payloads = Interleaved(["I1", "I2"]).take(ticks)
+    event = np.array([int(p.split(b",")[3]) for p in payloads.to_pylist()], np.int64)
+    cols: tuple[list, list, list] = ([], [], [])
+    for i in range(0, ticks, every):
+        cols[0].extend([streams[i:i + every] + 1, np.zeros(1, np.int64)])
+        cols[1].extend([seqs[i:i + every], np.zeros(1, np.int64)])
+        cols[2].extend([payloads.slice(i, every),
+                        pa.array([control.encode_watermark(int(event[i:i + every].max()))], pa.binary())])
+    all_streams, all_seqs, all_payloads = np.concatenate(cols[0]), np.concatenate(cols[1]), pa.concat_arrays(cols[2])
+    best = float("inf")
+    for _ in range(max(1, passes)):
+        op = WindowAggregate(parse_query("window"))
+        t0 = time.thread_time()
+        for i in range(0, len(all_payloads), OPERATOR_CALL):
+            op.process(TupleBatch(i + 1, all_streams[i:i + OPERATOR_CALL], all_seqs[i:i + OPERATOR_CALL],
+                                  all_payloads.slice(i, OPERATOR_CALL)))
+        best = min(best, time.thread_time() - t0)
+    return round(best / ticks * 1e6, 3)
+
+
+def bound_keys(no_ha: dict, operator_us: float, peers: dict, cores: int) -> dict:
+    """`window_throughput_bound_*` (see the module's docstring) from the run without a standby."""
+    no_ha_us = sum(no_ha["cpu_seconds_run"].values()) / no_ha["tuples"] * 1e6
+    bound = round(cores * 1e6 / (no_ha_us + operator_us)) if no_ha_us + operator_us > 0 else 0
+    return {"window_no_ha_cpu_us_per_tuple": round(no_ha_us, 3), "window_operator_us_per_tuple": operator_us,
+            "window_throughput_bound_tuples_per_s": bound,
+            **{f"window_throughput_bound_over_{peer}": round(bound / max(1, peers[peer]["tuples_per_s"]), 2)
+               for peer in PEERS}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench-window", description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=1, help="kills per key count (the median is reported)")
@@ -97,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         for peer in PEERS:
             _say(f"throughput: {jvm_peers.NAMES[peer]} (exactly-once) over the same topics")
             peers[peer] = jvm_peers.window_throughput(peer, b, ha["topic_prefix"], a.tuples)
+        _say("the operator alone, one thread")
+        operator_us = operator_us_per_tuple()
         by_keys, peer_keys = {}, {peer: {} for peer in PEERS}
         for k in KEYS:
             _say(f"failover with {k:,} keys: the pipeline")
@@ -122,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
            for peer in PEERS},
         **{f"{peer}_window_failover_over_ours_1m": round(peer_keys[peer][1_000_000]["failover_ms"] / f1m, 1)
            if f1m else None for peer in PEERS},
+        **bound_keys(no_ha, operator_us, peers, os.cpu_count() or 1),
         "window_failover_trials": a.trials, "window_throughput_tuples": a.tuples,
         "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 2),

@@ -262,3 +262,6 @@ def test_the_kafka_bench_run_is_timed_from_nus_first_admission(kafka):
     assert r["takeovers"] == 0 and r["skipped_tuples"] == 0
     # The run lasted at most the whole call (node starts included) and at least the time the rate implies.
     assert 20_000 / wall < r["tuples_per_s"] < 10_000_000, (r, wall)
+    # The run's CPU leaves each node's start-up out: less than its whole, and some of it (the nodes did work).
+    for node, total in r["cpu_seconds"].items():
+        assert 0 < r["cpu_seconds_run"][node] < total, (node, r)

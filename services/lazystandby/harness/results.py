@@ -192,6 +192,14 @@ SUMMARIES: dict[str, Summary] = {
         ("kstreams_window_eos_tuples_per_s", "Kafka Streams, the same query and topics, exactly_once_v2: ticks/s"),
         ("window_throughput_over_flink", "ours (standby on) over Flink's (goal at least 2)"),
         ("window_throughput_over_kstreams", "ours (standby on) over Kafka Streams' (goal at least 2)"),
+        ("window_no_ha_cpu_us_per_tuple", "the run without a standby: every node's CPU from Nu's first admission "
+                                          "to the last result, microseconds per tick"),
+        ("window_operator_us_per_tuple", "the Python operator alone over generated ticks, one thread, calls of "
+                                         "32,768: microseconds per tick (the least of 3 passes)"),
+        ("window_throughput_bound_tuples_per_s", "the most a warm standby allows on these cores: cores over the two "
+                                                 "figures above, summed (the standby applies every tick)"),
+        ("window_throughput_bound_over_flink", "that bound over Flink's ticks/s: the best ratio this machine allows"),
+        ("window_throughput_bound_over_kstreams", "that bound over Kafka Streams' ticks/s"),
         ("flink_window_failover_ms_by_keys", "per key count: Flink restarted from its newest checkpoint, kill to "
                                              "the first input after the kill applied"),
         ("kstreams_window_failover_ms_by_keys", "per key count: Kafka Streams' standby replica taking over, kill "
