@@ -95,3 +95,42 @@ def test_nothing_there_is_told_apart_from_a_late_answer():
     finally:
         silent.send_signal(signal.SIGKILL)
         silent.wait()
+
+
+def test_a_warmed_channel_connects_without_a_call_and_an_unreachable_one_fails_calls_as_before(tmp_path):
+    """Peer.warm on real gRPC with mutual TLS: the channel is ready though no call was made, and the first
+    call then takes a warm channel's time; warming a port nobody listens on raises nothing, the call there
+    fails UNAVAILABLE as an unwarmed one does, and close() stops the warming."""
+    import time
+
+    import pytest
+
+    from lazystandby.config import NodeConfig
+    from lazystandby.core.errors import PeerError
+    from lazystandby.harness.launcher import free_ports, make_certs
+    from lazystandby.node.downstream import DownstreamNode
+    from lazystandby.sinks.base import MemorySink
+    from lazystandby.transport.grpc_transport import GrpcPeer, serve
+    from lazystandby.transport.tls import TlsFiles
+
+    make_certs(tmp_path, ["nd:downstream", "s:operator"])
+    server_tls = TlsFiles(str(tmp_path / "ca.crt"), str(tmp_path / "nd.crt"), str(tmp_path / "nd.key"))
+    client_tls = TlsFiles(str(tmp_path / "ca.crt"), str(tmp_path / "s.crt"), str(tmp_path / "s.key"))
+    live, dead = (f"127.0.0.1:{p}" for p in free_ports(2))
+    server = serve(DownstreamNode(NodeConfig(role="downstream", listen=live), MemorySink()), live, tls=server_tls)
+    peer, nowhere = GrpcPeer(live, tls=client_tls), GrpcPeer(dead, tls=client_tls)
+    try:
+        peer.warm()
+        peer._warming.result(timeout=10)  # ready, no call made
+        t0 = time.perf_counter()
+        assert peer.status(5.0).node
+        assert time.perf_counter() - t0 < 1.0
+        nowhere.warm()
+        with pytest.raises(PeerError) as e:
+            nowhere.status(2.0)
+        assert e.value.status == "UNAVAILABLE"
+        nowhere.close()
+        assert nowhere._warming.cancelled()
+    finally:
+        peer.close()
+        server.stop(grace=0)

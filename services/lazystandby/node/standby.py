@@ -74,6 +74,8 @@ class StandbySide:
                 self.sleep(backoff.next())
                 continue
             self.links.note("upstream", self.upstream.address, None)
+            if self.downstream is not None:
+                self.downstream.warm()  # its first call to Nd is its takeover's: connected before it is needed
             with self.lock:
                 self.state.fence.advance(reply.epoch)
                 self._watch_primary_at(reply.primary_address, reply.epoch)

@@ -52,6 +52,7 @@ class Peer(Protocol):
     def status(self, timeout: float) -> m.StatusReply: ...
     def probe(self, msg: m.Probe, timeout: float) -> m.ProbeAck: ...
     def snapshot(self, msg: m.SnapshotFrame, timeout: float) -> m.SnapshotAck: ...
+    def warm(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -96,6 +97,11 @@ class PeerBase:
 
     def snapshot(self, msg: m.SnapshotFrame, timeout: float) -> m.SnapshotAck:
         return self._call("Snapshot", msg, timeout)
+
+    def warm(self) -> None:
+        """Start connecting now, without waiting, so that the first call finds the connection made (a
+        transport without connections has nothing to do). A peer that cannot be reached changes nothing:
+        calls fail as they would have."""
 
     def close(self) -> None:
         pass

@@ -394,6 +394,37 @@ def test_a_standby_registers_over_a_new_channel_after_each_refusal(caplog):
         n.stop()
 
 
+def test_a_registered_standby_warms_its_channel_to_nd_before_any_takeover_needs_it(net):
+    """Its first call to Nd is its takeover's: the connection (a TLS handshake on gRPC) is made at its
+    registration instead, once Nu answered, and no call goes to Nd meanwhile."""
+    calls: list[str] = []
+
+    class Downstream(PeerBase):
+        address = "nd"
+
+        def _call(self, rpc, msg, timeout):
+            calls.append(rpc)
+
+        def warm(self):
+            calls.append("warm")
+
+    class Upstream(PeerBase):
+        address = "nu"
+
+        def _call(self, rpc, msg, timeout):
+            assert calls == []  # not warmed before Nu answered: a standby Nu refuses has no takeover to make
+            return m.RegisterStandbyReply(epoch=1, primary_address="n")
+
+    made = {"nd": Downstream(), "nu": Upstream()}
+    n = OperatorNode(NodeConfig(role="standby", listen="s", upstream="nu", downstream="nd"), Selection("price > 100"),
+                     lambda a: made.get(a) or net.peer(a))
+    try:
+        n._register_with_upstream()
+        assert n.registered.is_set() and calls == ["warm"]
+    finally:
+        n.stop()
+
+
 def test_a_standby_that_is_gone_is_not_reported_in_sync(net):
     """A killed standby's backup calls fail at once (UNAVAILABLE): no call waits for backup_stall_max, yet
     Nu's status must not say it is in sync while its link is down; answered again, it is."""
