@@ -4,7 +4,8 @@ Seed 000 splits a recovery into detection, reconnection and data recovery; seed 
 what must be replayed and the rate it is replayed at. Here the failover (the primary's crash to the new
 primary live) is predicted as the sum of
 
-    detection       the detector's time to suspect a crashed primary (its settings: `crash_detection_s`)
+    detection       the detector's time to suspect a crashed primary (its settings, and how late the
+                    standby's heartbeats start and how long they take: `crash_detection_s`)
   + reconnection    the takeover's two calls, to Nd and to Nu (the standby's measured round trips)
   + resend          what Nu would send the new primary again, at the link's measured cost (`CallCost`)
   + replay          what the new primary must process before it is live (Nu's resend and its own backlog),
@@ -30,12 +31,16 @@ WINDOW = 256
 KEPT = 8  # probes kept in a call cost's fit beside the WINDOW latest calls
 
 
-def crash_detection_s(interval: float, allowed_misses: int) -> float:
+def crash_detection_s(interval: float, allowed_misses: int, late_s: float = 0.0, call_s: float = 0.0) -> float:
     """Expected seconds from a primary's crash to its standby's suspicion (core.detector): the next
-    heartbeat fails on the refused port (on average half an interval away); from then the standby asks
-    every quarter interval and suspects at `allowed_misses` misses or after one interval of refusals,
-    whichever comes first."""
-    return interval / 2 + min(interval, (allowed_misses - 1) * interval / 4)
+    heartbeat fails on the refused port (on average half a period away, the period being the interval
+    and the lateness `late_s` with which the standby's heartbeats start); from then the standby asks every
+    quarter interval (each ask as late, and no sooner than the call before it came back: `call_s`) and
+    suspects at `allowed_misses` misses or after one interval of refusals, whichever comes first, once the
+    last call came back. With no lateness and instant calls: half an interval plus the polls."""
+    step = max(interval / 4, call_s) + late_s
+    polls = min(allowed_misses - 1, math.ceil(interval / step - 1e-9))
+    return (interval + late_s) / 2 + polls * step + call_s
 
 
 def calls_seconds(total: float, per_call_max: float, per_call_s: float, per_unit_s: float) -> float:

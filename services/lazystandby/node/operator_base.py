@@ -213,6 +213,8 @@ class OperatorBase(NodeBase):
         self.primary_operator_cost = (0.0, 0.0)
         self.recovery_hint: m.RecoveryHint | None = None
         self._rtts: deque[float] = deque(maxlen=32)
+        self._beat_late: deque[float] = deque(maxlen=32)  # seconds each heartbeat started after it was due
+        self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
         self.standby_predicted_s = 0.0
         self.predicted = None  # a standby's latest prediction (RecoveryTerms), made with each heartbeat
         self.view = None  # its part of Nu's predictions (StandbyView), made with it

@@ -289,8 +289,15 @@ class StandbySide:
             self._beat_now.wait(0.05)
             self._beat_now.clear()
             det.waiting(self.clock())
+            self._beat_due = None
             return
         t0 = self.clock()
+        if self._beat_due is not None and t0 >= self._beat_due:
+            # How late this heartbeat starts (the thread's wake-up on busy cores, the lock): a crash's
+            # detection is made of such beats (core.recovery_model.crash_detection_s). One woken early (a
+            # notice) is no sample.
+            self._beat_late.append(t0 - self._beat_due)
+        self._beat_due = None
         stalls = det.stalls
         det.beat(t0)
         self._beat_now.clear()  # a notice from now on is for the next beat
@@ -352,7 +359,8 @@ class StandbySide:
         if suspected:
             self.take_over()
             return
-        self._beat_now.wait(max(0.0, det.next_beat_in() - (self.clock() - t0)))
+        self._beat_due = t0 + det.next_beat_in()
+        self._beat_now.wait(max(0.0, self._beat_due - self.clock()))
 
     def predicted_recovery(self) -> RecoveryTerms | None:
         """Holding the lock: how long a takeover by this standby would take if its primary crashed now
@@ -372,11 +380,13 @@ class StandbySide:
         cost = self._replay_cost()
         replay_s = self._replay_s(replay, cost)
         rtt = statistics.median(self._rtts) if self._rtts else 0.0
+        late = statistics.median(self._beat_late) if self._beat_late else 0.0
         # A Passive Standby loads its snapshot first: about what the primary took to encode it.
         restore_s = self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0
-        return RecoveryTerms(detection_s=crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses),
-                             reconnection_s=2 * rtt, resend_s=resend_s, replay_s=replay_s, replay_tuples=replay,
-                             restore_s=restore_s,
+        # A refused heartbeat is taken to come back in about a round trip (a connection refused at once).
+        detection_s = crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, late, rtt)
+        return RecoveryTerms(detection_s=detection_s, reconnection_s=2 * rtt, resend_s=resend_s,
+                             replay_s=replay_s, replay_tuples=replay, restore_s=restore_s,
                              complete=(self.recovery_hint is not None or not resend)
                              and (cost is not None or not replay))
 

@@ -78,6 +78,15 @@ def test_a_crash_is_suspected_at_the_third_quarter_interval_miss_or_after_an_int
     assert crash_detection_s(0.1, 1) == pytest.approx(0.05)
 
 
+def test_a_detection_takes_as_long_again_as_its_heartbeats_start_late_and_its_calls_take():
+    # Every beat 8 ms late: half a period of 108 ms, two polls of 33 ms, the last refused call's 1 ms.
+    assert crash_detection_s(0.1, 3, late_s=0.008, call_s=0.001) == pytest.approx(0.054 + 0.066 + 0.001)
+    # A call slower than a quarter interval: the next poll waits for it.
+    assert crash_detection_s(0.1, 3, call_s=0.04) == pytest.approx(0.05 + 2 * 0.04 + 0.04)
+    # Late polls make an interval of refusals take fewer of them: 4 polls of 25 ms, 3 of 35 ms.
+    assert crash_detection_s(0.1, 10, late_s=0.01) == pytest.approx(0.055 + 3 * 0.035)
+
+
 def test_the_largest_bsize_whose_prediction_meets_the_target_within_the_margin_is_chosen():
     from lazystandby.core.recovery_model import choose_cheapest
 

@@ -9,6 +9,7 @@ from lazystandby.core.detector import FailureDetector
 from lazystandby.core.roles import Role
 from lazystandby.node.operator_node import OperatorNode
 from lazystandby.operators.selection import Selection
+from lazystandby.transport.peer import PeerBase
 from tests.unit.node.test_upstream_backup import upstream_holding
 
 RATE_BPS = 1_250_000  # a 10 Mbit/s link
@@ -67,12 +68,13 @@ def test_the_standby_predicts_detection_reconnection_resend_and_replay(standby):
     standby_watching(standby, received=500, primary_received=10_000, hint=hint)
     standby._take = 4_000
     t = standby.predicted_recovery()
-    assert t.detection_s == pytest.approx(0.1) and t.reconnection_s == pytest.approx(0.004)
+    # Three misses a quarter interval apart after half an interval, the last call back a round trip later.
+    assert t.detection_s == pytest.approx(0.05 + 0.05 + 0.002) and t.reconnection_s == pytest.approx(0.004)
     resend = 10_500 - 500  # Nu's head is newer than the primary's heartbeat
     assert t.resend_s == pytest.approx(3 * RTT + resend * 50 / RATE_BPS)
     assert t.replay_tuples == resend + 500  # nothing processed here yet
     assert t.replay_s == pytest.approx(3 * 0.001 + (resend + 500) * 2e-5)  # in three calls of 4,000
-    assert t.complete and t.seconds == pytest.approx(0.1 + 0.004 + t.resend_s + t.replay_s)
+    assert t.complete and t.seconds == pytest.approx(0.102 + 0.004 + t.resend_s + t.replay_s)
 
 
 def test_a_standby_behind_nus_floor_rebuilds_from_it_and_its_backlog_does_not_count(standby):
@@ -256,3 +258,46 @@ def test_the_primary_takes_the_snapshot_interval_its_passive_standby_asks_for(ne
         assert n.snapshot_interval == 5.0
     finally:
         n.stop()
+
+
+def test_a_standby_times_how_late_its_heartbeats_start_and_predicts_a_detection_that_late(standby):
+    """On busy cores a heartbeat starts after it is due (the thread's wake-up, the node's lock): every beat
+    of a crash's detection does, so the standby measures it on the beats it makes and adds it there."""
+    now = [0.0]
+
+    class Primary(PeerBase):
+        address = "n"
+
+        def heartbeat(self, msg, timeout):
+            now[0] += 0.002  # the round trip
+            return m.HeartbeatReply(node="N", role=Role.PRIMARY, epoch=1)
+
+    class Beat:
+        """The wait between heartbeats, on the test's clock: each wake-up 7 ms late, one woken early."""
+
+        def __init__(self):
+            self.early = False
+
+        def wait(self, seconds):
+            now[0] += 0.001 if self.early else seconds + 0.007
+
+        def clear(self):
+            pass
+
+        def set(self):
+            pass
+
+    standby.primary, standby.clock, standby._beat_now = Primary(), lambda: now[0], Beat()
+    standby.registered.set()
+    standby.state.fence.advance(1)
+    standby.detector = FailureDetector(0.1, 3, now=0.0)
+    for _ in range(4):
+        standby._heartbeat_loop()
+    assert list(standby._beat_late) == pytest.approx([0.007] * 3)
+    standby._beat_now.early = True  # from now a notice wakes it before the next beat is due
+    standby._heartbeat_loop()  # after an ordinary wait: a sample
+    standby._heartbeat_loop()  # woken early: none
+    assert len(standby._beat_late) == 4
+    t = standby.predicted_recovery()
+    # Half a period of 107 ms, two polls of 25 + 7 ms, the last call back 2 ms later.
+    assert t.detection_s == pytest.approx(0.0535 + 2 * 0.032 + 0.002)
