@@ -105,9 +105,20 @@ def package_zip() -> Path:
     return dest
 
 
+def _active(spark) -> None:
+    """Make `spark` the calling thread's active session on the JVM side. Spark looks a Python data source
+    up (the feed's sink, at `start()`) in the thread's active session only, and a Python thread that never
+    had one (a node's operator loop restoring its query) found none: DATA_SOURCE_NOT_FOUND, and the node
+    could not rejoin as a standby. PySpark's createDataFrame does the same before it reads."""
+    from pyspark.sql import SparkSession
+
+    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
+
+
 def start_selection(spark, *, address: str, predicate: str, max_rows: int, partitions: int, checkpoint: str,
                     trigger: str, name: str):
     """Start the selection over the feed at `address`; returns the running StreamingQuery."""
+    _active(spark)
     df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(max_rows))
           .option("partitions", str(partitions)).load())
     parsed = df.selectExpr("off", "rstart", "marker", *spark_columns("payload"))
@@ -140,6 +151,7 @@ def start_window(spark, query, *, address: str, partitions: int, checkpoint: str
     from lazystandby.formats.ticks import spark_exact
     from lazystandby.operators.window import WINDOW, partials
 
+    _active(spark)
     # The feed cuts each micro-batch (at most max_rows, at a record), so the reader takes what it offers.
     df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(1 << 62))
           .option("partitions", str(partitions)).load())

@@ -57,11 +57,32 @@ def test_spark_windows_equal_the_python_operator_however_cut_held_or_resumed(sto
         params = Params(batch.first + at, batch.payload(at))
         rest = batch.slice(batch.first + at + 1, batch.first + len(batch))
         py = run_restored(q, rest, params)
-        op.restore(batch.first + at, params)
+        # From a thread of its own, as a node's operator loop restores: a new thread's JVM side has no
+        # active Spark session, and the query's sink (a Python data source) is looked up in it.
+        on_thread(lambda: op.restore(batch.first + at, params))
         got = spark_run(op, rest, rng.sample(range(1, len(rest)), 10))
         assert got == py and 0 < len(got) < len(whole)
     finally:
         op.close()
+
+
+def on_thread(fn):
+    """`fn()` on a new thread; what it raises is raised here."""
+    import threading
+
+    failed: list[BaseException] = []
+
+    def body():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller
+            failed.append(e)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(120)
+    if failed:
+        raise failed[0]
 
 
 def run_restored(q, batch, params):
