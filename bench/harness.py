@@ -100,6 +100,21 @@ def _proc_usage(pids: dict[str, int], table: dict[int, ProcRow] | None = None,
     return {k: tree_usage(table, pid, children) for k, pid in pids.items()}
 
 
+def machine_keys(t0: float) -> dict:
+    """The machine keys every bench summary ends with: wall seconds since `t0` (monotonic), the CPU model,
+    the cores and the one-minute load now."""
+    return {"seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
+            "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def write_details(name: str, publish: bool, details: dict) -> Path:
+    """A bench's details as run/bench/<name> (docs/bench/<name> when published); returns the path."""
+    out = (PUBLISHED if publish else RESULTS) / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(details, indent=1))
+    return out
+
+
 def machine_cpu(stat: str | None = None) -> tuple[float, float, float]:
     """The machine's CPU seconds since boot, every core, from /proc/stat's first line (`stat`: that file's
     text): in processes (user, nice, system: what /proc/<pid>/stat splits among them), in interrupts (hard

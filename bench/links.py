@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -34,11 +33,10 @@ from pathlib import Path
 
 from lazystandby.core.batching import format_bsize, parse_bsize
 from lazystandby.harness import links, results
-from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.launcher import run_trial
 from lazystandby.harness.operator_procs import no_process_left
 
-from .harness import PUBLISHED, RESULTS
+from .harness import machine_keys, write_details
 
 BSIZES = ("1", "10", "100", "1000", "10000", "100000", "inf")
 # Passive Standby beside the warm standby: the window query over a million keys, paced, on one preset.
@@ -235,12 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                   and all(c["exact"] for c in states.values())),
         "delay_applied": all(t["link"]["delay_applied"] for row in grid.values() for c in row.values()
                              for t in c["trials"] if t["link"]),
-        "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
-        "load_1m": round(os.getloadavg()[0], 2),
+        **machine_keys(t0),
     }
-    out = (PUBLISHED if a.publish else RESULTS) / "links.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "cells": grid, "states": states}, indent=1))
+    out = write_details("links.json", a.publish, {"summary": summary, "cells": grid, "states": states})
     plot(table, out.parent)
     print(f"details: {out} and links-*.png beside it", file=sys.stderr)
     print(results.dumps("bench-links", summary))

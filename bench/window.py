@@ -33,20 +33,18 @@ Results: run/bench/window.json (docs/bench with --publish), a JSON summary as th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
 from lazystandby.harness import results
-from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.kafka_broker import LocalKafka
 from lazystandby.harness.launcher import run_dir, run_trial
 from lazystandby.harness.operator_procs import no_process_left
 
 from . import jvm_peers
-from .harness import PUBLISHED, RESULTS, kafka_throughput
+from .harness import kafka_throughput, machine_keys, write_details
 
 FAILOVER_QUERY = "window 30m by symbol agg count, avg(price), max(price)"
 FAILOVER_WINDOW_MS = 30 * 60_000  # the peers' window: FAILOVER_QUERY's
@@ -181,15 +179,12 @@ def main(argv: list[str] | None = None) -> int:
            if f1m else None for peer in PEERS},
         **bound_keys(no_ha, operator_us, peers, os.cpu_count() or 1),
         "window_failover_trials": a.trials, "window_throughput_tuples": a.tuples,
-        "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
-        "load_1m": round(os.getloadavg()[0], 2),
+        **machine_keys(t0),
     }
-    out = (PUBLISHED if a.publish else RESULTS) / "window.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "throughput": [ha, no_ha], "peer_throughput": peers,
-                               "failover": {str(k): v for k, v in by_keys.items()},
-                               "peer_failover": {p: {str(k): v for k, v in d.items()} for p, d in peer_keys.items()}},
-                              indent=1))
+    out = write_details("window.json", a.publish, {
+        "summary": summary, "throughput": [ha, no_ha], "peer_throughput": peers,
+        "failover": {str(k): v for k, v in by_keys.items()},
+        "peer_failover": {p: {str(k): v for k, v in d.items()} for p, d in peer_keys.items()}})
     print(f"details: {out}", file=sys.stderr)
     print(results.dumps("bench-window", summary))
     return 0
