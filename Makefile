@@ -18,7 +18,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick bench-links bench-window up down chaos chaos-campaign certs test-system clean
+	prometheus dashboards-check bench bench-quick bench-links bench-window bench-spark-cycle up down chaos chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -163,6 +163,10 @@ bench-links: setup
 
 bench-window: setup kafka-jars jvm-peers
 	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
+
+# What one Spark window micro-batch costs through the node's feed, beside Spark alone (a minute or two).
+bench-spark-cycle: setup
+	$(VPY) -m bench.spark_cycle $(if $(PUBLISH),--publish)
 
 clean:
 	rm -rf $(VENV) run .cache .pytest_cache .ruff_cache services/lazystandby/v1/*_pb2*

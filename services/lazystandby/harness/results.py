@@ -208,6 +208,21 @@ SUMMARIES: dict[str, Summary] = {
         ("kstreams_window_failover_over_ours_1m", "at 1,000,000 keys: Kafka Streams' over ours (goal at least 10)"),
         *_MACHINE,
     )),
+    "bench-spark-cycle": Summary("What a Spark window micro-batch costs",
+                                 "`make bench-spark-cycle` (details in run/bench/spark-cycle.json)", (
+        ("spark_window_call_ms", "the node's Spark window operator answering a call of 5,000 ticks (a watermark "
+                                 "record every 500): median ms from submit to the call's results"),
+        ("spark_window_data_batch_ms", "its micro-batches that read rows: median `triggerExecution`, ms"),
+        ("spark_window_emit_batch_ms", "its micro-batches that read nothing and emit what the one before closed: "
+                                       "median `triggerExecution`, ms"),
+        ("spark_jvm_batch_ms", "the same aggregation over Spark's rate source into the noop sink (no Python on "
+                               "the path): median `triggerExecution`, ms"),
+        ("spark_window_batch_over_jvm", "the node's data micro-batch over the JVM's: what the feed adds"),
+        ("call_ticks", "ticks per timed call"),
+        ("record_every", "positions between watermark records in the timed calls"),
+        ("jvm_rows_per_s", "rows per second of the rate source"),
+        *_MACHINE,
+    )),
     "bench-links": Summary("Seed 000's trade-off on shaped links",
                            "`make bench-links` (details in run/bench/links.json)", (
         ("links", "per link preset, per Bsize: `overhead` (backup / primary bytes at Nu), `failover_ms_p50` and "
