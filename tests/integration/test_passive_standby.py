@@ -1,5 +1,5 @@
-"""Passive Standby with real node processes: N' holds the primary's snapshots and does no operator work;
-N killed, N' loads the newest snapshot and the output is exact."""
+"""Passive Standby with real node processes: N' holds the primary's snapshots (a full one and the deltas
+after it) and does no operator work; N killed, N' loads them and the output is exact."""
 
 from lazystandby.harness.launcher import run_trial
 
@@ -14,6 +14,7 @@ def test_a_passive_standby_does_no_operator_work_and_takes_over_exactly_from_its
     n, n2 = r["before"]["n"]["counters"], r["before"]["n2"]["counters"]
     assert n.get("snapshots_sent", 0) >= 2 and n.get("snapshot_bytes", 0) > 0, n
     assert n2.get("snapshots", 0) >= 2 and n2.get("snapshot_dropped", 0) > 0, n2
+    assert n.get("snapshot_deltas_sent", 0) >= 1 and n2.get("snapshot_deltas", 0) >= 1, (n, n2)  # incremental
     assert n2.get("processed_tuples", 0) == 0, n2  # no operator work as a standby
     after = r["after"]["n2"]["counters"]
     assert after.get("snapshot_loads") == 1 and after.get("processed_tuples", 0) > 0, after

@@ -122,7 +122,8 @@ class Level0Ack:
 @dataclass(slots=True)
 class SnapshotFrame:
     """Primary -> standby (Passive Standby): the operator's state after input `at.input_pos`, and the outputs
-    Nd had not acknowledged then (`tail`, numbered from `tail.first`)."""
+    Nd had not acknowledged then (`tail`, numbered from `tail.first`). `base` 0: the whole state; else a
+    delta, what the inputs after `base` (the previous snapshot's position) added (core/snapshots.py)."""
 
     epoch: int
     sender: str
@@ -130,6 +131,7 @@ class SnapshotFrame:
     state: bytes
     tail: TupleBatch | None = None
     encode_s: float = 0.0  # the primary's time to encode `state`
+    base: int = 0
 
 
 @dataclass(slots=True)

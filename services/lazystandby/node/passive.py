@@ -2,10 +2,15 @@
 
 The standby does no operator work. Every `snapshot_interval` the primary takes its operator's state at a
 call boundary (after input P, which made C outputs) with the outputs Nd had not acknowledged then (the
-tail), and ships them; the standby keeps the newest snapshot and the backup after it, dropping the backup
-up to P as each snapshot comes. At a takeover it loads the snapshot, puts the tail in OQ' (for Nd to get
+tail), and ships them; the standby keeps the newest state and the backup after it, dropping the backup
+up to P as each snapshot comes. At a takeover it loads that state, puts the tail in OQ' (for Nd to get
 what it lacks of it), and processes what it holds after P and what Nu resends: the operator is
 deterministic over the link order, so it makes the outputs C+1, ... the primary made or would have made.
+
+Snapshots are incremental (core/snapshots.py): after a full one, each is a delta of what the inputs since
+the one before added, until the deltas weigh as much as the full one did; the standby holds the chain
+and loads all of it at a takeover. A chain that breaks (a failed send, a refused delta, a new standby)
+makes the next snapshot full.
 
 Invariants: a standby's operator never runs (it takes from IQ' only up to P, and drops it); the snapshot is
 loaded, in the operator's own thread, before any input after P is processed; a takeover that rebuilds
@@ -21,6 +26,7 @@ import threading
 from ..core import messages as m
 from ..core.errors import PeerError, WrongRole
 from ..core.roles import Role
+from ..core.snapshots import FULL, SnapshotChain, SnapshotPlan
 from ..transport.peer import Peer
 
 
@@ -29,7 +35,8 @@ class PassiveSide:
 
     def _init_passive(self) -> None:
         self.passive = self.cfg.standby_state == "snapshot"
-        self.snapshot_held: m.SnapshotFrame | None = None  # a standby's newest snapshot
+        self.snapshot_chain: SnapshotChain[m.SnapshotFrame] = SnapshotChain()  # a standby's full one and deltas
+        self._snapshot_plan = SnapshotPlan()  # a primary's: full or delta next
         self._snapshot_loaded = True  # nothing held to load
         self._snapshot_received_at = 0.0
         self._snapshot_due_at = 0.0
@@ -46,12 +53,16 @@ class PassiveSide:
         if not self.passive or self.state.role is not Role.PRIMARY or self._in_flight or not self._standby_at:
             return
         now = self.clock()
-        if now < self._snapshot_due_at:
-            return
+        if now < self._snapshot_due_at or self._snapshot_job is not None:
+            return  # a delta's view must reach the sender: the next is taken once it has the one before
         self._snapshot_due_at = now + self.snapshot_interval
         at = self.processed
         tail = self.oq.read(self.level0 + 1, at.output_count - self.level0) if at.output_count > self.level0 else None
-        self._snapshot_job = (self.operator.state_view(), at, tail, self.state.epoch, self._standby_at)
+        plan, address = self._snapshot_plan, self._standby_at
+        view = self.operator.state_view(plan.next_full(address))
+        full = self.operator.view_is_full(view)
+        base = plan.taken(at.input_pos, full, address)
+        self._snapshot_job = (view, at, tail, self.state.epoch, address, base)
         self._snapshot_wake.set()
 
     def _snapshot_loop(self) -> None:
@@ -64,21 +75,27 @@ class PassiveSide:
             job, self._snapshot_job = self._snapshot_job, None
         if job is None:
             return
-        view, at, tail, epoch, address = job
+        view, at, tail, epoch, address, base = job
         t0 = self.clock()
         state = self.operator.encode_state(view)
         encode_s = self.clock() - t0
-        frame = m.SnapshotFrame(epoch=epoch, sender=self.name, at=at, state=state, tail=tail, encode_s=encode_s)
+        frame = m.SnapshotFrame(epoch=epoch, sender=self.name, at=at, state=state, tail=tail, encode_s=encode_s,
+                                base=base)
         try:
             ack = self._snapshot_peer_for(address).snapshot(frame, self.cfg.rpc_timeout)
         except PeerError as e:
             with self.lock:
+                self._snapshot_plan.sent(at.input_pos, base == FULL, len(state), None)
                 self.counters["snapshot_errors"] += 1
             self.links.note("standby", address, e)
             return
         with self.lock:
+            self._snapshot_plan.sent(at.input_pos, base == FULL, len(state), ack.held_through)
+            if ack.held_through != at.input_pos:
+                self.counters["snapshots_refused"] += 1
             self.snapshot_encode_s = encode_s
             self.counters["snapshots_sent"] += 1
+            self.counters["snapshot_deltas_sent"] += base != FULL
             self.counters["snapshot_bytes"] += ack.wire_bytes
 
     def _snapshot_peer_for(self, address: str) -> Peer:
@@ -89,8 +106,15 @@ class PassiveSide:
         return self._snapshot_peer[1]
 
     # --- the standby's side --------------------------------------------------------------------------
+    @property
+    def snapshot_held(self) -> m.SnapshotFrame | None:
+        """A standby's newest snapshot (full or delta), None when none is held."""
+        frames = self.snapshot_chain.links
+        return frames[-1][2] if frames else None
+
     def handle_snapshot(self, msg: m.SnapshotFrame) -> m.SnapshotAck:
-        """Keep the newer snapshot; the operator loop drops the backup it covers."""
+        """Keep a newer full snapshot, or a delta on the newest held; the operator loop drops the backup they
+        cover. The answer says how far what is held reaches: short of `msg`, the primary sends a full one."""
         with self.lock:
             if self.state.role is not Role.STANDBY:
                 raise self._wrong("Snapshot")
@@ -98,18 +122,22 @@ class PassiveSide:
                 raise WrongRole(f"{self.name}: Snapshot is for a standby with standby_state=snapshot; this one "
                                 f"keeps its state warm")
             self._check_epoch(msg.epoch, msg.sender, "snapshot")
-            held = self.snapshot_held
-            if held is None or msg.at.input_pos > held.at.input_pos:
-                self.snapshot_held, self._snapshot_loaded = msg, False
+            chain = self.snapshot_chain
+            if chain.offer(msg.at.input_pos, msg.base, msg):
+                self._snapshot_loaded = False
                 self._snapshot_received_at = self.clock()
-                self.snapshot_encode_s = msg.encode_s
+                # Loading the chain decodes each of its snapshots: about what encoding them took.
+                self.snapshot_encode_s = sum(f.encode_s for f in chain.frames())
                 self.counters["snapshots"] += 1
+                self.counters["snapshot_deltas"] += msg.base != FULL
                 self.lock.notify_all()
-            return m.SnapshotAck(held_through=self.snapshot_held.at.input_pos)
+            else:
+                self.counters["snapshots_refused"] += 1
+            return m.SnapshotAck(held_through=chain.through or 0)
 
     def _snapshot_through(self) -> int | None:
         """Holding the lock: the input position the held snapshot covers (None: none held)."""
-        return self.snapshot_held.at.input_pos if self.passive and self.snapshot_held is not None else None
+        return self.snapshot_chain.through if self.passive else None
 
     def _snapshot_due(self) -> bool:
         """Holding the lock: this node has taken over (or is taking over) and its snapshot is not loaded."""
@@ -122,11 +150,12 @@ class PassiveSide:
         lacks; a passive standby made no outputs, so OQ' holds nothing else)."""
         self._collect(block=True)
         with self.lock:
-            snap = self.snapshot_held
-            if snap is None or self._snapshot_loaded:
+            frames = self.snapshot_chain.frames()
+            if not frames or self._snapshot_loaded:
                 return
+        snap = frames[-1]
         t0 = self.clock()
-        self.operator.load_state(snap.state)
+        self.operator.load_state(frames[0].state, [f.state for f in frames[1:]])
         with self.lock:
             self._snapshot_loaded = True
             self.counters["snapshot_loads"] += 1
@@ -144,15 +173,18 @@ class PassiveSide:
 
     def _forget_snapshot(self) -> None:
         """Holding the lock: the state is rebuilt from Nu instead; the snapshot is not to be loaded over it."""
-        self.snapshot_held, self._snapshot_loaded = None, True
+        self.snapshot_chain.clear()
+        self._snapshot_loaded = True
 
     def _snapshot_status(self) -> dict | None:
         if not self.passive:
             return None
-        snap = self.snapshot_held
-        out = {"sent": self.counters.get("snapshots_sent", 0), "bytes_sent": self.counters.get("snapshot_bytes", 0),
-               "encode_s": round(self.snapshot_encode_s, 4)}
-        if snap is not None:
-            out.update(held_through=snap.at.input_pos, held_bytes=len(snap.state),
-                       held_age_s=round(self.clock() - self._snapshot_received_at, 3), loaded=self._snapshot_loaded)
+        frames = self.snapshot_chain.frames()
+        c = self.counters
+        out = {"sent": c.get("snapshots_sent", 0), "bytes_sent": c.get("snapshot_bytes", 0),
+               "deltas_sent": c.get("snapshot_deltas_sent", 0), "encode_s": round(self.snapshot_encode_s, 4)}
+        if frames:
+            out.update(held_through=frames[-1].at.input_pos, held_bytes=sum(len(f.state) for f in frames),
+                       held_deltas=len(frames) - 1, held_age_s=round(self.clock() - self._snapshot_received_at, 3),
+                       loaded=self._snapshot_loaded)
         return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from concurrent.futures import Future
 
 import numpy as np
@@ -107,18 +108,25 @@ class Operator(ABC):
 
     # An operator whose state can be shipped (Passive Standby, standby_state=snapshot): `state_view` takes
     # it at a call boundary, cheaply (under the node's lock); `encode_state` makes bytes of that view
-    # elsewhere, while calls go on; `load_state` puts such bytes back in place of whatever is held.
+    # elsewhere, while calls go on; `load_state` puts such bytes back in place of whatever is held. A
+    # delta view (core/snapshots.py) holds what the inputs since the previous view added, and only that.
     snapshots = False
 
-    def state_view(self) -> object:
-        """The state as it is now, in a form later calls do not change (immutable parts, copied shallowly)."""
+    def state_view(self, full: bool = True) -> object:
+        """The state as it is now (`full`), or what changed since the previous view, in a form later calls
+        do not change (immutable parts, copied shallowly). Every view starts a new delta. An operator that
+        cannot tell a delta (it tracked none since) gives a full view: `view_is_full` says which."""
         raise NotImplementedError(f"{self.name} keeps no state to ship")
+
+    def view_is_full(self, view: object) -> bool:
+        return True
 
     def encode_state(self, view: object) -> bytes:
         raise NotImplementedError(f"{self.name} keeps no state to ship")
 
-    def load_state(self, data: bytes) -> None:
-        """Replace the state with the one `encode_state` made; only with nothing in flight."""
+    def load_state(self, data: bytes, deltas: Sequence[bytes] = ()) -> None:
+        """Replace the state with the one a full view's `encode_state` made, then add each delta's, in
+        order; only with nothing in flight."""
         raise NotImplementedError(f"{self.name} keeps no state to ship")
 
     def live_keys(self) -> int:

@@ -20,6 +20,7 @@ window waits for them.
 from __future__ import annotations
 
 import decimal
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -123,6 +124,11 @@ class WindowAggregate(Operator):
         self.watermark: int | None = None
         self.unparseable = 0
         self.results = 0
+        # What the calls added since the last state view (each call's partials, before tiering): the next
+        # delta snapshot. None: not tracked (no view taken yet, or more rows than the state itself: a
+        # delta that large is worth no more than a full view, and nobody took one for a while).
+        self._delta: list[pa.Table] | None = None
+        self._delta_rows = 0
 
     # --- state --------------------------------------------------------------------------------------
     COMPACT_AT = 16  # most tables a window holds: past it the newest are merged whatever their sizes
@@ -149,23 +155,40 @@ class WindowAggregate(Operator):
         """A node resuming at `position` without the state before it starts empty, with the watermark in
         force there; it holds every input of every window not delivered yet (Nu trims OQu no further)."""
         self._by_window, self._rows, self._bytes = {}, 0, 0
+        self._delta, self._delta_rows = None, 0
         wm = control.watermark_of(params.payload) if params is not None else None
         self.watermark = wm
 
     snapshots = True
 
-    def state_view(self) -> tuple:
-        """The open windows' tables (immutable Arrow tables, the lists copied) and the watermark."""
-        return {w: list(ts) for w, ts in self._by_window.items()}, self.watermark, self.unparseable, self.results
+    def state_view(self, full: bool = True) -> tuple:
+        """A full view: the open windows' tables (immutable Arrow tables, the lists copied); a delta: the
+        partials the calls made since the previous view. Both with the watermark and the counters."""
+        delta, self._delta, self._delta_rows = self._delta, [], 0
+        if full or delta is None:
+            return True, {w: list(ts) for w, ts in self._by_window.items()}, self.watermark, self.unparseable, \
+                self.results
+        return False, delta, self.watermark, self.unparseable, self.results
+
+    def view_is_full(self, view: tuple) -> bool:
+        return view[0]
 
     def encode_state(self, view: tuple) -> bytes:
-        """One Arrow IPC stream (zstd-compressed buffers): every open window's partials merged into one
-        table per window (so a snapshot holds each (window, key) group once), then concatenated; the
-        watermark and counters in its schema's metadata."""
-        by_window, watermark, unparseable, results = view
-        merged = [self._merge(pa.concat_tables(ts)) if len(ts) > 1 else ts[0] for ts in by_window.values() if ts]
+        """One Arrow IPC stream (zstd-compressed buffers), the watermark and counters in its schema's
+        metadata. Full: every open window's partials merged into one table per window (so a snapshot holds
+        each (window, key) group once), concatenated. Delta: the calls' partials merged into one table,
+        less the windows final at the watermark (nobody needs them again)."""
+        full, tables, watermark, unparseable, results = view
+        if full:
+            merged = [self._merge(pa.concat_tables(ts)) if len(ts) > 1 else ts[0] for ts in tables.values() if ts]
+        else:
+            merged = [self._merge(pa.concat_tables(tables))] if tables else []
+            if merged and watermark is not None:
+                starts = merged[0][_WIN].to_numpy()
+                merged = [merged[0].filter(pa.array(self.spec.final_at(starts) > watermark))]
         meta = {b"watermark": b"" if watermark is None else str(watermark).encode(),
-                b"unparseable": str(unparseable).encode(), b"results": str(results).encode()}
+                b"unparseable": str(unparseable).encode(), b"results": str(results).encode(),
+                b"kind": b"full" if full else b"delta"}
         sink = pa.BufferOutputStream()
         schema = (merged[0].schema if merged else self._empty_partials().schema).with_metadata(meta)
         with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
@@ -173,20 +196,34 @@ class WindowAggregate(Operator):
                 w.write_table(t.replace_schema_metadata(meta))
         return sink.getvalue().to_pybytes()
 
-    def load_state(self, data: bytes) -> None:
-        """The state `encode_state` made, in place of what is held."""
-        reader = pa.ipc.open_stream(pa.py_buffer(data))
-        table = reader.read_all()
-        meta = reader.schema.metadata or {}
-        self._by_window, self._rows, self._bytes = {}, 0, 0
-        if table.num_rows:
-            wins = table[_WIN].to_numpy()
-            for start in np.unique(wins).tolist():
-                self._hold(start, [table.filter(pa.array(wins == start)).combine_chunks()])
+    def load_state(self, data: bytes, deltas: Sequence[bytes] = ()) -> None:
+        """The state a full view's `encode_state` made, in place of what is held, with each delta's added
+        in order: a window's partials from all of them merged once, then the windows final at the last
+        watermark dropped (their results were made before the last snapshot)."""
+        by_window: dict[int, list[pa.Table]] = {}
+        meta: dict = {}
+        for i, blob in enumerate([data, *deltas]):
+            reader = pa.ipc.open_stream(pa.py_buffer(blob))
+            table = reader.read_all()
+            meta = reader.schema.metadata or {}
+            if (meta.get(b"kind", b"full") == b"full") != (i == 0):
+                raise ValueError(f"snapshot {i} of a chain is {meta.get(b'kind', b'full').decode()}: "
+                                 f"a chain is one full snapshot, then deltas")
+            if table.num_rows:
+                wins = table[_WIN].to_numpy()
+                for start in np.unique(wins).tolist():
+                    by_window.setdefault(start, []).append(table.filter(pa.array(wins == start)))
         wm = meta.get(b"watermark", b"")
         self.watermark = int(wm) if wm else None
         self.unparseable = int(meta.get(b"unparseable", b"0"))
         self.results = int(meta.get(b"results", b"0"))
+        self._by_window, self._rows, self._bytes = {}, 0, 0
+        self._delta, self._delta_rows = None, 0
+        for start, tables in by_window.items():
+            if self.watermark is not None and self.spec.final_at(start) <= self.watermark:
+                continue
+            merged = self._merge(pa.concat_tables(tables)) if len(tables) > 1 else tables[0]
+            self._hold(start, [merged.combine_chunks()])
 
     def _empty_partials(self) -> pa.Table:
         """A table with no rows in the partials' schema (a snapshot of no open window)."""
@@ -254,6 +291,11 @@ class WindowAggregate(Operator):
         for c in self._columns:
             table[c] = cols[c].cast(_DECIMAL[FIELD_TYPE[c]]).take(take)
         partial = self._merge(pa.table(table), first=True)
+        if self._delta is not None:
+            self._delta.append(partial)
+            self._delta_rows += partial.num_rows
+            if self._delta_rows > max(self._rows, 1 << 16):
+                self._delta, self._delta_rows = None, 0
         wins = partial[_WIN].to_numpy()
         starts_in = np.unique(wins).tolist()
         for start in starts_in:

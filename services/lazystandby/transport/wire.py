@@ -350,7 +350,7 @@ def status_reply_from_pb(msg: pb.StatusReply) -> m.StatusReply:
 
 def snapshot_to_pb(f: m.SnapshotFrame) -> pb.SnapshotFrame:
     out = pb.SnapshotFrame(epoch=f.epoch, sender=f.sender, at=level1_to_pb(f.at, f.epoch), state=f.state,
-                           encode_s=f.encode_s)
+                           encode_s=f.encode_s, base=f.base)
     if f.tail is not None and len(f.tail):
         out.tail_first, out.tail_count, out.tail = f.tail.first, len(f.tail), tuples.encode(f.tail)
         if f.tail.sources is not None:
@@ -366,7 +366,7 @@ def snapshot_from_pb(msg: pb.SnapshotFrame, *, node: str = "") -> m.SnapshotFram
             raise MalformedMessage(f"{node}: snapshot tail of {len(tail)} outputs with {len(sources)} sources")
         tail = tuples.TupleBatch._of(tail.first, tail.streams, tail.seqs, tail.payloads, sources)
     return m.SnapshotFrame(epoch=msg.epoch, sender=msg.sender, at=checkpoint_from_pb(msg.at), state=msg.state,
-                           tail=tail, encode_s=msg.encode_s)
+                           tail=tail, encode_s=msg.encode_s, base=msg.base)
 
 
 def snapshot_ack_to_pb(a: m.SnapshotAck) -> pb.SnapshotAck:

@@ -2,6 +2,8 @@
 operator work, drops the backup a snapshot covers, and at a takeover loads the snapshot and makes the
 outputs the primary made from the same inputs."""
 
+from contextlib import contextmanager
+
 import pytest
 
 from lazystandby.config import NodeConfig
@@ -77,6 +79,68 @@ def test_the_standby_holds_the_snapshot_does_no_work_and_makes_the_primarys_outp
     finally:
         primary.stop()
         standby.stop()
+
+
+@contextmanager
+def pair(net):
+    """A primary and its passive standby, the primary knowing where the standby is."""
+    primary, standby = node(net, "primary", "n"), node(net, "standby", "s")
+    try:
+        standby.registered.set()
+        primary._standby_at = "s"
+        yield primary, standby
+    finally:
+        primary.stop()
+        standby.stop()
+
+
+def primary_takes(net, primary, first, n):
+    """Positions first.. reach the primary, which processes them, then takes and sends a snapshot."""
+    net.call_pb("n", "Push", frame(link(first, n)))
+    loop_once(primary)
+    primary._snapshot_loop()
+
+
+def test_deltas_after_a_full_snapshot_make_a_chain_the_takeover_loads_whole(net):
+    with pair(net) as (primary, standby):
+        enc = BatchEncoder(CodecName.ZSTD_STREAM)
+        for first, n in ((1, 400), (401, 300), (701, 250), (951, 300)):
+            if first < 951:
+                primary_takes(net, primary, first, n)
+            else:  # no snapshot after these
+                net.call_pb("n", "Push", frame(link(first, n)))
+                loop_once(primary)
+            net.call_pb("s", "Backup", backup_frame(enc, [link(first, n)]))
+        frames = standby.snapshot_chain.frames()
+        assert [f.base for f in frames] == [0, 400, 700] and standby._snapshot_through() == 950
+        assert primary.counters["snapshot_deltas_sent"] == 2 and standby.counters["snapshot_deltas"] == 2
+        assert standby._snapshot_status()["held_deltas"] == 2
+        standby.state.become(Role.PROMOTING, epoch=2)
+        loop_once(standby)
+        loop_once(standby)
+        assert standby.counters["snapshot_loads"] == 1 and standby.processed == primary.processed
+        assert standby.counters["processed_tuples"] == 300  # only what follows the chain's last snapshot
+        made, at = primary.processed.output_count, frames[-1].at.output_count
+        assert made > at and outputs(standby, at + 1, made) == outputs(primary, at + 1, made)
+
+
+def test_a_delta_the_standby_cannot_chain_is_refused_and_the_next_snapshot_is_full(net):
+    with pair(net) as (primary, standby):
+        primary_takes(net, primary, 1, 400)
+        standby.snapshot_chain.clear()  # the standby lost what the delta builds on (it restarted, say)
+        primary_takes(net, primary, 401, 100)
+        assert standby.snapshot_held is None and standby.counters["snapshots_refused"] == 1
+        assert primary.counters["snapshots_refused"] == 1
+        primary_takes(net, primary, 501, 100)
+        assert [f.base for f in standby.snapshot_chain.frames()] == [0]  # full again
+        assert standby._snapshot_through() == 600
+        # A delta that never arrives: the next one is full too.
+        net.down("s")
+        primary_takes(net, primary, 601, 100)
+        assert primary.counters["snapshot_errors"] == 1
+        net.up("s")
+        primary_takes(net, primary, 701, 100)
+        assert [f.base for f in standby.snapshot_chain.frames()] == [0] and standby._snapshot_through() == 800
 
 
 def test_a_snapshot_older_than_the_one_held_is_not_taken_and_a_warm_standby_or_a_primary_refuses_one(net):
