@@ -18,7 +18,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick bench-links bench-window bench-spark-cycle up down chaos chaos-campaign certs test-system clean
+	prometheus dashboards-check bench bench-quick bench-links bench-window bench-spark-cycle up down chaos shape chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -125,7 +125,12 @@ down:
 
 chaos: setup
 	bash deploy/docker/build.sh >/dev/null
-	$(VPY) deploy/chaos/chaos.py $(FAULT)
+	$(if $(LINK),LS_LINK=$(LINK)) $(VPY) deploy/chaos/chaos.py $(FAULT)
+
+# The running stack's node links shaped as `launch --link` shapes processes' (LINK=10mbit, 100mbit, 1gbit or
+# RATE[:DELAY_MS]; root, tc on the host). make chaos LINK=... shapes each fault's stack the same way.
+shape: setup
+	$(VPY) deploy/chaos/chaos.py shape $(LINK)
 
 # Faults drawn at random from the whole catalog (singles and pairs) against a Kafka load, processes on
 # loopback, the truth table after each; JSON summary last (runs, lost, duplicated, stalled, double_faults).

@@ -6,6 +6,10 @@ and the truth-table check runs inside the stack's network. One JSON line per fau
 are kept in run/chaos-logs/<fault>/<service>.log.
 
     python deploy/chaos/chaos.py kill-primary        (make chaos FAULT=kill-primary; FAULT=all for every one)
+    python deploy/chaos/chaos.py shape 10mbit        (make shape LINK=10mbit: the running stack's node links)
+
+LS_LINK (a preset of harness/links.py, or RATE[:DELAY_MS]) shapes the nodes' links for each fault, as
+`lazystandby launch --link` does for processes.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from pathlib import Path
 import docker
 
 from lazystandby.config import NodeConfig
+from lazystandby.core.errors import LinkError, SettingError
 from lazystandby.harness import results
 from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner, standby_back
+from lazystandby.harness.links import parse_link, shape_device
 from lazystandby.harness.operator_procs import hang, kill_all, no_process_left
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,6 +225,41 @@ def _firewall(c, peer, cut: bool) -> None:
             raise LinkCutUnavailable(f"iptables in {c.name}'s network namespace failed: {done.stderr.strip()}")
 
 
+SHAPED_SERVICES = ("nu", *OPERATOR_SERVICES, "nd")  # the pipeline's nodes: their links carry what a failover moves
+
+
+def shape(client: docker.DockerClient, spec: str) -> dict:
+    """Shape the egress of every running node container to the link `spec` (a preset or RATE[:DELAY_MS]),
+    with tc run in the container's network namespace from the host (the node image has no tc and no
+    NET_ADMIN, and needs neither). Each link between two nodes then carries the rate both ways, as
+    `launch --link` shapes each node's own interface. A container started later (a restart, a spare) is
+    not shaped. Returns what was shaped."""
+    preset = parse_link(spec)
+    missing = [t for t in ("nsenter", "tc") if shutil.which(t) is None]
+    if missing or os.geteuid() != 0:
+        raise LinkError(f"shaping the stack's links needs root and nsenter and tc on the Docker host "
+                        f"(iproute2){': missing ' + ', '.join(missing) if missing else ''}")
+    shaped, delay = [], []
+    for service in SHAPED_SERVICES:
+        try:
+            c = container(client, service)
+        except RuntimeError:
+            continue  # a spare not started
+        c.reload()
+        if c.status != "running":
+            continue
+        tc = ["nsenter", "-t", str(c.attrs["State"]["Pid"]), "-n", "tc"]
+        delay.append(shape_device(tc, "eth0", preset))
+        shown = subprocess.run([*tc, "qdisc", "show", "dev", "eth0"], capture_output=True, text=True).stdout
+        if "tbf" not in shown:
+            raise LinkError(f"{service}: eth0 shows no rate after shaping: {shown.strip()!r}")
+        shaped.append(service)
+    if not shaped:
+        raise LinkError("no node container is running to shape (make up first)")
+    return {"preset": preset.name, "rate_bps": preset.rate_bps, "delay_ms": preset.delay_ms,
+            "delay_applied": all(delay), "services": shaped}
+
+
 def cut(step: Step, client: docker.DockerClient, c, heal: bool = False) -> None:
     """Cut (or heal) the links of `step`: every link of the target ("*": off the network and back under
     its service name, as a real host goes away), or the one link to `step.peer` (a firewall rule)."""
@@ -323,6 +364,9 @@ def took_over_last(nodes: dict, t0: float) -> tuple[str | None, float | None]:
 def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> dict:
     say(f"{fault.name}: starting the stack (operator {os.environ.get('LS_OPERATOR', 'the compose default')})")
     compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES, total=fault.load)
+    link = shape(client, os.environ["LS_LINK"]) if os.environ.get("LS_LINK") else None
+    if link:
+        say(f"{fault.name}: links of {', '.join(link['services'])} shaped to {link['preset']}")
     compose("up", "-d", "generator", total=fault.load)
     say(f"{fault.name}: stack healthy; load of {fault.load:,} ticks on")
     time.sleep(4)  # load on
@@ -371,6 +415,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            # How close a working primary came to losing its lease at Nd (the launcher's key of the same name).
            "primary_longest_silence_ms": (result.get("nodes", {}).get("Nd") or {}).get("primary_longest_silence_ms"),
            "wrong": result.get("wrong", 0),
+           "link": link,
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0
            and not result.get("wrong") and result.get("admitted_all", True)}
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
@@ -467,6 +512,16 @@ def run_shared(name: str, client: docker.DockerClient, prefix: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "shape":
+        if len(argv) != 2:
+            print("usage: chaos.py shape LINK (a preset: 1gbit, 100mbit, 10mbit; or RATE[:DELAY_MS])", file=sys.stderr)
+            return 2
+        try:
+            print(json.dumps(shape(docker.from_env(), argv[1])))
+        except (LinkError, SettingError, docker.errors.DockerException) as e:
+            print(f"chaos shape: {e}", file=sys.stderr)
+            return 3
+        return 0
     names = list(FAULTS) if not argv or argv[0] == "all" else argv
     unknown = [n for n in names if n not in FAULTS]
     if unknown:

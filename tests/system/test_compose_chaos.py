@@ -15,7 +15,10 @@ sys.path.insert(0, str(ROOT / "deploy" / "chaos"))
 import chaos  # noqa: E402
 
 
-def test_kill_the_primary_container_under_load(chaos_run):
+def test_kill_the_primary_container_under_load_behind_shaped_links(chaos_run, monkeypatch):
+    """N's container killed under load, every node container's egress shaped first (LS_LINK: tc in its
+    namespace, run from the host)."""
+    monkeypatch.setenv("LS_LINK", "100mbit")
     r = chaos_run("kill-primary")
     assert r["ok"], r
     assert r["expected"] > 1000 and r["got"] == r["expected"]
@@ -23,6 +26,9 @@ def test_kill_the_primary_container_under_load(chaos_run):
     assert r["recovery_ms"] is not None and r["recovery_ms"] < 30_000
     # The image ships the native compressor `make setup` built (the image itself has no C compiler).
     assert r["codec_backend"].startswith("libzstd"), r
+    link = r["link"]
+    assert link["preset"] == "100mbit" and link["rate_bps"] == 100_000_000, link
+    assert {"nu", "n", "n-standby", "nd"} <= set(link["services"]), link
 
 
 def test_a_window_query_through_a_killed_primary_container_is_exact(chaos_run, monkeypatch):

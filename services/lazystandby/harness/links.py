@@ -82,6 +82,20 @@ def netem_args(preset: LinkPreset) -> list[str]:
     return ["netem", "delay", f"{preset.delay_ms}ms"]
 
 
+def shape_device(tc: list[str], dev: str, preset: LinkPreset) -> bool:
+    """Shape `dev`'s egress to `preset`, with `tc` the command that reaches its namespace (`tc -n NS`,
+    `nsenter -t PID -n tc`): the rate (tbf), under a delay (netem) where the kernel has netem. Replaces
+    what `dev` had. Returns whether the delay was applied; raises LinkError when the rate cannot be."""
+    _run(*tc, "qdisc", "del", "dev", dev, "root", check=False)  # none there yet: tc says so, and that is fine
+    if preset.delay_ms > 0:
+        netem = _run(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", *netem_args(preset), check=False)
+        if netem.returncode == 0:
+            _run(*tc, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:", *tbf_args(preset))
+            return True
+    _run(*tc, "qdisc", "add", "dev", dev, "root", *tbf_args(preset))
+    return False
+
+
 def available() -> str:
     """Why shaped links cannot be made here ("" when they can): root and iproute2 are needed."""
     if os.geteuid() != 0:
@@ -204,15 +218,7 @@ class ShapedNetwork:
 
     def _shape(self, ns: str) -> None:
         """The rate at the place's egress; the delay under it where the kernel has netem."""
-        if self.link.delay_ms > 0:
-            netem = _run("tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:",
-                         *netem_args(self.link), check=False)
-            if netem.returncode == 0:
-                self.delay_applied = True
-                _run("tc", "-n", ns, "qdisc", "add", "dev", "eth0", "parent", "1:", "handle", "2:",
-                     *tbf_args(self.link))
-                return
-        _run("tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", *tbf_args(self.link))
+        self.delay_applied = shape_device(["tc", "-n", ns], "eth0", self.link)
 
     def down(self) -> None:
         """Remove every namespace (its veth goes with it) and the bridge."""

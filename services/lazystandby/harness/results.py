@@ -159,6 +159,8 @@ SUMMARIES: dict[str, Summary] = {
         ("primary_longest_silence_ms", "as for `launch`"),
         ("ok", "0 lost, 0 duplicated, a takeover if the fault must cause one, restarted nodes back"),
         ("steps", "each step's action, target and seconds after the first (a spare started, an exit code)"),
+        ("link", "with LS_LINK: the link the node containers' egress was shaped to (preset, rate_bps, delay_ms, "
+                 "delay_applied, services); null: unshaped"),
         ("rounds", "`kill-primary-repeatedly`: the epoch and recovery of each round"),
         ("restarted", "operator nodes compose started again: restarts, role, epoch, backed_up"),
         ("logs", "where every container's logs went (a failed fault)"),

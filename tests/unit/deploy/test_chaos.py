@@ -286,3 +286,61 @@ def test_a_pause_that_keeps_failing_or_fails_otherwise_is_raised(monkeypatch):
     with pytest.raises(docker.errors.APIError, match="No such container"):
         chaos.pause(other)
     assert other.paused == 0
+
+
+def shaping_on(monkeypatch, services=("nu", "n", "n-standby", "nd"), netem=True, shows="qdisc tbf 2: parent 1:"):
+    """chaos.shape over running containers of `services` (the others not there), as root with nsenter and
+    tc: the commands it runs."""
+    boxes = {s: NetContainer([], s, 100 + i, f"10.0.0.{i}") for i, s in enumerate(services)}
+
+    def find(client, service):
+        if service not in boxes:
+            raise RuntimeError(f"no container for service {service}")
+        return boxes[service]
+
+    monkeypatch.setattr(chaos, "container", find)
+    monkeypatch.setattr(chaos.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    monkeypatch.setattr(chaos.os, "geteuid", lambda: 0)
+    ran = []
+
+    def run(cmd, **kw):
+        ran.append(cmd)
+        failed = ("netem" in cmd and not netem) or "del" in cmd  # nothing to delete on a fresh interface
+        return type("Done", (), {"returncode": 2 if failed else 0, "stderr": "", "stdout": shows})()
+
+    monkeypatch.setattr(chaos.subprocess, "run", run)
+    return ran
+
+
+def test_every_running_node_container_is_shaped_in_its_own_namespace_with_the_delay_under_the_rate(monkeypatch):
+    ran = shaping_on(monkeypatch)
+    got = chaos.shape(None, "10mbit")
+    assert got["services"] == ["nu", "n", "n-standby", "nd"] and got["delay_applied"] and got["rate_bps"] == 10**7
+    tc = ["nsenter", "-t", "101", "-n", "tc"]  # n's namespace
+    assert [*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem", "delay", "5.0ms"] in ran
+    rate = next(c for c in ran if c[:5] == tc and "tbf" in c)
+    assert rate[rate.index("tbf") + 1:rate.index("tbf") + 3] == ["rate", "10000kbit"] and "parent" in rate
+
+
+def test_a_kernel_without_netem_gets_the_rate_alone_and_says_so(monkeypatch):
+    ran = shaping_on(monkeypatch, services=("nu", "nd"), netem=False)
+    got = chaos.shape(None, "10mbit")
+    assert got["services"] == ["nu", "nd"] and not got["delay_applied"]
+    assert ["nsenter", "-t", "101", "-n", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "10000kbit",
+            "burst", "3100", "limit", "62500"] in ran
+
+
+def test_shaping_that_cannot_hold_says_why_and_a_bad_link_is_refused(monkeypatch):
+    shaping_on(monkeypatch, shows="qdisc noqueue 0: root")
+    with pytest.raises(chaos.LinkError, match="nu: eth0 shows no rate after shaping"):
+        chaos.shape(None, "100mbit")
+    with pytest.raises(chaos.SettingError, match="expected one of"):
+        chaos.shape(None, "fast")
+    shaping_on(monkeypatch, services=())
+    with pytest.raises(chaos.LinkError, match="no node container is running"):
+        chaos.shape(None, "1gbit")
+    shaping_on(monkeypatch)
+    monkeypatch.setattr(chaos.shutil, "which", lambda tool: None if tool == "tc" else f"/usr/bin/{tool}")
+    monkeypatch.setattr(chaos.subprocess, "run", lambda *a, **k: pytest.fail("nothing may run"))
+    with pytest.raises(chaos.LinkError, match="missing tc"):
+        chaos.shape(None, "1gbit")
