@@ -29,6 +29,8 @@ from ..core.roles import Role
 from ..core.snapshots import FULL, SnapshotChain, SnapshotPlan
 from ..transport.peer import Peer
 
+TAIL_WAIT_S = 1.0
+
 
 class PassiveSide:
     """The snapshots of a Passive Standby pair: taken and sent by the primary, held and loaded by N'."""
@@ -40,6 +42,7 @@ class PassiveSide:
         self._snapshot_loaded = True  # nothing held to load
         self._snapshot_received_at = 0.0
         self._snapshot_due_at = 0.0
+        self._snapshot_waiting_since = -1.0  # the due time of a snapshot waiting for Nd's acks
         self._snapshot_job: tuple | None = None  # a primary's snapshot taken, waiting for the sender
         self._snapshot_wake = threading.Event()
         self._snapshot_peer: tuple[str, Peer] | None = None
@@ -49,14 +52,25 @@ class PassiveSide:
     def _maybe_snapshot(self) -> None:
         """Holding the lock, at a call boundary (nothing in flight): when a snapshot is due and the standby's
         address is known (its heartbeats say it), the state's view, the checkpoint it stands at and the tail
-        go to the sender; the view is cheap (shallow), its encoding is the sender's."""
+        go to the sender; the view is cheap (shallow), its encoding is the sender's.
+
+        A due snapshot waits, up to TAIL_WAIT_S (half an interval at most), for a call boundary where Nd has
+        acknowledged every output: a window closing makes a burst of outputs that Nd acknowledges within
+        tens of milliseconds, and a snapshot taken inside the burst would carry it all as its tail (at a
+        million keys, most of the snapshot's bytes). The wait is short: what a takeover replays grows
+        with the snapshot's age."""
         if not self.passive or self.state.role is not Role.PRIMARY or self._in_flight or not self._standby_at:
             return
         now = self.clock()
-        if now < self._snapshot_due_at or self._snapshot_job is not None:
+        due = self._snapshot_due_at
+        if now < due or self._snapshot_job is not None:
             return  # a delta's view must reach the sender: the next is taken once it has the one before
-        self._snapshot_due_at = now + self.snapshot_interval
         at = self.processed
+        if at.output_count > self.level0 and now < due + min(TAIL_WAIT_S, self.snapshot_interval / 2):
+            self.counters["snapshots_waited"] += due != self._snapshot_waiting_since  # once per snapshot
+            self._snapshot_waiting_since = due
+            return
+        self._snapshot_due_at = now + self.snapshot_interval
         tail = self.oq.read(self.level0 + 1, at.output_count - self.level0) if at.output_count > self.level0 else None
         plan, address = self._snapshot_plan, self._standby_at
         view = self.operator.state_view(plan.next_full(address))

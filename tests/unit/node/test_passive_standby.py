@@ -16,6 +16,7 @@ from lazystandby.formats import control
 from lazystandby.formats.query import parse_query
 from lazystandby.formats.ticks import Tick
 from lazystandby.node.operator_node import OperatorNode
+from lazystandby.node.passive import TAIL_WAIT_S
 from lazystandby.operators.window import WindowAggregate
 from tests.unit.node.support import backup_frame, frame, loop_once
 
@@ -36,9 +37,10 @@ def link(first, n, wm_every=50):
     return TupleBatch(first=first, streams=streams, seqs=list(range(first, first + n)), payloads=payloads)
 
 
-def node(net, role, name):
-    n = OperatorNode(NodeConfig(role=role, listen=name, query=QUERY, standby_state="snapshot", snapshot_interval=1e-6,
-                                standby_defer=0), WindowAggregate(parse_query(QUERY)), net.peer)
+def node(net, role, name, interval=1e-6):
+    cfg = NodeConfig(role=role, listen=name, query=QUERY, standby_state="snapshot", snapshot_interval=interval,
+                     standby_defer=0)
+    n = OperatorNode(cfg, WindowAggregate(parse_query(QUERY)), net.peer)
     net.register(name, n)
     return n
 
@@ -141,6 +143,38 @@ def test_a_delta_the_standby_cannot_chain_is_refused_and_the_next_snapshot_is_fu
         net.up("s")
         primary_takes(net, primary, 701, 100)
         assert [f.base for f in standby.snapshot_chain.frames()] == [0] and standby._snapshot_through() == 800
+
+
+def test_a_due_snapshot_waits_a_little_for_nd_to_acknowledge_the_outputs_it_would_carry(net):
+    primary = node(net, "primary", "n", interval=10.0)
+    try:
+        primary._standby_at = "s"
+        net.call_pb("n", "Push", frame(link(1, 400)))
+        now = [100.0]
+        primary.clock = lambda: now[0]
+        primary._snapshot_due_at = 100.0
+        loop_once(primary)  # the watermarks closed windows: outputs Nd has not acknowledged
+        made = primary.processed.output_count
+        assert made > primary.level0 == 0
+        with primary.lock:
+            primary._maybe_snapshot()
+            assert primary._snapshot_job is None and primary.counters["snapshots_waited"] == 1
+            primary._on_level0(made)  # Nd has them all now
+            primary._maybe_snapshot()
+            job, primary._snapshot_job = primary._snapshot_job, None
+            assert job is not None and job[2] is None  # taken, with no tail to carry
+            now[0] += 10.0  # the next is due; Nd acknowledges nothing more
+            net.call_pb("n", "Push", frame(link(401, 200)))
+        loop_once(primary)
+        with primary.lock:
+            assert primary.processed.output_count > made
+            primary._maybe_snapshot()
+            assert primary._snapshot_job is None and primary.counters["snapshots_waited"] == 2
+            now[0] += TAIL_WAIT_S
+            primary._maybe_snapshot()
+            assert primary._snapshot_job is not None and len(primary._snapshot_job[2]) > 0  # carries its tail
+    finally:
+        primary.stop()
 
 
 def test_a_snapshot_older_than_the_one_held_is_not_taken_and_a_warm_standby_or_a_primary_refuses_one(net):
