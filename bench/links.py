@@ -45,6 +45,10 @@ STATES_LINK = "100mbit"
 STATES_KEYS = 1_000_000
 STATES_RATE = 20_000.0
 STATES_BSIZE = 100
+# Seconds of load per standby-state trial, and when N is killed: several snapshot intervals before the
+# kill, so that what a Passive Standby's snapshots cost in steady state (deltas, no tail) shows.
+STATES_SECONDS = 12.0
+STATES_KILL_AFTER_S = 9.0
 SNAPSHOT_INTERVAL = 2.0
 PRESETS = ("10mbit", "100mbit", "1gbit")
 RATE = 4_000.0  # ticks/s: the primary path and the backup at Bsize 1 fit the 10mbit link together
@@ -97,26 +101,32 @@ def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
 def state_cell(state: str, trials: int, seed: int) -> dict:
     """One standby state (`warm` or `snapshot`): `trials` kills of N with the window query over
     STATES_KEYS keys at STATES_RATE on STATES_LINK. Per trial: the backup link's bytes per second before
-    the kill (Nu's backup and the primary's snapshots), the standby's CPU over the primary's since their
-    first input, and the failover."""
+    the kill (Nu's backup and the primary's snapshots; the snapshots apart, with how many were deltas), the
+    standby's CPU over the primary's since their first input, and the failover."""
     rows = []
-    kill_after = SECONDS / 2
+    kill_after = STATES_KILL_AFTER_S
     for t in range(trials):
-        r = run_trial(fault="kill-primary", bsize=STATES_BSIZE, total=int(STATES_RATE * SECONDS), rate=STATES_RATE,
+        r = run_trial(fault="kill-primary", bsize=STATES_BSIZE, total=int(STATES_RATE * STATES_SECONDS),
+                      rate=STATES_RATE,
                       kill_after=kill_after, seed=seed + t, timeout=180, link=STATES_LINK,
                       extra={"query": QUERY, "exit_when_fenced": True, "keys": STATES_KEYS, "standby_state": state,
                              "snapshot_interval": SNAPSHOT_INTERVAL})
         b = r.get("before", {})
-        wire = ((b.get("nu") or {}).get("counters", {}).get("backup_bytes", 0)
-                + (b.get("n") or {}).get("counters", {}).get("snapshot_bytes", 0))
+        primary = (b.get("n") or {}).get("counters", {})
+        snapshots = primary.get("snapshot_bytes", 0)
+        wire = (b.get("nu") or {}).get("counters", {}).get("backup_bytes", 0) + snapshots
         rows.append({"ok": r["ok"], "failover_ms": r.get("recovery_ms"),
                      "standby_cpu_ratio": r.get("standby_cpu_ratio"),
-                     "backup_bytes_per_s": round(wire / kill_after), "predicted_ms": r.get("predicted_recovery_ms"),
-                     "workdir": r["workdir"]})
+                     "backup_bytes_per_s": round(wire / kill_after),
+                     "snapshot_bytes_per_s": round(snapshots / kill_after),
+                     "snapshots": primary.get("snapshots_sent", 0),
+                     "snapshot_deltas": primary.get("snapshot_deltas_sent", 0),
+                     "predicted_ms": r.get("predicted_recovery_ms"), "workdir": r["workdir"]})
     done = [x for x in rows if x["failover_ms"] is not None]
     fo = [x["failover_ms"] for x in done]
     ratios = [x["standby_cpu_ratio"] for x in rows if x["standby_cpu_ratio"] is not None]
     return {"backup_bytes_per_s": round(statistics.median(x["backup_bytes_per_s"] for x in rows)),
+            "snapshot_bytes_per_s": round(statistics.median(x["snapshot_bytes_per_s"] for x in rows)),
             "standby_cpu_ratio": round(statistics.median(ratios), 4) if ratios else None,
             "failover_ms_p50": round(_pct(fo, 50), 1) if fo else None,
             "failover_ms_p95": round(_pct(fo, 95), 1) if fo else None,
@@ -228,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         "model_error_p50": round(_pct(errors, 50), 3) if errors else None,
         "standby_states": {s: {k: v for k, v in c.items() if k != "trials"} for s, c in states.items()},
         "standby_states_setup": {"link": STATES_LINK, "keys": STATES_KEYS, "rate": STATES_RATE,
-                                 "bsize": STATES_BSIZE, "snapshot_interval": SNAPSHOT_INTERVAL},
+                                 "bsize": STATES_BSIZE, "snapshot_interval": SNAPSHOT_INTERVAL,
+                                 "seconds": STATES_SECONDS, "kill_after_s": STATES_KILL_AFTER_S},
         "exact": (all(c["exact"] for row in table.values() for c in row.values())
                   and all(c["exact"] for c in states.values())),
         "delay_applied": all(t["link"]["delay_applied"] for row in grid.values() for c in row.values()

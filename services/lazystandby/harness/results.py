@@ -244,10 +244,11 @@ SUMMARIES: dict[str, Summary] = {
         ("model_error_p50", "the same, median"),
         ("standby_states", "per standby state, `warm` and `snapshot` (Passive Standby), the window query over a "
                            "million keys: `backup_bytes_per_s` (Nu's backup and the primary's snapshots, before "
-                           "the kill), `standby_cpu_ratio` (the standby's CPU over the primary's since their first "
-                           "input, median; goal at most 0.1 for `snapshot`), `failover_ms_p50`, `failover_ms_p95`, "
-                           "`exact`"),
-        ("standby_states_setup", "how `standby_states` ran: `link`, `keys`, `rate`, `bsize`, `snapshot_interval`"),
+                           "the kill), `snapshot_bytes_per_s` (the snapshots alone), `standby_cpu_ratio` (the "
+                           "standby's CPU over the primary's since their first input, median; goal at most 0.1 for "
+                           "`snapshot`), `failover_ms_p50`, `failover_ms_p95`, `exact`"),
+        ("standby_states_setup", "how `standby_states` ran: `link`, `keys`, `rate`, `bsize`, `snapshot_interval`, "
+                                 "`seconds` of load per trial, `kill_after_s`"),
         ("exact", "every trial's output was exact"),
         ("delay_applied", "the presets' delay was applied (false where the kernel has no netem: rate alone)"),
         *_MACHINE,

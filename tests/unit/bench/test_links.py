@@ -54,7 +54,8 @@ def test_a_standby_state_cell_counts_the_backup_and_the_snapshots_on_the_wire(mo
     def trial(cpu, failover, ok=True):
         return {"ok": ok, "recovery_ms": failover, "standby_cpu_ratio": cpu, "predicted_recovery_ms": 100.0,
                 "workdir": "w", "before": {"nu": {"counters": {"backup_bytes": 3_000}},
-                                           "n": {"counters": {"snapshot_bytes": 6_000}}}}
+                                           "n": {"counters": {"snapshot_bytes": 6_000, "snapshots_sent": 4,
+                                                              "snapshot_deltas_sent": 2}}}}
 
     got = iter([trial(0.05, 300.0), trial(0.08, 500.0), trial(None, None, ok=False)])
     seen = []
@@ -66,5 +67,7 @@ def test_a_standby_state_cell_counts_the_backup_and_the_snapshots_on_the_wire(mo
     monkeypatch.setattr(bench_links, "run_trial", fake)
     c = bench_links.state_cell("snapshot", 3, seed=1)
     assert seen == ["snapshot"] * 3
-    assert c["backup_bytes_per_s"] == round(9_000 / (bench_links.SECONDS / 2))
+    assert c["backup_bytes_per_s"] == round(9_000 / bench_links.STATES_KILL_AFTER_S)
+    assert c["snapshot_bytes_per_s"] == round(6_000 / bench_links.STATES_KILL_AFTER_S)
+    assert c["trials"][0]["snapshots"] == 4 and c["trials"][0]["snapshot_deltas"] == 2
     assert c["standby_cpu_ratio"] == pytest.approx(0.065) and c["failover_ms_p95"] == 500.0 and not c["exact"]
