@@ -262,6 +262,8 @@ def test_the_kafka_bench_run_is_timed_from_nus_first_admission(kafka):
     assert r["takeovers"] == 0 and r["skipped_tuples"] == 0
     # The run lasted at most the whole call (node starts included) and at least the time the rate implies.
     assert 20_000 / wall < r["tuples_per_s"] < 10_000_000, (r, wall)
-    # The run's CPU leaves each node's start-up out: less than its whole, and some of it (the nodes did work).
+    # The run's CPU leaves each node's start-up out: less than its whole. The pipeline did work in it, though
+    # a node may not have in a run this short: a lazy standby's deferred work fell under the clock's tick.
     for node, total in r["cpu_seconds"].items():
-        assert 0 < r["cpu_seconds_run"][node] < total, (node, r)
+        assert 0 <= r["cpu_seconds_run"][node] < total, (node, r)
+    assert r["cpu_seconds_run"]["n"] > 0 and sum(r["cpu_seconds_run"].values()) > 0, r
