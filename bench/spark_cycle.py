@@ -78,7 +78,7 @@ def link_order(ticks: int, every: int):
         for k in placed.order.tolist():
             if k < 0:
                 streams.append(StreamRegistry.CONTROL)
-                seqs.append(1 + len(streams) - 1)
+                seqs.append(len(streams))  # a record's sequence number is its position
                 payloads.append(control.encode_watermark(next(marks)))
             else:
                 streams.append(1 if poll[k][0] == "I1" else 2)
