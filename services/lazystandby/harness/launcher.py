@@ -996,7 +996,7 @@ def _pct(values: list[float], q: float) -> float:
 NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "watermark_every", "keys", "seed", "total",
                  "rate",
                  "heartbeat_interval", "heartbeat_misses", "operator_stall_max", "exit_when_fenced",
-                 "handover_on_stop", "chaos_poison", "recovery_target_ms")
+                 "handover_on_stop", "chaos_poison", "recovery_target_ms", "standby_state", "snapshot_interval")
 
 
 class NodeStartError(RuntimeError):
@@ -1114,7 +1114,7 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
                                                 "operator_stall_max", "exit_when_fenced", "handover_on_stop",
                                                 "chaos_poison", "query", "watermark_every", "keys",
-                                                "recovery_target_ms")
+                                                "recovery_target_ms", "standby_state", "snapshot_interval")
                       if k not in ("chaos_poison", "query", "recovery_target_ms") or settings.get(k)}}
 
 
@@ -1130,7 +1130,8 @@ def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
                                        predicate=settings["predicate"]).parsed_query.text(),
             "seed": settings["seed"], "keys": settings["keys"], "heartbeat_interval": settings["heartbeat_interval"],
             "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
-            "handover_on_stop": settings["handover_on_stop"], "fault": args.fault, "tls": not args.insecure,
+            "handover_on_stop": settings["handover_on_stop"], "standby_state": settings["standby_state"],
+            "fault": args.fault, "tls": not args.insecure,
             "link": None}
 
 

@@ -45,6 +45,8 @@ _WHAT_RAN = (
     ("heartbeat_misses", "missed heartbeats before the standby takes over"),
     ("exit_when_fenced", "a fenced node exits (75) and is started again (on in launch and failover-check)"),
     ("handover_on_stop", "a primary asked to stop hands over to its standby first"),
+    ("standby_state", "`warm` (the standby applies the backup to its state) or `snapshot` (Passive Standby: "
+                      "it holds the primary's snapshots and the backup after them)"),
     ("fault", "the fault injected (a name from the catalog, docs/faults.md)"),
     ("tls", "the nodes ran mutual TLS with a CA made for the run (false only with `--insecure`)"),
     ("link", "`--link`: the shaped link each node sent through (`link`, `rate_bps`, `delay_ms`, and "
