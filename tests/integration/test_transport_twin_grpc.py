@@ -134,3 +134,44 @@ def test_a_warmed_channel_connects_without_a_call_and_an_unreachable_one_fails_c
     finally:
         peer.close()
         server.stop(grace=0)
+
+
+def test_a_killed_peers_lost_connection_is_told_and_a_closed_peer_says_nothing():
+    """Peer.watch over a real connection: the kernel of a SIGKILLed server process closes its socket, and
+    the watcher hears of it; closing the watching peer itself is no loss."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from lazystandby.harness.launcher import free_ports
+    from lazystandby.transport.grpc_transport import GrpcPeer
+
+    addr = f"127.0.0.1:{free_ports(1)[0]}"
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from lazystandby.config import NodeConfig
+from lazystandby.node.downstream import DownstreamNode
+from lazystandby.sinks.base import MemorySink
+from lazystandby.transport.grpc_transport import serve
+server = serve(DownstreamNode(NodeConfig(role="downstream", listen="{addr}"), MemorySink()), "{addr}")
+print("up", flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    peer = GrpcPeer(addr)
+    try:
+        assert child.stdout.readline().strip() == b"up"
+        lost = threading.Event()
+        assert peer.watch(lost.set) is True
+        peer.status(5.0)  # the connection made
+        assert not lost.wait(0.3)  # a live peer: nothing
+        os.kill(child.pid, signal.SIGKILL)
+        assert lost.wait(10.0), "the killed peer's closed connection was not told"
+        lost.clear()
+        peer.close()
+        assert not lost.wait(0.3)
+    finally:
+        child.kill()
+        child.wait()
+        peer.close()

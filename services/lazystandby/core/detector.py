@@ -22,6 +22,17 @@ that long after the last heartbeat came back (paused right after an answer). Bef
 for 6 s under a healthy primary found, on resuming, its in-flight heartbeat past its deadline and 5.7 s
 since the last answer, and took over.
 
+A transport that sees connections can say when the one to the primary dropped (`lost`): a killed process's
+kernel closes its sockets, and the notice came about 4 ms after a SIGKILL on loopback, where the next
+heartbeat would have found the port refused anywhere up to an interval later. From the notice the standby
+asks every quarter interval, and a refusal suspects the primary `notice_hold` after the notice (or the
+first refusal, if earlier): no sooner, because the dead primary's lease at Nd (core.recovery.PrimaryLease)
+runs until at most about that long after its last frame, which it sent before either, and a takeover
+asked earlier is declined and costs a whole round of detection. A crash then takes the same time to
+detect whatever the heartbeat's phase was, which is what makes the failover predictable. A notice proves
+nothing by itself: a primary that answers clears it, and a host that vanishes (no FIN, no RST) or a
+partition sends none, leaving the heartbeats to find it.
+
 Clocks are injected (`now` arguments) so the detector is tested without sleeping.
 """
 
@@ -33,12 +44,16 @@ STALL_MIN_S = 1.0
 class FailureDetector:
     """Counts consecutive missed heartbeats; a paused primary misses them just like a dead one."""
 
-    def __init__(self, interval: float, allowed_misses: int, now: float, grace: float = 0.0) -> None:
-        if interval <= 0 or allowed_misses < 1 or grace < 0:
-            raise ValueError("heartbeat interval must be > 0, allowed misses >= 1 and grace >= 0")
+    def __init__(self, interval: float, allowed_misses: int, now: float, grace: float = 0.0,
+                 notice_hold: float = 0.0) -> None:
+        if interval <= 0 or allowed_misses < 1 or grace < 0 or not 0 <= notice_hold <= interval:
+            raise ValueError("heartbeat interval must be > 0, allowed misses >= 1, grace >= 0 and the notice's "
+                             "hold within [0, interval]")
         self.interval = interval
         self.allowed_misses = allowed_misses
         self.grace = grace
+        self.notice_hold = notice_hold
+        self.lost_at: float | None = None  # the transport's notice that the connection dropped (`lost`)
         self.heard = False  # a primary has answered since this detector started
         self.last_ok = now
         self.misses = 0
@@ -62,6 +77,7 @@ class FailureDetector:
         self.last_ok = now
         self.misses = 0
         self.refused_since = None
+        self.lost_at = None
 
     def restart(self, now: float) -> None:
         """Watch again from `now` (a takeover that was refused): what was heard before still counts, so the
@@ -95,6 +111,7 @@ class FailureDetector:
         self.last_rtt = rtt
         self.misses = 0
         self.refused_since = None
+        self.lost_at = None
 
     def missed(self, now: float, refused: bool = False, started: float | None = None) -> None:
         """A heartbeat went unanswered; `refused`: the connection itself was refused. One that went out at
@@ -111,9 +128,30 @@ class FailureDetector:
         elif self.refused_since is None:
             self.refused_since = now
 
-    def next_beat_in(self) -> float:
-        """Seconds from one heartbeat to the next: a quarter interval while connections are refused."""
-        return self.interval / 4 if self.refused_since is not None else self.interval
+    def lost(self, now: float) -> None:
+        """The transport says the connection to the primary dropped at `now` (the first notice of a run
+        counts): ask now, and let refusals from here on suspect it `notice_hold` after the notice."""
+        if self.lost_at is None:
+            self.lost_at = now
+
+    def _dead_since(self) -> float | None:
+        """With a notice and a run of refusals (in either order): the earlier of the two, no sooner than the
+        primary's death; None without both."""
+        if self.lost_at is None or self.refused_since is None:
+            return None
+        return min(self.lost_at, self.refused_since)
+
+    def next_beat_in(self, now: float | None = None) -> float:
+        """Seconds from one heartbeat (the one that went out at `now`) to the next: a quarter interval while connections
+        are refused or since a notice (a call in flight when the connection dropped fails otherwise, reset),
+        and no later than the hold's end (the beat that can suspect)."""
+        if self.refused_since is None and self.lost_at is None:
+            return self.interval
+        step = self.interval / 4
+        dead = self._dead_since()
+        if now is not None and dead is not None and 0 < dead + self.notice_hold - now < step:
+            return dead + self.notice_hold - now
+        return step
 
     def suspects_after_beat(self, now: float) -> bool:
         """`suspects`, asked right after a heartbeat came back (`ok` or `missed`). Asked more than
@@ -122,6 +160,12 @@ class FailureDetector:
         return not self._stood_still(now) and self.suspects(now)
 
     def suspects(self, now: float) -> bool:
+        dead = self._dead_since()
+        if dead is not None:
+            failed = now - dead >= self.notice_hold
+            if failed and self.suspected_at is None:
+                self.suspected_at = now
+            return failed
         refusing = self.refused_since is not None and now - self.refused_since >= self.interval
         late = self.misses >= self.allowed_misses or now - self.last_ok > self.timeout + self.interval
         if late and not self.heard:

@@ -31,13 +31,23 @@ WINDOW = 256
 KEPT = 8  # probes kept in a call cost's fit beside the WINDOW latest calls
 
 
-def crash_detection_s(interval: float, allowed_misses: int, late_s: float = 0.0, call_s: float = 0.0) -> float:
-    """Expected seconds from a primary's crash to its standby's suspicion (core.detector): the next
-    heartbeat fails on the refused port (on average half a period away, the period being the interval
-    and the lateness `late_s` with which the standby's heartbeats start); from then the standby asks every
-    quarter interval (each ask as late, and no sooner than the call before it came back: `call_s`) and
-    suspects at `allowed_misses` misses or after one interval of refusals, whichever comes first, once the
-    last call came back. With no lateness and instant calls: half an interval plus the polls."""
+def crash_detection_s(interval: float, allowed_misses: int, late_s: float = 0.0, call_s: float = 0.0,
+                      notice_hold_s: float | None = None) -> float:
+    """Expected seconds from a primary's crash to its standby's suspicion (core.detector).
+
+    Where the transport tells of a lost connection (`notice_hold_s` given: the detector's hold after the
+    notice): the notice comes about a round trip after the crash, and the beat that suspects starts
+    `notice_hold_s` after it (as late as any beat) and comes back refused in a call, whatever the
+    heartbeat's phase was at the crash.
+
+    Otherwise the next heartbeat fails on the refused port (on average half a period away, the period
+    being the interval and the lateness `late_s` with which the standby's heartbeats start); from then the
+    standby asks every quarter interval (each ask as late, and no sooner than the call before it came back:
+    `call_s`) and suspects at `allowed_misses` misses or after one interval of refusals, whichever comes
+    first, once the last call came back. With no lateness and instant calls: half an interval plus the
+    polls."""
+    if notice_hold_s is not None:
+        return call_s + notice_hold_s + late_s + call_s
     step = max(interval / 4, call_s) + late_s
     polls = min(allowed_misses - 1, math.ceil(interval / step - 1e-9))
     return (interval + late_s) / 2 + polls * step + call_s

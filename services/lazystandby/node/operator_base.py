@@ -183,6 +183,11 @@ class OperatorBase(NodeBase):
         self._standby_at = ""  # where that standby hears of a handover (a primary's view; "": not said)
         self._handover = False  # a standby's view: the primary of this epoch said it is leaving
         self._beat_now = threading.Event()  # a standby's view: its primary's handover notice came (or a stop)
+        # A standby's view: the primary peer whose connection is watched, whether its transport tells of a
+        # lost connection (Peer.watch), and when it last did (taken by the heartbeat loop).
+        self._watched = None
+        self._notices = False
+        self._lost_at: float | None = None
         self._output_backoff = Backoff()
         self._last_push = self.clock()
         self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement

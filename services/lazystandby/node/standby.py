@@ -44,9 +44,30 @@ class StandbySide:
         t.start()
         self._threads.append(t)
         self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock(),
-                                        self.cfg.heartbeat_grace)
+                                        self.cfg.heartbeat_grace, notice_hold=self._notice_hold())
         self.operator.lazy(True)  # only a takeover needs a standby's answers
         self.spawn("heartbeat", self._heartbeat_loop)
+
+    def _notice_hold(self) -> float:
+        """How long after the notice of a lost connection to the primary a refusal suspects it
+        (core.detector): its lease at Nd, which runs at most that long after its last frame, and a tenth of
+        an interval for that frame's arrival (Nd takes its time once its handler runs, later than the
+        frame was sent on a busy node) against a takeover that would be declined and cost a whole round."""
+        return min(self.cfg.lease_s + self.cfg.heartbeat_interval / 10, self.cfg.heartbeat_interval)
+
+    def _watch_connection(self, peer) -> None:
+        """The primary's connection watched (Peer.watch), once per peer: its loss wakes the heartbeat loop,
+        which tells the detector (the notice's time taken here, on the transport's thread)."""
+        if peer is None or peer is self._watched:
+            return
+        self._watched = peer
+
+        def lost() -> None:
+            if self._watched is peer:
+                self._lost_at = self.clock()
+                self._beat_now.set()
+
+        self._notices = peer.watch(lost)
 
     def _register_with_upstream(self) -> None:
         """A standby starts empty: Nu re-cuts its backup from the trim point for it. Nu (started last) holds
@@ -292,6 +313,10 @@ class StandbySide:
             self._beat_due = None
             return
         t0 = self.clock()
+        lost_at, self._lost_at = self._lost_at, None
+        if lost_at is not None:
+            det.lost(lost_at)
+            self.counters["primary_connection_lost"] += 1
         if self._beat_due is not None and t0 >= self._beat_due:
             # How late this heartbeat starts (the thread's wake-up on busy cores, the lock): a crash's
             # detection is made of such beats (core.recovery_model.crash_detection_s). One woken early (a
@@ -302,6 +327,7 @@ class StandbySide:
         det.beat(t0)
         self._beat_now.clear()  # a notice from now on is for the next beat
         peer = self.primary
+        self._watch_connection(peer)
         try:
             if peer is None:
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
@@ -359,7 +385,7 @@ class StandbySide:
         if suspected:
             self.take_over()
             return
-        self._beat_due = t0 + det.next_beat_in()
+        self._beat_due = t0 + det.next_beat_in(t0)
         self._beat_now.wait(max(0.0, self._beat_due - self.clock()))
 
     def predicted_recovery(self) -> RecoveryTerms | None:
@@ -384,7 +410,8 @@ class StandbySide:
         # A Passive Standby loads its snapshot first: about what the primary took to encode it.
         restore_s = self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0
         # A refused heartbeat is taken to come back in about a round trip (a connection refused at once).
-        detection_s = crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, late, rtt)
+        detection_s = crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, late, rtt,
+                                        notice_hold_s=self._notice_hold() if self._notices else None)
         return RecoveryTerms(detection_s=detection_s, reconnection_s=2 * rtt, resend_s=resend_s,
                              replay_s=replay_s, replay_tuples=replay, restore_s=restore_s,
                              complete=(self.recovery_hint is not None or not resend)

@@ -153,6 +153,7 @@ class GrpcPeer(PeerBase):
         self._stub = pb_grpc.LazyStandbyStub(self._channel)
         self._worker: futures.ThreadPoolExecutor | None = None
         self._warming: grpc.Future | None = None
+        self._watchers: list = []
 
     def _call(self, rpc: str, msg, timeout: float):
         # Blocking, not a future and a wait: gRPC runs a Python thread that spins on the completion queue
@@ -180,7 +181,27 @@ class GrpcPeer(PeerBase):
         if self._warming is None or self._warming.done():
             self._warming = grpc.channel_ready_future(self._channel)
 
+    def watch(self, on_lost) -> bool:
+        """The channel's connectivity, watched: READY to anything but SHUTDOWN (which `close` causes) is a
+        lost connection. A SIGKILLed peer's kernel closes its sockets, and gRPC saw it about 4 ms after the
+        kill on loopback, where a heartbeat would have found it up to an interval later. gRPC polls the
+        channel on a thread of its own, waking five times a second."""
+        last = [None]
+
+        def changed(state: grpc.ChannelConnectivity) -> None:
+            if last[0] is grpc.ChannelConnectivity.READY and state not in (grpc.ChannelConnectivity.READY,
+                                                                          grpc.ChannelConnectivity.SHUTDOWN):
+                on_lost()
+            last[0] = state
+
+        self._channel.subscribe(changed, try_to_connect=False)
+        self._watchers.append(changed)
+        return True
+
     def close(self) -> None:
+        for changed in self._watchers:
+            self._channel.unsubscribe(changed)
+        self._watchers.clear()
         if self._warming is not None:
             self._warming.cancel()  # stops watching the channel (it would otherwise outlive the peer)
         self._channel.close()  # a call in flight on the worker ends (CANCELLED) and the worker with it

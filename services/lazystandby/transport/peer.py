@@ -4,6 +4,7 @@ Both sides speak core types (core/messages.py); transport/wire.py maps them onto
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..core import messages as m
@@ -53,6 +54,7 @@ class Peer(Protocol):
     def probe(self, msg: m.Probe, timeout: float) -> m.ProbeAck: ...
     def snapshot(self, msg: m.SnapshotFrame, timeout: float) -> m.SnapshotAck: ...
     def warm(self) -> None: ...
+    def watch(self, on_lost: Callable[[], None]) -> bool: ...
     def close(self) -> None: ...
 
 
@@ -102,6 +104,14 @@ class PeerBase:
         """Start connecting now, without waiting, so that the first call finds the connection made (a
         transport without connections has nothing to do). A peer that cannot be reached changes nothing:
         calls fail as they would have."""
+
+    def watch(self, on_lost: Callable[[], None]) -> bool:
+        """Call `on_lost()` (on a thread of the transport's, quickly) each time a connection to the peer that
+        was made is lost: its process gone (the kernel closes its sockets) or the connection closed. A hint
+        for a failure detector, never a verdict: a peer that is only cut off or paused sends nothing, and a
+        peer that closed a connection may still answer on the next one. Whether the transport can tell
+        (False: it has no connections to lose, and `on_lost` is never called)."""
+        return False
 
     def close(self) -> None:
         pass

@@ -1,5 +1,7 @@
 """The heartbeat failure detector: misses, refusals, the grace, and time the standby itself stood still."""
 
+import pytest
+
 from lazystandby.core.detector import FailureDetector
 
 
@@ -134,3 +136,57 @@ def test_waiting_to_register_is_not_hearing_and_a_refused_takeover_keeps_what_wa
     for t in (9.1, 9.2, 9.3):
         d.missed(t)
     assert d.suspects(9.3)
+
+
+def test_a_lost_connection_and_a_refusal_suspect_the_primary_at_the_notices_hold_whatever_the_misses():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, notice_hold=0.075)
+    d.ok(1.0, rtt=0.001)
+    d.lost(1.004)  # the kernel of the killed primary closed its socket
+    assert d.next_beat_in(1.0) == 0.025  # asked at once, and every quarter interval from then
+    d.missed(1.005, refused=True)
+    d.missed(1.030, refused=True)
+    d.missed(1.055, refused=True)  # three misses: without the notice this would suspect (and be declined)
+    assert not d.suspects(1.055)
+    assert d.next_beat_in(1.055) == pytest.approx(0.024)  # the next beat lands on the hold's end
+    d.missed(1.0795, refused=True)
+    assert d.suspects(1.0795) and d.suspected_at == 1.0795
+
+
+def test_a_call_reset_by_the_dying_primary_keeps_the_quick_polls_of_the_notice():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, notice_hold=0.075)
+    d.ok(1.0, rtt=0.001)
+    d.lost(1.004)
+    d.missed(1.006)  # the heartbeat in flight: reset, not refused
+    assert d.next_beat_in(1.006) == 0.025  # not a whole interval
+    d.missed(1.031, refused=True)
+    assert not d.suspects(1.078) and d.suspects(1.0795)
+
+
+def test_a_refusal_before_the_notice_starts_the_hold():
+    d = FailureDetector(interval=0.1, allowed_misses=5, now=0.0, notice_hold=0.075)
+    d.ok(1.0, rtt=0.001)
+    d.missed(1.002, refused=True)
+    d.lost(1.010)
+    assert not d.suspects(1.075) and d.suspects(1.0775)
+
+
+def test_a_notice_without_refusals_or_followed_by_an_answer_proves_nothing():
+    d = FailureDetector(interval=0.1, allowed_misses=3, now=0.0, notice_hold=0.075)
+    d.ok(1.0, rtt=0.001)
+    d.lost(1.004)  # the connection closed, and the primary answers the next call: it lives
+    d.ok(1.006, rtt=0.002)
+    assert d.lost_at is None and d.next_beat_in(1.006) == 0.1
+    d.missed(1.1, refused=True)  # a refusal later, with no notice: the rules without one
+    assert not d.suspects(1.19)
+    d.ok(1.2, rtt=0.001)
+    d.lost(1.3)
+    d.missed(1.31)  # timeouts only (a slow primary holds its port): the allowed misses, not the hold
+    d.missed(1.335)
+    assert not d.suspects(1.39)
+    d.missed(1.41)
+    assert d.suspects(1.41)
+
+
+def test_the_notices_hold_is_at_most_an_interval():
+    with pytest.raises(ValueError):
+        FailureDetector(interval=0.1, allowed_misses=3, now=0.0, notice_hold=0.2)

@@ -87,6 +87,14 @@ def test_a_detection_takes_as_long_again_as_its_heartbeats_start_late_and_its_ca
     assert crash_detection_s(0.1, 10, late_s=0.01) == pytest.approx(0.055 + 3 * 0.035)
 
 
+def test_a_detection_told_of_the_lost_connection_takes_the_hold_whatever_the_heartbeats_phase():
+    # The notice a round trip after the crash, the suspecting beat at the hold's end (2 ms late), its
+    # refusal back in a round trip; the allowed misses do not enter.
+    assert crash_detection_s(0.1, 3, late_s=0.002, call_s=0.001, notice_hold_s=0.075) == pytest.approx(0.079)
+    assert crash_detection_s(0.1, 10, notice_hold_s=0.075) == pytest.approx(0.075)
+    assert crash_detection_s(0.1, 3, notice_hold_s=0.0) == 0.0  # no lease: the first refusal suspects
+
+
 def test_the_largest_bsize_whose_prediction_meets_the_target_within_the_margin_is_chosen():
     from lazystandby.core.recovery_model import choose_cheapest
 
