@@ -40,11 +40,16 @@ from .harness import machine_keys, write_details
 
 BSIZES = ("1", "10", "100", "1000", "10000", "100000", "inf")
 # Passive Standby beside the warm standby: the window query over a million keys, paced, on one preset.
-STATES = ("warm", "snapshot")
+# `snapshot` runs at STATES_BSIZE as `warm` does (the snapshots and the backup on the standby's link);
+# `snapshot_inf` at Bsize inf, seed 001's Passive Standby: only the snapshots reach the standby, and Nu
+# keeps the backup (from the first input of the open windows) to resend at a takeover.
+STATES_BSIZE = 100
+STATES = ("warm", "snapshot", "snapshot_inf")
+STATE_SETTINGS = {"warm": ("warm", STATES_BSIZE), "snapshot": ("snapshot", STATES_BSIZE),
+                  "snapshot_inf": ("snapshot", None)}
 STATES_LINK = "100mbit"
 STATES_KEYS = 1_000_000
 STATES_RATE = 20_000.0
-STATES_BSIZE = 100
 # Seconds of load per standby-state trial, and when N is killed: several snapshot intervals before the
 # kill, so that what a Passive Standby's snapshots cost in steady state (deltas, no tail) shows.
 STATES_SECONDS = 12.0
@@ -99,18 +104,19 @@ def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
 
 
 def state_cell(state: str, trials: int, seed: int) -> dict:
-    """One standby state (`warm` or `snapshot`): `trials` kills of N with the window query over
+    """One standby state (a key of STATE_SETTINGS): `trials` kills of N with the window query over
     STATES_KEYS keys at STATES_RATE on STATES_LINK. Per trial: the backup link's bytes per second before
     the kill (Nu's backup and the primary's snapshots; the snapshots apart, with how many were deltas), the
     standby's CPU over the primary's since their first input, and the failover."""
     rows = []
     kill_after = STATES_KILL_AFTER_S
+    standby_state, bsize = STATE_SETTINGS[state]
     for t in range(trials):
-        r = run_trial(fault="kill-primary", bsize=STATES_BSIZE, total=int(STATES_RATE * STATES_SECONDS),
+        r = run_trial(fault="kill-primary", bsize=bsize, total=int(STATES_RATE * STATES_SECONDS),
                       rate=STATES_RATE,
                       kill_after=kill_after, seed=seed + t, timeout=180, link=STATES_LINK,
-                      extra={"query": QUERY, "exit_when_fenced": True, "keys": STATES_KEYS, "standby_state": state,
-                             "snapshot_interval": SNAPSHOT_INTERVAL})
+                      extra={"query": QUERY, "exit_when_fenced": True, "keys": STATES_KEYS,
+                             "standby_state": standby_state, "snapshot_interval": SNAPSHOT_INTERVAL})
         b = r.get("before", {})
         primary = (b.get("n") or {}).get("counters", {})
         snapshots = primary.get("snapshot_bytes", 0)

@@ -244,12 +244,15 @@ SUMMARIES: dict[str, Summary] = {
         ("model_error_p95", "over every trial, |predicted - measured| / measured failover, 95th percentile (a "
                             "trial without a prediction counts 1; goal at most 0.25)"),
         ("model_error_p50", "the same, median"),
-        ("standby_states", "per standby state, `warm` and `snapshot` (Passive Standby), the window query over a "
-                           "million keys: `backup_bytes_per_s` (Nu's backup and the primary's snapshots, before "
+        ("standby_states", "per standby state, `warm`, `snapshot` (Passive Standby, at the setup's `bsize`) and "
+                           "`snapshot_inf` (Passive Standby at Bsize inf: only the snapshots reach the standby, as "
+                           "in seed 001), the window query over a million keys: `backup_bytes_per_s` (Nu's "
+                           "backup and the primary's snapshots, before "
                            "the kill), `snapshot_bytes_per_s` (the snapshots alone), `standby_cpu_ratio` (the "
                            "standby's CPU over the primary's since their first input, median; goal at most 0.1 for "
                            "`snapshot`), `failover_ms_p50`, `failover_ms_p95`, `exact`"),
-        ("standby_states_setup", "how `standby_states` ran: `link`, `keys`, `rate`, `bsize`, `snapshot_interval`, "
+        ("standby_states_setup", "how `standby_states` ran: `link`, `keys`, `rate`, `bsize` (but `snapshot_inf`'s), "
+                                 "`snapshot_interval`, "
                                  "`seconds` of load per trial, `kill_after_s`"),
         ("exact", "every trial's output was exact"),
         ("delay_applied", "the presets' delay was applied (false where the kernel has no netem: rate alone)"),

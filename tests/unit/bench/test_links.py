@@ -71,3 +71,19 @@ def test_a_standby_state_cell_counts_the_backup_and_the_snapshots_on_the_wire(mo
     assert c["snapshot_bytes_per_s"] == round(6_000 / bench_links.STATES_KILL_AFTER_S)
     assert c["trials"][0]["snapshots"] == 4 and c["trials"][0]["snapshot_deltas"] == 2
     assert c["standby_cpu_ratio"] == pytest.approx(0.065) and c["failover_ms_p95"] == 500.0 and not c["exact"]
+
+
+def test_seed_001s_passive_standby_is_the_snapshot_state_at_bsize_inf(monkeypatch):
+    seen = []
+
+    def fake(**kw):
+        seen.append((kw["extra"]["standby_state"], kw["bsize"]))
+        return {"ok": True, "recovery_ms": 200.0, "standby_cpu_ratio": 0.05, "predicted_recovery_ms": 150.0,
+                "workdir": "w", "before": {"n": {"counters": {"snapshot_bytes": 900}}}}
+
+    monkeypatch.setattr(bench_links, "run_trial", fake)
+    c = bench_links.state_cell("snapshot_inf", 2, seed=1)
+    assert seen == [("snapshot", None)] * 2 and c["exact"]
+    assert c["backup_bytes_per_s"] == c["snapshot_bytes_per_s"] == round(900 / bench_links.STATES_KILL_AFTER_S)
+    bench_links.state_cell("warm", 1, seed=1)
+    assert seen[-1] == ("warm", bench_links.STATES_BSIZE)
