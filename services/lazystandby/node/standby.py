@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 import threading
+import time
 
 from ..core import messages as m
 from ..core import tuples
@@ -479,4 +480,9 @@ class StandbySide:
         if received > self.primary_received:
             self.primary_received = received
             self._primary_seen.append((now, received))
+        if received > 0 and self.cpu_at_first_input is None:
+            # A standby sent no backup (Bsize inf: a Passive Standby holding only snapshots) learns here that
+            # inputs flow, within a heartbeat of the primary's first: what it spends from then is the
+            # pipeline's, over the same time as the primary's.
+            self.cpu_at_first_input = time.process_time()
         self._apply_covering()

@@ -108,3 +108,18 @@ def test_a_skip_past_covered_inputs_says_when_processed_moved_but_is_no_frame_ru
     s = standby.snapshot()
     assert s["processed"] == [20, 20] and standby.counters["processed_tuples"] == 0
     assert s["processed_at"] is not None and s["first_processed_at"] is None
+
+
+def test_a_standby_without_backup_counts_its_cpu_from_the_primarys_first_input(standby):
+    """Bsize inf sends a Passive Standby no backup: the primary's heartbeat is what tells it inputs flow, so
+    that its CPU and the primary's are counted over the same time (standby_cpu_ratio)."""
+    with standby.lock:
+        standby._primary_reached(0, 0.0)
+    assert standby.cpu_at_first_input is None
+    with standby.lock:
+        standby._primary_reached(40, 0.1)
+    first = standby.cpu_at_first_input
+    assert first is not None
+    with standby.lock:
+        standby._primary_reached(90, 0.2)
+    assert standby.cpu_at_first_input == first
