@@ -147,8 +147,10 @@ def test_a_spark_primary_whose_jvm_stops_says_so_and_its_standby_takes_over(kafk
     assert n["counters"].get("operator_stalls") == 1 and n["counters"].get("idle_frames_withheld", 0) >= 1, n
     assert r["after"]["n2"]["counters"]["heartbeat_primary_stalled"] >= 1
     assert n["role"] == "fenced", n
-    # Detected past operator_stall_max, not at the first missed heartbeat, nor much later.
-    assert 2_000 < r["recovery_ms"] < 2_000 + 5 * 200 + 3_000, r["recovery_ms"]
+    # Detected past operator_stall_max, not at the first missed heartbeats (5 x 200 ms), nor much later. The
+    # stall is timed from the oldest call's submission, which came before the fault by up to a micro-batch
+    # (a takeover 1,987 ms after the fault was seen): the bound leaves half a second for it.
+    assert 1_500 < r["recovery_ms"] < 2_000 + 5 * 200 + 3_000, r["recovery_ms"]
 
 
 @pytest.mark.slow
