@@ -412,7 +412,7 @@ class StandbySide:
         restore_s = self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0
         # A refused heartbeat is taken to come back in about a round trip (a connection refused at once).
         detection_s = crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, late, rtt,
-                                        notice_hold_s=self._notice_hold() if self._notices else None)
+                                        notice_hold_s=self.detector.notice_hold if self._notices else None)
         return RecoveryTerms(detection_s=detection_s, reconnection_s=2 * rtt, resend_s=resend_s,
                              replay_s=replay_s, replay_tuples=replay, restore_s=restore_s,
                              complete=(self.recovery_hint is not None or not resend)
