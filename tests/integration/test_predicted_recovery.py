@@ -26,9 +26,9 @@ def test_the_standby_predicts_more_to_resend_and_replay_without_the_backup():
     # Without the backup the standby holds nothing of the window open at the kill: Nu resends all of it.
     w, u = warm["predicted_recovery"], upstream_backup["predicted_recovery"]
     assert u["replay_tuples"] > 10 * max(1, w["replay_tuples"]) and u["resend_s"] > w["resend_s"], (w, u)
-    # What the backup saves is the resend and the replay; the detection (the same fixed hold for both) and
-    # the round trips vary by a few ms between runs and may outweigh it in the total.
-    assert u["resend_s"] + u["replay_s"] > w["resend_s"] + w["replay_s"], (w, u)
+    # The seconds are not compared across the two runs: each prices its replay at its own primary's fitted
+    # call cost, and steady-state calls of about one size leave the per-tuple part unknown (CallCost), so a
+    # replay of either size costs about one call, and that call's cost varies by a few ms between runs.
     assert upstream_backup["recovery"]["resent_by_nu"] > 0.5 * u["replay_tuples"], (upstream_backup["recovery"], u)
 
 

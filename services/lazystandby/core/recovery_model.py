@@ -22,12 +22,14 @@ plain arithmetic on injected numbers, tested without a clock.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from dataclasses import asdict, dataclass
 
 # Samples kept by the estimators: enough for a fit that a burst does not swing, few enough that a link or
 # a rate that changes shows within seconds (a frame every few ms at load).
 WINDOW = 256
+GROUP_MIN = 3  # ordinary calls of about one size (a power of two) that count in a call cost's fit
 KEPT = 8  # probes kept in a call cost's fit beside the WINDOW latest calls
 
 
@@ -85,17 +87,31 @@ class CallCost:
             (self.kept if keep else self.samples).append((float(size), float(seconds)))
 
     def fit(self) -> tuple[float, float] | None:
-        """(per_call_s, per_unit_s), or None before `min_samples` calls."""
+        """(per_call_s, per_unit_s), or None before `min_samples` calls.
+
+        The calls are grouped by the power of two of their size, and each group counts as its calls' mean
+        size at their median seconds, weighted by how many there are; a group of fewer than GROUP_MIN
+        ordinary calls is left out (a probe counts alone). One call that a collector's pause, a cold start or
+        a busy core held up tenfold would otherwise tilt the line through hundreds of ordinary ones, most of
+        all when it alone is larger than the rest."""
         pts = [*self.samples, *self.kept]
-        n = len(pts)
-        if n < self.min_samples:
+        if len(pts) < self.min_samples:
             return None
-        mx = sum(b for b, _ in pts) / n
-        my = sum(s for _, s in pts) / n
-        sxx = sum((b - mx) ** 2 for b, _ in pts)
-        if sxx <= 0 or max(b for b, _ in pts) < 2 * min(b for b, _ in pts):
+        groups: dict[int, list[tuple[float, float]]] = {}
+        for b, s in self.samples:
+            groups.setdefault(int(b).bit_length(), []).append((b, s))
+        cells = [(sum(b for b, _ in g) / len(g), statistics.median(s for _, s in g), len(g))
+                 for g in groups.values() if len(g) >= GROUP_MIN]
+        cells += [(b, s, 1) for b, s in self.kept]
+        if not cells:
+            return statistics.median(s for _, s in pts), 0.0
+        n = sum(w for *_, w in cells)
+        mx = sum(b * w for b, _, w in cells) / n
+        my = sum(s * w for _, s, w in cells) / n
+        sxx = sum(w * (b - mx) ** 2 for b, _, w in cells)
+        if sxx <= 0 or max(b for b, *_ in cells) < 2 * min(b for b, *_ in cells):
             return my, 0.0
-        slope = sum((b - mx) * (s - my) for b, s in pts) / sxx
+        slope = sum(w * (b - mx) * (s - my) for b, s, w in cells) / sxx
         if slope <= 0:
             return my, 0.0
         return max(0.0, my - slope * mx), slope

@@ -64,6 +64,21 @@ def test_an_operators_cost_per_call_makes_a_replay_in_large_calls_faster_than_th
     assert replay < 32_768 / steady_rate / 3
 
 
+def test_a_few_calls_held_up_by_a_pause_do_not_tilt_the_fit():
+    cost = CallCost()
+    for i in range(250):  # steady state: 0.85 ms a call and 1.5 us a tuple, in calls of 1 to 50 tuples
+        tuples = 1 + i % 50
+        cost.add(tuples, 0.00085 + tuples * 1.5e-6)
+    for _ in range(3):
+        cost.add(50, 0.060)  # a collector's pause in three of the largest calls
+    per_call, per_tuple = cost.fit()
+    assert per_call == pytest.approx(0.00085, rel=0.1) and per_tuple == pytest.approx(1.5e-6, rel=0.3)
+    cost.add(400, 0.032)  # one larger call, slow as a cold start: alone of its size, it does not count
+    assert cost.fit() == (per_call, per_tuple)
+    cost.add(400, 0.032, keep=True)  # a probe counts alone
+    assert cost.fit()[1] > 10 * per_tuple
+
+
 def test_the_terms_add_up():
     t = RecoveryTerms(detection_s=0.1, reconnection_s=0.01, resend_s=0.5, replay_s=0.1, replay_tuples=10_000,
                       restore_s=0.2)
