@@ -40,7 +40,7 @@ from ..operators.base import Operator, Outputs
 from ..sources.base import DeadLetters, Record
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer
-from .common import LINK_REMIND_S, Backoff, NodeBase
+from .common import IDLE_STANDBY_WAIT_S, LINK_REMIND_S, Backoff, NodeBase
 from .quarantine import Quarantined, bisect
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
@@ -359,7 +359,7 @@ class OperatorBase(NodeBase):
                 if self.iq.empty():
                     if self._head_done():
                         break
-                    self.lock.wait(0.1)
+                    self._wait_for_work(0.1)
                     continue
                 if self._gathering and self._still_gathering():
                     take = False
@@ -371,7 +371,7 @@ class OperatorBase(NodeBase):
                 through = self._deferred_through()
                 if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
                     break  # something to take, or answers to collect (taking what may be taken now)
-                self.lock.wait(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
+                self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
             items = _join_runs(self.iq.take_all(self._take, through)) if take else []
         self._collect(block=False)
         with self.lock:
@@ -492,6 +492,16 @@ class OperatorBase(NodeBase):
                 self.counters["oq_full_waits" if self.oq.room() == 0 else "in_flight_waits"] += 1
                 if not self._head_done():
                     self.lock.wait(0.05)
+
+    def _wait_for_work(self, seconds: float) -> None:
+        """Holding the lock, the operator loop with nothing to take: up to `seconds`, woken by the lock's
+        notifies. A Passive Standby's loop waits on standby_wake instead: a backup input is never its work
+        (it waits for a snapshot that covers it, to be dropped), so only a snapshot, a takeover or a stop
+        gives it any."""
+        if self.passive and self.state.role is Role.STANDBY:
+            self.standby_wake.wait(IDLE_STANDBY_WAIT_S)
+        else:
+            self.lock.wait(seconds)
 
     def _head_done(self) -> bool:
         return bool(self._in_flight) and self._in_flight[0][1].done()

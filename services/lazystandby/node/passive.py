@@ -145,6 +145,7 @@ class PassiveSide:
                 self.counters["snapshots"] += 1
                 self.counters["snapshot_deltas"] += msg.base != FULL
                 self.lock.notify_all()
+                self.standby_wake.notify_all()
             else:
                 self.counters["snapshots_refused"] += 1
             return m.SnapshotAck(held_through=chain.through or 0)

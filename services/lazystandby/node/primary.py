@@ -12,7 +12,7 @@ from ..core.errors import PeerError, Status, WrongRole
 from ..core.retry import fenced_by
 from ..core.roles import Role
 from ..transport.peer import Peer
-from .common import EXIT_FENCED
+from .common import EXIT_FENCED, IDLE_STANDBY_WAIT_S
 
 
 class PrimarySide:
@@ -46,11 +46,15 @@ class PrimarySide:
             while not self.stopped and (self.state.role is not Role.PRIMARY or
                                         (not self._leaving and not self._resync_output
                                          and self.oq.last < self.sent_next and self.clock() < deadline)):
+                if self.state.role is not Role.PRIMARY:
+                    # Nothing to send until this node is primary: it says so (standby_wake), and the
+                    # timeout only bounds what a wake missed would cost.
+                    self.standby_wake.wait(IDLE_STANDBY_WAIT_S)
+                    deadline = self.clock() + idle
+                    continue
                 # Up to the deadline, not a whole interval past a notify that came just before it: the
                 # empty frame was up to twice ack_poll_ms apart (99 ms at 50 ms, measured).
                 self.lock.wait(max(0.001, deadline - self.clock()))
-                if self.state.role is not Role.PRIMARY:
-                    deadline = self.clock() + idle
             if self.stopped or self.downstream is None:
                 return
             leaving = self._leaving

@@ -65,6 +65,7 @@ class Takeover:
         with self.lock:
             epoch = self.state.epoch + 1
             self.state.become(Role.PROMOTING, epoch=epoch)
+            self.standby_wake.notify_all()
             # What this standby still had to process when it took over.
             self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
                                          self._in_flight_tuples)
@@ -132,6 +133,7 @@ class Takeover:
             self.sent_next = plan.delivered_through + 1
             self._resync_output = False  # Nd just said where it stands (step 3)
             self.state.become(Role.PRIMARY)
+            self.standby_wake.notify_all()
             self._primary_since = self.clock()
             self._worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
             if self._gathering:
@@ -185,6 +187,7 @@ class Takeover:
             epoch = self.state.epoch + 1
         with self.lock:
             self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
+            self.standby_wake.notify_all()
             self._handover = False
             self.operator.lazy(True)
             if self.detector:
