@@ -152,7 +152,7 @@ class PrimarySide:
             self._rejoin(why)
         elif self.state.role in (Role.PRIMARY, Role.PROMOTING):
             self.log.warning("%s: fenced (%s); stops sending", self.name, why)
-            self.state.become(Role.FENCED)
+            self._become(Role.FENCED)
             self.counters["fenced"] += 1
             if self.cfg.exit_when_fenced:  # to be started again, and rejoin as the standby
                 self.fail(f"fenced ({why})", EXIT_FENCED)
@@ -232,7 +232,7 @@ class PrimarySide:
 
     def _left(self, why: str) -> None:
         """Holding the lock: the last frame went (or failed): LEAVING from now on, which heartbeats say."""
-        self.state.become(Role.LEAVING)
+        self._become(Role.LEAVING)
         self.log.warning("%s: hands over in epoch %d (%s); its standby takes over", self.name, self.state.epoch, why)
         self.lock.notify_all()
 

@@ -64,8 +64,7 @@ class Takeover:
         """2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen."""
         with self.lock:
             epoch = self.state.epoch + 1
-            self.state.become(Role.PROMOTING, epoch=epoch)
-            self.standby_wake.notify_all()
+            self._become(Role.PROMOTING, epoch=epoch)
             # What this standby still had to process when it took over.
             self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
                                          self._in_flight_tuples)
@@ -132,8 +131,7 @@ class Takeover:
         with self.lock:
             self.sent_next = plan.delivered_through + 1
             self._resync_output = False  # Nd just said where it stands (step 3)
-            self.state.become(Role.PRIMARY)
-            self.standby_wake.notify_all()
+            self._become(Role.PRIMARY)
             self._primary_since = self.clock()
             self._worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
             if self._gathering:
@@ -186,8 +184,7 @@ class Takeover:
         except PeerError:
             epoch = self.state.epoch + 1
         with self.lock:
-            self.state.become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
-            self.standby_wake.notify_all()
+            self._become(Role.STANDBY, epoch=max(self.state.epoch, epoch))
             self._handover = False
             self.operator.lazy(True)
             if self.detector:
