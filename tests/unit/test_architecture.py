@@ -94,7 +94,7 @@ def test_core_imports_only_the_standard_library_and_data_libraries():
 
 # The operator node's sides over their shared base: one runtime in several modules.
 OPERATOR_SIDES = {f"lazystandby.node.{m}" for m in ("operator_base", "primary", "standby", "passive", "takeover",
-                                                     "quarantine")}
+                                                     "quarantine", "operator_probe")}
 
 
 def test_node_runtimes_see_no_wire_format_and_no_sibling_runtime():

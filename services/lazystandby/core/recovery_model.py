@@ -63,6 +63,14 @@ def calls_seconds(total: float, per_call_max: float, per_call_s: float, per_unit
     return math.ceil(total / max(1.0, per_call_max)) * per_call_s + total * per_unit_s
 
 
+def _cells(calls) -> list[tuple[float, float, int]]:
+    """(mean size, median seconds, count) of the calls of each power-of-two size."""
+    groups: dict[int, list[tuple[float, float]]] = {}
+    for b, s in calls:
+        groups.setdefault(int(b).bit_length(), []).append((b, s))
+    return [(sum(b for b, _ in g) / len(g), statistics.median(s for _, s in g), len(g)) for g in groups.values()]
+
+
 class CallCost:
     """The cost of a call against its size, fitted from the calls made: seconds = per_call + size *
     per_unit, least squares over the last WINDOW calls. On a link the size is bytes, `per_unit` the link's
@@ -91,18 +99,15 @@ class CallCost:
 
         The calls are grouped by the power of two of their size, and each group counts as its calls' mean
         size at their median seconds, weighted by how many there are; a group of fewer than GROUP_MIN
-        ordinary calls is left out (a probe counts alone). One call that a collector's pause, a cold start or
-        a busy core held up tenfold would otherwise tilt the line through hundreds of ordinary ones, most of
-        all when it alone is larger than the rest."""
+        ordinary calls is left out, and the probes are grouped apart (one counts alone, several at their
+        median). One call that a collector's pause, a cold start or a busy core held up tenfold would
+        otherwise tilt the line through hundreds of ordinary ones, most of all when it alone is larger
+        than the rest; a probe is larger than the rest by design, so one held up should not set the
+        slope either when others of its size were timed."""
         pts = [*self.samples, *self.kept]
         if len(pts) < self.min_samples:
             return None
-        groups: dict[int, list[tuple[float, float]]] = {}
-        for b, s in self.samples:
-            groups.setdefault(int(b).bit_length(), []).append((b, s))
-        cells = [(sum(b for b, _ in g) / len(g), statistics.median(s for _, s in g), len(g))
-                 for g in groups.values() if len(g) >= GROUP_MIN]
-        cells += [(b, s, 1) for b, s in self.kept]
+        cells = [c for c in _cells(self.samples) if c[2] >= GROUP_MIN] + _cells(self.kept)
         if not cells:
             return statistics.median(s for _, s in pts), 0.0
         n = sum(w for *_, w in cells)

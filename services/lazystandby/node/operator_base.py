@@ -41,6 +41,7 @@ from ..sources.base import DeadLetters, Record
 from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer
 from .common import IDLE_STANDBY_WAIT_S, LINK_REMIND_S, Backoff, NodeBase
+from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE, OperatorProbe
 from .quarantine import Quarantined, bisect
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
@@ -215,6 +216,9 @@ class OperatorBase(NodeBase):
         # per tuple; a standby's view of the primary's, of its round trips and of Nu's part (the hint with
         # each backup frame); a primary's view of its standby's prediction (from its heartbeats).
         self.operator_cost = CallCost()
+        # A primary times a copy of its operator at a replay's size now and then (node/operator_probe.py).
+        self.operator_probe = OperatorProbe(operator, self.clock) if operator.probe_copy() is not None else None
+        self._probe_due = 0.0
         self.primary_operator_cost = (0.0, 0.0)
         self.recovery_hint: m.RecoveryHint | None = None
         self._rtts: deque[float] = deque(maxlen=32)
@@ -248,6 +252,8 @@ class OperatorBase(NodeBase):
         self.spawn("announce", self._announce_loop)
         if self.passive:
             self.spawn("snapshot", self._snapshot_loop)
+        if self.operator_probe is not None:
+            self.spawn("operator-probe", self._probe_operator)
         if self.state.role is Role.STANDBY:
             self._watch_as_standby()
 
@@ -548,6 +554,30 @@ class OperatorBase(NodeBase):
                 self._in_flight_tuples -= len(batch)
                 self._finish(batch, selected, self.clock() - t0)
 
+    def _probe_operator(self) -> None:
+        """A primary's operator probe: the first PROBES_AT_ONCE as soon as each has PROBE_MIN new inputs (a
+        crash may come early, and one probe held up by a busy core would set the slope alone), then one
+        every PROBE_EVERY_S; a copy of its operator times a call on its latest inputs
+        (node/operator_probe.py), added to the operator's cost as a kept probe."""
+        self.sleep(PROBE_POLL_S)
+        probe = self.operator_probe
+        with self.lock:
+            if probe is None or self.state.role is not Role.PRIMARY or self.clock() < self._probe_due:
+                return
+        errors = probe.errors
+        timed = probe.run()
+        with self.lock:
+            if timed is not None:
+                self.counters["operator_probes"] += 1
+                early = self.counters["operator_probes"] < PROBES_AT_ONCE
+                self._probe_due = self.clock() + (0.0 if early else PROBE_EVERY_S)
+                self.operator_cost.add(*timed, keep=True)
+            if probe.errors > errors:
+                self.counters["operator_probe_errors"] += 1
+                if probe.errors == 1:
+                    self.log.warning("%s: a copy of the operator failed on its latest inputs (%s); the "
+                                     "predicted replay stays on the live calls' cost", self.name, probe.last_error)
+
     def _quarantine(self, found: list[Quarantined]) -> None:
         """Poison inputs found in a call: counted and kept (the latest QUARANTINE_KEPT, for status), and
         for a primary written to the dead letters before the call's outputs enter OQ. Nd's output then
@@ -583,6 +613,8 @@ class OperatorBase(NodeBase):
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
         self.batch_seconds.observe(took)
         self.operator_cost.add(len(batch), took)
+        if self.operator_probe is not None and self.state.role is Role.PRIMARY:
+            self.operator_probe.note(batch)
         self.slowest_call_s = max(self.slowest_call_s, took)
         self.counters["operator_batches"] += 1
         base = self.processed.output_count

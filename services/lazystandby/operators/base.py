@@ -95,6 +95,12 @@ class Operator(ABC):
             fut.set_exception(e)
         return fut
 
+    def probe_copy(self) -> Operator | None:
+        """A new operator of the same query as this one was built with, holding no state, for timing a call
+        apart from the live one (node/operator_probe.py); None (the default) where a copy is not cheap or
+        not private (an engine's: a Spark query, its session and its state store)."""
+        return None
+
     def lazy(self, on: bool) -> None:  # noqa: B027 - an operator without a cost per call has nothing to save
         """The node is a standby (`on`) or now needs every answer as soon as it can be had (off: a takeover
         began). While on, an engine with a cost per call may answer later, in fewer and larger calls, by at

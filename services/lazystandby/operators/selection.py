@@ -35,6 +35,9 @@ class Selection(Operator):
         self.unparseable = 0
         self.switches: list[tuple[int, str]] = []
 
+    def probe_copy(self) -> Selection:
+        return Selection(self.predicate)  # the predicate in force; no chaos poison: a probe times, it never fails
+
     def _switch(self, pos: int, payload: bytes) -> None:
         if control.watermark_of(payload) is not None:
             return  # event time means nothing to a selection

@@ -130,6 +130,9 @@ class WindowAggregate(Operator):
         self._delta: list[pa.Table] | None = None
         self._delta_rows = 0
 
+    def probe_copy(self) -> WindowAggregate:
+        return WindowAggregate(self.query)
+
     # --- state --------------------------------------------------------------------------------------
     COMPACT_AT = 16  # most tables a window holds: past it the newest are merged whatever their sizes
 

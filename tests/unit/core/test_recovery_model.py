@@ -128,3 +128,13 @@ def test_what_a_crash_makes_nu_resend_grows_with_bsize_and_is_everything_held_at
     assert resend_at(100, unbounded=50_000, rate=4_000, linger_s=0.005) == 100 + 20
     assert resend_at(10_000, unbounded=50_000, rate=4_000, linger_s=0.005) == 10_020
     assert resend_at(None, unbounded=50_000, rate=4_000, linger_s=0.005) == 50_000
+
+
+def test_probes_of_one_size_count_at_their_median_so_one_held_up_does_not_set_the_slope():
+    cost = CallCost()
+    for i in range(200):
+        cost.add(20 + i % 40, 0.002)
+    for s in (0.030, 0.031, 0.090, 0.029):  # the third held up threefold by a busy core
+        cost.add(4_096, s, keep=True)
+    call, per_tuple = cost.fit()
+    assert per_tuple == pytest.approx((0.0305 - 0.002) / (4_096 - 39.5), rel=0.02)
