@@ -85,11 +85,29 @@ class _BackupCall:
 HINT_EVERY_S = 0.5
 
 # Nu's probes of its link to the standby (the link a resend crosses after a takeover): alternately small and
-# large (the large above the token bucket's burst of the shaped links, a millisecond of a gigabit), the
-# first PROBES_AT_ONCE back to back, then one every PROBE_EVERY_S (at 10 Mbit/s about 0.3 % of the link).
+# large, the first PROBES_AT_ONCE back to back, then one every PROBE_EVERY_S. The large one takes about
+# PROBE_TRANSFER_S to cross at the rate measured so far (from PROBE_BYTES' large, above the token bucket's
+# burst of the shaped links, up to PROBE_MAX_BYTES): a call's own time varies by a millisecond or two, and
+# a 32 KB probe crosses 100 Mbit/s in 2.6 ms, which once read as 150 MB/s and put a 500 KB resend at 3 ms
+# where it took 40. The link then carries PROBE_TRANSFER_S of probe every PROBE_EVERY_S (1 %).
 PROBE_BYTES = (1_024, 32_768)
+PROBE_MAX_BYTES = 1 << 20
+PROBE_TRANSFER_S = 0.02
 PROBES_AT_ONCE = 4
 PROBE_EVERY_S = 2.0
+
+
+def probe_bytes(n: int, per_byte_s: float | None) -> int:
+    """The size of Nu's `n`-th probe of a link whose fitted cost per byte is `per_byte_s` (None: not fitted
+    yet; 0: too fast to tell): small, then large, in turn."""
+    small, large = PROBE_BYTES
+    if n % 2 == 0:
+        return small
+    if per_byte_s is None:
+        return large
+    if per_byte_s <= 0:
+        return PROBE_MAX_BYTES
+    return max(large, min(PROBE_MAX_BYTES, int(PROBE_TRANSFER_S / per_byte_s)))
 
 # Choices over which the most Nu held beyond its resend floor is kept: what Bsize inf would resend is
 # predicted from its peak over about half a minute (a window query's grows with each window, then falls).
@@ -152,7 +170,7 @@ class UpstreamNode(NodeBase):
         # Nu's probes of its standby's link, timed: the cost of the resend a takeover by it would get.
         self.standby_cost = CallCost(min_samples=PROBES_AT_ONCE)
         self._probe_at = 0.0
-        self._probe_padding = os.urandom(max(PROBE_BYTES))  # incompressible, whatever a transport does
+        self._probe_padding = os.urandom(PROBE_MAX_BYTES)  # incompressible, whatever a transport does
         # Choosing Bsize for recovery_target_ms (`_tune`): the standby's part of a prediction (with its backup
         # answers), the latest choice, when to choose next, and (when, head) a rate is measured from.
         self.standby_view: StandbyView | None = None
@@ -659,7 +677,8 @@ class UpstreamNode(NodeBase):
                     or (self.bsize is not None and self.batcher.unbatched(self.oqu) >= self.bsize)):
                 return False
             n = len(self.standby_cost.kept)
-            size = PROBE_BYTES[n % len(PROBE_BYTES)]
+            fit = self.standby_cost.fit()
+            size = probe_bytes(self.counters["probes"], None if fit is None else fit[1])
             self._probe_at = now + (0.0 if n + 1 < PROBES_AT_ONCE else PROBE_EVERY_S)
         t0 = self.clock()
         try:

@@ -301,3 +301,44 @@ def test_a_standby_times_how_late_its_heartbeats_start_and_predicts_a_detection_
     t = standby.predicted_recovery()
     # Half a period of 107 ms, two polls of 25 + 7 ms, the last call back 2 ms later.
     assert t.detection_s == pytest.approx(0.0535 + 2 * 0.032 + 0.002)
+
+
+def test_nus_large_probe_grows_to_about_probe_transfer_s_of_the_link_it_measured():
+    from lazystandby.node.upstream import PROBE_BYTES, PROBE_MAX_BYTES, PROBE_TRANSFER_S, probe_bytes
+
+    small, large = PROBE_BYTES
+    assert [probe_bytes(n, None) for n in range(4)] == [small, large, small, large]  # nothing fitted yet
+    assert probe_bytes(1, 1 / 1_250_000) == large  # 10 Mbit/s: 32 KB is already 26 ms
+    assert probe_bytes(3, 1 / 12_500_000) == int(PROBE_TRANSFER_S * 12_500_000)  # 100 Mbit/s: 250 KB
+    assert probe_bytes(5, 1 / 125_000_000) == PROBE_MAX_BYTES  # a gigabit: capped
+    assert probe_bytes(5, 0.0) == PROBE_MAX_BYTES and probe_bytes(6, 0.0) == small  # too fast to tell
+
+
+def test_nus_probes_of_a_fast_link_read_its_rate_where_32_kb_could_not(net):
+    # 100 Mbit/s and a call whose time varies by 1.5 ms: a 32 KB probe (2.6 ms) reads anything from
+    # 2 to 60 MB/s; once fitted, the large probes take about PROBE_TRANSFER_S and the rate comes out right.
+    from lazystandby.core import messages as msgs
+    from lazystandby.node.upstream import PROBE_EVERY_S, UpstreamNode
+    from lazystandby.sources.base import GeneratorSource
+    from lazystandby.transport.peer import PeerBase
+
+    rate, t, sizes = 12_500_000, [0.0], []
+    jitter = iter([0.0, 0.0015, 0.0015, 0.0] + [0.0015 * (k % 2) for k in range(100)])
+
+    class Link(PeerBase):
+        address = "s"
+
+        def probe(self, msg, timeout):
+            sizes.append(len(msg.padding))
+            t[0] += RTT + next(jitter) + len(msg.padding) / rate
+            return msgs.ProbeAck(received=len(msg.padding))
+
+    nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="inf"),
+                      GeneratorSource(["I1", "I2"], total=0, rate=0.0), lambda a: Link() if a == "s" else net.peer(a),
+                      clock=lambda: t[0])
+    nu._resync_backup = False
+    for _ in range(12):
+        nu._probe_link()
+        t[0] += PROBE_EVERY_S
+    assert max(sizes) > 150_000
+    assert 1 / nu.standby_cost.fit()[1] == pytest.approx(rate, rel=0.15)
