@@ -83,6 +83,7 @@ def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
         rows.append({"ok": r["ok"], "lost": r["lost"], "duplicated": r["duplicated"], "wrong": r.get("wrong", 0),
                      "failover_ms": r.get("recovery_ms"), "detection_ms": rec.get("detection_ms"),
                      "reconnection_ms": rec.get("reconnection_ms"), "data_recovery_ms": rec.get("data_recovery_ms"),
+                     "notice_to_suspicion_ms": rec.get("notice_to_suspicion_ms"),
                      "resent_by_nu": rec.get("resent_by_nu"),
                      "predicted_ms": r.get("predicted_recovery_ms"), "predicted": r.get("predicted_recovery"),
                      "overhead": (r.get("after", {}).get("nu") or {}).get("overhead"), "link": r.get("link"),

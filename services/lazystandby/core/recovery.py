@@ -265,6 +265,7 @@ class RecoveryTimes:
     detected: float
     connected: float | None = None
     live: float | None = None
+    noticed: float | None = None  # the transport's notice of the lost connection, when one came first
 
     @property
     def detection(self) -> float:

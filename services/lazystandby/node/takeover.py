@@ -47,7 +47,7 @@ class Takeover:
         det = self.detector
         now = self.clock()
         self._wall_detected = time.time()
-        return RecoveryTimes(last_ok=det.last_ok if det else now, detected=now)
+        return RecoveryTimes(last_ok=det.last_ok if det else now, detected=now, noticed=det.lost_at if det else None)
 
     def _unheard_ms(self, times: RecoveryTimes) -> int:
         """How long this node has surely not heard its primary, in ms, for Nd to weigh against the primary's
@@ -172,6 +172,10 @@ class Takeover:
             self.recovery["catch_up_ms"] = (processed_at - times.connected) * 1000
             self.recovery["total_ms"] = sum(phases.values()) * 1000
             self.recovery["detected_at"] = self._wall_detected
+            if times.noticed is not None:
+                # Detection's part after the transport's notice (the hold and the refused beat); the rest, from
+                # the crash to the notice, is the primary's end and the notice's way here.
+                self.recovery["notice_to_suspicion_ms"] = (times.detected - times.noticed) * 1000
             self.recovery["cause"] = "handover" if self._handover else "detector"
             self.recovery["live_at"] = self._wall_detected + (times.live - times.detected)
         self.log.warning("%s: live as primary in epoch %d: %s", self.name, plan.epoch, self.recovery)
