@@ -121,9 +121,13 @@ def _peer_error(e: grpc.RpcError, what: str) -> PeerError:
     details = e.details() if hasattr(e, "details") else str(e)
     # gRPC says that nothing is there only in its text (the code is UNAVAILABLE, as for a timeout): a refused
     # TCP connection, or a name that resolves to nothing (a removed container or pod; a slow peer keeps its
-    # name and its port).
+    # name and its port). A connection reset while it is made is a listener going away: a SIGKILLed
+    # process's kernel still completes handshakes on its listening socket while it frees its memory, then
+    # resets them as it closes its files (seen for tens of milliseconds after a kill, before any refusal).
     text = (details or "").lower()
-    refused = code is grpc.StatusCode.UNAVAILABLE and ("connection refused" in text or "domain name not found" in text)
+    refused = code is grpc.StatusCode.UNAVAILABLE and (
+        "connection refused" in text or "domain name not found" in text
+        or ("failed to connect" in text and "connection reset by peer" in text))
     return PeerError(code.name, f"{what}: {details}", refused=refused)
 
 
