@@ -300,10 +300,12 @@ def _end_offsets(bootstrap: str, topics: Topics) -> tuple[int, int]:
 
 
 def window_failover(peer: str, bootstrap: str, *, keys: int, size_ms: int, rate: float, kill_after: float,
-                    where: bool = False, timeout: float = 240.0) -> dict:
+                    where: bool = False, timeout: float = 240.0, start_timeout: float = 120.0) -> dict:
     """`peer` running the window query with `size_ms` windows over a load of `keys` symbols at `rate`,
-    killed (SIGKILL) `kill_after` s into the load: Kafka Streams' active instance, its standby replica on
-    the other taking over; Flink's job, started again from its newest complete checkpoint. The failover is
+    killed (SIGKILL) `kill_after` s into the load, or later, once it has applied input (and Flink has
+    completed a checkpoint): a JVM started on a busy machine can take longer than `kill_after` to do so. Fails
+    when that takes past `start_timeout` s. Kafka Streams' active instance is killed, its standby replica on
+    the other taking over; Flink's job is started again from its newest complete checkpoint. The failover is
     timed from the kill to the first input that arrived after it applied to the state of the instance that
     took over (its first WindowQuery.Progress line past both topics' ends at the kill): the window results
     of that input are then only waiting for their window to close. Fails past `timeout` s, its logs kept."""
@@ -330,23 +332,26 @@ def window_failover(peer: str, bootstrap: str, *, keys: int, size_ms: int, rate:
     try:
         gen.start()
         t0 = time.monotonic()
-        while time.monotonic() - t0 < kill_after:
+        while True:
             if any(p.poll() is not None for p in procs.values()):
                 raise RuntimeError(f"a {NAMES[peer]} window peer ended before the kill; logs in {work}")
+            # The victim: the instance that applies the input (Kafka Streams' active one: its progress is newest).
+            newest = {n: (_progress(work / f"{n}.log") or [(0, -1, -1)])[-1] for n in procs}
+            victim = max(newest, key=lambda n: newest[n][0])
+            ready = newest[victim][0] > 0 and (peer != "flink" or _newest_checkpoint(checkpoints) is not None)
+            waited = time.monotonic() - t0
+            if ready and waited >= kill_after:
+                break
+            if waited >= max(kill_after, start_timeout):
+                raise RuntimeError(f"no {NAMES[peer]} window peer applied any input, or Flink completed no "
+                                   f"checkpoint, in {round(waited, 1)} s; logs in {work}")
             time.sleep(0.5)
-        # The victim: the instance that applies the input (Kafka Streams' active one: its progress is newest).
-        newest = {n: (_progress(work / f"{n}.log") or [(0, -1, -1)])[-1] for n in procs}
-        victim = max(newest, key=lambda n: newest[n][0])
-        if newest[victim][0] == 0:
-            raise RuntimeError(f"no {NAMES[peer]} window peer applied any input in {kill_after} s; logs in {work}")
         ends = _end_offsets(bootstrap, topics)
         t_kill = time.time()
         procs[victim].kill()
         procs[victim].wait(timeout=30)
         if peer == "flink":
             restored = _newest_checkpoint(checkpoints)
-            if restored is None:
-                raise RuntimeError(f"Flink completed no checkpoint in {kill_after} s; logs in {work}")
             procs["restarted"] = start("restarted", str(restored))
             taker = "restarted"
         else:
