@@ -179,7 +179,7 @@ class UpstreamNode(NodeBase):
         self._rate_mark: tuple[float, int] | None = None
         self._unbounded: deque[int] = deque(maxlen=UNBOUNDED_KEPT)
         self._pending_choice: tuple[int | None] | None = None  # (Bsize,) waiting for the next choice to agree
-        self._backup_sent = (-1, 0.0)  # (backup generation, when) of the last backup call cut: backup_linger_ms
+        self._backup_sent = (-1, 0.0)  # (backup generation, when) of the last backup call cut: backup_linger_s
         self.checkpoint = Checkpoint()
         self.cursor = 1
         self.generation = 0
@@ -790,7 +790,7 @@ class UpstreamNode(NodeBase):
         rate = max(0.0, (self.oqu.last - mark[1]) / (now - mark[0]))
         c = self.counters
         tuple_bytes = c["primary_bytes"] / c["primary_tuples"] if c["primary_tuples"] else 0.0
-        unbounded, linger = max(self._unbounded), self.cfg.backup_linger_ms / 1000
+        unbounded, linger = max(self._unbounded), self.cfg.backup_linger_s
 
         def predict(bsize: int | None) -> float:
             resend = resend_at(bsize, unbounded=unbounded, rate=rate, linger_s=linger)
@@ -890,17 +890,17 @@ class UpstreamNode(NodeBase):
 
     def _backup_gathering(self, now: float) -> float:
         """Seconds the backup link still gathers before its next call (0: call now). A call goes once
-        backup_linger_ms has passed since the last one, or at once when a full run (max_batches_per_rpc) is
+        backup_linger_s has passed since the last one, or at once when a full run (max_batches_per_rpc) is
         due: at low rates fewer calls carry the same batches with less framing, at full speed nothing waits.
         A new backup generation (a standby that registered, a call that failed) does not wait for the last
         call of the one before: the newcomer gets its backlog, the retry its batches, at once."""
         cfg = self.cfg
         gen, sent_at = self._backup_sent
-        if not cfg.backup_linger_ms or self.bsize is None or gen != self._backup_gen:
+        if not cfg.backup_linger_s or self.bsize is None or gen != self._backup_gen:
             return 0.0
         if self.batcher.unbatched(self.oqu) >= cfg.max_batches_per_rpc * self.bsize:
             return 0.0
-        return max(0.0, sent_at + cfg.backup_linger_ms / 1000 - now)
+        return max(0.0, sent_at + cfg.backup_linger_s - now)
 
     def _finish_backup(self, call: _BackupCall) -> None:
         peer, ckpt, runs = call.peer, call.frame.checkpoint, call.frame.runs

@@ -515,6 +515,46 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
         nu.stop()
 
 
+def test_a_passive_standbys_backup_link_gathers_for_passive_backup_linger_ms():
+    """A Passive Standby reads its backup only at a takeover: Nu gathers its batches for
+    passive_backup_linger_ms (100 by default), not backup_linger_ms, so it makes fewer calls to it."""
+    from lazystandby.node.upstream import UpstreamNode
+    from lazystandby.transport.peer import PeerBase
+
+    query = "window 20s by symbol agg count"
+    assert NodeConfig(query=query).backup_linger_s == pytest.approx(0.02)
+    assert NodeConfig(query=query, standby_state="snapshot").backup_linger_s == pytest.approx(0.1)
+    assert NodeConfig(query=query, standby_state="snapshot", passive_backup_linger_ms=0).backup_linger_s == 0
+    calls = []
+
+    class Standby(PeerBase):
+        address = "s"
+
+        def backup(self, frame, timeout):
+            calls.append(sum(sum(r.counts) for r in frame.runs))
+            return m.BackupAck(applied_through=max([r.first + sum(r.counts) - 1 for r in frame.runs], default=0))
+
+    t = [100.0]
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10", frame_max=50,
+                     query=query, standby_state="snapshot", max_batches_per_rpc=10)
+    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), lambda a: Standby() if a == "s" else _Net()(a),
+                      clock=lambda: t[0])
+    nu.lock.wait = lambda timeout=None: True  # the test moves the clock itself
+    try:
+        nu._source_loop()
+        nu._backup_loop()
+        assert calls == [50]
+        nu._source_loop()
+        t[0] += 0.021
+        nu._backup_loop()
+        assert calls == [50]  # a warm standby's link would have called here
+        t[0] += 0.08
+        nu._backup_loop()
+        assert calls == [50, 50]
+    finally:
+        nu.stop()
+
+
 def test_a_standby_that_registers_holding_positions_is_not_sent_them_again():
     """Nu feeds the standby its configuration names before that standby's registration gets through (it
     may have started first and been refused until Nu listened). The registration must not make Nu take it
