@@ -208,6 +208,12 @@ class Unreadable(LazyStandbyException):
         self.at, self.error = at, error
 
 
+# --- measurements ------------------------------------------------------------------------------------
+class ProbeFailed(LazyStandbyException):
+    """A copy of the operator raised on a probe's inputs (node/operator_probe.py): the probe measured
+    nothing. Never fatal to the node: the live operator is not touched, and the fit goes on from its calls."""
+
+
 # --- roles, peers and sources -----------------------------------------------------------------------
 class IllegalTransition(LazyStandbyException):
     """A role change the state machine does not allow (core.roles.TRANSITIONS)."""

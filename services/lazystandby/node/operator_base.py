@@ -27,7 +27,7 @@ from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
 from ..core.admission import admit_runs
 from ..core.codec import BatchDecoder
 from ..core.detector import FailureDetector
-from ..core.errors import OversizedMessage, QueueFull, UnknownEpoch, Unreadable
+from ..core.errors import OversizedMessage, ProbeFailed, QueueFull, UnknownEpoch, Unreadable
 from ..core.held import HeldRuns, Sealed
 from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import OperatorWatch
@@ -217,7 +217,7 @@ class OperatorBase(NodeBase):
         # each backup frame); a primary's view of its standby's prediction (from its heartbeats).
         self.operator_cost = CallCost()
         # A primary times a copy of its operator at a replay's size now and then (node/operator_probe.py).
-        self.operator_probe = OperatorProbe(operator, self.clock) if operator.probe_copy() is not None else None
+        self.operator_probe = OperatorProbe(operator, self.clock) if operator.probeable else None
         self._probe_due = 0.0
         self.primary_operator_cost = (0.0, 0.0)
         self.recovery_hint: m.RecoveryHint | None = None
@@ -564,19 +564,21 @@ class OperatorBase(NodeBase):
         with self.lock:
             if probe is None or self.state.role is not Role.PRIMARY or self.clock() < self._probe_due:
                 return
-        errors = probe.errors
-        timed = probe.run()
+        try:
+            timed = probe.run()
+        except ProbeFailed as e:
+            with self.lock:
+                self.counters["operator_probe_errors"] += 1
+                if self.counters["operator_probe_errors"] == 1:
+                    self.log.warning("%s: a copy of the operator failed on its latest inputs (%s); the "
+                                     "predicted replay stays on the live calls' cost", self.name, e)
+            return
         with self.lock:
             if timed is not None:
                 self.counters["operator_probes"] += 1
                 early = self.counters["operator_probes"] < PROBES_AT_ONCE
                 self._probe_due = self.clock() + (0.0 if early else PROBE_EVERY_S)
                 self.operator_cost.add(*timed, keep=True)
-            if probe.errors > errors:
-                self.counters["operator_probe_errors"] += 1
-                if probe.errors == 1:
-                    self.log.warning("%s: a copy of the operator failed on its latest inputs (%s); the "
-                                     "predicted replay stays on the live calls' cost", self.name, probe.last_error)
 
     def _quarantine(self, found: list[Quarantined]) -> None:
         """Poison inputs found in a call: counted and kept (the latest QUARANTINE_KEPT, for status), and

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from ..core.errors import ProbeFailed
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator
 
@@ -54,8 +55,6 @@ class OperatorProbe:
         self._held = 0  # tuples in _latest
         self._new = 0  # tuples noted since the last probe
         self.probes = 0
-        self.errors = 0
-        self.last_error: str | None = None
 
     def note(self, batch: TupleBatch) -> None:
         """The inputs of a call just made: the latest `tuples` of them are kept for the next probe."""
@@ -80,20 +79,16 @@ class OperatorProbe:
 
     def run(self) -> tuple[int, float] | None:
         """One probe: a copy of the operator times a call on the latest inputs; (tuples, seconds), or None
-        when there was nothing new to probe or the copy failed. A failure is counted and kept
-        (`last_error`), never fatal: the live operator is not touched, and the fit goes on from the
-        calls."""
+        when there was nothing new to probe. Raises ProbeFailed when the copy failed (it is closed)."""
         batch = self.batch()
-        copy = None if batch is None else self.operator.probe_copy()
-        if batch is None or copy is None:
+        if batch is None:
             return None
+        copy = self.operator.probe_copy()
         t0 = self.clock()
         try:
             copy.process(batch)
-        except Exception as e:  # a probe is a measurement: its failure must not fail the node
-            self.errors += 1
-            self.last_error = f"{type(e).__name__}: {e}"[:200]
-            return None
+        except Exception as e:  # whatever the copy raised: a measurement that failed, not the node's error
+            raise ProbeFailed(f"{type(e).__name__}: {e}"[:200]) from e
         finally:
             copy.close()
         self.probes += 1

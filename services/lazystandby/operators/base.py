@@ -69,6 +69,8 @@ class Operator(ABC):
     # call costs a fixed time far above the wait (a Spark micro-batch, 0.25-0.5 s, against the 10-60 ms
     # until Nu's resend is in), where starting early means a second call for the resend.
     takeover_gather = False
+    # probe_copy gives a copy (node/operator_probe.py): the node then builds its probe without making one.
+    probeable = False
     # Set by an operator that can answer nothing more (its engine is gone: a Spark JVM that was killed),
     # found out between calls: the node then ends its operator loop with it, as it would on a failed call.
     # A lazy standby may make no call for a long time, and must not stay registered on a dead engine.
@@ -97,8 +99,8 @@ class Operator(ABC):
 
     def probe_copy(self) -> Operator | None:
         """A new operator of the same query as this one was built with, holding no state, for timing a call
-        apart from the live one (node/operator_probe.py); None (the default) where a copy is not cheap or
-        not private (an engine's: a Spark query, its session and its state store)."""
+        apart from the live one (node/operator_probe.py), where `probeable`; None (the default) where a copy
+        is not cheap or not private (an engine's: a Spark query, its session and its state store)."""
         return None
 
     def lazy(self, on: bool) -> None:  # noqa: B027 - an operator without a cost per call has nothing to save

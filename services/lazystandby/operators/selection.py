@@ -35,6 +35,8 @@ class Selection(Operator):
         self.unparseable = 0
         self.switches: list[tuple[int, str]] = []
 
+    probeable = True
+
     def probe_copy(self) -> Selection:
         return Selection(self.predicate)  # the predicate in force; no chaos poison: a probe times, it never fails
 

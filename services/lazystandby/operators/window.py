@@ -130,6 +130,8 @@ class WindowAggregate(Operator):
         self._delta: list[pa.Table] | None = None
         self._delta_rows = 0
 
+    probeable = True
+
     def probe_copy(self) -> WindowAggregate:
         return WindowAggregate(self.query)
 

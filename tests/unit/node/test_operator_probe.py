@@ -4,6 +4,7 @@ its latest inputs, fits the cost per tuple that its small steady calls cannot sh
 import pytest
 
 from lazystandby.config import NodeConfig
+from lazystandby.core.errors import ProbeFailed
 from lazystandby.core.recovery_model import CallCost
 from lazystandby.core.roles import Role
 from lazystandby.core.tuples import TupleBatch
@@ -27,6 +28,8 @@ def ticks(first, n):
 
 class Timed(Operator):
     """An operator whose copies take 1 ms a call and 10 us a tuple on the test's clock."""
+
+    probeable = True
 
     def __init__(self, clock, fail=False):
         self.clock, self.fail, self.calls = clock, fail, []
@@ -65,12 +68,13 @@ def test_a_probe_times_a_copy_and_leaves_the_live_operator_alone():
     assert live.calls == [] and probe.probes == 1
 
 
-def test_a_copy_that_fails_is_counted_and_measures_nothing():
+def test_a_copy_that_fails_raises_and_measures_nothing():
     t = [0.0]
     probe = OperatorProbe(Timed(t, fail=True), lambda: t[0], tuples=100, least=50)
     probe.note(ticks(1, 60))
-    assert probe.run() is None
-    assert probe.errors == 1 and "MemoryError: no room" in probe.last_error and probe.probes == 0
+    with pytest.raises(ProbeFailed, match="MemoryError: no room"):
+        probe.run()
+    assert probe.probes == 0
 
 
 def test_operators_give_a_stateless_copy_of_their_query_and_an_engine_none():
@@ -81,6 +85,7 @@ def test_operators_give_a_stateless_copy_of_their_query_and_an_engine_none():
     sel = Selection("price > 100")
     assert sel.probe_copy().predicate == "price > 100"
     assert Timed([0.0]).probe_copy() is not None and Operator.probe_copy(sel) is None  # the base: no copy
+    assert w.probeable and sel.probeable and not Operator.probeable
 
 
 def test_with_a_probe_the_fit_prices_a_large_replay_at_its_cost_per_tuple():
@@ -139,6 +144,8 @@ def test_a_standby_and_an_engine_without_a_copy_do_not_probe(net, standby):
 
 def test_a_primary_whose_copy_fails_counts_it_says_it_once_and_keeps_its_fit(net, caplog):
     class CopyFails(Operator):
+        probeable = True
+
         def process(self, batch):
             return []
 
