@@ -465,13 +465,11 @@ def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers
     assert nu.oqu.trimmed_through == 250 and nu.batcher.skipped == 0
 
 
-def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_is_due():
-    """At low rates one call per backup_linger_ms carries what is due (less framing per batch); a full run
-    (max_batches_per_rpc) goes at once, and so does the first call to a standby that just registered."""
+def _gathering_upstream(t: list[float], calls: list[int], **settings):
+    """Nu on the clock `t` (the test moves it; waits return at once), with Bsize 10 and runs of up to 10
+    batches, whose standby records the tuples of each backup call in `calls` and acknowledges them."""
     from lazystandby.node.upstream import UpstreamNode
     from lazystandby.transport.peer import PeerBase
-
-    calls = []
 
     class Standby(PeerBase):
         address = "s"
@@ -480,12 +478,19 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
             calls.append(sum(sum(r.counts) for r in frame.runs))
             return m.BackupAck(applied_through=max([r.first + sum(r.counts) - 1 for r in frame.runs], default=0))
 
-    t = [100.0]
     cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10", frame_max=50,
-                     backup_linger_ms=20, max_batches_per_rpc=10)
+                     max_batches_per_rpc=10, **settings)
     nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), lambda a: Standby() if a == "s" else _Net()(a),
                       clock=lambda: t[0])
-    nu.lock.wait = lambda timeout=None: True  # the test moves the clock itself
+    nu.lock.wait = lambda timeout=None: True
+    return nu
+
+
+def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_is_due():
+    """At low rates one call per backup_linger_ms carries what is due (less framing per batch); a full run
+    (max_batches_per_rpc) goes at once, and so does the first call to a standby that just registered."""
+    t, calls = [100.0], []
+    nu = _gathering_upstream(t, calls, backup_linger_ms=20)
     try:
         nu._source_loop()
         nu._backup_loop()
@@ -518,28 +523,12 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
 def test_a_passive_standbys_backup_link_gathers_for_passive_backup_linger_ms():
     """A Passive Standby reads its backup only at a takeover: Nu gathers its batches for
     passive_backup_linger_ms (100 by default), not backup_linger_ms, so it makes fewer calls to it."""
-    from lazystandby.node.upstream import UpstreamNode
-    from lazystandby.transport.peer import PeerBase
-
     query = "window 20s by symbol agg count"
     assert NodeConfig(query=query).backup_linger_s == pytest.approx(0.02)
     assert NodeConfig(query=query, standby_state="snapshot").backup_linger_s == pytest.approx(0.1)
     assert NodeConfig(query=query, standby_state="snapshot", passive_backup_linger_ms=0).backup_linger_s == 0
-    calls = []
-
-    class Standby(PeerBase):
-        address = "s"
-
-        def backup(self, frame, timeout):
-            calls.append(sum(sum(r.counts) for r in frame.runs))
-            return m.BackupAck(applied_through=max([r.first + sum(r.counts) - 1 for r in frame.runs], default=0))
-
-    t = [100.0]
-    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="10", frame_max=50,
-                     query=query, standby_state="snapshot", max_batches_per_rpc=10)
-    nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=10_000), lambda a: Standby() if a == "s" else _Net()(a),
-                      clock=lambda: t[0])
-    nu.lock.wait = lambda timeout=None: True  # the test moves the clock itself
+    t, calls = [100.0], []
+    nu = _gathering_upstream(t, calls, query=query, standby_state="snapshot")
     try:
         nu._source_loop()
         nu._backup_loop()
