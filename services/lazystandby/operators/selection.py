@@ -25,6 +25,7 @@ class Selection(Operator):
     """
 
     name = "python"
+    probeable = True
 
     def __init__(self, predicate: str, *, poison: bytes = b"") -> None:
         self.predicate = predicate
@@ -34,8 +35,6 @@ class Selection(Operator):
         self._fn, self._fields = compile_columnar(predicate)
         self.unparseable = 0
         self.switches: list[tuple[int, str]] = []
-
-    probeable = True
 
     def probe_copy(self) -> Selection:
         return Selection(self.predicate)  # the predicate in force; no chaos poison: a probe times, it never fails

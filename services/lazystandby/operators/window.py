@@ -100,6 +100,7 @@ class WindowAggregate(Operator):
 
     name = "python-window"
     stateful = True
+    probeable = True
 
     def __init__(self, query: Query) -> None:
         if not query.stateful:
@@ -129,8 +130,6 @@ class WindowAggregate(Operator):
         # delta that large is worth no more than a full view, and nobody took one for a while).
         self._delta: list[pa.Table] | None = None
         self._delta_rows = 0
-
-    probeable = True
 
     def probe_copy(self) -> WindowAggregate:
         return WindowAggregate(self.query)
