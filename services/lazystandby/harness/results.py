@@ -247,6 +247,9 @@ SUMMARIES: dict[str, Summary] = {
         ("model_error_p95_data_measured", "`model_error_p95` with each trial's resend and replay terms replaced by "
                                           "its measured data recovery: the error the detection and reconnection "
                                           "terms leave (null: no trial predicted)"),
+        ("model_error_p95_detection_measured", "`model_error_p95` with each trial's detection term replaced by its "
+                                               "measured time from the kill to the suspicion: the error the "
+                                               "reconnection and data terms leave (null: no trial predicted)"),
         ("standby_states", "per standby state, `warm`, `snapshot` (Passive Standby, at the setup's `bsize`) and "
                            "`snapshot_inf` (Passive Standby at Bsize inf: only the snapshots reach the standby, as "
                            "in seed 001), the window query over a million keys: `backup_bytes_per_s` (Nu's "

@@ -89,11 +89,16 @@ def test_seed_001s_passive_standby_is_the_snapshot_state_at_bsize_inf(monkeypatc
     assert seen[-1] == ("warm", bench_links.STATES_BSIZE)
 
 
-def test_the_error_left_with_the_data_phase_measured_replaces_only_resend_and_replay():
-    from bench.links import model_errors_data_measured
+def test_the_error_left_with_a_phase_measured_replaces_only_that_phases_terms():
+    from bench.links import model_errors_measured
 
     p = {"detection_s": 0.08, "reconnection_s": 0.004, "resend_s": 0.006, "replay_s": 0.004, "restore_s": 0.0}
-    t = {"failover_ms": 150.0, "predicted_ms": 94.0, "predicted": p, "data_recovery_ms": 50.0}
-    late = {"failover_ms": 200.0, "predicted_ms": 94.0, "predicted": None, "data_recovery_ms": 10.0}
+    t = {"failover_ms": 150.0, "predicted_ms": 94.0, "predicted": p, "data_recovery_ms": 50.0,
+         "reconnection_ms": 6.0}
+    late = {"failover_ms": 200.0, "predicted_ms": 94.0, "predicted": None, "data_recovery_ms": 10.0,
+            "reconnection_ms": 5.0}
+    grid = {"10mbit": {"1": {"trials": [t, late]}}}
     # 94 - 10 + 50 = 134 against 150; the trial without a prediction is left out
-    assert model_errors_data_measured({"10mbit": {"1": {"trials": [t, late]}}}) == [pytest.approx(16 / 150)]
+    assert model_errors_measured(grid, "data") == [pytest.approx(16 / 150)]
+    # detection measured: 150 - 6 - 50 = 94 from the kill to the suspicion; 94 - 80 + 94 = 108 against 150
+    assert model_errors_measured(grid, "detection") == [pytest.approx(42 / 150)]
