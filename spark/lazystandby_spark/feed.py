@@ -211,12 +211,11 @@ class WindowFeed(Feed):
     however many records one micro-batch spans. A micro-batch never ends between records: ticks after
     the last record wait in the feed for the next one.
 
-    When results are out: Spark evicts, and the sink commits, the windows the watermark of one
-    micro-batch closed in the next one (a micro-batch that reads nothing if no data follows). So after
-    the commit of a micro-batch that read from offset `s` on, every window closed by the records before
-    `s` is out; after a commit of one that read nothing, every window closed by what was read. A query
-    that asks for nothing more (two `Latest` polls at the same offset with no read and no commit
-    between them) has emitted everything its watermark closed. `closed_through` is the offset below
+    When results are out: the query runs in update mode, so each micro-batch's commit carries every
+    window group its rows changed, with the group's whole aggregate so far. After the commit of a
+    micro-batch that read up to offset `e`, every group holds every tick below `e`, so the windows the
+    records below `e` close are complete there: the node takes them (operators/spark_window) without
+    waiting for the micro-batch after, in which Spark evicts them. `closed_through` is the offset below
     which every record's windows are out; `until(offset)` waits for it.
     """
 
@@ -225,12 +224,10 @@ class WindowFeed(Feed):
         self.max_rows = max_rows
         self.bounds: list[int] = []  # feed offsets just past each record, increasing, above closed_through
         self.closed_through = 0
-        self.rows: list[pa.Table] = []  # window results committed, not yet taken (drain)
+        self.rows: list[pa.Table] = []  # updated groups committed, not yet taken (drain), in commit order
         self.closers: deque[tuple[int, Future]] = deque()  # (offset, future), by offset
-        self._read_lo: int | None = None  # lowest offset read since the last commit (None: nothing read)
+        self._read = False  # whether the micro-batch running has read anything
         self._read_end = 0  # highest offset read
-        self._events = 0  # reads and commits so far
-        self._quiet: tuple[int, int] | None = None  # (after, events) of the last poll that found nothing
 
     def restart_at_end(self) -> None:
         """A new query over an empty state: rows not yet offered (ticks past the last record) and results
@@ -239,7 +236,7 @@ class WindowFeed(Feed):
             self.chunks.clear()
             self.base = self.query_start = self.offered = self.done_through = self.end
             self.closed_through = self._read_end = self.end
-            self.bounds, self.rows, self._read_lo, self._quiet = [], [], None, None
+            self.bounds, self.rows, self._read = [], [], False
 
     def append_cut(self, payloads: pa.BinaryArray, records: list[int]) -> int:
         """Hands `payloads` to Spark, with watermark records at indices `records` (increasing); returns the
@@ -302,7 +299,7 @@ class WindowFeed(Feed):
         if through > self.closed_through:
             self.closed_through = through
             del self.bounds[:bisect.bisect_left(self.bounds, through)]
-            self.done_through = min(through, self._read_end)  # rows below are read and committed: freed
+            self.done_through = through  # rows below are read and committed: freed
             self._ready()
         return self._ready_closed()
 
@@ -310,43 +307,29 @@ class WindowFeed(Feed):
     def Latest(self, request, context):
         with self._changed:
             deadline = self.clock() + min(request.wait_ms, MAX_WAIT_MS) / 1000
-            ready: list[Future] = []
             while True:
                 end = self._cut(request.after, self._offer())
                 left = deadline - self.clock()
-                if end > request.after:
-                    self._quiet = None
-                    break
-                if self._quiet == (request.after, self._events):
-                    ready += self._closed(request.after)  # two quiet polls, nothing between: all out
-                self._quiet = (request.after, self._events)
-                if left <= 0 or self.closers:  # someone waits for results: let Spark poll again now
-                    break
-                if self._offerable() > self.offered:
+                if end > request.after or left <= 0:
+                    return pb.FeedState(start=self.query_start, end=end)
+                if self._offerable() > self.offered:  # rows held: look again when their hold ends
                     left = min(left, self._held_since + self.hold - self.clock())
                 self._changed.wait(max(left, 0.001))
-            state = pb.FeedState(start=self.query_start, end=end)
-        _resolve([(f, None) for f in ready])
-        return state
 
     def Fetch(self, request, context):
         reply = super().Fetch(request, context)
         with self.lock:
-            self._read_lo = request.start if self._read_lo is None else min(self._read_lo, request.start)
+            self._read = True
             self._read_end = max(self._read_end, request.end)
-            self._events += 1
         return reply
 
-    def Results(self, request, context):
-        table = pa.ipc.open_stream(request.arrow).read_all() if request.arrow else None
+    def commit(self, table: pa.Table) -> None:
+        """A micro-batch's updated groups (the query's foreachBatch, in the driver), once it ran."""
         with self.lock:
             if table is not None and table.num_rows:
                 self.rows.append(table)
-            # A micro-batch that read from s on emitted what the records before s closed; one that read
-            # nothing emitted what everything read so far closed.
-            through = self._read_end if self._read_lo is None else self._read_lo
-            self._read_lo = None
-            self._events += 1
-            ready = self._closed(through)
+            # A micro-batch that read up to e committed every group the rows below e changed: the windows
+            # the records below e closed are complete. One that read nothing (Spark evicting) adds nothing.
+            ready = self._closed(self._read_end) if self._read else []
+            self._read = False
         _resolve([(f, None) for f in ready])
-        return pb.ResultsReply()

@@ -136,7 +136,7 @@ STATE_STORES = {
 
 
 def start_window(spark, query, *, address: str, partitions: int, checkpoint: str, trigger: str,
-                 name: str):
+                 name: str, on_batch):
     """Start the window aggregation `query` (formats/query.Query) over the feed at `address`: Spark's own
     streaming aggregation, its state in Spark's state store. Returns the running StreamingQuery.
 
@@ -173,6 +173,10 @@ def start_window(spark, query, *, address: str, partitions: int, checkpoint: str
     window = F.window("_ev", f"{query.size_ms} milliseconds", f"{query.slide_ms} milliseconds")
     out = (ticks.groupBy(window.alias("_w"), *query.keys).agg(*aggs)
            .select(F.unix_millis(F.col("_w.start")).alias(WINDOW), *query.keys, "_n", *(s for s, _, _ in parts)))
-    return (out.writeStream.format(FORMAT).option("address", address).option("results", "window")
-            .option("checkpointLocation", checkpoint).outputMode("append")
+    # Update mode: each micro-batch gives the groups it changed, with their whole aggregate so far, and
+    # foreachBatch hands them to `on_batch` in the driver (the node's own process) as one Arrow table. A
+    # Python data source's sink takes append mode only, where a window comes out in the micro-batch after
+    # the one that closed it. The action also runs the micro-batch, so it is taken for an empty one too.
+    return (out.writeStream.foreachBatch(lambda df, _batch: on_batch(df.toArrow()))
+            .option("checkpointLocation", checkpoint).outputMode("update")
             .trigger(processingTime=trigger).queryName(name).start())

@@ -6,7 +6,8 @@ its range over gRPC as Arrow buffers and yields it as one `pyarrow.RecordBatch`,
 marking the range's end, so that a range whose tuples the filter drops entirely is still reported as
 done. Writer (`DataSourceStreamArrowWriter`): each task sends its ranges and the selected offsets, as
 arrays, straight back to the node, idempotently, so Spark's task retries cannot duplicate anything. No
-Python runs per row on either side.
+Python runs per row on either side. (A window query's results do not come back through a writer: its
+query hands them to the node in the driver, query.start_window.)
 
 Spark runs these in its own Python processes, so everything here talks to the node over loopback gRPC.
 """
@@ -14,7 +15,6 @@ Spark runs these in its own Python processes, so everything here talks to the no
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import grpc
 import numpy as np
@@ -136,47 +136,6 @@ class EmitWriter(DataSourceStreamArrowWriter):
         pass
 
 
-@dataclass
-class ResultsMessage(WriterCommitMessage):
-    """One task's window results, as an Arrow IPC stream (empty: none)."""
-
-    arrow: bytes = b""
-
-
-class ResultsWriter(DataSourceStreamArrowWriter):
-    """A window query's sink: each task hands its rows to the driver in its commit message, and the commit
-    sends the micro-batch's results to the node in one call, once per micro-batch (also for one that
-    emitted nothing: the node learns from it how far the results are out). Spark commits a micro-batch
-    once, after every task of it succeeded, so a retried task cannot send rows twice."""
-
-    def __init__(self, options: dict) -> None:
-        self.address = options["address"]
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        batches = [rb for rb in iterator if rb.num_rows]
-        return ResultsMessage(_ipc(batches))
-
-    def commit(self, messages, batchId: int) -> None:
-        from lazystandby.v1 import lazystandby_pb2 as pb
-
-        batches = [rb for m in messages if m is not None and m.arrow
-                   for rb in pa.ipc.open_stream(m.arrow).read_all().to_batches()]
-        _stub(self.address).Results(pb.ResultsRequest(batch=batchId, arrow=_ipc(batches)), timeout=60)
-
-    def abort(self, messages, batchId: int) -> None:
-        pass
-
-
-def _ipc(batches: list[pa.RecordBatch]) -> bytes:
-    if not batches:
-        return b""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batches[0].schema) as w:
-        for rb in batches:
-            w.write_batch(rb)
-    return sink.getvalue().to_pybytes()
-
-
 class FeedDataSource(DataSource):
     """`spark.readStream.format("lazystandby_feed")` and `writeStream.format("lazystandby_feed")`."""
 
@@ -191,6 +150,4 @@ class FeedDataSource(DataSource):
         return FeedReader(self.options)
 
     def streamWriter(self, schema, overwrite: bool) -> DataSourceStreamWriter:
-        if self.options.get("results") == "window":
-            return ResultsWriter(self.options)
         return EmitWriter(self.options)

@@ -8,10 +8,12 @@ equal to the Python operator (operators/window.py) result for result:
   carries as its event time, and the feed (lazystandby_spark.feed.WindowFeed) ends micro-batches only
   just past records, so Spark's watermark is the link order's at every record, however the inputs were
   cut into calls or micro-batches.
-- Spark emits a window in the micro-batch after the one whose watermark closed it. The feed knows when
-  every window closed by the records of a call is out; the call's outputs are the windows final at its
-  last record's watermark, each mapped to the first record whose watermark makes it final: the Python
-  operator's mapping.
+- The query runs in update mode: each micro-batch's commit carries the whole aggregate so far of every
+  group its rows changed. Once the micro-batch that read a call's last record has committed, every
+  window that record's watermark makes final is complete in what came back, a micro-batch before Spark
+  evicts it (what a takeover waits for is one micro-batch shorter). The node keeps each open group's
+  newest row; the call's outputs are the windows final at its last record's watermark, each mapped to
+  the first record whose watermark makes it final: the Python operator's mapping.
 - Rows are sorted by window start and keys and formatted by operators/window.result_texts from exact
   partials (decimal sums, counts, min, max), as the Python operator's are.
 """
@@ -55,7 +57,7 @@ class SparkWindow(SparkSelection):
         self.spec = WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms)
         self.watermark: int | None = None  # the last record's, clamped non-decreasing (as the Python operator)
         self._floor: int | None = None  # a restored state's watermark: windows final there were delivered
-        self._pending: list[pa.Table] = []  # results out, final at a record not yet collected
+        self._open: pa.Table | None = None  # each open group's newest row (update mode), not final yet
         self.results = 0
         self.unparseable = 0
         self._progress: tuple[float, int, int] = (0.0, 0, 0)  # (when read, rows, bytes) of the state store
@@ -67,12 +69,12 @@ class SparkWindow(SparkSelection):
     def _start_query(self, *, where: str | None = None) -> None:
         self.generation += 1
         self.feed.restart_at_end()
-        self._pending = []
+        self._open = None
         query = self.window if where is None else replace(self.window, where=where)
         self.query = spark_query.start_window(
             self.spark, query, address=self.address, partitions=self.cfg.spark_partitions,
             checkpoint=f"{self.workdir}/checkpoint-{self.generation}", trigger=self.cfg.spark_trigger,
-            name=f"window_{self.generation}")
+            name=f"window_{self.generation}", on_batch=self._on_batch(self.generation))
         log.info("%s: Spark window query %d started: %s", self.cfg.name, self.generation, query.text())
 
     def _start_warm(self) -> None:
@@ -86,6 +88,12 @@ class SparkWindow(SparkSelection):
         self.query.stop()
         self._start_query()
         self._warm_rounds(b"WARMUP,1.0,1,-,X", 0, (1_000, 100))
+
+    def _on_batch(self, generation: int):
+        def commit(table: pa.Table) -> None:
+            if generation == self.generation:  # a stopped query's last micro-batch belongs to a state given up
+                self.feed.commit(table)
+        return commit
 
     def _warm_rounds(self, tick: bytes, watermark: int, sizes: tuple[int, ...]) -> None:
         record = control.encode_watermark(watermark)
@@ -139,16 +147,16 @@ class SparkWindow(SparkSelection):
     def _collect(self, records: np.ndarray, marks: np.ndarray) -> Outputs:
         """The windows final at the call's last record, each mapped to the first record that makes it
         final. Called in call order (the feed resolves its futures in offset order)."""
-        rows = [*self._pending, *self.feed.drain()]
-        self._pending = []
+        rows = [t for t in (self._open, *self.feed.drain()) if t is not None]
+        self._open = None
         if not rows:
             return Outputs.none()
-        table = pa.concat_tables(rows, promote_options="permissive") if len(rows) > 1 else rows[0]
+        table = newest(rows, [WINDOW, *self.window.keys])
         table = table.sort_by([(WINDOW, "ascending"), *((k, "ascending") for k in self.window.keys)])
         final = self.spec.final_at(table[WINDOW].to_numpy())
         now = final <= marks[-1]
         if not now.all():
-            self._pending = [table.filter(pa.array(~now))]
+            self._open = table.filter(pa.array(~now))
         if self._floor is not None:
             now &= final > self._floor
         table, final = table.filter(pa.array(now)), final[now]
@@ -192,3 +200,15 @@ class SparkWindow(SparkSelection):
     def state_bytes(self) -> int:
         return self._store()[1]
 
+
+
+def newest(tables: list[pa.Table], group: list[str]) -> pa.Table:
+    """Each group's row from the last of `tables` that has one (update mode: a later commit's row holds
+    the group's whole aggregate so far, so it replaces the earlier ones)."""
+    table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+    if len(tables) == 1 or not table.num_rows:
+        return table  # one commit holds one row per group (Spark's state has one per key)
+    order = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    last = (table.append_column("_row", order).group_by(group, use_threads=False)
+            .aggregate([("_row", "max")]))
+    return table.take(last["_row_max"])

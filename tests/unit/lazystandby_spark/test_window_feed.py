@@ -22,14 +22,8 @@ def fetch(feed, start, end):
     feed.Fetch(pb.FetchRequest(start=start, end=end), Context())
 
 
-def commit(feed, batch, table=None):
-    arrow = b""
-    if table is not None:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-        arrow = sink.getvalue().to_pybytes()
-    feed.Results(pb.ResultsRequest(batch=batch, arrow=arrow), Context())
+def commit(feed, table=None):
+    feed.commit(table if table is not None else pa.table({"_window": pa.array([], pa.int64())}))
 
 
 def test_micro_batches_end_only_just_past_a_record_and_within_max_rows_where_one_allows():
@@ -43,42 +37,28 @@ def test_micro_batches_end_only_just_past_a_record_and_within_max_rows_where_one
     assert latest(feed, 23) == 23  # the ticks after the last record wait
 
 
-def test_windows_are_out_after_the_next_commit_or_two_quiet_polls():
+def test_windows_are_out_once_the_micro_batch_that_read_their_record_commits():
     feed = WindowFeed(max_rows=100)
     feed.append_cut(rows(10), [4, 9])  # bounds 5 and 10
     first, second = feed.until(5), feed.until(10)
     assert latest(feed, 0) == 10
-    fetch(feed, 0, 10)
-    commit(feed, 0)  # the batch that read 0..10 emits what the watermark before 0 closed: nothing yet
+    commit(feed)  # a micro-batch that read nothing (Spark evicting): nothing is out by it
     assert not first.done() and feed.closed_through == 0
-    table = pa.table({"_window": [1000]})
-    commit(feed, 1, table)  # a batch that read nothing: what 0..10 closed is out
+    fetch(feed, 0, 10)
+    assert not first.done(), "read, not yet committed"
+    commit(feed, pa.table({"_window": [1000]}))  # the groups 0..10 changed, with all of 0..10 in them
     assert first.done() and second.done() and feed.closed_through == 10
     assert [t.num_rows for t in feed.drain()] == [1] and feed.drain() == []
+    assert not feed.chunks, "what Spark read and committed is dropped from the feed"
 
     feed.append_cut(rows(5), [4])  # bound 15
     third = feed.until(15)
     assert latest(feed, 10) == 15
+    assert latest(feed, 15) == 15 and latest(feed, 15) == 15
+    assert not third.done(), "polls that find nothing put nothing out"
     fetch(feed, 10, 15)
-    commit(feed, 2)
-    assert not third.done()
-    assert latest(feed, 15) == 15  # quiet ...
-    assert not third.done()
-    assert latest(feed, 15) == 15  # ... and quiet again, with no read or commit between: all out
+    commit(feed)
     assert third.done()
-
-
-def test_a_commit_between_quiet_polls_is_not_quiet():
-    feed = WindowFeed(max_rows=100)
-    feed.append_cut(rows(3), [2])
-    done = feed.until(3)
-    latest(feed, 0)
-    fetch(feed, 0, 3)
-    commit(feed, 0)
-    latest(feed, 3)
-    fetch(feed, 0, 3)  # a retried task of a later batch, say: something happened
-    latest(feed, 3)
-    assert not done.done()
 
 
 def test_a_failed_query_fails_the_waiters_and_a_restart_drops_what_was_not_offered():
