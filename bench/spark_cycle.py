@@ -1,17 +1,17 @@
 """`make bench-spark-cycle`: what one result of the Spark window query costs in micro-batches, beside the
 same aggregation with Spark's own source and sink.
 
-A Spark standby's takeover ends when the windows closed by Nu's tail are out, and Spark emits a window in
-the micro-batch after the one whose watermark closed it. So a takeover waits for the micro-batch in flight,
-one that reads the tail and one that emits it: its data recovery is about three micro-batches, which
-makes the micro-batch's cost the Spark failover's floor. This bench measures that cost on this machine,
-one query alone, nothing else running:
+A Spark standby's takeover ends when the windows closed by Nu's tail are out. The query runs in update
+mode, so they are out once the micro-batch that read the tail has run: a takeover waits for the
+micro-batch in flight and the one that reads the tail, which makes the micro-batch's cost the Spark
+failover's floor. This bench measures that cost on this machine, one query alone, nothing else running:
 
 - `spark_window_call_ms`: the node's operator (operators/spark_window.SparkWindow, the `window` query,
   Spark's state store) answering a call of CALL_TICKS ticks with a watermark record every RECORD_EVERY
-  positions: the median time from submit to the call's results (a data micro-batch and the one that
-  emits); `spark_window_data_batch_ms` and `spark_window_emit_batch_ms` the medians of Spark's own
-  `triggerExecution` for micro-batches that read rows and those that read none.
+  positions: the median time from submit to the call's results (the micro-batch that reads the call);
+  `spark_window_data_batch_ms` and `spark_window_emit_batch_ms` the medians of Spark's own
+  `triggerExecution` for micro-batches that read rows and for those that read none (Spark evicting
+  closed windows; null when none ran).
 - `spark_jvm_batch_ms`: the same aggregation (one-second tumbling windows by symbol, count, avg and max
   of price where price > 100) over Spark's `rate` source at RATE rows/s into the `noop` sink: the median
   `triggerExecution` of its micro-batches, what Spark costs with no Python on the path.
@@ -123,7 +123,7 @@ def jvm_cycle(seconds: float) -> dict:
                .groupBy(F.window("timestamp", "1 second"), "symbol")
                .agg(F.count(F.lit(1)), F.avg("price"), F.max("price")))
         with tempfile.TemporaryDirectory(prefix="bench-jvm-") as ckpt:
-            query = (out.writeStream.format("noop").outputMode("append").option("checkpointLocation", ckpt)
+            query = (out.writeStream.format("noop").outputMode("update").option("checkpointLocation", ckpt)
                      .trigger(processingTime="0 seconds").start())
             time.sleep(seconds)
             progress = [p for p in query.recentProgress if p["batchId"] >= 3]  # the first compile the plan

@@ -142,10 +142,11 @@ def start_window(spark, query, *, address: str, partitions: int, checkpoint: str
 
     Event time is a tick's `ts`, and a watermark record's event time is the watermark it carries: Spark's
     watermark (the largest event time read, less the lateness) is then the link order's at every record,
-    and the feed cuts micro-batches only just past records (feed.WindowFeed). A window is evicted, and
-    emitted, once that watermark reaches its end: the rule of core/windows.WindowSpec.final_at. The rows
-    carry the window start (ms), the keys and the partial aggregates of operators/window.partials; the
-    node formats them."""
+    and the feed cuts micro-batches only just past records (feed.WindowFeed). Each micro-batch gives
+    `on_batch` the groups it changed (update mode), and the node takes a window as final once its record
+    was read (core/windows.WindowSpec.final_at); Spark evicts it in a later micro-batch. The rows carry
+    the window start (ms), the keys and the partial aggregates of operators/window.partials; the node
+    formats them."""
     from pyspark.sql import functions as F
 
     from lazystandby.formats.ticks import spark_exact

@@ -217,8 +217,8 @@ SUMMARIES: dict[str, Summary] = {
         ("spark_window_call_ms", "the node's Spark window operator answering a call of 5,000 ticks (a watermark "
                                  "record every 500): median ms from submit to the call's results"),
         ("spark_window_data_batch_ms", "its micro-batches that read rows: median `triggerExecution`, ms"),
-        ("spark_window_emit_batch_ms", "its micro-batches that read nothing and emit what the one before closed: "
-                                       "median `triggerExecution`, ms"),
+        ("spark_window_emit_batch_ms", "its micro-batches that read nothing (Spark evicting closed windows): "
+                                       "median `triggerExecution`, ms; null when none ran"),
         ("spark_jvm_batch_ms", "the same aggregation over Spark's rate source into the noop sink (no Python on "
                                "the path): median `triggerExecution`, ms"),
         ("spark_window_batch_over_jvm", "the node's data micro-batch over the JVM's: what the feed adds"),

@@ -266,7 +266,10 @@ class StandbySide:
         if self.passive and self.state.role is Role.STANDBY:
             return self._snapshot_through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
         head = self.iq.head()
-        wait = self.standby_defer
+        # A stateful standby whose operator paces itself (Operator.paces_standby: Spark's feed) takes every
+        # input on arrival: it skips none, and what waited here would be decoded and handed over only at a
+        # takeover (docs/faults.md, the Spark window kills).
+        wait = 0.0 if self.stateful and self.operator.paces_standby else self.standby_defer
         slow = self.cover_latency is not None and self.cover_latency >= wait
         if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
                 or self.clock() - head[1] >= wait):
@@ -440,7 +443,8 @@ class StandbySide:
         predicted recovery meets the target (core.recovery_model.choose_cheapest): what waits for the
         takeover grows with it, by the primary's input rate."""
         target = self.cfg.recovery_target_ms / 1000
-        if not target or now < self._standby_tune_at:
+        paced = not self.passive and self.stateful and self.operator.paces_standby  # no deferral to choose
+        if not target or now < self._standby_tune_at or paced:
             return
         self._standby_tune_at = now + TUNE_EVERY_S
         mark, self._standby_rate_mark = self._standby_rate_mark, (now, self.primary_received)

@@ -69,6 +69,10 @@ class Operator(ABC):
     # call costs a fixed time far above the wait (a Spark micro-batch, 0.25-0.5 s, against the 10-60 ms
     # until Nu's resend is in), where starting early means a second call for the resend.
     takeover_gather = False
+    # The operator holds a standby's input back itself (lazy()), in larger runs than a node's calls: a
+    # stateful standby then hands it every input on arrival instead of deferring it in IQ' (it skips none,
+    # so waiting for Nd's acks saves nothing, and what waits sealed in IQ' a takeover must still decode).
+    paces_standby = False
     # probe_copy gives a copy (node/operator_probe.py): the node then builds its probe without making one.
     probeable = False
     # Set by an operator that can answer nothing more (its engine is gone: a Spark JVM that was killed),

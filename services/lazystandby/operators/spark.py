@@ -67,6 +67,7 @@ class SparkSelection(Operator):
 
     name = "spark"
     takeover_gather = True
+    paces_standby = True  # its feed holds a standby's tuples for spark_standby_hold (lazy())
 
     def __init__(self, predicate: str, cfg: NodeConfig) -> None:
         compile_predicate(predicate)  # refuse a bad predicate here, with our error, before Spark starts

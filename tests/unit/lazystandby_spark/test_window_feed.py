@@ -1,5 +1,5 @@
 """A window query's feed without Spark: micro-batches cut only just past watermark records, and the
-offset below which every record's windows are out, from commits and quiet polls."""
+offset below which every record's windows are out, from the commits of micro-batches that read."""
 
 import pyarrow as pa
 import pytest

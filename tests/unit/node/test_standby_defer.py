@@ -127,3 +127,30 @@ def test_a_standby_defers_before_the_first_cover_but_not_while_covering_takes_lo
     loop_once(n2)
     assert len(n2.iq) == 0 and n2.processed.input_pos == 30  # nothing waits (11..15, covered, skipped)
     assert n2.counters["processed_tuples"] == 25 and n2.counters["skipped_tuples"] == 5
+
+
+@pytest.mark.parametrize("paces", [False, True])
+def test_a_stateful_standby_whose_operator_paces_itself_hands_it_every_input_on_arrival(net, paces):
+    """A window standby applies every input; one whose operator holds a standby's input back itself (Spark's
+    feed) gets it at once, the others after standby_defer."""
+    from lazystandby.formats.query import parse_query
+    from lazystandby.operators.window import WindowAggregate
+
+    class Window(WindowAggregate):
+        paces_standby = paces
+
+    t = [100.0]
+    n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, query="window"),
+                     Window(parse_query("window")), net.peer, clock=lambda: t[0])
+    n.primary_received = 1000
+    net.register("s", n)
+    try:
+        net.call_pb("s", "Backup", backup_frame(BatchEncoder(CodecName.ZSTD_STREAM), [run(1, 10)]))
+        with n.lock:
+            assert n._deferred_through() == (None if paces else 0)  # None: take everything now
+        if not paces:
+            t[0] += 1.0  # waited standby_defer
+        loop_once(n)
+        assert n.counters["processed_tuples"] == 10
+    finally:
+        n.stop()
