@@ -432,7 +432,8 @@ HELP: dict[str, str] = {
                      "its state every snapshot_interval; window queries on the Python operator)",
     "snapshot_interval": "seconds between a Passive Standby primary's snapshots (longer: less shipped, more "
                          "to replay at a takeover)",
-    "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none)",
+    "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none); "
+                     "a window standby on Spark skips none and takes them on arrival",
     "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
     "takeover_lease": "seconds Nd declines a takeover after the primary's last delivery (a standby cut off from a "
                       "primary that still delivers does not depose it); below heartbeat_interval; auto = three "
