@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from lazystandby_spark import query as spark_query
 from lazystandby_spark.feed import WindowFeed
 
@@ -57,7 +58,10 @@ class SparkWindow(SparkSelection):
         self.spec = WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms)
         self.watermark: int | None = None  # the last record's, clamped non-decreasing (as the Python operator)
         self._floor: int | None = None  # a restored state's watermark: windows final there were delivered
-        self._open: pa.Table | None = None  # each open group's newest row (update mode), not final yet
+        # Window start -> the rows its groups came back with from each commit, oldest first (update mode: a
+        # later row of a group replaces the earlier), until a record makes the window final. Kept by window
+        # so that a call works through the rows of the windows it closes, not through every open group.
+        self._open: dict[int, list[pa.Table]] = {}
         self.results = 0
         self.unparseable = 0
         self._progress: tuple[float, int, int] = (0.0, 0, 0)  # (when read, rows, bytes) of the state store
@@ -69,7 +73,7 @@ class SparkWindow(SparkSelection):
     def _start_query(self, *, where: str | None = None) -> None:
         self.generation += 1
         self.feed.restart_at_end()
-        self._open = None
+        self._open = {}
         query = self.window if where is None else replace(self.window, where=where)
         self.query = spark_query.start_window(
             self.spark, query, address=self.address, partitions=self.cfg.spark_partitions,
@@ -147,21 +151,21 @@ class SparkWindow(SparkSelection):
     def _collect(self, records: np.ndarray, marks: np.ndarray) -> Outputs:
         """The windows final at the call's last record, each mapped to the first record that makes it
         final. Called in call order (the feed resolves its futures in offset order)."""
-        rows = [t for t in (self._open, *self.feed.drain()) if t is not None]
-        self._open = None
+        for table in self.feed.drain():
+            starts = table[WINDOW]
+            windows = pc.unique(starts).to_pylist()
+            for start in windows:
+                part = table if len(windows) == 1 else table.filter(pc.equal(starts, start))
+                self._open.setdefault(start, []).append(part)
+        closed = [(w, self._open.pop(w)) for w in sorted(self._open) if self.spec.final_at(w) <= marks[-1]]
+        keys = list(self.window.keys)
+        rows = [newest(tables, keys) for w, tables in closed
+                if self._floor is None or self.spec.final_at(w) > self._floor]  # at or below: delivered
         if not rows:
             return Outputs.none()
-        table = newest(rows, [WINDOW, *self.window.keys])
-        table = table.sort_by([(WINDOW, "ascending"), *((k, "ascending") for k in self.window.keys)])
+        table = pa.concat_tables(rows, promote_options="permissive") if len(rows) > 1 else rows[0]
+        table = table.sort_by([(WINDOW, "ascending"), *((k, "ascending") for k in keys)])
         final = self.spec.final_at(table[WINDOW].to_numpy())
-        now = final <= marks[-1]
-        if not now.all():
-            self._open = table.filter(pa.array(~now))
-        if self._floor is not None:
-            now &= final > self._floor
-        table, final = table.filter(pa.array(now)), final[now]
-        if not table.num_rows:
-            return Outputs.none()
         at = records[np.searchsorted(marks, final, side="left")]
         self.results += table.num_rows
         return Outputs(at, result_texts(self.window, self.spec.size_ms, table))
@@ -201,13 +205,14 @@ class SparkWindow(SparkSelection):
         return self._store()[1]
 
 
-
 def newest(tables: list[pa.Table], group: list[str]) -> pa.Table:
     """Each group's row from the last of `tables` that has one (update mode: a later commit's row holds
-    the group's whole aggregate so far, so it replaces the earlier ones)."""
-    table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-    if len(tables) == 1 or not table.num_rows:
-        return table  # one commit holds one row per group (Spark's state has one per key)
+    the group's whole aggregate so far, so it replaces the earlier ones). `tables` hold one window each."""
+    if len(tables) == 1:
+        return tables[0]  # one commit holds one row per group (Spark's state has one per key)
+    if not group:
+        return tables[-1]  # one group per window: every commit of the window has it
+    table = pa.concat_tables(tables, promote_options="permissive")
     order = pa.array(np.arange(table.num_rows, dtype=np.int64))
     last = (table.append_column("_row", order).group_by(group, use_threads=False)
             .aggregate([("_row", "max")]))
