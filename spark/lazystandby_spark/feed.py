@@ -128,6 +128,10 @@ class Feed(pb_grpc.OperatorFeedServicer):
             self.offered = end
         return self.offered
 
+    def _readable(self, after: int) -> int:
+        """Holding the lock: how far one micro-batch that starts at `after` may read now."""
+        return self._offer()
+
     def _range(self, start: int, end: int) -> pa.BinaryArray:
         """Holding the lock: the payloads at [start, end), one array."""
         parts, at = [], self.base
@@ -147,7 +151,7 @@ class Feed(pb_grpc.OperatorFeedServicer):
         with self._changed:
             deadline = self.clock() + min(request.wait_ms, MAX_WAIT_MS) / 1000
             while True:
-                end = self._offer()
+                end = self._readable(request.after)
                 left = deadline - self.clock()
                 if end > request.after or left <= 0:
                     return pb.FeedState(start=self.query_start, end=end)
@@ -279,6 +283,9 @@ class WindowFeed(Feed):
         # Only up to just past the last record: ticks after it wait for the next one.
         return self.bounds[-1] if self.bounds else self.offered
 
+    def _readable(self, after: int) -> int:
+        return self._cut(after, self._offer())
+
     def _cut(self, after: int, end: int) -> int:
         """Holding the lock: how far one micro-batch from `after` reads, at most `end` (a bound): the last
         bound within max_rows of `after`, or the first past it."""
@@ -304,18 +311,6 @@ class WindowFeed(Feed):
         return self._ready_closed()
 
     # --- the gRPC side -----------------------------------------------------------------------------
-    def Latest(self, request, context):
-        with self._changed:
-            deadline = self.clock() + min(request.wait_ms, MAX_WAIT_MS) / 1000
-            while True:
-                end = self._cut(request.after, self._offer())
-                left = deadline - self.clock()
-                if end > request.after or left <= 0:
-                    return pb.FeedState(start=self.query_start, end=end)
-                if self._offerable() > self.offered:  # rows held: look again when their hold ends
-                    left = min(left, self._held_since + self.hold - self.clock())
-                self._changed.wait(max(left, 0.001))
-
     def Fetch(self, request, context):
         reply = super().Fetch(request, context)
         with self.lock:
@@ -326,7 +321,7 @@ class WindowFeed(Feed):
     def commit(self, table: pa.Table) -> None:
         """A micro-batch's updated groups (the query's foreachBatch, in the driver), once it ran."""
         with self.lock:
-            if table is not None and table.num_rows:
+            if table.num_rows:
                 self.rows.append(table)
             # A micro-batch that read up to e committed every group the rows below e changed: the windows
             # the records below e closed are complete. One that read nothing (Spark evicting) adds nothing.

@@ -11,9 +11,10 @@ equal to the Python operator (operators/window.py) result for result:
 - The query runs in update mode: each micro-batch's commit carries the whole aggregate so far of every
   group its rows changed. Once the micro-batch that read a call's last record has committed, every
   window that record's watermark makes final is complete in what came back, a micro-batch before Spark
-  evicts it (what a takeover waits for is one micro-batch shorter). The node keeps each open group's
-  newest row; the call's outputs are the windows final at its last record's watermark, each mapped to
-  the first record whose watermark makes it final: the Python operator's mapping.
+  evicts it (what a takeover waits for is one micro-batch shorter). The node keeps each open window's
+  rows as they came back and takes each group's newest once the window is final; the call's outputs
+  are the windows final at its last record's watermark, each mapped to the first record whose
+  watermark makes it final: the Python operator's mapping.
 - Rows are sorted by window start and keys and formatted by operators/window.result_texts from exact
   partials (decimal sums, counts, min, max), as the Python operator's are.
 """
