@@ -264,5 +264,19 @@ class QueryError(LazyStandbyException, ValueError):
     """A query text (formats/query.py) that declares no query this engine runs; the message says why."""
 
 
+class SchemaError(LazyStandbyException, ValueError):
+    """A table declaration (CREATE TABLE) this engine cannot read: the message names the table and the
+    column or clause, and says what is supported."""
+
+
+class UnsupportedSql(LazyStandbyException, ValueError):
+    """A SQL text the engine cannot run: the message is one line that names the construct and says what
+    is supported (docs/sql.md)."""
+
+
+class PipelineError(LazyStandbyException, ValueError):
+    """A pipeline file that declares no pipeline this engine runs: the message names the statement."""
+
+
 class ResultsFormatError(LazyStandbyException, ValueError):
     """The results topic holds records whose output sequence numbers cannot be known."""

@@ -233,9 +233,9 @@ class WindowAggregate(Operator):
         """A table with no rows in the partials' schema (a snapshot of no open window)."""
         cols = {_WIN: pa.array([], pa.int64()), "_n": pa.array([], pa.int64())}
         for k in self.query.keys:
-            cols[k] = pa.array([], pa.string())
+            cols[k] = pa.array([], self._key_type(k))
         for c in self._columns:
-            cols[c] = pa.array([], _DECIMAL[FIELD_TYPE[c]])
+            cols[c] = pa.array([], self._exact_type(c))
         return self._merge(pa.table(cols), first=True)
 
     def input_fault(self, error: BaseException) -> bool:
@@ -267,8 +267,9 @@ class WindowAggregate(Operator):
             return Outputs.none()
         return Outputs(np.concatenate(at), pa.concat_arrays(payloads))
 
-    def _add(self, payloads: pa.Array) -> None:
-        """Ticks between two records: their partial aggregates per (window, keys), kept for the next record."""
+    def _selected(self, payloads: pa.Array) -> dict[str, pa.Array]:
+        """The inputs between two records that the query aggregates, as columns: `ts` (event time, ms),
+        the keys, and each aggregated column (`_columns`)."""
         ok, cols = parse_columns(payloads, self._fields, admitted=True)
         keep = pc.fill_null(self._where(cols, len(payloads)), False) if self._where else None
         if ok is not None:
@@ -276,6 +277,18 @@ class WindowAggregate(Operator):
             keep = ok if keep is None else pc.and_(keep, pc.fill_null(ok, False))
         if keep is not None:
             cols = {k: pc.filter(v, keep) for k, v in cols.items()}
+        return cols
+
+    def _exact_type(self, column: str) -> pa.DataType:
+        """The type an aggregated column's partials are kept in (exact: no float is summed)."""
+        return _DECIMAL[FIELD_TYPE[column]]
+
+    def _key_type(self, key: str) -> pa.DataType:
+        return pa.string()
+
+    def _add(self, payloads: pa.Array) -> None:
+        """Inputs between two records: their partial aggregates per (window, keys), kept for the next record."""
+        cols = self._selected(payloads)
         n = len(cols["ts"])
         if not n:
             return
@@ -293,7 +306,7 @@ class WindowAggregate(Operator):
         for k in self.query.keys:
             table[k] = cols[k].take(take)
         for c in self._columns:
-            table[c] = cols[c].cast(_DECIMAL[FIELD_TYPE[c]]).take(take)
+            table[c] = cols[c].cast(self._exact_type(c)).take(take)
         partial = self._merge(pa.table(table), first=True)
         if self._delta is not None:
             self._delta.append(partial)

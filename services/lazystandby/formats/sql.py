@@ -1,0 +1,556 @@
+"""The SQL front end: one query text in Spark SQL's dialect, read by sqlglot, checked against the
+table it reads, and planned as data (`Plan`) that both operators and the checker's truth run.
+
+Two shapes of query, as the engine runs them:
+
+- a selection: `SELECT <expressions> FROM t [WHERE <predicate>]`, one output per input the predicate
+  keeps (`*` passes every column through);
+- a window aggregation: `SELECT window.start, window.end, <keys>, <aggregates> FROM t [WHERE ...]
+  GROUP BY window(<event time>, '<size>'[, '<slide>']), <keys> [HAVING <predicate>]`, with count, sum,
+  min, max and avg, each window final at the watermark record that passes its end.
+
+What the engine cannot run is refused here, at start, by `UnsupportedSql` in one line that names the
+construct and says what is supported (SUPPORTED; docs/sql.md holds the table). The plan's expressions
+are sqlglot trees, normalised so that every engine computes the same values: `/` works in DOUBLE (Spark
+divides DECIMALs in DECIMAL, DuckDB integers in DOUBLE), `CAST` is Spark's try_cast (NULL where a value
+does not convert), and `MOD` and `%` take the dividend's sign.
+
+Nothing here is hand-parsed: sqlglot reads the text; this module walks its tree (sqlglot plans no
+streaming windows, and types each engine differently).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+
+from ..core.errors import UnsupportedSql
+from ..core.windows import WindowSpec
+from .schema import Schema, SqlType, duration_ms, interval_ms
+
+SUPPORTED = ("supported: SELECT <expressions> FROM <table> [WHERE ...], or SELECT window.start, window.end, "
+             "keys, count/sum/min/max/avg FROM <table> [WHERE ...] GROUP BY window(<time>, '<size>'[, '<slide>']), "
+             "keys [HAVING ...] (docs/sql.md)")
+
+
+class Dialect(Spark):
+    """Spark SQL, with `window` an ordinary name: Spark reads `GROUP BY window(ts, '10 seconds')` and
+    `window.start` that way, where sqlglot would take WINDOW for a named-window clause."""
+
+    class Tokenizer(Spark.Tokenizer):
+        KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "WINDOW"}
+
+
+BIGINT, INT, DOUBLE, VARCHAR, BOOLEAN, TIMESTAMP = (SqlType(k) for k in
+                                                    ("BIGINT", "INT", "DOUBLE", "VARCHAR", "BOOLEAN", "TIMESTAMP"))
+NULLTYPE = SqlType("NULL")
+AGGREGATES = ("count", "sum", "min", "max", "avg")
+# String functions and others the evaluators implement, each with its argument count (min, max).
+FUNCTIONS = {"upper": (1, 1), "lower": (1, 1), "length": (1, 1), "trim": (1, 1), "substring": (2, 3),
+             "concat": (1, 16), "abs": (1, 1), "coalesce": (1, 16)}
+
+
+@dataclass(frozen=True)
+class Output:
+    """One result column: its name and the expression that makes it (over the input's columns for a
+    selection; over `window_start`, `window_end`, the keys and `_agg<i>` for a window aggregation)."""
+
+    name: str
+    expr: exp.Expression
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    fn: str  # one of AGGREGATES
+    arg: exp.Expression | None  # None: count(*)
+    type: SqlType  # the result's type
+    arg_type: SqlType | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a query computes. `outputs` in result order. A window plan also has `time` (the event-time
+    column), `spec`, `keys` (name, expression, type), `aggregates` (referenced as `_agg<i>`) and
+    `having` (over the same names as its outputs); `key_names` are the result columns that name a group
+    (a window result's record key)."""
+
+    text: str
+    schema: Schema
+    where: exp.Expression | None
+    outputs: tuple[Output, ...]
+    time: str = ""
+    spec: WindowSpec | None = None
+    keys: tuple[Output, ...] = ()
+    aggregates: tuple[Aggregate, ...] = ()
+    having: exp.Expression | None = None
+
+    @property
+    def stateful(self) -> bool:
+        return self.spec is not None
+
+    @property
+    def names(self) -> list[str]:
+        return [o.name for o in self.outputs]
+
+    @property
+    def key_names(self) -> list[str]:
+        """The result columns that name a window result's group: window start and end and the keys that
+        are selected."""
+        if not self.stateful:
+            return []
+        refs = {"window_start", "window_end", *(k.name for k in self.keys)}
+        return [o.name for o in self.outputs if isinstance(o.expr, exp.Column) and o.expr.name in refs]
+
+    @property
+    def input_columns(self) -> set[str]:
+        """The source columns the query reads (only those need decoding)."""
+        trees = [self.where, *(o.expr for o in self.outputs)] if not self.stateful else \
+            [self.where, *(k.expr for k in self.keys), *(a.arg for a in self.aggregates)]
+        cols = {c.name for t in trees if t is not None for c in t.find_all(exp.Column)}
+        return cols | ({self.time} if self.time else set())
+
+
+def refuse(what: str) -> UnsupportedSql:
+    return UnsupportedSql(f"{what}; {SUPPORTED}")
+
+
+def parse_select(text: str) -> exp.Select:
+    """The SELECT a text holds, or UnsupportedSql."""
+    try:
+        trees = sqlglot.parse(text, read=Dialect)
+    except sqlglot.errors.ParseError as e:
+        raise UnsupportedSql(f"the query does not parse: {str(e).splitlines()[0]}") from None
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        raise refuse(f"expected one statement, got {len(trees)}")
+    tree = trees[0]
+    if isinstance(tree, exp.SetOperation):
+        raise refuse(f"{type(tree).__name__.upper()} is not supported")
+    if not isinstance(tree, exp.Select):
+        raise refuse(f"{tree.sql(dialect=Dialect)[:60]!r} is not a SELECT")
+    return tree
+
+
+def plan(text: str, tables: dict[str, Schema]) -> Plan:
+    """The plan of query `text` over `tables` (by name); UnsupportedSql says what is not supported."""
+    tree = parse_select(text)
+    for key, what in (("joins", "JOIN"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT"),
+                      ("with_", "WITH"), ("offset", "OFFSET"), ("qualify", "QUALIFY"), ("windows", "WINDOW"),
+                      ("laterals", "LATERAL VIEW"), ("pivots", "PIVOT"), ("sort", "SORT BY"),
+                      ("cluster", "CLUSTER BY"), ("distribute", "DISTRIBUTE BY")):
+        if tree.args.get(key):
+            raise refuse(f"{what} is not supported")
+    if tree.args.get("with"):
+        raise refuse("WITH is not supported")
+    source = tree.args.get("from_") or tree.args.get("from")
+    if source is None:
+        raise refuse("a query reads FROM one table")
+    table = source.this
+    if not isinstance(table, exp.Table) or table.args.get("db"):
+        raise refuse(f"FROM {table.sql(dialect=Dialect)}: a subquery or a qualified name is not supported")
+    if table.name not in tables:
+        raise UnsupportedSql(f"FROM {table.name}: no such table (declared: {', '.join(tables) or 'none'})")
+    schema = tables[table.name]
+    checker = _Types(schema, table.alias_or_name)
+    where = tree.args.get("where")
+    where_expr = None
+    if where is not None:
+        where_expr = _normalise(where.this)
+        checker.boolean(where_expr, "WHERE")
+    group = tree.args.get("group")
+    if group is None:
+        if tree.args.get("having"):
+            raise refuse("HAVING without GROUP BY window(...) is not supported")
+        return _selection(text, schema, tree, where_expr, checker)
+    return _window(text, schema, tree, group, where_expr, checker)
+
+
+def _selection(text: str, schema: Schema, tree: exp.Select, where, checker: _Types) -> Plan:
+    outputs: list[Output] = []
+    for item in tree.expressions:
+        if isinstance(item, exp.Star):
+            outputs.extend(Output(c.name, exp.column(c.name), c.type) for c in schema.columns)
+            continue
+        expr, name = _unalias(item)
+        expr = _normalise(expr)
+        if expr.find(exp.AggFunc) is not None:
+            raise refuse(f"{expr.sql(dialect=Dialect)}: an aggregate needs GROUP BY window(...)")
+        outputs.append(Output(name, expr, checker.type(expr)))
+    _unique(outputs)
+    return Plan(text, schema, where, tuple(outputs))
+
+
+def _window(text: str, schema: Schema, tree: exp.Select, group, where, checker: _Types) -> Plan:
+    windows = [g for g in group.expressions if _is_call(g, "window")]
+    if len(windows) != 1:
+        raise refuse("GROUP BY takes exactly one window(<time>, '<size>'[, '<slide>']) (no GROUP BY of keys alone)")
+    if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
+        raise refuse("ROLLUP, CUBE and GROUPING SETS are not supported")
+    win = windows[0]
+    args = win.expressions
+    if len(args) not in (2, 3) or not isinstance(args[0], exp.Column):
+        raise refuse("window() takes the event-time column and a size, and optionally a slide")
+    time = args[0].name
+    if time != schema.event_time:
+        raise UnsupportedSql(f"window({time}, ...): the table's event time is "
+                             f"{schema.event_time or 'not declared (WATERMARK FOR <column> ...)'}")
+    size, slide = (_duration(a) for a in (args[1], args[-1]))
+    try:
+        spec = WindowSpec(size, slide, 0)
+    except ValueError as e:
+        raise refuse(str(e)) from None
+    keys: list[Output] = []
+    for g in group.expressions:
+        if g is win:
+            continue
+        if not isinstance(g, exp.Column):
+            raise refuse(f"GROUP BY {g.sql(dialect=Dialect)}: group by columns (and one window)")
+        keys.append(Output(g.name, exp.column(g.name), checker.type(g)))
+    if len({k.name for k in keys}) != len(keys):
+        raise refuse("a key is named twice in GROUP BY")
+    aggs: list[Aggregate] = []
+    post = _Types(None, "", {"window_start": TIMESTAMP, "window_end": TIMESTAMP,
+                             **{k.name: k.type for k in keys}})
+
+    def lift(e: exp.Expression) -> exp.Expression:
+        """`e` over the window's names: aggregates become `_agg<i>`, window.start `window_start`."""
+        if isinstance(e, exp.Column) and e.table == "window" and e.name in ("start", "end"):
+            return exp.column(f"window_{e.name}")
+        if isinstance(e, exp.AggFunc):
+            agg = _aggregate(e, checker)
+            if agg not in aggs:
+                aggs.append(agg)
+            name = f"_agg{aggs.index(agg)}"
+            post.names[name] = agg.type
+            return exp.column(name)
+        if isinstance(e, exp.Column) and e.name not in post.names:
+            raise UnsupportedSql(f"{e.sql(dialect=Dialect)} is neither grouped nor aggregated")
+        return e
+
+    outputs = []
+    for item in tree.expressions:
+        if isinstance(item, exp.Star):
+            raise refuse("SELECT * with GROUP BY is not supported")
+        expr, name = _unalias(item)
+        expr = _normalise(expr).transform(lift, copy=True)
+        if name == "window.start" or name == "start":
+            name = "window_start" if _is_window_field(item) else name
+        if name == "window.end" or name == "end":
+            name = "window_end" if _is_window_field(item) else name
+        outputs.append(Output(name, expr, post.type(expr)))
+    _unique(outputs)
+    having = tree.args.get("having")
+    having_expr = None
+    if having is not None:
+        having_expr = _normalise(having.this).transform(lift, copy=True)
+        post.boolean(having_expr, "HAVING")
+    return Plan(text, schema, where, tuple(outputs), time, spec, tuple(keys), tuple(aggs), having_expr)
+
+
+def _is_window_field(item) -> bool:
+    e = item.this if isinstance(item, exp.Alias) else item
+    return isinstance(e, exp.Column) and e.table == "window"
+
+
+def _aggregate(e: exp.AggFunc, checker: _Types) -> Aggregate:
+    fn = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}.get(type(e))
+    if fn is None:
+        raise refuse(f"aggregate {e.sql(dialect=Dialect)} is not supported (count, sum, min, max, avg)")
+    if e.args.get("distinct") or isinstance(e.this, exp.Distinct):
+        raise refuse(f"{fn}(DISTINCT ...) is not supported")
+    if e.find(exp.Window) is not None:
+        raise refuse("window functions (OVER) are not supported")
+    arg = e.this
+    if fn == "count" and (arg is None or isinstance(arg, exp.Star)):
+        return Aggregate("count", None, BIGINT)
+    if arg is None or arg.find(exp.AggFunc) is not None:
+        raise refuse(f"{e.sql(dialect=Dialect)}: an aggregate takes one expression, with no aggregate in it")
+    arg = _normalise(arg)
+    t = checker.type(arg)
+    if fn == "count":
+        return Aggregate("count", arg, BIGINT, t)
+    if fn in ("sum", "avg") and not t.numeric:
+        raise UnsupportedSql(f"{fn}({arg.sql(dialect=Dialect)}) needs a number, not {t.text()}")
+    if t.kind in ("BOOLEAN",) and fn in ("min", "max"):
+        raise UnsupportedSql(f"{fn}({arg.sql(dialect=Dialect)}) of a BOOLEAN is not supported")
+    if fn == "sum":
+        out = SqlType("DECIMAL", 38, t.scale) if t.kind == "DECIMAL" else (DOUBLE if t.kind == "DOUBLE" else BIGINT)
+    elif fn == "avg":
+        out = DOUBLE  # the exact sum over the count, in DOUBLE (as Spark's avg of integers, DuckDB's of all)
+    else:
+        out = t
+    return Aggregate(fn, arg, out, t)
+
+
+def _duration(e: exp.Expression) -> int:
+    ms = None
+    if isinstance(e, exp.Literal) and e.is_string:
+        ms = duration_ms(e.name)
+    elif isinstance(e, exp.Interval):
+        ms = interval_ms(e)
+    if not ms or ms < 1:
+        raise refuse(f"window duration {e.sql(dialect=Dialect)} is not '<n> milliseconds|seconds|minutes|hours'")
+    return ms
+
+
+def _is_call(e: exp.Expression, name: str) -> bool:
+    return isinstance(e, exp.Anonymous) and e.name.lower() == name
+
+
+def _unalias(item: exp.Expression) -> tuple[exp.Expression, str]:
+    if isinstance(item, exp.Alias):
+        return item.this, item.alias
+    if isinstance(item, exp.Column):
+        return item, item.sql(dialect=Dialect) if item.table == "window" else item.name
+    return item, item.sql(dialect=Dialect)
+
+
+def _unique(outputs: list[Output]) -> None:
+    names = [o.name for o in outputs]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise UnsupportedSql(f"the result names {dup!r} twice: give one an alias (AS ...)")
+
+
+def _normalise(e: exp.Expression) -> exp.Expression:
+    """The expression with the engines' differences taken out: a division's operands in DOUBLE, CAST as
+    try_cast, `%` as MOD, parentheses dropped."""
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Paren):
+            return node.this
+        if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
+            return exp.TryCast(this=node.this, to=node.to)
+        if isinstance(node, exp.Div) and not node.args.get("_ls_double"):
+            d = exp.Div(this=exp.TryCast(this=node.this, to=exp.DataType.build("DOUBLE")),
+                        expression=exp.TryCast(this=node.expression, to=exp.DataType.build("DOUBLE")))
+            d.set("_ls_double", True)
+            return d
+        return node
+
+    return e.copy().transform(fix, copy=False)
+
+
+# --- types ---------------------------------------------------------------------------------------------
+_CAST_KINDS = {"BIGINT": BIGINT, "INT": INT, "DOUBLE": DOUBLE, "VARCHAR": VARCHAR, "TEXT": VARCHAR,
+               "BOOLEAN": BOOLEAN, "TIMESTAMP": TIMESTAMP}
+
+
+def cast_type(to: exp.DataType) -> SqlType:
+    name = to.this.name
+    if name == "DECIMAL":
+        params = [int(p.this.this) for p in to.expressions] if to.expressions else [10, 0]
+        p, s = (params + [0])[:2]
+        if not 1 <= p <= 38 or not 0 <= s <= p:
+            raise UnsupportedSql(f"CAST to {to.sql(dialect=Dialect)}: DECIMAL precision 1-38, scale 0 to it")
+        return SqlType("DECIMAL", p, s)
+    t = _CAST_KINDS.get(name)
+    if t is None:
+        raise refuse(f"CAST to {to.sql(dialect=Dialect)} is not supported (BIGINT, INT, DOUBLE, DECIMAL, STRING, "
+                     f"BOOLEAN, TIMESTAMP)")
+    return t
+
+
+class _Types:
+    """The type of each expression over a table's columns (or, after grouping, over the window's names),
+    refusing what is not supported or does not type."""
+
+    def __init__(self, schema: Schema | None, alias: str, names: dict[str, SqlType] | None = None) -> None:
+        self.names = names if names is not None else {c.name: c.type for c in schema.columns}
+        self.alias = alias
+
+    def boolean(self, e: exp.Expression, where: str) -> None:
+        t = self.type(e)
+        if t.kind not in ("BOOLEAN", "NULL"):
+            raise UnsupportedSql(f"{where} {e.sql(dialect=Dialect)} is a {t.text()}, not a condition")
+
+    def type(self, e: exp.Expression) -> SqlType:  # noqa: C901 - one case per node type
+        sql = e.sql(dialect=Dialect)
+        if isinstance(e, exp.Column):
+            if e.table and e.table != self.alias:
+                raise UnsupportedSql(f"{sql}: no such column")
+            if e.name not in self.names:
+                known = ", ".join(n for n in self.names if not n.startswith("_"))
+                raise UnsupportedSql(f"{sql}: no such column ({known})")
+            return self.names[e.name]
+        if isinstance(e, exp.Literal):
+            if e.is_string:
+                return VARCHAR
+            text = e.name
+            if "e" in text.lower():
+                return DOUBLE
+            if "." in text:
+                digits = text.replace("-", "").split(".")
+                p = max(len(digits[0].lstrip("0")) + len(digits[1]), len(digits[1]), 1)
+                return SqlType("DECIMAL", min(p, 38), len(digits[1]))
+            return BIGINT if not -(1 << 31) <= int(text) < (1 << 31) else INT
+        if isinstance(e, exp.Boolean):
+            return BOOLEAN
+        if isinstance(e, exp.Null):
+            return NULLTYPE
+        if isinstance(e, exp.Neg):
+            t = self.type(e.this)
+            return self._numeric(t, sql)
+        if isinstance(e, (exp.Add, exp.Sub, exp.Mul)):
+            return self._arith(self.type(e.this), self.type(e.expression), sql, type(e).__name__)
+        if isinstance(e, exp.Div):
+            self._numeric(self.type(e.this), sql)
+            self._numeric(self.type(e.expression), sql)
+            return DOUBLE
+        if isinstance(e, exp.Mod):
+            a, b = self.type(e.this), self.type(e.expression)
+            if a.kind == "DECIMAL" or b.kind == "DECIMAL":
+                raise UnsupportedSql(f"{sql}: MOD of a DECIMAL is not supported (integers and doubles)")
+            return self._arith(a, b, sql, "Mod")
+        if isinstance(e, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+            self._comparable(self.type(e.this), self.type(e.expression), sql)
+            return BOOLEAN
+        if isinstance(e, (exp.And, exp.Or)):
+            for side in (e.this, e.expression):
+                self.boolean(side, "AND/OR operand")
+            return BOOLEAN
+        if isinstance(e, exp.Not):
+            self.boolean(e.this, "NOT operand")
+            return BOOLEAN
+        if isinstance(e, exp.Is):
+            if not isinstance(e.expression, exp.Null):
+                raise refuse(f"{sql}: IS takes NULL (IS NULL, IS NOT NULL)")
+            self.type(e.this)
+            return BOOLEAN
+        if isinstance(e, exp.In):
+            if e.args.get("query") or e.args.get("unnest") or e.args.get("field"):
+                raise refuse(f"{sql}: IN takes a list of values (no subquery)")
+            t = self.type(e.this)
+            for v in e.expressions:
+                self._comparable(t, self.type(v), sql)
+            return BOOLEAN
+        if isinstance(e, exp.Between):
+            t = self.type(e.this)
+            self._comparable(t, self.type(e.args["low"]), sql)
+            self._comparable(t, self.type(e.args["high"]), sql)
+            return BOOLEAN
+        if isinstance(e, exp.Like):
+            pattern = e.expression
+            if self.type(e.this).kind != "VARCHAR" or not (isinstance(pattern, exp.Literal) and pattern.is_string):
+                raise UnsupportedSql(f"{sql}: LIKE takes a string and a quoted pattern")
+            return BOOLEAN
+        if isinstance(e, exp.Case):
+            if e.this is not None:
+                raise refuse(f"{sql}: CASE <value> WHEN is not supported (CASE WHEN <condition>)")
+            types = []
+            for branch in e.args.get("ifs") or []:
+                self.boolean(branch.this, "WHEN")
+                types.append(self.type(branch.args["true"]))
+            if e.args.get("default") is not None:
+                types.append(self.type(e.args["default"]))
+            return self._common(types, sql)
+        if isinstance(e, exp.If):
+            self.boolean(e.this, "IF")
+            return self._common([self.type(e.args["true"]), self.type(e.args.get("false") or exp.Null())], sql)
+        if isinstance(e, exp.TryCast | exp.Cast):
+            src = self.type(e.this)
+            to = cast_type(e.args["to"])
+            if to.kind == "TIMESTAMP" and src.kind not in ("TIMESTAMP", "NULL"):
+                raise UnsupportedSql(f"{sql}: only a TIMESTAMP casts to TIMESTAMP")
+            if src.kind == "TIMESTAMP" and to.kind not in ("TIMESTAMP", "VARCHAR"):
+                raise UnsupportedSql(f"{sql}: a TIMESTAMP casts only to STRING")
+            if src.kind == "BOOLEAN" and to.kind not in ("BOOLEAN", "VARCHAR"):
+                raise UnsupportedSql(f"{sql}: a BOOLEAN casts only to STRING")
+            return to
+        if isinstance(e, (exp.Upper, exp.Lower, exp.Trim)):
+            self._string(self.type(e.this), sql)
+            return VARCHAR
+        if isinstance(e, exp.Length):
+            self._string(self.type(e.this), sql)
+            return INT
+        if isinstance(e, exp.Substring):
+            self._string(self.type(e.this), sql)
+            for k in ("start", "length"):
+                if e.args.get(k) is not None and self.type(e.args[k]).kind not in ("INT", "BIGINT"):
+                    raise UnsupportedSql(f"{sql}: substring takes whole-number positions")
+            return VARCHAR
+        if isinstance(e, (exp.Concat, exp.DPipe)):
+            parts = e.expressions if isinstance(e, exp.Concat) else [e.this, e.expression]
+            for p in parts:
+                self._string(self.type(p), sql)
+            return VARCHAR
+        if isinstance(e, exp.Abs):
+            return self._numeric(self.type(e.this), sql)
+        if isinstance(e, exp.Coalesce):
+            return self._common([self.type(x) for x in [e.this, *e.expressions]], sql)
+        if isinstance(e, exp.AggFunc):
+            raise refuse(f"{sql}: an aggregate is not allowed here")
+        if isinstance(e, exp.Window):
+            raise refuse(f"{sql}: window functions (OVER) are not supported")
+        if isinstance(e, (exp.Subquery, exp.Select, exp.Exists)):
+            raise refuse(f"{sql}: subqueries are not supported")
+        name = e.name if isinstance(e, exp.Anonymous) else type(e).__name__
+        raise refuse(f"function or operator {name}() in {sql} is not supported (arithmetic, comparisons, AND/OR/NOT, "
+                     f"CASE, CAST, MOD, IS NULL, IN, BETWEEN, LIKE, {', '.join(FUNCTIONS)})")
+
+    @staticmethod
+    def _numeric(t: SqlType, sql: str) -> SqlType:
+        if not (t.numeric or t.kind == "NULL"):
+            raise UnsupportedSql(f"{sql}: {t.text()} is not a number")
+        return t
+
+    @staticmethod
+    def _string(t: SqlType, sql: str) -> None:
+        if t.kind not in ("VARCHAR", "NULL"):
+            raise UnsupportedSql(f"{sql}: {t.text()} is not a string (CAST it AS STRING)")
+
+    def _arith(self, a: SqlType, b: SqlType, sql: str, op: str) -> SqlType:
+        self._numeric(a, sql)
+        self._numeric(b, sql)
+        kinds = {a.kind, b.kind}
+        if "DOUBLE" in kinds:
+            return DOUBLE
+        if "DECIMAL" in kinds:
+            # Exact, as Spark's and DuckDB's DECIMAL arithmetic: integers widen to DECIMAL(19, 0).
+            pa_, sa = (a.precision, a.scale) if a.kind == "DECIMAL" else (19, 0)
+            pb, sb = (b.precision, b.scale) if b.kind == "DECIMAL" else (19, 0)
+            if op == "Mul":
+                s = sa + sb
+                p = pa_ + pb + 1
+            else:
+                s = max(sa, sb)
+                p = max(pa_ - sa, pb - sb) + s + 1
+            if p > 38:
+                raise UnsupportedSql(f"{sql}: the exact result needs DECIMAL({p}, {s}), beyond 38 digits: CAST an "
+                                     f"operand to a narrower DECIMAL or to DOUBLE")
+            return SqlType("DECIMAL", p, s)
+        if kinds <= {"INT", "NULL"}:
+            return INT
+        return BIGINT
+
+    @staticmethod
+    def _comparable(a: SqlType, b: SqlType, sql: str) -> None:
+        if "NULL" in (a.kind, b.kind):
+            return
+        if a.numeric and b.numeric:
+            return
+        if a.kind != b.kind:
+            raise UnsupportedSql(f"{sql}: cannot compare {a.text()} with {b.text()}")
+
+    @staticmethod
+    def _common(types: list[SqlType], sql: str) -> SqlType:
+        known = [t for t in types if t.kind != "NULL"]
+        if not known:
+            return NULLTYPE
+        if all(t == known[0] for t in known):
+            return known[0]
+        if all(t.numeric for t in known):
+            if any(t.kind == "DOUBLE" for t in known):
+                return DOUBLE
+            if any(t.kind == "DECIMAL" for t in known):
+                scale = max(t.scale for t in known)
+                ints = max((t.precision - t.scale) if t.kind == "DECIMAL" else 19 for t in known)
+                return SqlType("DECIMAL", min(38, ints + scale), scale)
+            return BIGINT
+        if all(t.kind == known[0].kind for t in known):
+            return known[0] if known[0].kind != "VARCHAR" else VARCHAR
+        raise UnsupportedSql(f"{sql}: branches of types {', '.join(t.text() for t in known)} have no common type")
