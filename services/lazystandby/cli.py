@@ -23,6 +23,11 @@ from .transport.tls import TlsFiles
 
 
 def make_operator(cfg: config.NodeConfig) -> Operator:
+    if cfg.pipeline_spec is not None:
+        from .operators.sql import SqlSelect, SqlWindow
+
+        plan = cfg.pipeline_spec.plan
+        return SqlWindow(plan) if plan.stateful else SqlSelect(plan)
     query = cfg.parsed_query
     if query.stateful and cfg.operator == "spark":
         from .operators.spark_window import SparkWindow  # imported lazily: Spark is heavy
@@ -48,7 +53,7 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
     if kafka:
         from .sources.kafka_source import Topics
 
-        topics = Topics(cfg.topic_prefix)
+        topics = Topics.of(cfg)
     if cfg.role == "upstream":
         if kafka:
             from .sources.kafka_source import KafkaDeadLetters, KafkaSource
@@ -65,7 +70,10 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
         if kafka:
             from .sinks.kafka_sink import KafkaSink
 
-            return DownstreamNode(cfg, KafkaSink(kafka, registry, topics, replication_factor=cfg.replication_factor))
+            spec = cfg.pipeline_spec
+            group = spec.plan.key_names if spec is not None and spec.plan.stateful else ()
+            return DownstreamNode(cfg, KafkaSink(kafka, registry, topics, replication_factor=cfg.replication_factor,
+                                                 group_keys=group))
         return DownstreamNode(cfg, FileSink(cfg.sink, registry) if cfg.sink else MemorySink())
     if kafka:  # quarantined inputs (node/quarantine.py) go to the pipeline's dead-letter topic
         from .sources.kafka_source import KafkaDeadLetters

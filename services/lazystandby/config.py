@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -185,6 +186,10 @@ class NodeConfig:
     # the name of an example (`select`, `window`). A window query is stateful: its standby applies every
     # input, and every node of the pipeline (Nu too: it places the watermarks) must run the same text.
     query: str = ""
+    # A pipeline file (examples/*.sql, docs/sql.md): the tables the pipeline reads (each a source stream,
+    # its topic and format), the SQL query N and N' run, the sink's topic and settings (SET name = value,
+    # below any flag or env var). Set, it replaces `query`, `predicate` and `streams`.
+    pipeline: str = ""
     # A window query's watermark period, in link positions: Nu places a watermark record at every multiple.
     # Windows close (results are emitted) only there: more positions between records cost fewer merges of
     # the open state, and a final window waits longer for its results (at 100,000 tuples/s, 1,024 is 10 ms).
@@ -280,6 +285,21 @@ class NodeConfig:
             q = parse_query(self.query) if self.query else None
         except QueryError as e:
             raise SettingError(f"{_setting('query')}: {e}") from None
+        if self.pipeline:
+            if self.query:
+                raise refuse("query", "empty with a pipeline (the pipeline file holds the query)", self.query)
+            try:
+                spec = _read_pipeline(self.pipeline)
+            except ValueError as e:  # PipelineError, UnsupportedSql
+                raise SettingError(f"{_setting('pipeline')}: {e}") from None
+            self.streams = ",".join(t.table for t in spec.sources)
+            plan = spec.plan
+            if plan.stateful and self.operator == "spark" and plan.spec.slide_ms != plan.spec.size_ms:
+                raise refuse("pipeline", "tumbling windows with the Spark operator (no slide)", self.pipeline)
+            if self.operator == "spark":
+                raise refuse("operator", "python with a pipeline (the Spark operator runs the tick example's "
+                             "--query)", self.operator)
+        stateful = self.stateful
         if self.spark_state_store not in ("hdfs", "rocksdb"):
             raise refuse("spark_state_store", "hdfs or rocksdb", self.spark_state_store)
         if q is not None and q.stateful and self.operator == "spark" and q.slide_ms != q.size_ms:
@@ -287,12 +307,12 @@ class NodeConfig:
             # leaves those out, while Spark's query, whose watermark moves only between micro-batches,
             # would count it in them.
             raise refuse("query", "tumbling windows with the Spark operator (no slide)", self.query)
-        if q is not None and q.stateful and self.chaos_poison:
+        if stateful and self.chaos_poison:
             raise refuse("chaos_poison", "empty with a window query (a stateful call cannot be retried on part of "
                          "its inputs, so nothing is quarantined)", self.chaos_poison)
         if self.standby_state not in ("warm", "snapshot"):
             raise refuse("standby_state", "warm or snapshot", self.standby_state)
-        if self.standby_state == "snapshot" and not (q is not None and q.stateful and self.operator == "python"):
+        if self.standby_state == "snapshot" and not (stateful and self.operator == "python"):
             # Spark keeps a window's state in its state store, whose checkpoint is files under its own
             # directory, written at each micro-batch: no state to ship between calls.
             raise refuse("standby_state", "warm unless the query is a window query on the Python operator",
@@ -346,6 +366,29 @@ class NodeConfig:
         """Seconds of silence after which a standby suspects its primary (FailureDetector.timeout): how
         long Nd weighs a standby's word, and how long a leaving primary waits for a standby to ask."""
         return self.heartbeat_interval * self.heartbeat_misses
+
+    @property
+    def pipeline_spec(self):
+        """The pipeline file's declaration (formats/pipeline.Pipeline), None without one."""
+        return _read_pipeline(self.pipeline) if self.pipeline else None
+
+    @property
+    def stateful(self) -> bool:
+        """Whether N and N' run a window query (the pipeline's, or `query`)."""
+        if self.pipeline:
+            return self.pipeline_spec.plan.stateful
+        return bool(self.query) and self.parsed_query.stateful
+
+    @property
+    def window_spec(self):
+        """The windows of a window query (core/windows.WindowSpec), None for a selection: Nu places its
+        watermark records by them."""
+        from .core.windows import WindowSpec
+
+        if self.pipeline:
+            return self.pipeline_spec.plan.spec
+        q = self.parsed_query
+        return WindowSpec(q.size_ms, q.slide_ms, q.lateness_ms) if q.stateful else None
 
     @property
     def parsed_query(self):
@@ -466,6 +509,8 @@ HELP: dict[str, str] = {
     "predicate": "the selection: a Spark-SQL boolean expression over symbol, price, volume, ts, venue",
     "query": "what N and N' compute: empty = the selection by predicate; else select [where ...], window <size> "
              "[slide d] [lateness d] by <keys> agg <aggregates> [where ...], or an example's name (select, window)",
+    "pipeline": "a pipeline file (examples/*.sql): its tables, SQL query, sink and SET settings; replaces query, "
+                "predicate and streams",
     "keys": "distinct symbols the generator draws from (K0, K1, ...; up to 1,000,000): a window query's state "
             "grows with it; 0 = the ten named symbols",
     "watermark_every": "a window query's watermark period in link positions: windows close only at a watermark "
@@ -601,7 +646,35 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> No
         given = getattr(args, f.name, None) if f.name != "extra" else None
         if given is not None:
             values[f.name] = _convert(f.name, hints[f.name], ";".join(given) if f.metadata.get("repeat") else given)
+    if values.get("pipeline"):
+        values = {**pipeline_settings(values["pipeline"]), **values}
     return NodeConfig(**values)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_pipeline(path: str):
+    """A pipeline file's declaration, read once per process (every node of a pipeline reads the same file)."""
+    from .formats.pipeline import read_pipeline
+
+    return read_pipeline(path)
+
+
+def pipeline_settings(path: str) -> dict[str, Any]:
+    """The settings a pipeline file SETs, typed (below any flag or env var); a name that is no setting, or
+    a value it does not accept, is a SettingError that names the file."""
+    from .formats.pipeline import read_pipeline
+
+    hints = get_type_hints(NodeConfig)
+    try:
+        sets = read_pipeline(path).settings
+    except ValueError as e:
+        raise SettingError(f"{_setting('pipeline')}: {e}") from None
+    out = {}
+    for name, text in sets:
+        if name not in _FIELDS or name in ("extra", "pipeline"):
+            raise SettingError(f"{path}: SET {name}: no such setting (lazystandby node --help)")
+        out[name] = _convert(name, hints[name], text)
+    return out
 
 
 if __name__ == "__main__":

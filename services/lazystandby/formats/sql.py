@@ -200,7 +200,9 @@ def _window(text: str, schema: Schema, tree: exp.Select, group, where, checker: 
                              f"{schema.event_time or 'not declared (WATERMARK FOR <column> ...)'}")
     size, slide = (_duration(a) for a in (args[1], args[-1]))
     try:
-        spec = WindowSpec(size, slide, 0)
+        # A window is final once the watermark passes its end by the table's WATERMARK delay: Nu's watermark
+        # is the event time the link order has passed, Flink's that time less the delay.
+        spec = WindowSpec(size, slide, schema.watermark_delay_ms)
     except ValueError as e:
         raise refuse(str(e)) from None
     keys: list[Output] = []

@@ -25,47 +25,138 @@ from ..operators.sql import json_texts
 def truth(plan: Plan, payloads: list[bytes]) -> list[bytes]:
     """The results of `plan` over `payloads` (the admitted source records, in link order): for a
     selection, in input order; for a window aggregation, by window start and then by keys, every window
-    that holds a record."""
+    that holds a record (as if a last watermark made every window final)."""
+    if plan.stateful:
+        return _run(plan, _table(plan, payloads), _windows_sql(plan))
+    return [r for r in selection_truth(plan, payloads) if r is not None]
+
+
+def selection_truth(plan: Plan, payloads: list[bytes]) -> list[bytes | None]:
+    """A selection's result for each input of `payloads`, None where WHERE drops it (or the record does
+    not decode)."""
+    table = _table(plan, payloads)
+    rows = _run(plan, table, _selection_sql(plan), extra=["_pos"])
+    out: list[bytes | None] = [None] * len(payloads)
+    for pos, text in rows:
+        out[pos] = text
+    return out
+
+
+def window_truth(plan: Plan, payloads: list[bytes], *, every: int, streams: list[str] | None = None,
+                 known: tuple[str, ...] = (), idle: int = 0, first: int = 1) -> tuple[list[bytes], list[int]]:
+    """The window results Nd must hold, in emission order, and the indices of the late records: records
+    in admission order (`payloads` on `streams`, None for one stream) from link position `first`; a
+    watermark record at every multiple of `every` carrying the least, over the streams (`known` from the
+    start, the others once heard; none past `idle` positions without a record), of each one's largest
+    event time (core/watermarks.py's rule, rebuilt here without it); a record whose every window is final
+    there is late, and a record counts in none of its windows final there. DuckDB then aggregates; each
+    window is emitted at the first record that makes it final (by window start and keys there), none
+    that no record made final."""
+    from ..formats.admit import TableRules
+
+    spec = plan.spec
+    assert spec is not None
+    table_name = plan.schema.table
+    names = streams if streams is not None else [table_name] * len(payloads)
+    ts = TableRules({table_name: plan.schema}).event_times(pa.array(payloads, pa.binary()), names).tolist()
+    size, slide, lateness = spec.size_ms, spec.slide_ms, spec.lateness_ms
+    heard: dict = {k: [None, first - 1] for k in (known if streams is not None else (None,))}
+    pos, watermark = first, None
+    marks: list[int] = []
+    kept: list[int] = []
+    in_force: list[int | None] = []
+    late: list[int] = []
+
+    def allowed() -> int | None:
+        tops = []
+        for top, last in heard.values():
+            if idle and pos - last > idle:
+                continue
+            if top is None:
+                return None
+            tops.append(top)
+        return min(tops) if tops else None
+
+    def place() -> None:
+        nonlocal pos, watermark
+        while pos % every == 0:
+            watermark = max(allowed() or 0, watermark or 0)
+            marks.append(watermark)
+            pos += 1
+
+    for i, t in enumerate(ts):
+        place()
+        latest = t - t % slide
+        if watermark is not None and latest + size + lateness <= watermark:
+            late.append(i)
+            continue
+        h = heard.setdefault(streams[i] if streams is not None else None, [None, first - 1])
+        h[0] = t if h[0] is None else max(h[0], t)
+        h[1] = pos
+        pos += 1
+        kept.append(i)
+        in_force.append(watermark)
+    place()
+    table = _table(plan, [payloads[i] for i in kept])
+    table = table.append_column("_wm", pa.array(in_force, pa.int64()))
+    results = _run(plan, table, _windows_sql(plan, marks=True), marks=marks)
+    return results, late
+
+
+def _table(plan: Plan, payloads: list[bytes]) -> pa.Table:
+    decoded = record_format(plan.schema).decode(pa.array(payloads, pa.binary()))
+    table = decoded.table.append_column("_pos", pa.array(range(decoded.table.num_rows), pa.int64()))
+    ok = decoded.ok
+    return table.filter(pa.array(ok)) if ok is not None else table
+
+
+def _run(plan: Plan, table: pa.Table, sql: str, *, extra: list[str] = (), marks: list[int] | None = None):
     import duckdb
 
-    decoded = record_format(plan.schema).decode(pa.array(payloads, pa.binary()))
-    table = decoded.table
-    ok = decoded.ok
-    if ok is not None:
-        table = table.filter(pa.array(ok))
-    table = table.append_column("_pos", pa.array(range(table.num_rows), pa.int64()))
     con = duckdb.connect()
     try:
         con.register("src", table)
-        result = con.sql(_sql(plan)).to_arrow_table()
+        if marks is not None:
+            con.register("marks", pa.table({"idx": pa.array(range(len(marks)), pa.int64()),
+                                            "wm": pa.array(marks, pa.int64())}))
+        result = con.sql(sql).to_arrow_table()
     finally:
         con.close()
     if not result.num_rows:
         return []
-    return json_texts(plan.names, [result.column(i).combine_chunks() for i in range(len(plan.names))]).to_pylist()
+    texts = json_texts(plan.names, [result.column(i).combine_chunks() for i in range(len(plan.names))]).to_pylist()
+    if not extra:
+        return texts
+    return list(zip(result.column(extra[0]).to_pylist(), texts, strict=True))
 
 
 def _d(e) -> str:
     return e.sql(dialect="duckdb")
 
 
-def _sql(plan: Plan) -> str:
+def _selection_sql(plan: Plan) -> str:
     where = f" WHERE {_d(plan.where)}" if plan.where is not None else ""
-    if not plan.stateful:
-        cols = ", ".join(f"{_d(o.expr)} AS {_q(o.name)}" for o in plan.outputs)
-        return f"SELECT {cols} FROM src{where} ORDER BY _pos"
+    cols = ", ".join(f"{_d(o.expr)} AS {_q(o.name)}" for o in plan.outputs)
+    return f"SELECT {cols}, _pos FROM src{where} ORDER BY _pos"
+
+
+def _windows_sql(plan: Plan, *, marks: bool = False) -> str:
+    """Every (window, keys) group; with `marks`, only the windows a watermark record made final, each
+    counting only the records not past it (`_wm`, the watermark in force at a record), in emission order."""
     spec = plan.spec
     assert spec is not None
     ts = _q(plan.time)
     if plan.schema.column(plan.time).type.kind == "TIMESTAMP":
         ts = f"epoch_ms(CAST({ts} AS TIMESTAMP))"
     per = spec.size_ms // spec.slide_ms
-    slide = spec.slide_ms
-    # Every window a record lies in: its latest window's start, less k slides (floor for times before 1970).
-    exploded = (f"SELECT *, ({ts} - ((({ts}) % {slide}) + {slide}) % {slide}) - k * {slide} AS _ws "
-                f"FROM src, range({per}) AS r(k){where} AND {_q(plan.time)} IS NOT NULL" if where else
-                f"SELECT *, ({ts} - ((({ts}) % {slide}) + {slide}) % {slide}) - k * {slide} AS _ws "
-                f"FROM src, range({per}) AS r(k) WHERE {_q(plan.time)} IS NOT NULL")
+    slide, final = spec.slide_ms, spec.size_ms + spec.lateness_ms
+    conds = [f"{_q(plan.time)} IS NOT NULL"]
+    if plan.where is not None:
+        conds.append(f"({_d(plan.where)})")
+    start = f"({ts} - ((({ts}) % {slide}) + {slide}) % {slide}) - k * {slide}"
+    exploded = f"SELECT *, {start} AS _ws FROM src, range({per}) AS r(k) WHERE {' AND '.join(conds)}"
+    if marks:
+        exploded = f"SELECT * FROM ({exploded}) WHERE _wm IS NULL OR _ws + {final} > _wm"
     keys = [_d(k.expr) for k in plan.keys]
     aggs = []
     for i, a in enumerate(plan.aggregates):
@@ -76,14 +167,21 @@ def _sql(plan: Plan) -> str:
             aggs.append(f"CAST(sum({arg}) AS BIGINT) AS _agg{i}")
         else:
             aggs.append(f"{a.fn}({arg}) AS _agg{i}")
-    inner = (f"SELECT make_timestamp_ms(_ws) AS window_start, make_timestamp_ms(_ws + {spec.size_ms}) AS window_end"
+    inner = (f"SELECT _ws, make_timestamp_ms(_ws) AS window_start, "
+             f"make_timestamp_ms(_ws + {spec.size_ms}) AS window_end"
              + "".join(f", {k} AS {_q(kk.name)}" for k, kk in zip(keys, plan.keys, strict=True))
              + "".join(f", {a}" for a in aggs)
              + f" FROM ({exploded}) GROUP BY _ws" + "".join(f", {k}" for k in keys))
-    having = f" WHERE {_d(plan.having)}" if plan.having is not None else ""
+    conds = [f"({_d(plan.having)})"] if plan.having is not None else []
+    close = ""
+    if marks:
+        close = f", (SELECT min(idx) FROM marks WHERE wm >= _ws + {final}) AS _close"
+        inner = f"SELECT *{close} FROM ({inner})"
+        conds.append("_close IS NOT NULL")
+    where = f" WHERE {' AND '.join(conds)}" if conds else ""
     cols = ", ".join(f"{_d(o.expr)} AS {_q(o.name)}" for o in plan.outputs)
-    order = ", ".join(["window_start", *(_q(k.name) for k in plan.keys)])
-    return f"SELECT {cols} FROM ({inner}){having} ORDER BY {order}"
+    order = ", ".join([*(["_close"] if marks else []), "_ws", *(_q(k.name) for k in plan.keys)])
+    return f"SELECT {cols} FROM ({inner}){where} ORDER BY {order}"
 
 
 def _q(name: str) -> str:

@@ -56,10 +56,10 @@ from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import STREAM_DTYPE, TupleBatch
 from ..core.watermarks import WatermarkPlacer
-from ..core.windows import WindowSpec, trimmable_through
+from ..core.windows import trimmable_through
 from ..formats import control
+from ..formats.admit import RecordRules, TableRules, TickRules
 from ..formats.control import validate_control
-from ..formats.ticks import parse_columns, valid_mask, validate
 from ..sources.base import DeadLetters, Membership, Record, Records, Source
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer, Pending
@@ -114,11 +114,13 @@ def probe_bytes(n: int, per_byte_s: float | None) -> int:
 UNBOUNDED_KEPT = 15
 
 NO_SWITCH = "a window query takes no predicate switch (its where clause is part of the query)"
+NO_SWITCH_SQL = "a pipeline's query takes no predicate switch (its WHERE clause is part of the query)"
 
 
-def _event_times(payloads: pa.Array) -> np.ndarray:
-    """The event times (ms) of admitted ticks."""
-    return parse_columns(payloads, {"ts"}, admitted=True)[1]["ts"].to_numpy(zero_copy_only=False).astype(np.int64)
+def record_rules(cfg: NodeConfig) -> RecordRules:
+    """What Nu admits and reads event times by: the pipeline's tables, else the tick example's format."""
+    spec = cfg.pipeline_spec
+    return TableRules({t.table: t for t in spec.sources}) if spec is not None else TickRules()
 
 
 class UpstreamNode(NodeBase):
@@ -134,13 +136,13 @@ class UpstreamNode(NodeBase):
         self.dead_letters = dead_letters or DeadLetters()
         # A window query: Nu places its watermark records and drops the late ticks (core/watermarks.py),
         # which go to `late_data` (the Kafka adapter writes `<prefix>late`).
-        query = cfg.parsed_query
+        self.rules = record_rules(cfg)
         self.placer: WatermarkPlacer | None = None
         self.late_data = late_data or DeadLetters()
         self.registry = StreamRegistry(cfg.stream_names)
-        if query.stateful:
-            self.placer = WatermarkPlacer(WindowSpec(query.size_ms, query.slide_ms, query.lateness_ms),
-                                          cfg.watermark_every, [self.registry.id_of(n) for n in cfg.stream_names],
+        spec = cfg.window_spec
+        if spec is not None:
+            self.placer = WatermarkPlacer(spec, cfg.watermark_every, [self.registry.id_of(n) for n in cfg.stream_names],
                                           cfg.watermark_idle, cfg.watermark_per_stream)
         self.seqcheck = PerStreamSequence(cfg.name)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
@@ -254,7 +256,7 @@ class UpstreamNode(NodeBase):
         marks = [(p.pos, control.watermark_of(p.payload), p.payload) for p in self.params]
         marks = [(pos, wm, payload) for pos, wm, payload in marks if wm is not None]
         data = np.flatnonzero(held.streams != StreamRegistry.CONTROL)
-        ts = _event_times(held.payloads.take(pa.array(data))) if len(data) else np.empty(0, np.int64)
+        ts = self._event_times(held.select(data, first=1)) if len(data) else np.empty(0, np.int64)
         positions = data + held.first
         lo = 0
         for pos, wm, _ in marks:
@@ -286,8 +288,8 @@ class UpstreamNode(NodeBase):
     # --- source -> OQu ---------------------------------------------------------------------------------
     def inject_control(self, payload: bytes) -> None:
         """Queue an in-band control tuple (operator parameter change) to enter at the next position."""
-        if self.placer is not None:
-            raise MalformedRecord(f"{self.name}: {NO_SWITCH}")
+        if self.placer is not None or self.cfg.pipeline:
+            raise MalformedRecord(f"{self.name}: {NO_SWITCH if self.placer is not None else NO_SWITCH_SQL}")
         with self.lock:
             self.control.append(payload)
 
@@ -470,7 +472,7 @@ class UpstreamNode(NodeBase):
         taken out, renumbered from the same first position (nothing has seen these positions yet)."""
         placer = self.placer
         assert placer is not None
-        placed = placer.place(body.first, _event_times(body.payloads), body.streams)
+        placed = placer.place(body.first, self._event_times(body), body.streams)
         order = placed.order
         self._note_late(body, placed)
         if not len(order):
@@ -495,6 +497,11 @@ class UpstreamNode(NodeBase):
                              None)
         return out
 
+    def _event_times(self, batch: TupleBatch) -> np.ndarray:
+        """The event times (ms) of admitted data tuples."""
+        names = self.registry.names_by_id
+        return self.rules.event_times(batch.payloads, [names[int(s)] for s in batch.streams.tolist()])
+
     def _note_late(self, body: TupleBatch, placed) -> None:
         """Holding the lock: the late ticks of a poll to the late data, counted, and the records counted."""
         if len(placed.late):
@@ -511,23 +518,30 @@ class UpstreamNode(NodeBase):
         ids = np.array([self.registry.known(name) for name in records.names] or [-1], np.int64)
         sids = ids[records.stream]
         fast = bool((sids > StreamRegistry.CONTROL).all())
+        refused = None
         if fast and not self.source.well_formed:
-            fast = valid_mask(records.payloads, max_bytes=self.cfg.max_tuple_bytes) is None
+            refused = self.rules.refusals(records.names, records.stream, records.payloads,
+                                          max_bytes=self.cfg.max_tuple_bytes)
+            fast = refused is None
         if fast:
             try:
                 pending = self.seqcheck.check(sids, records.seqs)
             except (DuplicateSequence, NonMonotonicSequence):
                 fast = False
         if not fast:
-            return self._admit_one_by_one(records, first)
+            return self._admit_one_by_one(records, first, refused)
         self.seqcheck.commit(pending)
         return TupleBatch._of(first, sids.astype(STREAM_DTYPE), records.seqs, records.payloads, None)
 
-    def _admit_one_by_one(self, records: Records, first: int) -> TupleBatch:
-        """The slow path: a poll with at least one record to refuse; every record judged on its own."""
+    def _admit_one_by_one(self, records: Records, first: int, refused: dict[int, str] | None = None) -> TupleBatch:
+        """The slow path: a poll with at least one record to refuse; every record judged on its own
+        (`refused`: the format's reasons by index, when the poll was judged already)."""
         streams, seqs, payloads = [], [], []
-        limit = self.cfg.max_tuple_bytes
-        for r in records:
+        if refused is None and not self.source.well_formed:
+            refused = self.rules.refusals(records.names, records.stream, records.payloads,
+                                          max_bytes=self.cfg.max_tuple_bytes) or {}
+        refused = refused or {}
+        for i, r in enumerate(records):
             try:
                 sid = self.registry.id_of(r.stream, node=self.name)
                 try:
@@ -538,10 +552,12 @@ class UpstreamNode(NodeBase):
                 if sid == StreamRegistry.CONTROL:
                     if self.placer is not None:
                         raise MalformedRecord(NO_SWITCH)
+                    if self.cfg.pipeline:
+                        raise MalformedRecord(NO_SWITCH_SQL)
                     validate_control(r.payload)
                     self.counters["control_tuples"] += 1
-                else:
-                    validate(r.payload, max_bytes=limit)
+                elif i in refused:
+                    raise MalformedRecord(refused[i])
             except (UnknownStream, MalformedRecord) as e:
                 self.dead_letters.put(e.message, r)
                 self.counters["dead_letters"] += 1

@@ -135,7 +135,7 @@ def _tick_query(plan: Plan) -> Query:
     spec = plan.spec
     assert spec is not None
     return Query("window", keys=tuple(k.name for k in plan.keys), size_ms=spec.size_ms, slide_ms=spec.slide_ms,
-                 aggregates=tuple(dict.fromkeys(aggs)))
+                 lateness_ms=spec.lateness_ms, aggregates=tuple(dict.fromkeys(aggs)))
 
 
 class SqlWindow(_Decoding, WindowAggregate):

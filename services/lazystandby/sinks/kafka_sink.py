@@ -1,7 +1,9 @@
 """Nd's Kafka sink: the output stream in a single-partition results topic, one record per output.
 
 The format (README, "The results topic"): every record has key `<stream>:<seq>` (the input it came from)
-and the output payload as value. The first record of each frame Nd writes is its anchor: headers `oseq`
+and the output payload as value; a pipeline's window results are keyed by their group instead
+(`group_keys`: a JSON object of the window and key columns), so a compacted topic keeps the latest result
+per group. The first record of each frame Nd writes is its anchor: headers `oseq`
 (that record's output sequence number) and `epoch`. A record's oseq is its anchor's plus the offset
 distance to it, because one idempotent producer writes the partition in order, with no gaps. So a frame
 is one produce call for its anchor and one batch call for the rest, where a header per record cost
@@ -14,6 +16,7 @@ versions (an `oseq` header on every record) read the same way: each record is it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from ..core.errors import ResultsFormatError
@@ -23,6 +26,12 @@ from ..sources.kafka_source import DeliveryErrors, Topics, durable_producer, ens
 from .base import Sink
 
 ANCHOR_SCAN = 4096  # records read back from the end at first when looking for the last anchor
+
+
+def group_key(payload: bytes, names: Sequence[str]) -> bytes:
+    """A window result's record key: the JSON object of its group's columns (window and keys), in order."""
+    row = json.loads(payload)
+    return json.dumps({n: row.get(n) for n in names}, separators=(",", ":")).encode()
 
 
 def _anchor(record) -> tuple[int, int] | None:
@@ -69,11 +78,15 @@ def last_output(bootstrap: str, topic: str) -> tuple[int, int]:
 
 
 def read_results(bootstrap: str, topic: str) -> list[tuple[int, str, int, bytes]]:
-    """(oseq, stream, seq, payload) of every record in the results topic."""
+    """(oseq, stream, seq, payload) of every record in the results topic; a record keyed by its group (a
+    window result) has its key as the stream and seq 0."""
     recs = read_partition(bootstrap, topic)
     out = []
     for r, (oseq, _) in zip(recs, oseqs_of(recs, topic), strict=True):
-        stream, _, seq = r.key.decode().rpartition(":")
+        key = r.key.decode()
+        stream, _, seq = key.rpartition(":")
+        if key.startswith("{") or not seq.isdigit():
+            stream, seq = key, "0"
         out.append((oseq, stream, int(seq), r.value))
     return out
 
@@ -86,8 +99,9 @@ class KafkaSink(Sink):
     to settle and reads from the topic what it holds, and writes only what follows."""
 
     def __init__(self, bootstrap: str, registry: StreamRegistry, topics: Topics | None = None, *,
-                 replication_factor: int = 1) -> None:
+                 replication_factor: int = 1, group_keys: Sequence[str] = ()) -> None:
         self.bootstrap = bootstrap
+        self.group_keys = list(group_keys)
         self.topics = topics or Topics()
         self.registry = registry
         ensure_topics(bootstrap, [self.topics.results], replication_factor=replication_factor)
@@ -117,10 +131,13 @@ class KafkaSink(Sink):
             return
         self._epoch = max(self._epoch, epoch)
         topic = self.topics.results
-        names = {sid: self.registry.name_of(sid).encode() for sid in streams_present(outputs.streams)}
-        keys = [b"%s:%d" % (names[sid], seq)
-                for sid, seq in zip(outputs.streams.tolist(), outputs.seqs.tolist(), strict=True)]
         payloads = outputs.payload_list()
+        if self.group_keys:
+            keys = [group_key(p, self.group_keys) for p in payloads]
+        else:
+            names = {sid: self.registry.name_of(sid).encode() for sid in streams_present(outputs.streams)}
+            keys = [b"%s:%d" % (names[sid], seq)
+                    for sid, seq in zip(outputs.streams.tolist(), outputs.seqs.tolist(), strict=True)]
         try:
             self.producer.produce(topic, payloads[0], keys[0], partition=0, on_delivery=self._delivered,
                                   headers=[("oseq", b"%d" % outputs.first), ("epoch", b"%d" % self._epoch)])

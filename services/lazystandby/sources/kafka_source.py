@@ -39,12 +39,24 @@ CONTROL = "_control"
 
 @dataclass(frozen=True)
 class Topics:
-    """Topic names for one deployment."""
+    """Topic names for one deployment: the engine's own under `prefix`; a pipeline's sources and sink by
+    the names its tables give (`sources`: source stream -> topic; `sink`: the results topic)."""
 
     prefix: str = "ls."
+    sources: tuple[tuple[str, str], ...] = ()
+    sink: str = ""
+
+    @classmethod
+    def of(cls, cfg) -> Topics:
+        """The topics a node's settings name (NodeConfig: topic_prefix and the pipeline's tables)."""
+        spec = cfg.pipeline_spec
+        if spec is None:
+            return cls(cfg.topic_prefix)
+        return cls(cfg.topic_prefix, tuple((t.table, t.topic) for t in spec.sources), spec.sink_topic)
 
     def source(self, stream: str) -> str:
-        return f"{self.prefix}{stream}"
+        named = dict(self.sources).get(stream)
+        return named if named is not None else f"{self.prefix}{stream}"
 
     @property
     def control(self) -> str:
@@ -56,7 +68,7 @@ class Topics:
 
     @property
     def results(self) -> str:
-        return f"{self.prefix}results"
+        return self.sink or f"{self.prefix}results"
 
     @property
     def deadletters(self) -> str:
