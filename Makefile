@@ -17,7 +17,7 @@ CODEC ?= zstd-stream-dict
 DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
-.PHONY: quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
+.PHONY: nexmark quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
 	prometheus dashboards-check bench bench-quick bench-links bench-window bench-spark-cycle up down chaos shape chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
@@ -46,7 +46,7 @@ lint: setup
 test-unit: setup
 	$(VPY) -m pytest -q tests/unit
 
-test-integration: setup kafka-jars prometheus jvm-peers
+test-integration: setup kafka-jars prometheus jvm-peers nexmark
 	$(VPY) -m pytest -q tests/integration
 
 # Parallel test workers (pytest-xdist), one per two cores: on two cores the suite already keeps the CPUs
@@ -57,7 +57,7 @@ PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup
 
 # The whole suite (what .ci/run calls): lint, unit, integration (real Kafka, Spark, Prometheus), system
 # (the compose stack on a Docker engine started here if missing, containers killed with the docker SDK).
-test: setup kafka-jars prometheus jvm-peers
+test: setup kafka-jars prometheus jvm-peers nexmark
 	$(VPY) -m ruff check services tests bench grafana deploy spark
 	$(VPY) -m pytest -q -ra $(PARALLEL) tests/unit tests/integration tests/system
 
@@ -67,6 +67,15 @@ test-system: setup
 
 kafka-jars:
 	bash deploy/kafka/resolve.sh
+
+# The Nexmark generator: the `nexmark` crate's CLI from Rust's package registry, built once into .cache/nexmark
+# (sources/pipeline_load.py finds it there; NEXMARK_BIN overrides).
+NEXMARK_VERSION := 0.2.0
+NEXMARK_BIN := .cache/nexmark/bin/nexmark
+nexmark: $(NEXMARK_BIN)
+
+$(NEXMARK_BIN):
+	cargo install nexmark --version $(NEXMARK_VERSION) --features bin --locked --root .cache/nexmark
 
 # Prometheus and promtool from Debian's packages (local runs and tests; compose uses prom/prometheus).
 prometheus:

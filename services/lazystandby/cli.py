@@ -154,6 +154,8 @@ def _on_stop(node: DownstreamNode | OperatorNode | UpstreamNode, log: logging.Lo
 
 COMMANDS = {
     "node": "run one node (Nu, N, N' or Nd) from its settings: flags or LS_* env vars",
+    "run": "a pipeline file (examples/*.sql) against KAFKA_BOOTSTRAP until stopped; with --fault NAME, checked "
+           "against DuckDB's truth on a bounded load, JSON summary last",
     "launch": "the pipeline on loopback processes, one fault injected mid-run; JSON summary last",
     "failover-check": "K trials of a fault (SIGKILL of N by default) at random moments; JSON summary last",
     "chaos-campaign": "faults drawn at random from the catalog, singles and pairs, against a Kafka load",

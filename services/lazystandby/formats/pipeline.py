@@ -13,6 +13,7 @@ the results go; without one they go to the default results topic.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,21 @@ class Pipeline:
     plan: Plan
     sink_topic: str = ""
     settings: tuple[tuple[str, str], ...] = ()
+    sink_name: str = ""
+
+    def text(self, topic_prefix: str = "") -> str:
+        """The pipeline as a file again, every topic it names under `topic_prefix` (a test's own topics)."""
+        stmts = []
+        for t in self.tables:
+            opts = tuple((k, topic_prefix + v if k == "topic" else v) for k, v in t.options)
+            if "topic" not in dict(opts):
+                opts = (("topic", topic_prefix + t.topic), *opts)
+            stmts.append(dataclasses.replace(t, options=opts, _by_name={}).ddl())
+        if self.sink_name:
+            stmts.append(f"CREATE TABLE {self.sink_name} WITH ('topic' = '{topic_prefix}{self.sink_topic}')")
+        stmts.extend(f"SET {k} = '{v}'" for k, v in self.settings)
+        stmts.append(f"INSERT INTO {self.sink_name} {self.plan.text}" if self.sink_name else self.plan.text)
+        return ";\n".join(stmts) + ";\n"
 
     @property
     def sources(self) -> tuple[Schema, ...]:
@@ -113,7 +129,7 @@ def parse_pipeline(text: str, path: str = "<text>") -> Pipeline:
         planned = plan(query, {t.table: t for t in tables})
     except UnsupportedSql as e:
         raise UnsupportedSql(f"{path}: {e}") from None
-    return Pipeline(path, tuple(tables), planned, sinks.get(target, ""), tuple(settings))
+    return Pipeline(path, tuple(tables), planned, sinks.get(target, ""), tuple(settings), target)
 
 
 def _is_sink(stmt: str) -> bool:

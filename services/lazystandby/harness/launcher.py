@@ -681,10 +681,12 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
               bad_records: list[bytes | None] | None = None,
               param_change_at: tuple[int, str] | None = None, tls: bool = False,
               per_node: dict[str, dict[str, Any]] | None = None, progress: Callable[[str], None] | None = None,
-              link: str = "") -> dict:
+              link: str = "", pipeline: str = "") -> dict:
     """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
     tuples or None/'inf'; `extra` holds further NodeConfig settings, typed; `progress` hears what the trial
-    is doing, every few seconds while it waits; `link` runs the nodes behind shaped links (Topology.link)."""
+    is doing, every few seconds while it waits; `link` runs the nodes behind shaped links (Topology.link);
+    `pipeline` runs a pipeline file's tables and query through Kafka (`kafka`), with `total` records of
+    each table's load (sources/pipeline_load.py), checked against DuckDB's truth (harness/pipeline_check.py)."""
     say = progress or (lambda _: None)
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
     if why := f.unfit_for((extra or {}).get("operator", "python")):
@@ -693,14 +695,28 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
     settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
                 "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
+    spec = None
+    if pipeline:
+        if not kafka:
+            raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
+        from ..formats.pipeline import read_pipeline
+
+        spec = read_pipeline(pipeline)
+        settings.pop("query", None)
     query = config.NodeConfig(**{k: settings[k] for k in ("predicate", "query", "watermark_every")
                                  if k in settings}).parsed_query
+    stateful = spec.plan.stateful if spec is not None else query.stateful
     gen = None
     admitted = True  # a window query's truth table through Kafka was read once Nu had read every record
     if kafka:
         settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
         settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own topics
         expected = []
+        if spec is not None:  # the pipeline's own topics, under the trial's prefix
+            copy = workdir / Path(pipeline).name
+            copy.write_text(spec.text(settings["topic_prefix"]))
+            spec = read_pipeline(copy)
+            settings["pipeline"] = str(copy)
     else:
         keys = int(settings.get("keys", 0))
         if query.stateful:
@@ -724,7 +740,11 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             topo.start_all()
             t_start = time.monotonic()
             say(f"nodes ready; load on; {f.name} in {kill_after:.1f} s")
-            if kafka:
+            if spec is not None:
+                gen = _PipelineLoad(kafka, spec, settings["topic_prefix"], total, rate, seed,
+                                    int(settings.get("partitions", 1)), bad_records)
+                gen.start()
+            elif kafka:
                 gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
                                  param_change_at, int(settings.get("partitions", 1)), bad_records,
                                  keys=int(settings.get("keys", 0)))
@@ -755,7 +775,20 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 gen.join()
                 if gen.error is not None:
                     raise RuntimeError(f"the load generator stopped short: {gen.error!r}") from gen.error
-                if query.stateful:
+                if spec is not None:
+                    from ..sources.kafka_source import Topics
+                    from . import pipeline_check
+
+                    if stateful:
+                        admitted = wait_until(lambda: _admitted_all(topo), timeout, step=0.3)
+                    truth = pipeline_check.expected(
+                        kafka, spec, Topics.of(config.NodeConfig(pipeline=settings["pipeline"],
+                                                                 topic_prefix=settings["topic_prefix"])),
+                        every=_every(settings), idle=_idle(settings), per_stream=_per_stream(settings),
+                        max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
+                        partitions=int(settings.get("partitions", 1)))
+                    expected, late, malformed = truth["results"], truth["late"], truth["malformed"]
+                elif query.stateful:
                     # Its truth table follows Nu's link log: read once Nu has admitted every source record.
                     # A Nu that never reads on leaves the run short of its load: stalled, whatever Nd holds.
                     admitted = wait_until(lambda: _admitted_all(topo), timeout, step=0.3)
@@ -783,7 +816,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 letters = set(dead_letter_keys(kafka, settings["topic_prefix"]))
                 result["dead_letters"] = len(letters)
                 result["dead_letters_exact"] = letters == set(malformed)
-                if query.stateful:  # the late ticks, in the late-data topic one for one (by key)
+                if stateful:  # the late ticks, in the late-data topic one for one (by key)
                     result["late_letters_exact"] = set(dead_letter_keys(kafka, settings["topic_prefix"],
                                                                         late=True)) == set(late)
             done = delivered and took_over and settled
@@ -793,11 +826,24 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
             result["exited"] = {k: p.returncode for k, p in topo.procs.items() if p.poll() is not None}
             result["restarted"] = list(topo.supervisor_restarts)  # ended itself, started again (supervise)
             result["settled"] = settled
-            if kafka:
+            if spec is not None:
+                rows = read_results(kafka, spec.sink_topic or f"{settings['topic_prefix']}results")
+            elif kafka:
                 rows = read_results(kafka, f"{settings['topic_prefix']}results")
             else:
                 rows = read_output_file(topo.sink)
-            if query.stateful:
+            if spec is not None:
+                from . import pipeline_check
+
+                verdict = pipeline_check.compare(spec, {"results": expected}, rows)
+                verdict["late"] = len(late)
+                nu_after = after.get("nu", {}).get("counters", {})
+                nu_restarted = any(e.get("target") == "upstream" for e in events)
+                verdict["late_exact"] = result.get("late_letters_exact", True) and (
+                    nu_restarted or not stateful or nu_after.get("late_tuples", 0) == len(late))
+                result.update(verdict)
+                check_ok = verdict["ok"] and verdict["late_exact"]
+            elif query.stateful:
                 # Window results are named by window and keys; Nu's late ticks are counted against the
                 # truth table's (late: its count, or the late (stream, seq) it expects from Kafka).
                 verdict = compare_results(expected, [(o, p) for o, _, _, p in rows], aggregates=len(query.aggregates))
@@ -825,6 +871,43 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     if ok and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+class _PipelineLoad(threading.Thread):
+    """A pipeline's load written into its source topics during a trial (sources/pipeline_load.py)."""
+
+    def __init__(self, bootstrap: str, spec, prefix: str, total: int, rate: float, seed: int, partitions: int,
+                 bad_records: list[bytes | None] | None) -> None:
+        super().__init__(daemon=True)
+        self.args = (bootstrap, spec, prefix, total, rate, seed, partitions, bad_records)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from ..sources.kafka_source import Topics
+        from ..sources.pipeline_load import write_load
+
+        bootstrap, spec, prefix, total, rate, seed, partitions, bad = self.args
+        topics = Topics(prefix, tuple((t.table, t.topic) for t in spec.sources), spec.sink_topic)
+        try:
+            write_load(bootstrap, spec, total, rate=rate, seed=seed, topics=topics, partitions=partitions,
+                       bad_records=bad)
+        except BaseException as e:
+            self.error = e
+            raise
+
+
+def pipeline_load_defaults(spec) -> dict[str, Any]:
+    """A pipeline run's default load: enough records for its windows to close. The Nexmark generator
+    spaces its events 0.1 ms apart in event time (10,000 a second), drawn records and ticks about 2.5 ms,
+    so a window query gets records for four windows and its delay (at least 40,000)."""
+    from ..sources.pipeline_load import is_nexmark
+
+    plan = spec.plan
+    per_ms = 10.0 if any(is_nexmark(t) for t in spec.sources) else 0.4
+    total = 40_000
+    if plan.stateful:
+        total = max(total, int(4 * (plan.spec.size_ms + plan.spec.lateness_ms) * per_ms))
+    return {"total": total, "rate": 40_000.0 if total > 100_000 else 20_000.0}
 
 
 def _admitted_all(topo: Topology) -> bool:
@@ -993,7 +1076,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 # The node settings `launch` and `failover-check` take, as flags or LS_* env vars, and pass on to every node.
-NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "watermark_every", "keys", "seed", "total",
+NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "pipeline", "watermark_every", "keys", "seed",
+                 "total",
                  "rate",
                  "heartbeat_interval", "heartbeat_misses", "operator_stall_max", "exit_when_fenced",
                  "handover_on_stop", "chaos_poison", "recovery_target_ms", "standby_state", "snapshot_interval")
@@ -1025,7 +1109,12 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     for name in NODE_SETTINGS:
         ap.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
                         help=f"node setting {name} (env LS_{name.upper()})")
-    ap.add_argument("--fault", default="kill-primary", help=f"one of {', '.join(sorted(FAULTS))}")
+    if cmd == "run":
+        ap.add_argument("pipeline_file", metavar="PIPELINE.sql", help="the pipeline file (examples/*.sql)")
+    ap.add_argument("--fault", default="" if cmd == "run" else "kill-primary",
+                    help=f"one of {', '.join(sorted(FAULTS))}" + ("; given, the run checks itself as launch does "
+                                                                   "(a local broker unless KAFKA_BOOTSTRAP is set)"
+                                                                   if cmd == "run" else ""))
     ap.add_argument("--kafka", action="store_true",
                     help="source and results through Kafka (KAFKA_BOOTSTRAP, or a local broker started here)")
     ap.add_argument("--insecure", action="store_true",
@@ -1040,7 +1129,11 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     if cmd == "failover-check":
         ap.add_argument("--kills", type=int, default=20, help="trials, each with its own kill (default 20)")
     args = ap.parse_args(argv)
-    if args.fault not in FAULTS:
+    if cmd == "run":
+        args.pipeline = args.pipeline_file
+    if args.pipeline:
+        args.kafka = True  # a pipeline's tables are Kafka topics
+    if args.fault and args.fault not in FAULTS:
         raise config.SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, got {args.fault!r}")
     if args.bad_records == "all" and not args.kafka:
         raise config.SettingError("bad records (--bad-records all): needs --kafka (bad records come through the "
@@ -1048,7 +1141,8 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     if args.link:
         parse_link(args.link)  # refused here, with the forms it takes, before any node starts
         if args.kafka:
-            raise config.SettingError("link (--link): shaped links run the generator's pipeline, not --kafka")
+            raise config.SettingError("link (--link): shaped links run the generator's pipeline, not --kafka or "
+                                      "--pipeline")
     if cmd == "failover-check" and args.kills < 1:
         raise config.SettingError(f"kills (--kills): expected a whole number >= 1, got {args.kills}")
     given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
@@ -1058,10 +1152,12 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     # These commands supervise their nodes (Topology.supervise), as the compose stack does: a fenced node
     # exits, is started again, and rejoins as the standby.
     defaults = {"total": 40_000, "rate": 20_000.0, "exit_when_fenced": True}
+    if cfg.pipeline_spec is not None:
+        defaults.update(pipeline_load_defaults(cfg.pipeline_spec))
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
-    if why := FAULTS[args.fault].unfit_for(settings["operator"]):
+    if args.fault and (why := FAULTS[args.fault].unfit_for(settings["operator"])):
         raise config.SettingError(f"fault (--fault): {why} (--operator spark or LS_OPERATOR=spark)")
     if settings["rate"] <= 0 or settings["total"] <= 0:
         raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
@@ -1086,13 +1182,18 @@ def _main(argv: list[str]) -> int:
             bootstrap = config.kafka_bootstrap_from_env()
             if bootstrap:
                 kafka_reachable(bootstrap)
+            elif cmd == "run" and not args.fault:
+                raise config.SettingError("kafka_bootstrap (KAFKA_BOOTSTRAP, LS_KAFKA_BOOTSTRAP): the cluster to run "
+                                          "against; or --fault NAME for a run that checks itself on a local broker")
             else:
                 from .kafka_broker import LocalKafka
 
                 print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
                 broker = LocalKafka(run_dir() / "demo-kafka").start()
                 bootstrap = broker.bootstrap
-        return (_launch if cmd == "launch" else _failover_check)(args, settings, bootstrap)
+        if cmd == "run" and not args.fault:
+            return _run_until_stopped(args, settings, bootstrap)
+        return (_failover_check if cmd == "failover-check" else _launch)(args, settings, bootstrap)
     except config.SettingError as e:
         print(f"lazystandby {cmd}: {e}", file=sys.stderr)
         return 2
@@ -1111,6 +1212,7 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
     """run_trial's arguments from typed node settings."""
     return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
             "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
+            "pipeline": settings.get("pipeline", ""),
             "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
                                                 "operator_stall_max", "exit_when_fenced", "handover_on_stop",
                                                 "chaos_poison", "query", "watermark_every", "keys",
@@ -1126,8 +1228,11 @@ def _standby_target(r: dict) -> dict:
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
     return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
-            "query": config.NodeConfig(query=settings.get("query", ""),
-                                       predicate=settings["predicate"]).parsed_query.text(),
+            "query": (config.NodeConfig(pipeline=settings["pipeline"]).pipeline_spec.plan.text
+                      if settings.get("pipeline") else
+                      config.NodeConfig(query=settings.get("query", ""),
+                                        predicate=settings["predicate"]).parsed_query.text()),
+            "pipeline": settings.get("pipeline") or None,
             "seed": settings["seed"], "keys": settings["keys"], "heartbeat_interval": settings["heartbeat_interval"],
             "heartbeat_misses": settings["heartbeat_misses"], "exit_when_fenced": settings["exit_when_fenced"],
             "handover_on_stop": settings["handover_on_stop"], "standby_state": settings["standby_state"],
@@ -1187,6 +1292,31 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
     print(results.dumps("launch", summary))
     return 0 if r["ok"] else 1
+
+
+def _run_until_stopped(args, settings: dict[str, Any], bootstrap: str) -> int:
+    """`lazystandby run PIPELINE.sql` without a fault: Nu, N, N' and Nd on this machine against the cluster
+    at `bootstrap`, reading the pipeline's source topics and writing its sink, until SIGINT or SIGTERM; a
+    node that ends itself is started again (the supervisor), as the compose stack does."""
+    spec = config.NodeConfig(pipeline=settings["pipeline"]).pipeline_spec
+    node = {k: v for k, v in settings.items() if k not in ("total", "rate", "predicate", "query", "seed", "keys")}
+    node["kafka_bootstrap"] = bootstrap
+    workdir = Path(tempfile.mkdtemp(prefix="lazystandby-run-", dir=run_dir()))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with Topology(node, workdir, tls_dir=workdir / "tls" if not args.insecure else None, supervise=True) as topo:
+        topo.start_all()
+        print(f"run: {spec.path} on {bootstrap}: {', '.join(t.topic for t in spec.sources)} -> "
+              f"{spec.sink_topic or settings.get('topic_prefix', 'ls.') + 'results'} ({settings['operator']} operator, "
+              f"Bsize {format_bsize(settings['bsize'])}); logs in {workdir}; Ctrl-C stops", file=sys.stderr, flush=True)
+        while not stop.wait(10.0):
+            nu, nd = topo.status("nu"), topo.status("nd")
+            print(f"run: admitted {nu.get('counters', {}).get('admitted_tuples', nu.get('head', 0))}, delivered "
+                  f"{nd.get('delivered_through', 0)}, dead letters {nu.get('counters', {}).get('dead_letters', 0)}",
+                  file=sys.stderr, flush=True)
+    print("run: stopped; every node was stopped", file=sys.stderr)
+    return 0
 
 
 def _stderr_progress() -> Callable[[str], None]:

@@ -38,7 +38,9 @@ _WHAT_RAN = (
     ("operator", "`python` or `spark`"),
     ("kafka", "true when the source and the results were Kafka topics"),
     ("predicate", "the selection every operator ran"),
-    ("query", "the query every operator ran, in its text form (formats/query.py; a selection unless `--query`)"),
+    ("query", "the query every operator ran, in its text form (formats/query.py; a selection unless `--query`; "
+              "a pipeline's SQL with `--pipeline`)"),
+    ("pipeline", "the pipeline file every node ran (`--pipeline`, `lazystandby run`; docs/sql.md), null without one"),
     ("seed", "the generator's seed (the same seed gives the same tuples)"),
     ("keys", "distinct symbols the generator drew from (0: the ten named symbols)"),
     ("heartbeat_interval", "seconds between the standby's heartbeats"),
