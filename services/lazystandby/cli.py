@@ -27,6 +27,10 @@ def make_operator(cfg: config.NodeConfig) -> Operator:
         from .operators.sql import SqlSelect, SqlWindow
 
         plan = cfg.pipeline_spec.plan
+        if cfg.operator == "spark":
+            from .operators.spark_sql import SparkSqlSelect, SparkSqlWindow  # imported lazily: Spark is heavy
+
+            return SparkSqlWindow(plan, cfg) if plan.stateful else SparkSqlSelect(plan, cfg)
         return SqlWindow(plan) if plan.stateful else SqlSelect(plan)
     query = cfg.parsed_query
     if query.stateful and cfg.operator == "spark":

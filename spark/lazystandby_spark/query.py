@@ -53,6 +53,8 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
                .config("spark.sql.streaming.pollingDelay", "5ms")
                .config("spark.python.worker.reuse", "true")
                .config("spark.sql.ansi.enabled", "true")
+               # A TIMESTAMP without a zone (ISO-8601 text in a record) is read in UTC, as the Python operator reads it.
+               .config("spark.sql.session.timeZone", "UTC")
                .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
                # The node's state comes from the protocol, not from this checkpoint; what matters is what
                # each micro-batch pays to write it. The default (FileContext) manager, without Hadoop's native
@@ -178,6 +180,94 @@ def start_window(spark, query, *, address: str, partitions: int, checkpoint: str
     # foreachBatch hands them to `on_batch` in the driver (the node's own process) as one Arrow table. A
     # Python data source's sink takes append mode only, where a window comes out in the micro-batch after
     # the one that closed it. The action also runs the micro-batch, so it is taken for an empty one too.
+    return (out.writeStream.foreachBatch(lambda df, _batch: on_batch(df.toArrow()))
+            .option("checkpointLocation", checkpoint).outputMode("update")
+            .trigger(processingTime=trigger).queryName(name).start())
+
+
+def start_sql_select(spark, plan, *, address: str, max_rows: int, partitions: int, checkpoint: str, trigger: str,
+                     name: str, on_batch):
+    """Start a planned SQL selection (lazystandby.formats.sql.Plan) over the feed at `address`. Each
+    micro-batch hands `on_batch` (in the driver, the node's process) one Arrow table: a marker row per range
+    read (`rstart`, `off` its end) and a row per selected input (`off`) with the result columns `_o0`,
+    `_o1`, ... in the plan's order; the node formats them as the Python operator does."""
+    from .sql import columns, record, sql
+
+    _active(spark)
+    df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(max_rows))
+          .option("partitions", str(partitions)).load())
+    parsed = df.selectExpr("off", "rstart", "marker",
+                           f"CASE WHEN marker THEN NULL ELSE {record(plan.schema)} END AS _r")
+    cols = parsed.selectExpr("off", "rstart", "marker", *columns(plan.schema, plan.input_columns))
+    if plan.where is not None:
+        cols = cols.where(f"marker OR ({sql(plan.where)})")
+    out = cols.selectExpr("off", "rstart", "marker",
+                          *(f"CASE WHEN marker THEN NULL ELSE {sql(o.expr)} END AS _o{i}"
+                            for i, o in enumerate(plan.outputs)))
+    return (out.writeStream.foreachBatch(lambda df, _batch: on_batch(df.toArrow()))
+            .option("checkpointLocation", checkpoint).trigger(processingTime=trigger).queryName(name).start())
+
+
+def start_sql_window(spark, plan, *, address: str, partitions: int, checkpoint: str, trigger: str, name: str,
+                     on_batch, where: str | None = None):
+    """Start a planned SQL window aggregation over the feed at `address`, as `start_window` runs the
+    tick example's (the same event time, watermark records, cuts and update mode): rows of the window
+    start (ms), the keys and the partial aggregates of operators/sql's window (`_n`, `_a<i>__sum`, ...),
+    which the node formats. `where` replaces the plan's WHERE (the warm-up's `true`)."""
+    from pyspark.sql import functions as F
+
+    from lazystandby.operators.sql import window_query
+    from lazystandby.operators.window import WINDOW, partials
+
+    from .sql import columns, event_ms, exact, record, sql
+
+    _active(spark)
+    spec = plan.spec
+    df = (spark.readStream.format(FORMAT).option("address", address).option("maxRows", str(1 << 62))
+          .option("partitions", str(partitions)).load())
+    is_record = "startswith(payload, '{\"watermark\": ')"
+    mark = (f"CASE WHEN {is_record} THEN try_cast(regexp_extract(payload, '^[{{]\"watermark\": ([0-9]+)', 1) "
+            f"AS BIGINT) END")
+    sliding = spec.slide_ms != spec.size_ms
+    # Sliding windows: a data row comes as `<watermark in force>|<record>` (operators/spark_sql._prepared).
+    text = "substr(payload, instr(payload, '|') + 1)" if sliding else "payload"
+    in_force = (f"CASE WHEN {is_record} THEN NULL ELSE try_cast(substring_index(payload, '|', 1) AS BIGINT) END"
+                if sliding else "CAST(NULL AS BIGINT)")
+    rows = (df.where("NOT marker")
+            .selectExpr(f"{mark} AS _mark", f"{in_force} AS _wmf",
+                        f"CASE WHEN {is_record} THEN NULL ELSE {record(plan.schema, text)} END AS _r")
+            .selectExpr("_mark", "_wmf", *columns(plan.schema, plan.input_columns)))
+    derived = [f"{event_ms(plan)} AS _t", *(f"{sql(k.expr)} AS `{k.name}`" for k in plan.keys)]
+    for i, a in enumerate(plan.aggregates):
+        if a.arg is None:
+            continue
+        arg = sql(a.arg)
+        if a.fn == "count":
+            derived.append(f"CASE WHEN ({arg}) IS NULL THEN 0 ELSE 1 END AS _a{i}")
+        else:
+            derived.append(f"CAST({arg} AS {exact(a.arg_type)}) AS _a{i}")
+        if a.fn == "avg":
+            derived.append(f"CAST(CASE WHEN ({arg}) IS NULL THEN 0 ELSE 1 END AS DECIMAL(38,0)) AS _c{i}")
+    condition = where if where is not None else (sql(plan.where) if plan.where is not None else "true")
+    rows = rows.selectExpr("_mark", "_wmf", *derived, f"({condition}) AS _keep")
+    query = window_query(plan)
+    parts = partials(query)[1:]
+    keys = [k.name for k in plan.keys]
+    ticks = (rows.withColumn("_ev", F.timestamp_millis(F.coalesce(F.col("_mark"), F.col("_t"))))
+             .withWatermark("_ev", f"{spec.lateness_ms} milliseconds")
+             .where("_mark IS NULL AND _t IS NOT NULL AND _keep"))
+    fn = {"sum": F.sum, "min": F.min, "max": F.max}
+    aggs = [F.count(F.lit(1)).alias("_n"), *(fn[f](F.col(column)).alias(stored) for stored, column, f in parts)]
+    window = F.window("_ev", f"{spec.size_ms} milliseconds", f"{spec.slide_ms} milliseconds")
+    if sliding:
+        # Each (record, window) pair, kept where the window is still open at the record's watermark.
+        final = f"unix_millis(_w.end) + {spec.lateness_ms}"
+        grouped = (ticks.select("*", window.alias("_w")).where(f"_wmf IS NULL OR {final} > _wmf")
+                   .groupBy("_w", *keys))
+    else:
+        grouped = ticks.groupBy(window.alias("_w"), *keys)
+    out = grouped.agg(*aggs).select(F.unix_millis(F.col("_w.start")).alias(WINDOW), *keys, "_n",
+                                    *(s for s, _, _ in parts))
     return (out.writeStream.foreachBatch(lambda df, _batch: on_batch(df.toArrow()))
             .option("checkpointLocation", checkpoint).outputMode("update")
             .trigger(processingTime=trigger).queryName(name).start())

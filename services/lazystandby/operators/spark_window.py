@@ -116,6 +116,7 @@ class SparkWindow(SparkSelection):
         records: list[int] = []
         marks: list[int] = []
         payloads = batch.payloads
+        before = self.watermark
         others = []
         for c in controls:
             wm = control.watermark_of(batch.payload(c))
@@ -132,7 +133,7 @@ class SparkWindow(SparkSelection):
             for c in others:
                 texts[c] = b""
             payloads = pa.array(texts, pa.binary())
-        first = self.feed.append_cut(payloads, records)
+        first = self.feed.append_cut(self._prepared(payloads, records, marks, before), records)
         done: Future = Future()
         if not records:
             done.set_result(Outputs.none())
@@ -148,6 +149,11 @@ class SparkWindow(SparkSelection):
 
         out.add_done_callback(collect)
         return done
+
+    def _prepared(self, payloads: pa.Array, records: list[int], marks: list[int], before: int | None) -> pa.Array:
+        """What the feed hands Spark for a call's payloads (records at `records` carrying `marks`; the
+        watermark in force before the call `before`): the payloads as they are."""
+        return payloads
 
     def _collect(self, records: np.ndarray, marks: np.ndarray) -> Outputs:
         """The windows final at the call's last record, each mapped to the first record that makes it
@@ -165,11 +171,20 @@ class SparkWindow(SparkSelection):
         if not rows:
             return Outputs.none()
         table = pa.concat_tables(rows, promote_options="permissive") if len(rows) > 1 else rows[0]
-        table = table.sort_by([(WINDOW, "ascending"), *((k, "ascending") for k in keys)])
+        table = self._kept(table.sort_by([(WINDOW, "ascending"), *((k, "ascending") for k in keys)]))
+        if not table.num_rows:
+            return Outputs.none()
         final = self.spec.final_at(table[WINDOW].to_numpy())
         at = records[np.searchsorted(marks, final, side="left")]
         self.results += table.num_rows
-        return Outputs(at, result_texts(self.window, self.spec.size_ms, table))
+        return Outputs(at, self._texts(table))
+
+    def _kept(self, table: pa.Table) -> pa.Table:
+        """The final windows' rows that make results (all of them: the tick example has no HAVING)."""
+        return table
+
+    def _texts(self, table: pa.Table) -> pa.Array:
+        return result_texts(self.window, self.spec.size_ms, table)
 
     def restore(self, position: int, params: Params | None = None) -> None:
         """A node resuming at `position` without the state before it: a fresh query (empty state), and the

@@ -119,7 +119,7 @@ class SqlSelect(_Decoding, Operator):
         return Outputs(data[idx], json_texts(self.plan.names, values))
 
 
-def _tick_query(plan: Plan) -> Query:
+def window_query(plan: Plan) -> Query:
     """The window machinery's own description of the plan: keys by name, each aggregate over its
     argument's column `_a<i>` (count(*) over none)."""
     aggs = []
@@ -150,7 +150,7 @@ class SqlWindow(_Decoding, WindowAggregate):
         if not plan.stateful:
             raise ValueError(f"{plan.text!r} is not a window query")
         self._init_decoding(plan)
-        super().__init__(_tick_query(plan))
+        super().__init__(window_query(plan))
         self._where = None
         self._types = {f"_a{i}": (pa.int64() if a.fn == "count" else
                                   _exact(a.arg_type.arrow if a.arg_type else pa.int64()))
@@ -191,19 +191,23 @@ class SqlWindow(_Decoding, WindowAggregate):
                 out[f"_c{i}"] = pc.is_valid(v).cast(pa.int64())
         return out
 
-    def _texts(self, done: pa.Table) -> pa.Array:
-        """The results of the windows `done` made final (already in order): the plan's outputs over the
-        window's start and end, the keys and the aggregates, those HAVING keeps."""
-        cols = self._finals(done)
-        n = done.num_rows
-        if self.plan.having is not None:
-            keep = pc.fill_null(evaluate(self.plan.having, cols, n), False)
-            if not pc.all(keep).as_py():
-                cols = {k: pc.filter(v, keep) for k, v in cols.items()}
-                n = len(next(iter(cols.values())))
-        if not n:
+    def kept(self, done: pa.Table) -> pa.Table:
+        """The rows of final windows (window start, keys, partials) that HAVING keeps."""
+        if self.plan.having is None or not done.num_rows:
+            return done
+        keep = pc.fill_null(evaluate(self.plan.having, self._finals(done), done.num_rows), False)
+        return done if pc.all(keep).as_py() else done.filter(keep)
+
+    def texts(self, done: pa.Table) -> pa.Array:
+        """One result per row of `done` (kept already): the plan's outputs over the window's start and
+        end, the keys and the aggregates."""
+        if not done.num_rows:
             return pa.array([], pa.binary())
-        return json_texts(self.plan.names, [evaluate(o.expr, cols, n) for o in self.plan.outputs])
+        cols = self._finals(done)
+        return json_texts(self.plan.names, [evaluate(o.expr, cols, done.num_rows) for o in self.plan.outputs])
+
+    def _texts(self, done: pa.Table) -> pa.Array:
+        return self.texts(self.kept(done))
 
     def _finals(self, done: pa.Table) -> dict[str, pa.Array]:
         starts = done[_WIN].combine_chunks()
