@@ -97,19 +97,20 @@ kafka-up: setup kafka-jars
 kafka-down:
 	$(VPY) -m lazystandby.harness.kafka_broker stop
 
-# The main job: Kafka source topics, the generator, Nu, N and N' with the Spark operator, Nd writing the
-# results topic; N is killed mid-run, N' takes over; the truth table is checked. JSON summary last.
-# KAFKA_BOOTSTRAP=host:port uses an existing cluster instead of starting a local broker.
+# The main job: examples/ticks-select.sql (the ticks as CSV in a Kafka topic, the trades above 100) with
+# the Spark operator on N and N', Nd writing the results topic; N is killed mid-run, N' takes over; the
+# results are checked against DuckDB's truth. JSON summary last. KAFKA_BOOTSTRAP=host:port uses an existing
+# cluster instead of starting a local broker.
 demo: setup kafka-jars
-	$(VPY) -m lazystandby.cli launch --kafka --operator spark --bsize $(BSIZE) --codec $(CODEC) \
-	  --total $(DEMO_TOTAL) --rate $(DEMO_RATE)
+	$(VPY) -m lazystandby.cli run examples/ticks-select.sql --fault kill-primary --operator spark --bsize $(BSIZE) \
+	  --codec $(CODEC) --total $(DEMO_TOTAL) --rate $(DEMO_RATE)
 
-# `make demo` with the `window` query (one-second windows by symbol): Spark's streaming aggregation on
-# N and N', N killed mid-run, the results topic checked against the truth table (`wrong` counts results
-# whose aggregates differ).
+# `make demo` with examples/ticks-window.sql (one-second windows by symbol): Spark's streaming aggregation
+# on N and N', N killed mid-run, the results topic checked against the truth (`wrong` counts results whose
+# aggregates differ).
 demo-window: setup kafka-jars
-	$(VPY) -m lazystandby.cli launch --kafka --operator spark --query window --bsize $(BSIZE) --codec $(CODEC) \
-	  --total $(DEMO_TOTAL) --rate $(DEMO_RATE)
+	$(VPY) -m lazystandby.cli run examples/ticks-window.sql --fault kill-primary --operator spark --bsize $(BSIZE) \
+	  --codec $(CODEC) --total $(DEMO_TOTAL) --rate $(DEMO_RATE)
 
 # The same with the Python operator and the built-in generator: no Kafka, no Spark, a few seconds.
 demo-local: setup

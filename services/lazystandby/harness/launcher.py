@@ -896,6 +896,11 @@ class _PipelineLoad(threading.Thread):
             raise
 
 
+# Records no table's format admits, whatever its columns (a pipeline run's --bad-records): not UTF-8,
+# empty, cut short, over max_tuple_bytes, and a null value (a tombstone).
+PIPELINE_BAD_RECORDS = (b"\xff\xfe not utf-8", b"", b'{"cut short', b"x" * 70_000, None)
+
+
 def pipeline_load_defaults(spec, operator: str = "python") -> dict[str, Any]:
     """A pipeline run's default load: enough records for its windows to close. The Nexmark generator
     spaces its events 0.1 ms apart in event time (10,000 a second), drawn records and ticks about 2.5 ms,
@@ -1247,9 +1252,14 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
     every node, Spark included, is ready); its JSON summary is the last line printed."""
     print(f"launch: {args.fault} halfway through {settings['total']} tuples at {settings['rate']:g}/s "
           f"({settings['operator']} operator{', Kafka' if bootstrap else ''}) ...", file=sys.stderr, flush=True)
+    bad = None
+    if settings.get("pipeline") and args.bad_records != "none":
+        bad = list(PIPELINE_BAD_RECORDS)  # what any table's format refuses
+    elif args.bad_records == "all":
+        bad = list(BAD_RECORDS.values())
     r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
-                  malformed_every=997 if bootstrap and args.bad_records == "some" else 0,
-                  bad_records=list(BAD_RECORDS.values()) if args.bad_records == "all" else None,
+                  malformed_every=997 if bootstrap and args.bad_records == "some" and not settings.get("pipeline")
+                  else 0, bad_records=bad,
                   timeout=300.0, progress=_stderr_progress(), tls=not args.insecure, link=args.link,
                   **_trial_args(settings))
     nu = r.get("after", {}).get("nu", {})
