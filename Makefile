@@ -18,7 +18,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: nexmark quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick bench-links bench-window bench-spark-cycle up down chaos shape chaos-campaign certs test-system clean
+	prometheus dashboards-check bench bench-quick bench-links bench-window bench-nexmark bench-spark-cycle up down chaos shape chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -178,6 +178,12 @@ bench-links: setup
 
 bench-window: setup kafka-jars jvm-peers
 	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
+
+# Nexmark's q0, q1, q2 and the first stages of q5 and q7: ours (warm standby; windowed also Passive) beside
+# Flink SQL over the same bid topic (EVENTS=n bids, QUERIES=q0,q5, NX_KILLS=k failovers of ours per query).
+bench-nexmark: setup kafka-jars nexmark
+	$(VPY) -m bench.nexmark $(if $(EVENTS),--events $(EVENTS)) $(if $(QUERIES),--queries $(QUERIES)) \
+	  $(if $(NX_KILLS),--kills $(NX_KILLS)) $(if $(PUBLISH),--publish)
 
 # What one Spark window micro-batch costs through the node's feed, beside Spark alone (a minute or two).
 bench-spark-cycle: setup

@@ -5,7 +5,7 @@
 # compiled into .cache/jvm/PEER/classes. Idempotent: each step is skipped while a stamp holds the hash of what
 # it was made from.
 set -euo pipefail
-peer="${1:?usage: build.sh kstreams|flink}"
+peer="${1:?usage: build.sh kstreams|flink|flinksql}"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 src="$here/$peer"

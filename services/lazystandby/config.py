@@ -443,7 +443,7 @@ class NodeConfig:
         return partition_streams(self.source_streams, self.partitions)
 
 
-# What each setting does: the README's settings table is generated from this (`python -m lazystandby.config`),
+# What each setting does: docs/settings.md's table is generated from this (`python -m lazystandby.config`),
 # and a test keeps the two equal.
 HELP: dict[str, str] = {
     "role": "upstream (Nu), primary (N), standby (N') or downstream (Nd)",
@@ -552,7 +552,7 @@ HELP: dict[str, str] = {
 
 
 def settings_markdown() -> str:
-    """The settings table of the README, from NodeConfig and HELP."""
+    """The settings table of docs/settings.md, from NodeConfig and HELP."""
     rows = ["| setting | flag | env | default | meaning |", "|---|---|---|---|---|"]
     for f in fields(NodeConfig):
         if f.name == "extra":

@@ -1,4 +1,4 @@
-"""Typed settings: defaults, env vars and flags in layers, refusals, the README's generated table."""
+"""Typed settings: defaults, env vars and flags in layers, refusals, the generated table in docs/settings.md."""
 
 import pytest
 
@@ -39,15 +39,15 @@ def test_kafka_bootstrap_is_read_one_way():
     assert kafka_bootstrap_from_env({}) == ""
 
 
-def test_the_readme_settings_table_is_generated_from_the_config():
+def test_the_settings_table_is_generated_from_the_config():
     from pathlib import Path
 
     from lazystandby.config import HELP, NodeConfig, settings_markdown
 
     assert set(HELP) == {f for f in NodeConfig.__dataclass_fields__ if f != "extra"}  # every setting explained
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("<!-- settings:begin -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
-    assert table == settings_markdown(), "run: python -m lazystandby.config, and paste it into the README"
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
+    table = doc.split("<!-- settings:begin -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
+    assert table == settings_markdown(), "run: python -m lazystandby.config, and paste it into docs/settings.md"
 
 
 def test_the_takeover_lease_must_run_out_before_a_declined_standby_suspects_a_crashed_primary_again():

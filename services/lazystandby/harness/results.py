@@ -214,6 +214,21 @@ SUMMARIES: dict[str, Summary] = {
         ("kstreams_window_failover_over_ours_1m", "at 1,000,000 keys: Kafka Streams' over ours (goal at least 10)"),
         *_MACHINE,
     )),
+    "bench-nexmark": Summary("Nexmark beside Flink SQL", "`make bench-nexmark` (details in run/bench/nexmark)", (
+        ("queries", "per query (q0, q1, q2; q5 and q7's first stages): `events_per_s` (ours, Python operator, warm "
+                    "standby, Nu's first admission to Nd holding every result), `cpu_us_per_event` (every node's "
+                    "CPU over that span), `outputs`, `flink_events_per_s` (Flink SQL, the same query and topic, "
+                    "RocksDB, exactly-once sink; differential over a small run, so its start-up counts in "
+                    "neither), `vs_flink`, `failover_ms` (each kill of ours, kill to live) and its "
+                    "`failover_ms_p95`, `flink_failover_ms` (the job killed under load and restarted from its "
+                    "newest checkpoint: kill to its first committed result), `flink_failover_over_ours`; "
+                    "windowed ones also `passive_events_per_s` (Passive Standby) and `passive_vs_flink`"),
+        ("events", "bids in the topic every throughput run reads (the nexmark crate's generator)"),
+        ("kills", "failover trials of ours per query"),
+        ("vs_flink_min_selections", "the least `vs_flink` of q0, q1 and q2 (goal at least 2)"),
+        ("vs_flink_min_windowed", "the least `vs_flink` of the windowed queries (goal at least 1)"),
+        *_MACHINE,
+    )),
     "bench-spark-cycle": Summary("What a Spark window micro-batch costs",
                                  "`make bench-spark-cycle` (details in run/bench/spark-cycle.json)", (
         ("spark_window_call_ms", "the node's Spark window operator answering a call of 5,000 ticks (a watermark "

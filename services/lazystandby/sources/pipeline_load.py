@@ -54,7 +54,7 @@ def nexmark_events(kind: str, n: int) -> Iterator[bytes]:
     tag = NEXMARK_KINDS[kind]
     prefix = b'{"' + tag.encode() + b'":'
     with subprocess.Popen([nexmark_bin(), "-t", kind, "-n", str(n), "--format", "json", "--no-wait"],
-                          stdout=subprocess.PIPE) as proc:
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip(b"\n")
@@ -84,32 +84,40 @@ def write_load(bootstrap: str, pipeline: Pipeline, total: int, *, rate: float = 
     """Write `total` records into each source table's topic (round robin over its partitions), at `rate`
     records a second over all (0: as fast as the broker takes them); `bad_records` spread evenly among
     the first table's. Returns how many were written."""
-    from kafka import KafkaProducer
+    from .kafka_source import DeliveryErrors, durable_producer
 
     topics = topics or Topics()
     streams = [t.table for t in pipeline.sources]
     ensure_topics(bootstrap, all_topics(topics, streams), partitions={topics.source(s): partitions for s in streams})
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=256 << 10,
-                             max_request_size=8 << 20)
+    producer = durable_producer(bootstrap, **{"linger.ms": 5, "batch.size": 1 << 20, "message.max.bytes": 8 << 20,
+                                              "queue.buffering.max.messages": 1 << 20})
+    failed = DeliveryErrors()
     bad_at = {(k + 1) * total // (len(bad_records) + 1): r for k, r in enumerate(bad_records or [])}
     gens = [(topics.source(t.table), records(t, total, seed=seed)) for t in pipeline.sources]
     t0, n = time.monotonic(), 0
-    try:
-        for i in range(total):
-            for j, (topic, gen) in enumerate(gens):
-                payload = next(gen)
-                if j == 0 and i in bad_at:
-                    producer.send(topic, bad_at[i], key=None if bad_at[i] is not None else b"null",
-                                  partition=i % partitions)
-                producer.send(topic, payload, partition=i % partitions)
-                n += 1
-            if stop is not None and i % 100 == 0 and stop.is_set():
+
+    def send(topic: str, value: bytes | None, part: int, key: bytes | None = None) -> None:
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=part, on_delivery=failed)
+                return
+            except BufferError:  # the local queue is full: let it drain
+                producer.poll(0.05)
+
+    for i in range(total):
+        for j, (topic, gen) in enumerate(gens):
+            payload = next(gen)
+            if j == 0 and i in bad_at:  # a null value comes with a key, as Kafka requires (a tombstone)
+                send(topic, bad_at[i], i % partitions, None if bad_at[i] is not None else b"null")
+            send(topic, payload, i % partitions)
+            n += 1
+        if i % 1000 == 0:
+            producer.poll(0)
+            if stop is not None and stop.is_set():
                 break
-            if rate > 0 and n % 100 == 0:
-                ahead = n / rate - (time.monotonic() - t0)
-                if ahead > 0:
-                    time.sleep(ahead)
-        producer.flush()
-    finally:
-        producer.close()
+        if rate > 0 and n % 100 == 0:
+            ahead = n / rate - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+    failed.flush(producer, "the load", "records", "written", timeout=120.0)
     return n
