@@ -1,8 +1,9 @@
 """The Spark SQL a plan is written as (no Spark needed: the text itself)."""
 
+from lazystandby_spark.sql import columns, event_ms, exact, record, sql
+
 from lazystandby.formats.schema import parse_table
 from lazystandby.formats.sql import plan
-from lazystandby_spark.sql import columns, event_ms, exact, record, sql
 
 T = parse_table("""CREATE TABLE t (a BIGINT, d DECIMAL(5, 2), s VARCHAR, at TIMESTAMP(3),
   WATERMARK FOR at AS at) WITH ('format' = 'csv')""")
