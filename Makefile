@@ -117,9 +117,10 @@ demo-local: setup
 	$(VPY) -m lazystandby.cli launch --bsize $(BSIZE) --codec $(CODEC) $(if $(QUERY),--query "$(QUERY)")
 
 # QUERY=window (or any query text, formats/query.py) runs the check on a keyed window aggregation.
-failover-check: setup $(if $(KAFKA),kafka-jars)
+failover-check: setup $(if $(KAFKA)$(PIPELINE),kafka-jars)
 	$(VPY) -m lazystandby.cli failover-check --kills $(KILLS) --bsize $(BSIZE) --codec $(CODEC) \
-	  $(if $(OPERATOR),--operator $(OPERATOR)) $(if $(KAFKA),--kafka) $(if $(QUERY),--query "$(QUERY)")
+	  $(if $(OPERATOR),--operator $(OPERATOR)) $(if $(KAFKA),--kafka) $(if $(QUERY),--query "$(QUERY)") \
+	  $(if $(PIPELINE),--pipeline $(PIPELINE))
 
 # The compose stack. Here (no registry): dockerd and Compose v2 installed if missing, local base images
 # built (debootstrap + docker import; Kafka from the Maven jars; Prometheus from Debian), no Grafana.
@@ -147,7 +148,7 @@ shape: setup
 RUNS ?= 10
 chaos-campaign: setup kafka-jars
 	$(VPY) -m lazystandby.cli chaos-campaign --runs $(RUNS) $(if $(SEED),--seed $(SEED)) --codec $(CODEC) --bsize $(BSIZE) \
-	  $(if $(QUERY),--query "$(QUERY)")
+	  $(if $(QUERY),--query "$(QUERY)") $(if $(PIPELINE),--pipeline $(PIPELINE))
 
 # Benchmarks (results and plots under run/bench/, or docs/bench/ with PUBLISH=1; JSON summary as the last line).
 # Quix Streams (bench-quick's Kafka peer) in a venv of its own: it pins confluent-kafka below the runtime's.

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ..core.errors import MalformedRecord
-from .records import RecordFormat, _nullable
+from .records import Decoded, RecordFormat
 from .schema import INT32, TS_MAX_MS, TS_MIN_MS
 
 
@@ -42,6 +42,7 @@ class JsonFormat(RecordFormat):
                   for c in schema.columns]
         self._parse = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore",
                                       newlines_in_values=False)
+        self._partial: dict[tuple, tuple] = {}  # the reader told only some columns, by their names
 
     # --- the record path ---------------------------------------------------------------------------
     def record_values(self, payload: bytes) -> Sequence[object]:
@@ -62,7 +63,26 @@ class JsonFormat(RecordFormat):
                 for row in rows]
 
     # --- the columnar path -------------------------------------------------------------------------
+    def decode_columns(self, payloads: pa.Array, names) -> Decoded:
+        """Only the columns `names` read by Arrow's reader (the others' keys are skipped, not converted);
+        anything it does not vouch for goes the whole way (`decode`)."""
+        names = list(names)
+        if not len(payloads) or len(names) == len(self.schema.columns):
+            return self.decode(payloads)
+        key = tuple(names)
+        if key not in self._partial:
+            cols = [c for c in self.schema.columns if c.name in set(names)]
+            fields = [pa.field(c.name, c.type.arrow if c.type.kind != "TIMESTAMP" else pa.int64()) for c in cols]
+            self._partial[key] = (cols, pj.ParseOptions(explicit_schema=pa.schema(fields),
+                                                        unexpected_field_behavior="ignore", newlines_in_values=False))
+        cols, options = self._partial[key]
+        table = self._read(payloads, options, cols)
+        return Decoded(table) if table is not None else self.decode(payloads)
+
     def decode_columnar(self, payloads: pa.Array) -> pa.Table | None:
+        return self._read(payloads, self._parse, self.schema.columns)
+
+    def _read(self, payloads: pa.Array, options, columns) -> pa.Table | None:
         try:
             text = payloads.cast(pa.string())  # raises on a record that is not UTF-8
         except pa.ArrowInvalid:
@@ -70,20 +90,21 @@ class JsonFormat(RecordFormat):
         if pc.any(pc.match_substring(text, "\n")).as_py() or pc.min(pc.binary_length(payloads)).as_py() < 2:
             return None  # the reader takes one record per line, and a blank one as none
         try:
-            table = pj.read_json(io.BytesIO(b"\n".join(payloads.to_pylist())), parse_options=self._parse)
+            table = pj.read_json(io.BytesIO(b"\n".join(payloads.to_pylist())), parse_options=options)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
         if table.num_rows != len(payloads):
             return None  # a line that held more than one object
         cols = []
-        for c in self.schema.columns:
+        for c in columns:
             col = table.column(c.name)
             if not self._vouch(c, col):
                 return None
             if c.type.kind == "TIMESTAMP":
                 col = col.cast(pa.timestamp("ms"))
             cols.append(col)
-        return pa.Table.from_arrays(cols, schema=_nullable(self.arrow_schema))
+        schema = pa.schema([pa.field(c.name, c.type.arrow) for c in columns])
+        return pa.Table.from_arrays(cols, schema=schema)
 
     def _vouch(self, c, col: pa.ChunkedArray) -> bool:
         """Whether the reader's column holds what `coerce` admits, value for value."""

@@ -65,6 +65,11 @@ class RecordFormat(ABC):
             return Decoded(table)
         return self.decode_records(payloads, max_bytes=max_bytes)
 
+    def decode_columns(self, payloads: pa.Array, names: Sequence[str]) -> Decoded:
+        """`decode` for a reader that needs only the columns `names` (an operator over admitted records):
+        the same values in those columns; a format may read the others less, or not at all."""
+        return self.decode(payloads)
+
     def decode_columnar(self, payloads: pa.Array) -> pa.Table | None:
         """The whole column at once, or None when this path cannot vouch for every record (the record
         path then decides). Only when it gives the record path's values exactly."""

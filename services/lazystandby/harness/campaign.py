@@ -29,7 +29,7 @@ from .launcher import run_dir, run_trial
 from .operator_procs import no_process_left
 
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
-CAMPAIGN_SETTINGS = ("codec", "bsize", "query")
+CAMPAIGN_SETTINGS = ("codec", "bsize", "query", "pipeline")
 # run_trial's verdicts besides lost, duplicated and wrong, named in a run's row when they fail.
 FAILED_CHECKS = ("completed", "late_exact", "late_letters_exact", "dead_letters_exact",
                  "forged_refused", "unexpected", "out_of_order")
@@ -116,6 +116,7 @@ def _campaign(argv: list[str]) -> int:
             at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
             try:
                 r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
+                              pipeline=cfg.pipeline,
                               kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
                               # Supervised, as launch and the stack run them: a node that exits to be
                               # replaced (70: a dead loop, 75: fenced) is started again.
@@ -142,7 +143,9 @@ def _campaign(argv: list[str]) -> int:
             broker.stop()
     summary = {
         "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
-        "wrong": sum(r["wrong"] for r in runs), "query": cfg.parsed_query.text(),
+        "wrong": sum(r["wrong"] for r in runs),
+        "query": cfg.pipeline_spec.plan.text if cfg.pipeline else cfg.parsed_query.text(),
+        "pipeline": cfg.pipeline or None,
         "stalled": sum(r["stalled"] for r in runs), "double_faults": sum(r["double"] for r in runs),
         "failed_runs": sum(not r["ok"] for r in runs), "harness_errors": sum(bool(r["error"]) for r in runs),
         "bound_s": a.bound, "seed": seed, "bsize": format_bsize(cfg.bsize), "codec": str(cfg.codec),
