@@ -8,6 +8,8 @@ queries as Flink SQL jobs, over the same bid topic on the same broker in one run
   Standby (standby_state snapshot); the nodes started, then events/s from Nu's first admission to Nd
   holding every result; `cpu_us_per_event` is every node's CPU over that span, per event. Failover: K
   trials of `run_trial` with the pipeline, N killed mid-load, p95 of kill to live.
+- Spark Structured Streaming direct (spark/direct_query.py --pipeline): the same plan as one Spark query
+  reading the topic (availableNow), records/s after its first micro-batch, as bench-quick's Spark peer.
 - Flink SQL (bench/jvm/flinksql): the same query, JSON format, RocksDB state, a checkpoint every second,
   an exactly-once Kafka sink, the topic read to its end. Its events/s is differential: N events and a
   small topic's n, (N - n) over the difference of the two runs' times, so the job's start and its final
@@ -97,6 +99,21 @@ def our_failovers(bootstrap: str, query: str, kills: int, seed: int) -> list[flo
                                f"{r.get('duplicated')} duplicated, {r.get('wrong')} wrong); logs in {r['workdir']}")
         out.append(round(r["recovery_ms"], 1))
     return out
+
+
+# --- Spark direct -------------------------------------------------------------------------------------
+def spark_direct(bootstrap: str, pipeline: Path, events: int) -> dict:
+    """The plan as one Spark Structured Streaming query over the topic, as fast as it goes."""
+    with scratch("spark-nexmark-") as work:
+        p = subprocess.run([sys.executable, str(ROOT / "spark/direct_query.py"), "--bootstrap", bootstrap,
+                            "--pipeline", str(pipeline), "--checkpoint", str(work / "ckpt"), "--available-now",
+                            "--max-rows", "200000", "--out-topic", f"spark-{random.getrandbits(32):x}"],
+                           capture_output=True, text=True, timeout=1800)
+    lines = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines() if ln.split()}
+    if p.returncode != 0 or "steady" not in lines:
+        raise RuntimeError(f"Spark direct failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    records, seconds = int(lines["steady"][0]), float(lines["steady"][1])
+    return {"events_per_s": round(records / seconds) if seconds > 0 else None, "records": int(lines["done"][0])}
 
 
 # --- Flink SQL ----------------------------------------------------------------------------------------
@@ -191,6 +208,10 @@ def measure(bootstrap: str, events: int, kills: int, queries: list[str], say) ->
                 say(f"{q}: ours, Passive Standby")
                 passive = ours(bootstrap, path, events, extra={"standby_state": "snapshot"})
                 row["passive_events_per_s"] = passive["events_per_s"]
+            say(f"{q}: Spark Structured Streaming direct")
+            row["spark_events_per_s"] = spark_direct(bootstrap, path, events)["events_per_s"]
+            row["vs_spark"] = round(row["events_per_s"] / row["spark_events_per_s"], 2) \
+                if row["spark_events_per_s"] else None
             say(f"{q}: Flink SQL")
             fl = flink(cp, bootstrap, f"{prefix}bid", f"{prefix}small", events, q)
             row["flink_events_per_s"] = fl["events_per_s"]

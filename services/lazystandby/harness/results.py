@@ -222,7 +222,9 @@ SUMMARIES: dict[str, Summary] = {
                     "RocksDB, exactly-once sink; differential over a small run, so its start-up counts in "
                     "neither), `vs_flink`, `failover_ms` (each kill of ours, kill to live) and its "
                     "`failover_ms_p95`, `flink_failover_ms` (the job killed under load and restarted from its "
-                    "newest checkpoint: kill to its first committed result), `flink_failover_over_ours`; "
+                    "newest checkpoint: kill to its first committed result), `flink_failover_over_ours`, "
+                    "`spark_events_per_s` (the plan as one Spark Structured Streaming query over the topic, "
+                    "availableNow, after its first micro-batch) and `vs_spark`; "
                     "windowed ones also `passive_events_per_s` (Passive Standby) and `passive_vs_flink`"),
         ("events", "bids in the topic every throughput run reads (the nexmark crate's generator)"),
         ("kills", "failover trials of ours per query"),
