@@ -16,7 +16,7 @@ queries as Flink SQL jobs, over the same bid topic on the same broker in one run
   checkpoint count in neither. Failover: the job killed under load (SIGKILL) and started again from its
   newest checkpoint; kill to the first committed result after the restart.
 
-Results go to run/bench/nexmark.json (docs/bench with --publish); the JSON summary is the last line.
+Results go to run/bench/nexmark.json (docs/bench/ with --publish); the JSON summary is the last line.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                "vs_flink_min_windowed": min((r["vs_flink"] for q, r in per_query.items() if q in WINDOWED),
                                             default=None),
                **machine_keys(t0)}
-    write_details("nexmark", a.publish, summary)
+    write_details("nexmark.json", a.publish, summary)
     print(results.dumps("bench-nexmark", summary))
     return 0
 

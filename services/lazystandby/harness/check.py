@@ -149,7 +149,7 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
     the records `validate` refuses (the dead letters Nu must have written)."""
     from ..core.errors import MalformedRecord
     from ..formats.ticks import validate
-    from ..sources.kafka_source import CONTROL, Topics, read_linklog, read_partition
+    from ..sources.kafka_source import Topics, read_partition
 
     topics = Topics(prefix)
     payloads: dict[tuple[str, int], bytes] = {}
@@ -164,6 +164,21 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
                 malformed.append((stream, r.offset + 1))
                 continue
             payloads[(stream, r.offset + 1)] = r.value
+    order = link_order(bootstrap, topics)
+    seen = set(order)
+    known = tuple(partition_streams(streams, partitions))
+    results, late = window_expected([payloads[k] for k in order], query, every=every, idle=idle,
+                                    streams=[st for st, _ in order] if per_stream else None, known=known)
+    if late:
+        raise ValueError(f"{len(late)} ticks in Nu's link log are late by the truth table's rules")
+    return results, sorted(set(payloads) - seen), malformed
+
+
+def link_order(bootstrap: str, topics) -> list[tuple[str, int]]:
+    """The (stream, seq) of every data tuple in Nu's link log, in link order, once each (a restarted Nu
+    logs again what it replays)."""
+    from ..sources.kafka_source import CONTROL, read_linklog
+
     order: list[tuple[str, int]] = []
     seen: set[tuple[str, int]] = set()
     for _, entry in read_linklog(bootstrap, topics):
@@ -171,15 +186,10 @@ def kafka_window_expected(bootstrap: str, streams: list[str], query, *, every: i
             if run[0] == CONTROL:
                 continue
             for q in range(run[1], run[1] + run[2]):
-                if (run[0], q) not in seen:  # a restarted Nu logs again what it replays
+                if (run[0], q) not in seen:
                     seen.add((run[0], q))
                     order.append((run[0], q))
-    known = tuple(partition_streams(streams, partitions))
-    results, late = window_expected([payloads[k] for k in order], query, every=every, idle=idle,
-                                    streams=[st for st, _ in order] if per_stream else None, known=known)
-    if late:
-        raise ValueError(f"{len(late)} ticks in Nu's link log are late by the truth table's rules")
-    return results, sorted(set(payloads) - seen), malformed
+    return order
 
 
 def nu_read_all(status: dict) -> bool:
@@ -220,52 +230,25 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1,
     from ..formats.predicate import compile_predicate
     from ..formats.ticks import FIELD_INDEX, FIELD_TYPE
     from ..operators.window import average, format_value
+    from .placement import place
 
     size, slide, lateness = query.size_ms, query.slide_ms, query.lateness_ms
     where = compile_predicate(query.where) if query.where else None
-    pos, watermark = first, None
-    # Per stream: its largest event time (None: not heard from yet) and the position of its last tick.
-    heard: dict = {k: [None, first - 1] for k in (known if streams is not None else (None,))}
-    closes: list[tuple[int, int]] = []
+    split = [p.decode().split(",") for p in payloads]
+    placed = place([int(f[FIELD_INDEX["ts"]]) for f in split], size=size, slide=slide, lateness=lateness,
+                   every=every, streams=streams, known=known, idle=idle, first=first)
+    late = placed.late
     rows: list[tuple[int, list[str]]] = []  # (window start, fields) of every tick kept, once per open window
-    late: list[int] = []
-
-    def allowed() -> int | None:
-        tops = []
-        for top, last in heard.values():
-            if idle and pos - last > idle:
-                continue
-            if top is None:
-                return None
-            tops.append(top)
-        return min(tops) if tops else None
-
-    def place() -> None:
-        nonlocal pos, watermark
-        while pos % every == 0:
-            watermark = max(allowed() or 0, watermark or 0)
-            closes.append((pos, watermark))
-            pos += 1
-
-    for i, p in enumerate(payloads):
-        place()
-        fields = p.decode().split(",")
-        ts = int(fields[FIELD_INDEX["ts"]])
-        latest = ts - ts % slide
-        if watermark is not None and latest + size + lateness <= watermark:
-            late.append(i)
-            continue
-        h = heard.setdefault(streams[i] if streams is not None else None, [None, first - 1])
-        h[0] = ts if h[0] is None else max(h[0], ts)
-        h[1] = pos
-        pos += 1
+    for i, watermark in zip(placed.kept, placed.in_force, strict=True):
+        fields = split[i]
         if where is not None and not where(fields):
             continue
+        ts = int(fields[FIELD_INDEX["ts"]])
+        latest = ts - ts % slide
         for k in range(size // slide):
             start = latest - k * slide
             if watermark is None or start + size + lateness > watermark:
                 rows.append((start, fields))
-    place()
     if not rows:
         return [], late
 
@@ -284,7 +267,7 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1,
     agg = df.groupby(["start", *query.keys], sort=True).agg(**spec).reset_index()
     # Each (window, keys) is emitted at the first record whose watermark makes it final; in emission
     # order: by that record, then by window and keys (the groups are sorted so already).
-    marks = np.array([wm for _, wm in closes], np.int64)
+    marks = np.array(placed.marks, np.int64)
     agg["_at"] = np.searchsorted(marks, agg["start"].to_numpy() + size + lateness, side="left")
     agg = agg[agg["_at"] < len(marks)].sort_values("_at", kind="stable")
 

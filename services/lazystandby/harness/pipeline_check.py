@@ -17,6 +17,7 @@ from ..core.seq import partition_streams
 from ..formats.admit import TableRules
 from ..formats.pipeline import Pipeline
 from ..sinks.kafka_sink import group_key
+from .check import link_order
 from .truth import same_values, selection_truth, values_of, window_truth
 
 
@@ -43,23 +44,6 @@ def source_records(bootstrap: str, spec: Pipeline, topics, *, max_tuple_bytes: i
                 else:
                     valid[key] = r.value
     return valid, malformed
-
-
-def link_order(bootstrap: str, topics) -> list[tuple[str, int]]:
-    """The (stream, seq) of every data tuple in Nu's link log, in link order, once each."""
-    from ..sources.kafka_source import CONTROL, read_linklog
-
-    order: list[tuple[str, int]] = []
-    seen: set[tuple[str, int]] = set()
-    for _, entry in read_linklog(bootstrap, topics):
-        for run in entry["runs"]:
-            if run[0] == CONTROL:
-                continue
-            for q in range(run[1], run[1] + run[2]):
-                if (run[0], q) not in seen:  # a restarted Nu logs again what it replays
-                    seen.add((run[0], q))
-                    order.append((run[0], q))
-    return order
 
 
 def expected(bootstrap: str, spec: Pipeline, topics, *, every: int, idle: int = 0, per_stream: bool = True,

@@ -215,7 +215,7 @@ SUMMARIES: dict[str, Summary] = {
         ("kstreams_window_failover_over_ours_1m", "at 1,000,000 keys: Kafka Streams' over ours (goal at least 10)"),
         *_MACHINE,
     )),
-    "bench-nexmark": Summary("Nexmark beside Flink SQL", "`make bench-nexmark` (details in run/bench/nexmark)", (
+    "bench-nexmark": Summary("Nexmark beside Flink SQL", "`make bench-nexmark` (details in run/bench/nexmark.json)", (
         ("queries", "per query (q0, q1, q2; q5 and q7's first stages): `events_per_s` (ours, Python operator, warm "
                     "standby, Nu's first admission to Nd holding every result), `cpu_us_per_event` (every node's "
                     "CPU over that span), `outputs`, `flink_events_per_s` (Flink SQL, the same query and topic, "

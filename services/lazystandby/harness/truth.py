@@ -45,58 +45,21 @@ def selection_truth(plan: Plan, payloads: list[bytes]) -> list[bytes | None]:
 def window_truth(plan: Plan, payloads: list[bytes], *, every: int, streams: list[str] | None = None,
                  known: tuple[str, ...] = (), idle: int = 0, first: int = 1) -> tuple[list[bytes], list[int]]:
     """The window results Nd must hold, in emission order, and the indices of the late records: records
-    in admission order (`payloads` on `streams`, None for one stream) from link position `first`; a
-    watermark record at every multiple of `every` carrying the least, over the streams (`known` from the
-    start, the others once heard; none past `idle` positions without a record), of each one's largest
-    event time (core/watermarks.py's rule, rebuilt here without it); a record whose every window is final
-    there is late, and a record counts in none of its windows final there. DuckDB then aggregates; each
-    window is emitted at the first record that makes it final (by window start and keys there), none
-    that no record made final."""
+    in admission order (`payloads` on `streams`, None for one stream) from link position `first`, placed
+    by harness/placement.py's rule; a record counts in none of its windows final at the watermark in force
+    at it. DuckDB then aggregates; each window is emitted at the first record that makes it final (by
+    window start and keys there), none that no record made final."""
     from ..formats.admit import TableRules
+    from .placement import place
 
     spec = plan.spec
     assert spec is not None
     table_name = plan.schema.table
     names = streams if streams is not None else [table_name] * len(payloads)
     ts = TableRules({table_name: plan.schema}).event_times(pa.array(payloads, pa.binary()), names).tolist()
-    size, slide, lateness = spec.size_ms, spec.slide_ms, spec.lateness_ms
-    heard: dict = {k: [None, first - 1] for k in (known if streams is not None else (None,))}
-    pos, watermark = first, None
-    marks: list[int] = []
-    kept: list[int] = []
-    in_force: list[int | None] = []
-    late: list[int] = []
-
-    def allowed() -> int | None:
-        tops = []
-        for top, last in heard.values():
-            if idle and pos - last > idle:
-                continue
-            if top is None:
-                return None
-            tops.append(top)
-        return min(tops) if tops else None
-
-    def place() -> None:
-        nonlocal pos, watermark
-        while pos % every == 0:
-            watermark = max(allowed() or 0, watermark or 0)
-            marks.append(watermark)
-            pos += 1
-
-    for i, t in enumerate(ts):
-        place()
-        latest = t - t % slide
-        if watermark is not None and latest + size + lateness <= watermark:
-            late.append(i)
-            continue
-        h = heard.setdefault(streams[i] if streams is not None else None, [None, first - 1])
-        h[0] = t if h[0] is None else max(h[0], t)
-        h[1] = pos
-        pos += 1
-        kept.append(i)
-        in_force.append(watermark)
-    place()
+    placed = place(ts, size=spec.size_ms, slide=spec.slide_ms, lateness=spec.lateness_ms, every=every,
+                   streams=streams, known=known, idle=idle, first=first)
+    kept, in_force, marks, late = placed.kept, placed.in_force, placed.marks, placed.late
     table = _table(plan, [payloads[i] for i in kept])
     table = table.append_column("_wm", pa.array(in_force, pa.int64()))
     results = _run(plan, table, _windows_sql(plan, marks=True), marks=marks)
