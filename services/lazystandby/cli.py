@@ -75,7 +75,8 @@ def build_node(cfg: config.NodeConfig, peers=GrpcPeer):
             from .sinks.kafka_sink import KafkaSink
 
             spec = cfg.pipeline_spec
-            group = spec.plan.key_names if spec is not None and spec.plan.stateful else ()
+            # A window result is keyed by its group where its columns name one, else by its position.
+            group = spec.plan.key_names if spec is not None and spec.plan.names_groups else ()
             return DownstreamNode(cfg, KafkaSink(kafka, registry, topics, replication_factor=cfg.replication_factor,
                                                  group_keys=group))
         return DownstreamNode(cfg, FileSink(cfg.sink, registry) if cfg.sink else MemorySink())

@@ -106,6 +106,15 @@ class Plan:
         return [o.name for o in self.outputs if isinstance(o.expr, exp.Column) and o.expr.name in refs]
 
     @property
+    def names_groups(self) -> bool:
+        """Whether a window result's selected columns name its group: its window (start or end) and
+        every key. Otherwise results are told apart only by their order."""
+        if not self.stateful:
+            return False
+        refs = {o.expr.name for o in self.outputs if isinstance(o.expr, exp.Column)}
+        return bool(refs & {"window_start", "window_end"}) and all(k.name in refs for k in self.keys)
+
+    @property
     def input_columns(self) -> set[str]:
         """The source columns the query reads (only those need decoding)."""
         trees = [self.where, *(o.expr for o in self.outputs)] if not self.stateful else \

@@ -22,3 +22,12 @@ def test_window_results_are_compared_by_group_in_emission_order():
     assert swapped["ok"] and not swapped["same_order"]
     wrong = compare(WINDOW, truth, [(1, "", 0, a), (2, "", 0, b.replace(b'"n":5', b'"n":6'))])
     assert wrong["wrong"] == 1 and not wrong["ok"]
+
+
+def test_window_results_that_name_no_group_are_compared_in_order():
+    spec = parse_pipeline(TABLE + "SELECT count(*) AS n FROM t GROUP BY window(at, '1 second')")
+    assert not spec.plan.names_groups and WINDOW.plan.names_groups
+    truth = {"results": [b'{"n":2}', b'{"n":5}']}
+    assert compare(spec, truth, [(1, "", 0, b'{"n":2}'), (2, "", 0, b'{"n":5}')])["ok"]
+    r = compare(spec, truth, [(1, "", 0, b'{"n":2}'), (2, "", 0, b'{"n":4}'), (3, "", 0, b'{"n":4}')])
+    assert (r["wrong"], r["duplicated"], r["ok"]) == (1, 1, False)
