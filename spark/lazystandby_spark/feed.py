@@ -89,7 +89,7 @@ class Feed(pb_grpc.OperatorFeedServicer):
         with self.lock:
             self.waiters.append((start, end, fut))
             ready = self._ready()
-        _resolve(ready)
+        resolve(ready)
         return fut
 
     def fail(self, error: BaseException) -> None:
@@ -174,21 +174,27 @@ class Feed(pb_grpc.OperatorFeedServicer):
     def Emit(self, request, context):
         sel = np.frombuffer(request.selected, _SELECTED)
         with self.lock:
-            for s, e in zip(request.range_starts, request.range_ends, strict=True):
-                if e <= self.done_through:
-                    continue  # a retried task: already answered
-                self.done[s] = e
-            fresh = sel[sel >= self.done_through]
-            if len(fresh):
-                self.selected.append(fresh)
-            while self.done_through in self.done:
-                self.done_through = self.done.pop(self.done_through)
+            fresh = self._answered(request.range_starts, request.range_ends, sel)
+            if fresh.any():
+                self.selected.append(sel[fresh])
             ready = self._ready()
-        _resolve(ready)
+        resolve(ready)
         return pb.EmitReply()
 
+    def _answered(self, starts, ends, offsets: np.ndarray) -> np.ndarray:
+        """Holding the lock: the ranges [start, end) are answered, `offsets` selected in them. Moves
+        done_through over what is now answered contiguously; returns the mask of the offsets not answered
+        before (a retried task's, or a micro-batch run again, are)."""
+        for s, e in zip(starts, ends, strict=True):
+            if e > self.done_through:
+                self.done[s] = e
+        fresh = offsets >= self.done_through
+        while self.done_through in self.done:
+            self.done_through = self.done.pop(self.done_through)
+        return fresh
 
-def _resolve(ready: list[tuple[Future, np.ndarray]]) -> None:
+
+def resolve(ready: list[tuple[Future, object]]) -> None:
     # Outside the feed's lock: a future's callbacks take the node's lock.
     for fut, offsets in ready:
         if not fut.done():
@@ -263,7 +269,7 @@ class WindowFeed(Feed):
         with self.lock:
             self.closers.append((offset, fut))
             ready = self._ready_closed()
-        _resolve([(f, None) for f in ready])
+        resolve([(f, None) for f in ready])
         return fut
 
     def drain(self) -> list[pa.Table]:
@@ -327,4 +333,4 @@ class WindowFeed(Feed):
             # the records below e closed are complete. One that read nothing (Spark evicting) adds nothing.
             ready = self._closed(self._read_end) if self._read else []
             self._read = False
-        _resolve([(f, None) for f in ready])
+        resolve([(f, None) for f in ready])

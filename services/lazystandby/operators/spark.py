@@ -109,8 +109,13 @@ class SparkSelection(Operator):
         for them now, not during a failover: one with a task per partition, so each Python worker Spark
         needs is started, then small ones."""
         self._start_query()
+        payload = self._warm_payload()
         for rows in (_PER_TASK * max(1, self.cfg.spark_partitions), 100, 100, 100):
-            self._wait(self._append(pa.array([WARMUP_TICK] * rows, pa.binary())))
+            self._wait(self._append(pa.array([payload] * rows, pa.binary())))
+
+    def _warm_payload(self) -> bytes:
+        """What warms the query up: a record it reads (its results are never output)."""
+        return WARMUP_TICK
 
     def _start_query(self) -> None:
         self.generation += 1

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 from lazystandby_spark import query as spark_query
-from lazystandby_spark.feed import Feed
+from lazystandby_spark.feed import Feed, resolve
 
 from ..config import NodeConfig
 from ..core.messages import Params
@@ -39,13 +39,9 @@ class SqlFeed(Feed):
     """The feed of a SQL selection: ranges and selected offsets come back with the selected rows' result
     columns, from the query's foreachBatch (`commit`); `answer` futures give (offsets, rows)."""
 
-    def __init__(self, clock=None) -> None:
-        super().__init__() if clock is None else super().__init__(clock)
+    def __init__(self) -> None:
+        super().__init__()
         self.rows: list[pa.Table] = []  # parallel to `selected`
-
-    def restart_at_end(self) -> None:
-        with self.lock:
-            self.query_start = self.offered = self.end
 
     def commit(self, table: pa.Table) -> None:
         """One micro-batch's output (in the driver): marker rows close ranges, the others are selected."""
@@ -56,21 +52,14 @@ class SqlFeed(Feed):
         starts = table.column("rstart").to_numpy(zero_copy_only=False)[marker]
         ends = off[marker]
         chosen = table.filter(pa.array(~marker))
+        offsets = chosen.column("off").to_numpy(zero_copy_only=False).astype(np.int64)
         with self.lock:
-            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-                if e > self.done_through:
-                    self.done[s] = e
-            offsets = chosen.column("off").to_numpy(zero_copy_only=False).astype(np.int64)
-            fresh = offsets >= self.done_through
+            fresh = self._answered(starts.tolist(), ends.tolist(), offsets)
             if fresh.any():
                 self.selected.append(offsets[fresh])
                 self.rows.append(chosen.filter(pa.array(fresh)))
-            while self.done_through in self.done:
-                self.done_through = self.done.pop(self.done_through)
             ready = self._ready()
-        for fut, answer in ready:
-            if not fut.done():
-                fut.set_result(answer)
+        resolve(ready)
 
     def _ready(self):
         out = []
@@ -114,13 +103,8 @@ class SparkSqlSelect(SparkSelection):
     def _new_feed(self) -> SqlFeed:
         return SqlFeed()
 
-    def _start_warm(self) -> None:
-        from lazystandby_spark.source import PER_TASK
-
-        self._start_query()
-        record = _warm_record(self.plan)
-        for rows in (PER_TASK * max(1, self.cfg.spark_partitions), 100, 100, 100):
-            self._wait(self._append(pa.array([record] * rows, pa.binary())))
+    def _warm_payload(self) -> bytes:
+        return _warm_record(self.plan)
 
     def _start_query(self) -> None:
         self.generation += 1
