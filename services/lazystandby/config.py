@@ -661,11 +661,9 @@ def _read_pipeline(path: str):
 def pipeline_settings(path: str) -> dict[str, Any]:
     """The settings a pipeline file SETs, typed (below any flag or env var); a name that is no setting, or
     a value it does not accept, is a SettingError that names the file."""
-    from .formats.pipeline import read_pipeline
-
     hints = get_type_hints(NodeConfig)
     try:
-        sets = read_pipeline(path).settings
+        sets = _read_pipeline(path).settings
     except ValueError as e:
         raise SettingError(f"{_setting('pipeline')}: {e}") from None
     out = {}

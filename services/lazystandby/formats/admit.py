@@ -91,6 +91,7 @@ class TableRules(RecordRules):
                 continue
             idx = np.flatnonzero(names == stream)
             part = payloads if len(idx) == len(payloads) else payloads.take(pa.array(idx))
-            col = self.formats[table].decode(part).table.column(schema.event_time).combine_chunks()
+            col = self.formats[table].decode_columns(part, [schema.event_time]).table.column(
+                schema.event_time).combine_chunks()
             out[idx] = col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
         return out

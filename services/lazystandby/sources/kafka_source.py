@@ -50,9 +50,13 @@ class Topics:
     def of(cls, cfg) -> Topics:
         """The topics a node's settings name (NodeConfig: topic_prefix and the pipeline's tables)."""
         spec = cfg.pipeline_spec
-        if spec is None:
-            return cls(cfg.topic_prefix)
-        return cls(cfg.topic_prefix, tuple((t.table, t.topic) for t in spec.sources), spec.sink_topic)
+        return cls(cfg.topic_prefix) if spec is None else cls.of_pipeline(cfg.topic_prefix, spec)
+
+    @classmethod
+    def of_pipeline(cls, prefix: str, spec) -> Topics:
+        """The topics of a pipeline (formats/pipeline.Pipeline): its tables' and sink's, the engine's own
+        under `prefix`."""
+        return cls(prefix, tuple((t.table, t.topic) for t in spec.sources), spec.sink_topic)
 
     def source(self, stream: str) -> str:
         named = dict(self.sources).get(stream)
