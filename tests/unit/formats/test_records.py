@@ -66,6 +66,22 @@ def test_every_bad_record_of_a_poll_is_counted_and_the_good_ones_kept():
     assert d.table.column("id").to_pylist()[:5] == list(range(5))
 
 
+@pytest.mark.parametrize("payloads", [
+    [b"  ", b'{"id": 1} {"id": 2}'],  # a blank record beside one of two objects: as many objects as records
+    [b'{"id": 1, "x":', b'{"id": 2}}', b'{"id": 3} {"id": 4}'],  # one object over two records, two in one
+    [b'{"id": 1}\n{"id": 2}', b'{"id": 3}}'],
+])
+def test_records_that_do_not_each_hold_one_object_are_refused_not_shifted(payloads):
+    d = decode(fmt("json"), payloads)
+    assert set(d.bad) == set(range(len(payloads)))
+
+
+def test_a_record_with_newlines_between_its_tokens_reads_as_json_reads_it():
+    d = decode(fmt("json"), [b'{"id":\n 5,\n "s": "a"}', b'{"id": 6}'])
+    assert not d.bad and d.table.column("id").to_pylist() == [5, 6]
+    assert d.table.column("s").to_pylist() == ["a", None]
+
+
 def test_a_record_over_the_size_limit_is_refused():
     big = json.dumps({"id": 1, "pad": "x" * (5 << 20)}).encode()
     d = decode(fmt("json"), [big, b'{"id": 2}'], max_bytes=65536)
