@@ -58,12 +58,16 @@ class TableRules(RecordRules):
     def __init__(self, tables: dict[str, Schema]) -> None:
         self.formats = {name: record_format(s) for name, s in tables.items()}
         self.tables = tables
+        # The event times `refusals` read off the poll it judged last, kept for `event_times` of that same
+        # poll (Nu asks both of one poll, in that order): a record is parsed once at Nu.
+        self._judged: tuple[pa.Array, np.ndarray] | None = None
 
     def _table(self, stream: str) -> str:
         return stream.split("/", 1)[0]
 
     def refusals(self, names, stream, payloads, *, max_bytes):
         out: dict[int, str] = {}
+        times = np.zeros(len(payloads), np.int64)
         for code, name in enumerate(names):
             fmt = self.formats.get(self._table(name))
             if fmt is None:
@@ -76,12 +80,17 @@ class TableRules(RecordRules):
             out.update({int(idx[i]): why for i, why in decoded.bad.items()})
             time = self.tables[self._table(name)].event_time
             if time:  # a record with no event time is in no window: refused, as Flink refuses a NULL rowtime
-                missing = decoded.table.column(time).is_null().to_numpy(zero_copy_only=False)
+                col = decoded.table.column(time)
+                missing = col.is_null().to_numpy(zero_copy_only=False)
                 for i in np.flatnonzero(missing).tolist():
                     out.setdefault(int(idx[i]), f"column {time} is the event time and has no value")
+                times[idx] = col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        self._judged = None if out else (payloads, times)
         return out or None
 
     def event_times(self, payloads, stream_names):
+        if self._judged is not None and self._judged[0] is payloads:
+            return self._judged[1]
         out = np.zeros(len(payloads), np.int64)
         names = np.array(stream_names, dtype=object)
         for stream in set(stream_names):

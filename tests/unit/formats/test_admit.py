@@ -28,3 +28,15 @@ def test_the_tick_rules_name_each_bad_tick():
     bad = TickRules().refusals(["I1"], np.zeros(2, np.int64), pa.array([b"ACME,1.5,100,1,XNYS", b"nope"]),
                                max_bytes=100)
     assert list(bad) == [1] and "fields" in bad[1]
+
+
+def test_the_event_times_of_a_poll_just_admitted_are_those_its_judgement_read():
+    rules = TableRules({"t": T, "u": U})
+    payloads = pa.array([b'{"k": "a", "at": 1500}', b"7", b'{"at": "1970-01-01T00:00:02Z"}'], pa.binary())
+    stream = np.array([0, 1, 0])
+    assert rules.refusals(["t", "u"], stream, payloads, max_bytes=100) is None
+    remembered = rules.event_times(payloads, ["t", "u", "t"])
+    fresh = TableRules({"t": T, "u": U}).event_times(payloads, ["t", "u", "t"])
+    assert remembered.tolist() == fresh.tolist() == [1500, 0, 2000]
+    other = pa.array([b'{"at": 9}'], pa.binary())  # another poll is read, not taken from the last judgement
+    assert rules.event_times(other, ["t"]).tolist() == [9]
