@@ -18,7 +18,7 @@ from .node.upstream import UpstreamNode
 from .operators.base import Operator
 from .sinks.base import FileSink, MemorySink
 from .sources.base import GeneratorSource
-from .transport.grpc_transport import GrpcPeer, serve
+from .transport.grpc_transport import GrpcPeer, Listener
 from .transport.tls import TlsFiles
 
 
@@ -113,11 +113,18 @@ def run_node(argv: list[str]) -> int:
         log.warning("%s: TLS is off: any client that can reach %s can call this node; run plaintext only on "
                     "loopback or in tests (set tls_ca, tls_cert, tls_key; make certs)", cfg.name, cfg.listen)
     try:
+        # The port first: building the node may start a Spark session, whose sockets would be free to take it.
+        listener = Listener(cfg.listen, max_message=cfg.max_message_bytes, tls=tls)
+    except OSError as e:
+        print(f"lazystandby node: {e}", file=sys.stderr, flush=True)
+        return 1  # not a setting's fault: the port may be free when the node is started again
+    try:
         node = build_node(cfg, partial(GrpcPeer, max_message=cfg.max_message_bytes, tls=tls))
     except ValueError as e:  # what the deployment cannot be run with (a topic of another partition count)
+        listener.close()
         print(f"lazystandby node: {e}", file=sys.stderr, flush=True)
         return 2
-    server = serve(node, cfg.listen, max_message=cfg.max_message_bytes, tls=tls)
+    server = listener.serve(node)
     if cfg.metrics_port:
         from .metrics import serve_metrics
 

@@ -72,24 +72,47 @@ def service(handler: Handler, *, tls: bool = False) -> grpc.GenericRpcHandler:
         for name, rpc in wire.RPCS.items()})
 
 
+class Listener:
+    """A gRPC server that holds its address from construction, before the node it will serve exists: the
+    port is the node's before anything slow starts (a Spark session opens sockets of its own, in the
+    ephemeral range, which would otherwise be free to draw it). `serve` then starts it for the node;
+    `close` lets the address go when no node comes. OSError: the address cannot be had."""
+
+    def __init__(self, address: str, *, max_message: int = MAX_MESSAGE, workers: int = 8,
+                 tls: TlsFiles | None = None) -> None:
+        self.address, self.tls = address, tls
+        # No SO_REUSEPORT (gRPC's default on Linux): a second server on a taken port must fail, not share it.
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                                  options=[*channel_options(max_message), ("grpc.so_reuseport", 0)])
+        try:
+            bound = (self.server.add_secure_port(address, tls.server()) if tls
+                     else self.server.add_insecure_port(address))
+        except RuntimeError as e:  # grpcio raises this for an address in use
+            raise OSError(f"cannot listen on {address}: {e}") from e
+        if bound == 0:
+            raise OSError(f"cannot listen on {address}")
+        self.port = bound
+
+    def serve(self, handler: Handler) -> grpc.Server:
+        """Start answering on the address for `handler`, grpc.health.v1 registered; returns the server."""
+        self.server.add_generic_rpc_handlers((service(handler, tls=self.tls is not None),))
+        health_pb2_grpc.add_HealthServicer_to_server(RoleHealth(handler), self.server)
+        self.server.start()
+        return self.server
+
+    def close(self) -> None:
+        # gRPC closes a listening socket only for a server that started: started with no handlers, it
+        # answers nothing for the moment it lives.
+        self.server.start()
+        self.server.stop(grace=0).wait()
+
+
 def serve(handler: Handler, address: str, *, max_message: int = MAX_MESSAGE, workers: int = 8,
           tls: TlsFiles | None = None) -> grpc.Server:
     """Start a gRPC server for `handler` on `address` with grpc.health.v1 registered; returns it started.
     With `tls`, only clients with a certificate from the deployment's CA get through the handshake, and
     each RPC is accepted only from the roles that may send it."""
-    # No SO_REUSEPORT (gRPC's default on Linux): a second server on a taken port must fail, not share it.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
-                         options=[*channel_options(max_message), ("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers((service(handler, tls=tls is not None),))
-    health_pb2_grpc.add_HealthServicer_to_server(RoleHealth(handler), server)
-    try:
-        bound = server.add_secure_port(address, tls.server()) if tls else server.add_insecure_port(address)
-    except RuntimeError as e:  # grpcio raises this for an address in use
-        raise OSError(f"cannot listen on {address}: {e}") from e
-    if bound == 0:
-        raise OSError(f"cannot listen on {address}")
-    server.start()
-    return server
+    return Listener(address, max_message=max_message, workers=workers, tls=tls).serve(handler)
 
 
 class RoleHealth(health.HealthServicer):
