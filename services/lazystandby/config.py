@@ -101,8 +101,8 @@ class NodeConfig:
     backup_lag_max: int = 262_144
     # Seconds a backup call may go unanswered before Nu stops holding the source (backup_lag_max) and OQu's
     # trim back for the standby: it is then out of sync, as a follower that stops fetching leaves Kafka's
-    # ISR, and catches up by a checkpoint when it answers. Waiting for rpc_timeout instead, a standby that
-    # was paused (SIGSTOP, docker pause, a black-holed link) stopped the pipeline for 1.7 s of every 2 at
+    # ISR, and catches up by a checkpoint when it answers. Waiting for rpc_timeout instead, a paused standby
+    # (SIGSTOP, docker pause, a black-holed link) would stop the pipeline for most of every rpc_timeout at
     # full speed. Far above a call's time under load (tens of ms). 0 = wait for rpc_timeout.
     backup_stall_max: float = 0.5
     # Seconds a freshly started Nu holds its source for its standby to register. Admitting at once, Nu

@@ -58,12 +58,12 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
                .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
                # The node's state comes from the protocol, not from this checkpoint; what matters is what
                # each micro-batch pays to write it. The default (FileContext) manager, without Hadoop's native
-               # library, starts a process for each readlink and chmod: measured on one idle query, its
-               # offset and commit logs took 120-160 ms of a 350 ms micro-batch; with this one 35-50 ms.
+               # library, starts a process for each readlink and chmod, which makes the offset and commit
+               # logs most of an idle query's micro-batch; this one writes them without a process.
                .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
                # A JVM sharing two cores with another and four nodes: C2's compiler threads and G1's
-               # concurrent ones cost more than they save here. Measured on one query, 5,000 tuples/s:
-               # JVM 0.68 -> 0.44 cores; saturated: 182 k -> 302 k tuples/s. The driver's: driver_settings.
+               # concurrent ones cost more than they save here: fewer cores at a given rate, a higher rate
+               # saturated (docs/benchmarks.md, the Spark operator). The driver's: driver_settings.
                .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
                .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[state_store])
                .config(map=driver_settings()))
@@ -72,7 +72,7 @@ def session(name: str, *, master: str, driver_memory: str, conf: tuple[str, ...]
         builder = builder.config(key.strip(), value.strip())
     try:
         spark = builder.getOrCreate()
-    except Exception as e:  # a gateway that died at birth (seen once under load): one more try
+    except Exception as e:  # a gateway that dies at birth, which a loaded machine can cause: one more try
         log.warning("%s: Spark did not start (%s); trying once more", name, e)
         time.sleep(2)
         spark = builder.getOrCreate()

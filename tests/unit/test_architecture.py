@@ -1,9 +1,11 @@
 """The layering, checked on the source: the import graph of the runtime has no cycle (imports inside
-functions count), core/ is pure, node/ sees no wire format, and nothing in the runtime imports the harness.
+functions count), core/ is pure, node/ sees no wire format, nothing in the runtime imports the harness, and
+no comment tells what happened in a run.
 
 Run it alone with `pytest tests/unit/test_architecture.py`; on failure it names the modules involved."""
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -120,3 +122,14 @@ def test_the_checks_would_see_a_violation():
     src = ROOT / "services" / "lazystandby" / "node" / "upstream.py"
     deps = _imports("lazystandby.node.upstream", src, set(_modules()))
     assert "lazystandby.core.recovery" in deps and "lazystandby.transport.peer" in deps
+
+
+HISTORY = re.compile(r"once (read|took|came)|in one run|in [0-9]+ runs", re.I)
+
+
+def test_no_comment_tells_what_happened_in_a_run():
+    """Comments say why, in the present tense; a measured figure lives in a bench result and docs/."""
+    found = [f"{p.relative_to(ROOT)}:{n}" for base in ("services", "spark") for p in (ROOT / base).rglob("*.py")
+             for n, line in enumerate(p.read_text().splitlines(), 1) if HISTORY.search(line)]
+    assert found == []
+    assert HISTORY.search("# which once read as 150 MB/s") and HISTORY.search("# in 3 runs")

@@ -126,8 +126,8 @@ def port_range() -> tuple[int, int]:
 def free_ports(n: int) -> list[int]:
     """`n` distinct free loopback ports, below the kernel's ephemeral range: a port the kernel picked (bind to
     0) is free only until the kernel hands it to someone else, and the Spark JVMs started before the later
-    nodes open dozens of ephemeral ports; one of them once took a standby's metrics port in the middle of a
-    benchmark. The sockets stay bound until all are picked, so no port is handed out twice (two gRPC servers
+    nodes open dozens of ephemeral ports, any of which may be a port handed out earlier for a node yet to
+    start. The sockets stay bound until all are picked, so no port is handed out twice (two gRPC servers
     on one port would split its connections between them). Falls back to the kernel's choice where the range
     leaves no room below it."""
     start, low = port_range()
@@ -758,7 +758,7 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
                 time.sleep(max(0.0, kill_after - (time.monotonic() - t_start)))
             # Faults hit a running pipeline: a standby that has not heard from its primary yet takes it for
             # one that is only starting (heartbeat_grace), and a pause shorter than the grace then causes
-            # no takeover. (On a busy machine N' once registered 0.1 s before N was paused.)
+            # no takeover; on a busy machine N' may register only a moment before the fault.
             wait_until(lambda: topo.status("n2").get("primary_heard") is not False, timeout, step=0.01)
             before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
             t_fault = time.time()

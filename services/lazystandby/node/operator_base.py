@@ -45,8 +45,8 @@ from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE, Operato
 from .quarantine import Quarantined, bisect
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
-# operator starts anyway: a resend measured 10-60 ms after Nu's answer, and a lost one must not hold the
-# operator for good.
+# operator starts anyway: a resend comes tens of milliseconds after Nu's answer, and a lost one must not
+# hold the operator for good.
 GATHER_MAX_S = 0.25
 
 

@@ -52,8 +52,8 @@ class PrimarySide:
                     self.standby_wake.wait(IDLE_STANDBY_WAIT_S)
                     deadline = self.clock() + idle
                     continue
-                # Up to the deadline, not a whole interval past a notify that came just before it: the
-                # empty frame was up to twice ack_poll_ms apart (99 ms at 50 ms, measured).
+                # Up to the deadline, not a whole interval past a notify that came just before it, which
+                # would space the empty frames up to twice ack_poll_ms apart.
                 self.lock.wait(max(0.001, deadline - self.clock()))
             if self.stopped or self.downstream is None:
                 return

@@ -87,9 +87,9 @@ HINT_EVERY_S = 0.5
 # Nu's probes of its link to the standby (the link a resend crosses after a takeover): alternately small and
 # large, the first PROBES_AT_ONCE back to back, then one every PROBE_EVERY_S. The large one takes about
 # PROBE_TRANSFER_S to cross at the rate measured so far (from PROBE_BYTES' large, above the token bucket's
-# burst of the shaped links, up to PROBE_MAX_BYTES): a call's own time varies by a millisecond or two, and
-# a 32 KB probe crosses 100 Mbit/s in 2.6 ms, which once read as 150 MB/s and put a 500 KB resend at 3 ms
-# where it took 40. The link then carries PROBE_TRANSFER_S of probe every PROBE_EVERY_S (1 %).
+# burst of the shaped links, up to PROBE_MAX_BYTES): a call's own time varies by a millisecond or two, as
+# much as a 32 KB probe takes to cross 100 Mbit/s (2.6 ms), so only a probe that takes far longer than that
+# jitter gives a rate to trust. The link then carries PROBE_TRANSFER_S of probe every PROBE_EVERY_S (1 %).
 PROBE_BYTES = (1_024, 32_768)
 PROBE_MAX_BYTES = 1 << 20
 PROBE_TRANSFER_S = 0.02
@@ -203,8 +203,8 @@ class UpstreamNode(NodeBase):
         # Until when the source waits for the standby's registration (`standby_wait`); None: it does not.
         self._standby_wait_until: float | None = None
         # Wall-clock time of start(): where a run's clock starts (the bench's per-second rates). The server
-        # answers status before start(), and a harness polls it, so the first answer is no start: measured,
-        # it came 20 ms before start() in one run and 14 ms after the first admission in another.
+        # answers status before start(), and a harness polls it, so the first answer it gets is no start:
+        # it may come before start() or after the first admission, tens of milliseconds either way.
         self.started_at: float | None = None
         # Wall-clock time of the first admission: where a run over records already in Kafka starts, as a
         # peer's run starts at its first record (bench.harness.kafka_throughput).

@@ -80,7 +80,7 @@ class SparkSelection(Operator):
         if base:
             Path(base).mkdir(parents=True, exist_ok=True)
         self.workdir = tempfile.mkdtemp(prefix=f"lazystandby-spark-{cfg.name.replace(chr(39), 'p')}-", dir=base)
-        # The JVM first: forking it while gRPC threads run is what gRPC warns about, and once lost the gateway.
+        # The JVM first: forking it while gRPC threads run is what gRPC warns about, and can lose the gateway.
         self.spark = spark_query.session(cfg.name, master=cfg.spark_master, driver_memory=cfg.spark_driver_memory,
                                          conf=cfg.spark_conf, state_store=cfg.spark_state_store)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),

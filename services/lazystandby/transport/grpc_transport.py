@@ -35,10 +35,9 @@ def channel_options(max_message: int = MAX_MESSAGE) -> list[tuple[str, int]]:
         ("grpc.initial_reconnect_backoff_ms", 50),
         ("grpc.max_reconnect_backoff_ms", 500),
         # A peer restarted in a container or a pod comes back at another address under the same name. gRPC
-        # re-resolves a name at most once every 30 s by default, and gives a connection attempt 20 s. On the
-        # compose stack (kill-upstream-and-primary) a standby's Takeover kept going to Nu's old address, and
-        # the new primary was live 19.6-21.8 s after the kill (3 runs), though Nu was back after 4 s. With
-        # both limits lowered, 4.5 and 5.0 s; with only the first, 21.3 s.
+        # re-resolves a name at most once every 30 s by default, and gives a connection attempt 20 s: a
+        # standby's Takeover would go on to the old address for that long after the peer is back. Both
+        # limits lowered, a takeover reaches the new address within a second or two of its return.
         ("grpc.dns_min_time_between_resolutions_ms", 500),
         ("grpc.min_reconnect_backoff_ms", 2000),  # C-core's minimum connect timeout, despite the name
         # A channel with no call for 30 minutes (gRPC's default) drops its connection, and the next call makes
