@@ -368,7 +368,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     if link:
         say(f"{fault.name}: links of {', '.join(link['services'])} shaped to {link['preset']}")
     compose("up", "-d", "generator", total=fault.load)
-    say(f"{fault.name}: stack healthy; load of {fault.load:,} ticks on")
+    say(f"{fault.name}: stack healthy; load of {fault.load:,} records on")
     time.sleep(4)  # load on
     t0, events = inject(fault, client)
     rounds: list[dict] = next((e["rounds"] for e in events if "rounds" in e), [])
@@ -393,7 +393,8 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
     live = (nodes.get(new_primary) or {}) if new_primary else {}
     if rounds:
         took = max(r["recovery_ms"] for r in rounds)
-    out = {"fault": fault.name, "expect": fault.expect, "lost": result.get("lost"),
+    out = {"fault": fault.name, "expect": fault.expect, "pipeline": os.environ.get("LS_PIPELINE") or None,
+           "lost": result.get("lost"),
            "duplicated": result.get("duplicated"), "expected": result.get("expected"), "got": result.get("got"),
            "recovery_ms": took, "new_primary": new_primary, "check_error": result.get("check_error"),
            # What made the last takeover: "detector" or "handover" (the launcher's key of the same name).
@@ -417,7 +418,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            "wrong": result.get("wrong", 0),
            "link": link,
            "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0
-           and not result.get("wrong") and result.get("admitted_all", True)}
+           and not result.get("wrong") and not result.get("unexpected") and result.get("admitted_all", True)}
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and took is not None
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
@@ -493,6 +494,36 @@ def run_clean(name: str, client: docker.DockerClient) -> dict:
         compose("down", "-v", "--remove-orphans", check=False)
 
 
+def pipeline_file() -> Path | None:
+    """The host's copy of the stack's pipeline (LS_PIPELINE, `examples/<file>`, read from LS_PIPELINE_DIR as
+    the containers read it); None for the tick example. SettingError says what is wrong with it."""
+    name = os.environ.get("LS_PIPELINE", "")
+    if not name:
+        return None
+    rel = Path(name)
+    if rel.parts[:1] != ("examples",) or len(rel.parts) < 2:
+        raise SettingError(f"LS_PIPELINE={name!r}: the stack reads a pipeline as examples/<file> (the host's "
+                           f"LS_PIPELINE_DIR, ./examples by default, mounted at /app/examples)")
+    path = Path(os.environ.get("LS_PIPELINE_DIR") or ROOT / "examples").joinpath(*rel.parts[1:])
+    if not path.is_file():
+        raise SettingError(f"LS_PIPELINE={name!r}: no such file {path}")
+    return path
+
+
+def own_pipeline(prefix: str) -> Path | None:
+    """A directory holding the stack's pipeline with every topic it names under `prefix` (the fault's own,
+    as the engine's topics are), to be mounted as the containers' examples/; None for the tick example."""
+    path = pipeline_file()
+    if path is None:
+        return None
+    from lazystandby.formats.pipeline import read_pipeline
+
+    out = ROOT / "run" / "chaos-pipelines" / prefix.rstrip(".")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / path.name).write_text(read_pipeline(path).text(prefix))
+    return out
+
+
 def run_shared(name: str, client: docker.DockerClient, prefix: str) -> dict:
     """One fault on a stack shared with the faults before it: the broker, Prometheus, the Spark cluster and
     the TLS material are kept; every node and the generator are started afresh, over topics (and so a
@@ -501,10 +532,13 @@ def run_shared(name: str, client: docker.DockerClient, prefix: str) -> dict:
     compose("kill", *NODE_SERVICES, check=False)
     compose("rm", "-f", "-v", *NODE_SERVICES, check=False)
     FAULT_ENV["LS_TOPIC_PREFIX"] = prefix
+    if (own := own_pipeline(prefix)) is not None:  # a pipeline's source topics are its file's, not prefixed
+        FAULT_ENV["LS_PIPELINE_DIR"] = str(own)
     try:
         r = _run_logged(name, client)
     finally:
         FAULT_ENV.pop("LS_TOPIC_PREFIX", None)
+        FAULT_ENV.pop("LS_PIPELINE_DIR", None)
         compose("kill", *NODE_SERVICES, check=False)
     if not r["ok"]:
         compose("down", "-v", "--remove-orphans", check=False)
@@ -526,6 +560,11 @@ def main(argv: list[str]) -> int:
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
         print(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)} or all", file=sys.stderr)
+        return 2
+    try:
+        pipeline_file()
+    except SettingError as e:
+        print(f"chaos: {e}", file=sys.stderr)
         return 2
     operator = os.environ.get("LS_OPERATOR", "spark")  # the compose file's default
     needs_spark = {n: why for n in names if (why := FAULTS[n].unfit_for(operator))}

@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash deploy/docker/engine.sh
+# The nexmark generator goes into the node image; where cargo is missing the image goes without it.
+mkdir -p .cache/nexmark/bin
+if command -v cargo >/dev/null && [[ ! -x .cache/nexmark/bin/nexmark ]]; then make -s nexmark >&2; fi
 files=(-f docker-compose.yml)
 if [[ "${LS_LOCAL_IMAGES:-1}" == "1" ]]; then
   bash deploy/docker/local-base.sh >&2

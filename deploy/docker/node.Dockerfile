@@ -20,6 +20,10 @@ COPY deploy/tls/make-certs.sh /tmp/src/deploy/tls/make-certs.sh
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps /tmp/src && rm -rf /tmp/src /tmp/requirements.lock \
     && /opt/venv/bin/python -m pip uninstall -y -q pip setuptools  # no build tools left in the image
 COPY deploy/tls/make-certs.sh /app/deploy/tls/make-certs.sh
+# The `nexmark` crate's generator, for a Nexmark pipeline's load (build.sh installs it into .cache when
+# cargo is there; without it the directory is empty and such a load says how to get it).
+COPY .cache/nexmark/bin/ /opt/nexmark/bin/
+ENV NEXMARK_BIN=/opt/nexmark/bin/nexmark
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin lazystandby && chown -R lazystandby /app
 USER 10001
 WORKDIR /app

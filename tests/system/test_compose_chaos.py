@@ -42,6 +42,18 @@ def test_a_window_query_through_a_killed_primary_container_is_exact(chaos_run, m
     assert r["recovery_ms"] is not None
 
 
+def test_a_pipeline_file_through_a_killed_primary_container_is_exact(chaos_run, monkeypatch):
+    """LS_PIPELINE=examples/sensors.sql on every node and the generator (records drawn from its schema,
+    with nulls, DECIMALs and ISO-8601 times): after N's container is killed under load, the results topic
+    the file names holds exactly DuckDB's truth over the source topic."""
+    monkeypatch.setenv("LS_PIPELINE", "examples/sensors.sql")
+    r = chaos_run("kill-primary")
+    assert r["ok"] and r["pipeline"] == "examples/sensors.sql", r
+    assert r["expected"] >= 8 and r["got"] == r["expected"], r  # a minute of 8 devices at least
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["wrong"] == 0, r
+    assert r["recovery_ms"] is not None
+
+
 def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(chaos_run):
     """docker pause of N' for 2 s under load: Nu stops waiting for it (out of sync) and takes it back."""
     r = chaos_run("pause-standby")

@@ -145,11 +145,12 @@ SUMMARIES: dict[str, Summary] = {
     "chaos": Summary("One fault on the compose stack", "`make chaos FAULT=name` (one line per fault)", (
         ("fault", "the fault's name"),
         ("expect", "the behaviour the catalog expects"),
+        ("pipeline", "the stack's pipeline file (LS_PIPELINE), null for the tick example"),
         ("lost", "outputs missing from the results topic"),
         ("duplicated", "outputs repeated in the results topic"),
         ("expected", "outputs the truth table expects"),
         ("got", "outputs the results topic holds"),
-        ("wrong", "as for `launch` (a window query, `LS_QUERY`)"),
+        ("wrong", "as for `launch` (a window query, `LS_QUERY`, or a pipeline)"),
         ("recovery_ms", "from the first step to the last takeover live (null: none)"),
         ("new_primary", "the node that took over last, or null"),
         ("check_error", "why the last truth-table check could not run, if it could not"),
@@ -162,7 +163,8 @@ SUMMARIES: dict[str, Summary] = {
         ("roles", "each node's role at the end"),
         ("takeovers_declined", "as for `launch`"),
         ("primary_longest_silence_ms", "as for `launch`"),
-        ("ok", "0 lost, 0 duplicated, a takeover if the fault must cause one, restarted nodes back"),
+        ("ok", "0 lost, 0 duplicated, 0 wrong or unexpected, a takeover if the fault must cause one, restarted "
+               "nodes back"),
         ("steps", "each step's action, target and seconds after the first (a spare started, an exit code)"),
         ("link", "with LS_LINK: the link the node containers' egress was shaped to (preset, rate_bps, delay_ms, "
                  "delay_applied, services); null: unshaped"),

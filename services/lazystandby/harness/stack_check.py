@@ -1,6 +1,7 @@
 """`python -m lazystandby.cli stack-check --bootstrap kafka:9092`: the truth-table check of a running
 stack, from inside its network. Compares the results topic with the expected output rebuilt from the
-source topics, and reads the new primary's recovery figures. Prints one JSON line."""
+source topics (a pipeline's, LS_PIPELINE, by DuckDB; the tick example's otherwise), and reads the new
+primary's recovery figures. Prints one JSON line."""
 
 from __future__ import annotations
 
@@ -44,6 +45,31 @@ def _window_check(a, query) -> dict:
         "late": len(late), "admitted_all": admitted, "malformed": len(malformed), "diff": []}
 
 
+def _pipeline_check(a, cfg) -> dict:
+    """A pipeline's check (LS_PIPELINE): the results topic against DuckDB's truth over the source topics
+    (harness/pipeline_check.py), for a window query once Nu says it has read every source record."""
+    import time
+
+    from ..sources.kafka_source import Topics
+    from . import pipeline_check
+
+    spec = cfg.pipeline_spec
+    admitted = True
+    if spec.plan.stateful:
+        nu = next((addr for name, addr in (i.split("=", 1) for i in filter(None, a.status.split(",")))
+                   if name == "Nu"), "nu:50051")
+        admitted = nu_read_all(_status(nu))
+        time.sleep(0.5)  # the poll the lag was measured after reaches the link log within milliseconds
+    topics = Topics.of_pipeline(a.prefix, spec)
+    truth = pipeline_check.expected(a.bootstrap, spec, topics, every=cfg.watermark_every, idle=cfg.watermark_idle,
+                                    per_stream=cfg.watermark_per_stream, max_tuple_bytes=cfg.max_tuple_bytes)
+    rows = read_results(a.bootstrap, topics.results)
+    r = pipeline_check.compare(spec, truth, rows)
+    return {k: r[k] for k in ("expected", "got", "lost", "duplicated", "unexpected", "wrong")} | {
+        "out_of_order": 0 if r.get("same_order", True) else 1, "late": len(truth["late"]),
+        "admitted_all": admitted, "malformed": len(truth["malformed"]), "diff": []}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="lazystandby stack-check")
     ap.add_argument("--bootstrap", default="kafka:9092")
@@ -53,8 +79,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--status-only", action="store_true", help="only the nodes' status, no truth-table check")
     a = ap.parse_args(argv)
     out: dict = {"nodes": {}}
-    query = config.load([]).parsed_query  # the stack's LS_QUERY, as its nodes read it
-    if not a.status_only and query.stateful:
+    cfg = config.load([])  # the stack's settings (LS_PIPELINE, LS_QUERY), as its nodes read them
+    query = cfg.parsed_query
+    if not a.status_only and cfg.pipeline_spec is not None:
+        out.update(_pipeline_check(a, cfg))
+    elif not a.status_only and query.stateful:
         out.update(_window_check(a, query))
     elif not a.status_only:
         expected, malformed = kafka_expected(a.bootstrap, ["I1", "I2"], a.predicate, prefix=a.prefix)

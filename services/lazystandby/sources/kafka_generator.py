@@ -1,10 +1,12 @@
 """The load generator: writes the tick streams to their Kafka topics (key = symbol; the tick's event time
 stays in the payload), at a fixed rate or as fast as the broker takes them, optionally with malformed records
-mixed in."""
+mixed in. Given a pipeline file (`--pipeline`, LS_PIPELINE in the compose stack), it writes that pipeline's
+load instead (sources/pipeline_load.py)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -114,7 +116,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--malformed-every", type=int, default=0)
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--keys", type=int, default=0, help="distinct symbols (0: the ten named ones; up to 1,000,000)")
+    ap.add_argument("--pipeline", default=os.environ.get("LS_PIPELINE", ""),
+                    help="a pipeline file: `--total` records into each of its tables' topics, of each table's "
+                         "generator (default: LS_PIPELINE; none: the ticks)")
     a = ap.parse_args(argv)
+    if a.pipeline:
+        from ..formats.pipeline import read_pipeline
+        from .pipeline_load import write_load
+
+        try:
+            spec = read_pipeline(a.pipeline)
+        except ValueError as e:  # PipelineError, SchemaError, UnsupportedSql: the file names what is wrong
+            print(f"lazystandby-generator: {e}", file=sys.stderr)
+            return 2
+        print(write_load(a.bootstrap, spec, a.total, rate=a.rate, seed=a.seed,
+                         topics=Topics.of_pipeline(a.prefix, spec), partitions=a.partitions))
+        return 0
     n = generate(a.bootstrap, a.streams.split(","), a.total, rate=a.rate, seed=a.seed, topics=Topics(a.prefix),
                  malformed_every=a.malformed_every, partitions=a.partitions, keys=a.keys)
     print(n)

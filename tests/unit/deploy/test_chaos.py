@@ -344,3 +344,30 @@ def test_shaping_that_cannot_hold_says_why_and_a_bad_link_is_refused(monkeypatch
     monkeypatch.setattr(chaos.subprocess, "run", lambda *a, **k: pytest.fail("nothing may run"))
     with pytest.raises(chaos.LinkError, match="missing tc"):
         chaos.shape(None, "1gbit")
+
+
+@pytest.mark.parametrize("value, says", [("sensors.sql", "examples/<file>"), ("examples/none.sql", "no such file")])
+def test_a_pipeline_the_stack_cannot_read_is_refused_before_any_container_starts(monkeypatch, capsys, value, says):
+    monkeypatch.setenv("LS_PIPELINE", value)
+    monkeypatch.delenv("LS_PIPELINE_DIR", raising=False)
+    assert chaos.main(["kill-primary"]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_each_fault_reads_the_pipeline_over_topics_of_its_own(monkeypatch, tmp_path):
+    monkeypatch.setenv("LS_PIPELINE", "examples/sensors.sql")
+    monkeypatch.delenv("LS_PIPELINE_DIR", raising=False)
+    monkeypatch.setattr(chaos, "ROOT", tmp_path)
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "sensors.sql").write_text((ROOT / "examples" / "sensors.sql").read_text())
+    from lazystandby.formats.pipeline import read_pipeline
+
+    own = chaos.own_pipeline("t1-kill-primary.")
+    spec = read_pipeline(own / "sensors.sql")
+    assert all(t.topic.startswith("t1-kill-primary.") for t in spec.sources)
+    assert spec.sink_topic.startswith("t1-kill-primary.")
+    first = read_pipeline(ROOT / "examples" / "sensors.sql")
+    assert [t.columns for t in spec.sources] == [t.columns for t in first.sources]
+    assert spec.plan.spec == first.plan.spec and spec.plan.key_names == first.plan.key_names
+    monkeypatch.delenv("LS_PIPELINE")
+    assert chaos.own_pipeline("t2.") is None

@@ -23,3 +23,15 @@ def test_a_million_keys_are_drawn_and_the_default_is_unchanged():
     assert list(interleave(["I1", "I2"], 2, 7))[0][2] == b"HOOLI,102.92,2200,1764000000004,XNAS"
     with pytest.raises(ValueError, match="keys"):
         TickStream("I1", keys=KEYS_MAX + 1)
+
+
+def test_the_generator_refuses_a_pipeline_it_cannot_read_in_one_line(tmp_path, capsys):
+    from lazystandby.sources.kafka_generator import main
+
+    bad = tmp_path / "bad.sql"
+    bad.write_text("CREATE TABLE t (a BIGINT) WITH ('topic' = 't', 'format' = 'json'); SELECT b FROM t;")
+    assert main(["--bootstrap", "127.0.0.1:1", "--pipeline", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "b" in err
+    assert main(["--bootstrap", "127.0.0.1:1", "--pipeline", str(tmp_path / "missing.sql")]) == 2
+    assert "cannot read the pipeline file" in capsys.readouterr().err
