@@ -1,154 +1,125 @@
-"""A small, safe boolean-expression language over tick fields, e.g. `price > 100 AND venue = 'XTKS'`.
+"""The tick example's predicates, e.g. `price > 100 AND venue = 'XTKS'`: a Spark SQL condition over the tick
+fields, of comparisons of a field with a literal joined by AND, OR and NOT (and TRUE, FALSE, parentheses).
 
-It is a subset of Spark SQL, so the same configured text drives the Python operator, the Spark operator
-and the truth-table checker. Compiled once, either into a Python function over one tick's split fields
-(`compile_predicate`) or into Arrow compute calls over a batch's columns (`compile_columnar`, the data
-path); the generated code comes only from validated tokens, with literals rendered by repr().
+sqlglot reads the text (Spark's dialect, as the Spark operator and the truth-table checker read the same
+text); what this module adds is the tick example's typing, which sqlglot knows nothing of: a numeric field
+compares with a number, a text field with a quoted string, and nothing else is accepted. It compiles once,
+into a function over one tick's split fields (`compile_predicate`) or into Arrow compute calls over a
+batch's columns (`compile_columnar`, the data path), both closures over the parsed tree.
 """
 
 from __future__ import annotations
 
-import re
+import operator
 from collections.abc import Callable
+
+import sqlglot
+from sqlglot import expressions as exp
+from sqlglot.errors import ParseError, TokenError
 
 from ..core.errors import PredicateError
 from .ticks import FIELD_INDEX, FIELD_TYPE
 
-_TOKEN = re.compile(
-    r"\s*(?:(?P<num>-?\d+(?:\.\d+)?)|(?P<str>'(?:[^']|'')*')|(?P<op><=|>=|!=|<>|=|<|>)"
-    r"|(?P<paren>[()])|(?P<word>[A-Za-z_][A-Za-z_0-9]*))"
-)
-_OPS = {"=": "==", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+# A comparison: (Python's operator on one tick, Arrow compute's function on a column).
+_COMPARE = {exp.EQ: (operator.eq, "equal"), exp.NEQ: (operator.ne, "not_equal"), exp.LT: (operator.lt, "less"),
+            exp.LTE: (operator.le, "less_equal"), exp.GT: (operator.gt, "greater"),
+            exp.GTE: (operator.ge, "greater_equal")}
+
+Row = Callable[[list[str]], bool]
+Columns = Callable[[dict, int], object]
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out, pos = [], 0
-    text = text.strip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            raise PredicateError(f"predicate {text!r}: cannot read from position {pos}: {text[pos:pos+20]!r}")
-        kind = m.lastgroup
-        assert kind is not None
-        out.append((kind, m.group(kind)))
-        pos = m.end()
-    return out
+def _tree(text: str) -> exp.Expression:
+    if not text.strip():
+        raise PredicateError("predicate '': empty")
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except (ParseError, TokenError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if first.startswith("Required keyword"):  # sqlglot's words for an operator with nothing after it
+            first = "ends too early"
+        raise PredicateError(f"predicate {text!r}: {first}") from None
+    if tree is None or isinstance(tree, exp.Query):
+        raise PredicateError(f"predicate {text!r}: not a condition")
+    if isinstance(tree, exp.Alias):  # a word after a whole condition, which SQL would read as its alias
+        raise PredicateError(f"predicate {text!r}: unexpected {tree.alias!r} after the condition")
+    return tree
 
 
-_ARROW_OPS = {"==": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater",
-              ">=": "greater_equal"}
+def _literal(node: exp.Expression) -> tuple[bool, str] | None:
+    """(whether it is a string, its text) of a literal, a negative number's included (sqlglot reads `-5`
+    as the negation of 5); None for anything else."""
+    if isinstance(node, exp.Literal):
+        return node.is_string, node.this
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and node.this.is_number:
+        return False, f"-{node.this.this}"
+    return None
 
 
-class _Parser:
-    def __init__(self, text: str, *, columnar: bool = False) -> None:
-        self.text = text
-        self.toks = _tokens(text)
-        self.i = 0
-        self.columnar = columnar
-        self.fields: set[str] = set()
+class _Compiler:
+    def __init__(self, text: str) -> None:
+        self.text, self.fields = text, set()
 
-    def peek(self) -> tuple[str, str] | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
+    def fail(self, why: str) -> PredicateError:
+        return PredicateError(f"predicate {self.text!r}: {why}")
 
-    def take(self) -> tuple[str, str]:
-        t = self.peek()
-        if t is None:
-            raise PredicateError(f"predicate {self.text!r}: ends too early")
-        self.i += 1
-        return t
+    def compile(self, node: exp.Expression) -> tuple[Row, Columns]:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-    def word(self, w: str) -> bool:
-        t = self.peek()
-        if t and t[0] == "word" and t[1].upper() == w:
-            self.i += 1
-            return True
-        return False
+        if isinstance(node, exp.Paren):
+            return self.compile(node.this)
+        if isinstance(node, (exp.And, exp.Or)):
+            (ra, ca), (rb, cb) = self.compile(node.left), self.compile(node.right)
+            if isinstance(node, exp.And):
+                return (lambda f: ra(f) and rb(f)), (lambda c, n: pc.and_kleene(ca(c, n), cb(c, n)))
+            return (lambda f: ra(f) or rb(f)), (lambda c, n: pc.or_kleene(ca(c, n), cb(c, n)))
+        if isinstance(node, exp.Not):
+            r, c_ = self.compile(node.this)
+            return (lambda f: not r(f)), (lambda c, n: pc.invert(c_(c, n)))
+        if isinstance(node, exp.Boolean):
+            value = bool(node.this)
+            return (lambda f: value), (lambda c, n: pa.array(np.full(n, value)))
+        if type(node) in _COMPARE:
+            return self.comparison(node)
+        raise self.fail(f"{node.sql(dialect='spark')!r} is not a comparison of a field with a literal, AND, "
+                        f"OR, NOT, TRUE or FALSE")
 
-    def expr(self) -> str:
-        parts = [self.term()]
-        while self.word("OR"):
-            parts.append(self.term())
-        return self._join(parts, "or")
+    def comparison(self, node: exp.Binary) -> tuple[Row, Columns]:
+        import pyarrow.compute as pc
 
-    def _join(self, parts: list[str], op: str) -> str:
-        if not self.columnar:
-            return "(" + f" {op} ".join(parts) + ")"
-        out = parts[0]
-        for p in parts[1:]:
-            out = f"_{op}({out}, {p})"
-        return out
-
-    def term(self) -> str:
-        parts = [self.factor()]
-        while self.word("AND"):
-            parts.append(self.factor())
-        return self._join(parts, "and")
-
-    def factor(self) -> str:
-        if self.word("NOT"):
-            return f"_not({self.factor()})" if self.columnar else f"(not {self.factor()})"
-        if self.word("TRUE"):
-            return "_const(True, n)" if self.columnar else "True"
-        if self.word("FALSE"):
-            return "_const(False, n)" if self.columnar else "False"
-        kind, val = self.take()
-        if kind == "paren" and val == "(":
-            inner = self.expr()
-            if self.take() != ("paren", ")"):
-                raise PredicateError(f"predicate {self.text!r}: missing ')'")
-            return inner
-        if kind != "word" or val not in FIELD_INDEX:
-            raise PredicateError(f"predicate {self.text!r}: expected a field of {sorted(FIELD_INDEX)}, got {val!r}")
-        field = val
-        okind, op = self.take()
-        if okind != "op":
-            raise PredicateError(f"predicate {self.text!r}: expected a comparison after {field}, got {op!r}")
-        lkind, lit = self.take()
-        typ = FIELD_TYPE[field]
+        col, lit = node.left, _literal(node.right)
+        if not isinstance(col, exp.Column) or col.table or col.name not in FIELD_INDEX:
+            raise self.fail(f"expected a field of {sorted(FIELD_INDEX)}, got {node.left.sql(dialect='spark')!r}")
+        field = col.name
+        if lit is None:
+            raise self.fail(f"{field} compares with a literal, not {node.right.sql(dialect='spark')!r}")
+        typ, index = FIELD_TYPE[field], FIELD_INDEX[field]
+        is_string, literal = lit
         if typ is str:
-            if lkind != "str":
-                raise PredicateError(f"predicate {self.text!r}: {field} compares with a quoted string")
-            value: object = lit[1:-1].replace("''", "'")
-            access = f"f[{FIELD_INDEX[field]}]"
+            if not is_string:
+                raise self.fail(f"{field} compares with a quoted string")
+            value: object = literal
         else:
-            if lkind != "num":
-                raise PredicateError(f"predicate {self.text!r}: {field} compares with a number")
-            value = float(lit)
-            access = f"{typ.__name__}(f[{FIELD_INDEX[field]}])"
-        if self.columnar:
-            self.fields.add(field)
-            return f"_cmp({_ARROW_OPS[_OPS[op]]!r}, c[{field!r}], {value!r})"
-        return f"({access} {_OPS[op]} {value!r})"
-
-    def parse(self) -> str:
-        code = self.expr()
-        if self.peek() is not None:
-            raise PredicateError(f"predicate {self.text!r}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
-        return code
+            if is_string:
+                raise self.fail(f"{field} compares with a number")
+            value = float(literal)
+        py, arrow = _COMPARE[type(node)]
+        self.fields.add(field)
+        if typ is str:
+            return (lambda f: py(f[index], value)), (lambda c, n: getattr(pc, arrow)(c[field], value))
+        return (lambda f: py(typ(f[index]), value)), (lambda c, n: getattr(pc, arrow)(c[field], value))
 
 
 def compile_predicate(text: str) -> Callable[[list[str]], bool]:
     """A function of the payload's fields (already split on ',') that says whether the tick is selected."""
-    code = _Parser(text).parse()
-    fn = eval(f"lambda f: {code}", {"__builtins__": {}, "int": int, "float": float})  # noqa: S307
-    return fn
+    return _Compiler(text).compile(_tree(text))[0]
 
 
 def compile_columnar(text: str) -> tuple[Callable[[dict, int], object], set[str]]:
     """Arrow compute over a batch: a function of ({field: column}, n) giving a boolean array of length n
     (null where a field is null: not selected), and the fields it reads (only those need parsing)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    parser = _Parser(text, columnar=True)
-    code = parser.parse()
-    env = {
-        "__builtins__": {},
-        "_and": pc.and_kleene,
-        "_or": pc.or_kleene,
-        "_not": pc.invert,
-        "_cmp": lambda op, col, value: getattr(pc, op)(col, value),
-        "_const": lambda value, n: pa.array(np.full(n, value)),
-    }
-    return eval(f"lambda c, n: {code}", env), parser.fields  # noqa: S307
+    compiler = _Compiler(text)
+    fn = compiler.compile(_tree(text))[1]
+    return fn, compiler.fields
