@@ -21,6 +21,7 @@ streaming windows, and types each engine differently).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlglot
@@ -194,54 +195,12 @@ def _selection(text: str, schema: Schema, tree: exp.Select, where, checker: _Typ
 
 
 def _window(text: str, schema: Schema, tree: exp.Select, group, where, checker: _Types) -> Plan:
-    windows = [g for g in group.expressions if _is_call(g, "window")]
-    if len(windows) != 1:
-        raise refuse("GROUP BY takes exactly one window(<time>, '<size>'[, '<slide>']) (no GROUP BY of keys alone)")
-    if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
-        raise refuse("ROLLUP, CUBE and GROUPING SETS are not supported")
-    win = windows[0]
-    args = win.expressions
-    if len(args) not in (2, 3) or not isinstance(args[0], exp.Column):
-        raise refuse("window() takes the event-time column and a size, and optionally a slide")
-    time = args[0].name
-    if time != schema.event_time:
-        raise UnsupportedSql(f"window({time}, ...): the table's event time is "
-                             f"{schema.event_time or 'not declared (WATERMARK FOR <column> ...)'}")
-    size, slide = (_duration(a) for a in (args[1], args[-1]))
-    try:
-        # A window is final once the watermark passes its end by the table's WATERMARK delay: Nu's watermark
-        # is the event time the link order has passed, Flink's that time less the delay.
-        spec = WindowSpec(size, slide, schema.watermark_delay_ms)
-    except ValueError as e:
-        raise refuse(str(e)) from None
-    keys: list[Output] = []
-    for g in group.expressions:
-        if g is win:
-            continue
-        if not isinstance(g, exp.Column):
-            raise refuse(f"GROUP BY {g.sql(dialect=Dialect)}: group by columns (and one window)")
-        keys.append(Output(g.name, exp.column(g.name), checker.type(g)))
-    if len({k.name for k in keys}) != len(keys):
-        raise refuse("a key is named twice in GROUP BY")
+    win, time, spec = _window_call(schema, group)
+    keys = _keys(group, win, checker)
     aggs: list[Aggregate] = []
     post = _Types(None, "", {"window_start": TIMESTAMP, "window_end": TIMESTAMP,
                              **{k.name: k.type for k in keys}})
-
-    def lift(e: exp.Expression) -> exp.Expression:
-        """`e` over the window's names: aggregates become `_agg<i>`, window.start `window_start`."""
-        if isinstance(e, exp.Column) and e.table == "window" and e.name in ("start", "end"):
-            return exp.column(f"window_{e.name}")
-        if isinstance(e, exp.AggFunc):
-            agg = _aggregate(e, checker)
-            if agg not in aggs:
-                aggs.append(agg)
-            name = f"_agg{aggs.index(agg)}"
-            post.names[name] = agg.type
-            return exp.column(name)
-        if isinstance(e, exp.Column) and e.name not in post.names:
-            raise UnsupportedSql(f"{e.sql(dialect=Dialect)} is neither grouped nor aggregated")
-        return e
-
+    lift = _lifter(aggs, post, checker)
     outputs = []
     for item in tree.expressions:
         if isinstance(item, exp.Star):
@@ -260,6 +219,65 @@ def _window(text: str, schema: Schema, tree: exp.Select, group, where, checker: 
         having_expr = _normalise(having.this).transform(lift, copy=True)
         post.boolean(having_expr, "HAVING")
     return Plan(text, schema, where, tuple(outputs), time, spec, tuple(keys), tuple(aggs), having_expr)
+
+
+def _window_call(schema: Schema, group) -> tuple[exp.Expression, str, WindowSpec]:
+    """GROUP BY's one window(<time>, '<size>'[, '<slide>']): the call, its time column and its spec."""
+    windows = [g for g in group.expressions if _is_call(g, "window")]
+    if len(windows) != 1:
+        raise refuse("GROUP BY takes exactly one window(<time>, '<size>'[, '<slide>']) (no GROUP BY of keys alone)")
+    if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
+        raise refuse("ROLLUP, CUBE and GROUPING SETS are not supported")
+    win = windows[0]
+    args = win.expressions
+    if len(args) not in (2, 3) or not isinstance(args[0], exp.Column):
+        raise refuse("window() takes the event-time column and a size, and optionally a slide")
+    time = args[0].name
+    if time != schema.event_time:
+        raise UnsupportedSql(f"window({time}, ...): the table's event time is "
+                             f"{schema.event_time or 'not declared (WATERMARK FOR <column> ...)'}")
+    size, slide = (_duration(a) for a in (args[1], args[-1]))
+    try:
+        # A window is final once the watermark passes its end by the table's WATERMARK delay: Nu's watermark
+        # is the event time the link order has passed, Flink's that time less the delay.
+        return win, time, WindowSpec(size, slide, schema.watermark_delay_ms)
+    except ValueError as e:
+        raise refuse(str(e)) from None
+
+
+def _keys(group, win: exp.Expression, checker: _Types) -> list[Output]:
+    """GROUP BY's columns beside the window: the keys, each named once."""
+    keys: list[Output] = []
+    for g in group.expressions:
+        if g is win:
+            continue
+        if not isinstance(g, exp.Column):
+            raise refuse(f"GROUP BY {g.sql(dialect=Dialect)}: group by columns (and one window)")
+        keys.append(Output(g.name, exp.column(g.name), checker.type(g)))
+    if len({k.name for k in keys}) != len(keys):
+        raise refuse("a key is named twice in GROUP BY")
+    return keys
+
+
+def _lifter(aggs: list[Aggregate], post: _Types, checker: _Types) -> Callable[[exp.Expression], exp.Expression]:
+    """A transform of an output or HAVING expression onto the window's names: each aggregate becomes
+    `_agg<i>` (added to `aggs` once, typed in `post`), window.start `window_start`."""
+
+    def lift(e: exp.Expression) -> exp.Expression:
+        if isinstance(e, exp.Column) and e.table == "window" and e.name in ("start", "end"):
+            return exp.column(f"window_{e.name}")
+        if isinstance(e, exp.AggFunc):
+            agg = _aggregate(e, checker)
+            if agg not in aggs:
+                aggs.append(agg)
+            name = f"_agg{aggs.index(agg)}"
+            post.names[name] = agg.type
+            return exp.column(name)
+        if isinstance(e, exp.Column) and e.name not in post.names:
+            raise UnsupportedSql(f"{e.sql(dialect=Dialect)} is neither grouped nor aggregated")
+        return e
+
+    return lift
 
 
 def _is_window_field(item) -> bool:
@@ -379,129 +397,133 @@ class _Types:
         if t.kind not in ("BOOLEAN", "NULL"):
             raise UnsupportedSql(f"{where} {e.sql(dialect=Dialect)} is a {t.text()}, not a condition")
 
-    def type(self, e: exp.Expression) -> SqlType:  # noqa: C901 - one case per node type
+    def type(self, e: exp.Expression) -> SqlType:
+        """The type of `e`, each node checked by its rule (`_TYPING`); UnsupportedSql for what none takes."""
         sql = e.sql(dialect=Dialect)
-        if isinstance(e, exp.Column):
-            if e.table and e.table != self.alias:
-                raise UnsupportedSql(f"{sql}: no such column")
-            if e.name not in self.names:
-                known = ", ".join(n for n in self.names if not n.startswith("_"))
-                raise UnsupportedSql(f"{sql}: no such column ({known})")
-            return self.names[e.name]
-        if isinstance(e, exp.Literal):
-            if e.is_string:
-                return VARCHAR
-            text = e.name
-            if "e" in text.lower():
-                return DOUBLE
-            if "." in text:
-                digits = text.replace("-", "").split(".")
-                p = max(len(digits[0].lstrip("0")) + len(digits[1]), len(digits[1]), 1)
-                return SqlType("DECIMAL", min(p, 38), len(digits[1]))
-            return BIGINT if not -(1 << 31) <= int(text) < (1 << 31) else INT
-        if isinstance(e, exp.Boolean):
-            return BOOLEAN
-        if isinstance(e, exp.Null):
-            return NULLTYPE
-        if isinstance(e, exp.Neg):
-            t = self.type(e.this)
-            return self._numeric(t, sql)
-        if isinstance(e, (exp.Add, exp.Sub, exp.Mul)):
-            return self._arith(self.type(e.this), self.type(e.expression), sql, type(e).__name__)
-        if isinstance(e, exp.Div):
-            self._numeric(self.type(e.this), sql)
-            self._numeric(self.type(e.expression), sql)
+        for kinds, rule in _TYPING:
+            if isinstance(e, kinds):
+                return rule(self, e, sql)
+        name = e.name if isinstance(e, exp.Anonymous) else type(e).__name__
+        raise refuse(f"function or operator {name}() in {sql} is not supported (arithmetic, comparisons, AND/OR/NOT, "
+                     f"CASE, CAST, MOD, IS NULL, IN, BETWEEN, LIKE, {', '.join(FUNCTIONS)})")
+
+    # --- one rule per kind of node: (the node, its SQL text for messages) -> its type -------------------
+    def _column(self, e: exp.Column, sql: str) -> SqlType:
+        if e.table and e.table != self.alias:
+            raise UnsupportedSql(f"{sql}: no such column")
+        if e.name not in self.names:
+            known = ", ".join(n for n in self.names if not n.startswith("_"))
+            raise UnsupportedSql(f"{sql}: no such column ({known})")
+        return self.names[e.name]
+
+    def _literal(self, e: exp.Literal, sql: str) -> SqlType:
+        if e.is_string:
+            return VARCHAR
+        text = e.name
+        if "e" in text.lower():
             return DOUBLE
-        if isinstance(e, exp.Mod):
-            a, b = self.type(e.this), self.type(e.expression)
-            if a.kind == "DECIMAL" or b.kind == "DECIMAL":
-                raise UnsupportedSql(f"{sql}: MOD of a DECIMAL is not supported (integers and doubles)")
-            return self._arith(a, b, sql, "Mod")
-        if isinstance(e, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
-            self._comparable(self.type(e.this), self.type(e.expression), sql)
-            return BOOLEAN
-        if isinstance(e, (exp.And, exp.Or)):
-            for side in (e.this, e.expression):
-                self.boolean(side, "AND/OR operand")
-            return BOOLEAN
+        if "." in text:
+            digits = text.replace("-", "").split(".")
+            p = max(len(digits[0].lstrip("0")) + len(digits[1]), len(digits[1]), 1)
+            return SqlType("DECIMAL", min(p, 38), len(digits[1]))
+        return BIGINT if not -(1 << 31) <= int(text) < (1 << 31) else INT
+
+    def _arith_node(self, e: exp.Binary, sql: str) -> SqlType:
+        a, b = self.type(e.this), self.type(e.expression)
+        if isinstance(e, exp.Div):
+            self._numeric(a, sql)
+            self._numeric(b, sql)
+            return DOUBLE
+        if isinstance(e, exp.Mod) and (a.kind == "DECIMAL" or b.kind == "DECIMAL"):
+            raise UnsupportedSql(f"{sql}: MOD of a DECIMAL is not supported (integers and doubles)")
+        return self._arith(a, b, sql, type(e).__name__)
+
+    def _compare(self, e: exp.Binary, sql: str) -> SqlType:
+        self._comparable(self.type(e.this), self.type(e.expression), sql)
+        return BOOLEAN
+
+    def _logic(self, e: exp.Expression, sql: str) -> SqlType:
         if isinstance(e, exp.Not):
             self.boolean(e.this, "NOT operand")
-            return BOOLEAN
-        if isinstance(e, exp.Is):
-            if not isinstance(e.expression, exp.Null):
-                raise refuse(f"{sql}: IS takes NULL (IS NULL, IS NOT NULL)")
-            self.type(e.this)
-            return BOOLEAN
-        if isinstance(e, exp.In):
-            if e.args.get("query") or e.args.get("unnest") or e.args.get("field"):
-                raise refuse(f"{sql}: IN takes a list of values (no subquery)")
-            t = self.type(e.this)
-            for v in e.expressions:
-                self._comparable(t, self.type(v), sql)
-            return BOOLEAN
-        if isinstance(e, exp.Between):
-            t = self.type(e.this)
-            self._comparable(t, self.type(e.args["low"]), sql)
-            self._comparable(t, self.type(e.args["high"]), sql)
-            return BOOLEAN
-        if isinstance(e, exp.Like):
-            pattern = e.expression
-            if self.type(e.this).kind != "VARCHAR" or not (isinstance(pattern, exp.Literal) and pattern.is_string):
-                raise UnsupportedSql(f"{sql}: LIKE takes a string and a quoted pattern")
-            return BOOLEAN
-        if isinstance(e, exp.Case):
-            if e.this is not None:
-                raise refuse(f"{sql}: CASE <value> WHEN is not supported (CASE WHEN <condition>)")
-            types = []
-            for branch in e.args.get("ifs") or []:
-                self.boolean(branch.this, "WHEN")
-                types.append(self.type(branch.args["true"]))
-            if e.args.get("default") is not None:
-                types.append(self.type(e.args["default"]))
-            return self._common(types, sql)
-        if isinstance(e, exp.If):
-            self.boolean(e.this, "IF")
-            return self._common([self.type(e.args["true"]), self.type(e.args.get("false") or exp.Null())], sql)
-        if isinstance(e, exp.TryCast | exp.Cast):
-            src = self.type(e.this)
-            to = cast_type(e.args["to"])
-            if to.kind == "TIMESTAMP" and src.kind not in ("TIMESTAMP", "NULL"):
-                raise UnsupportedSql(f"{sql}: only a TIMESTAMP casts to TIMESTAMP")
-            if src.kind == "TIMESTAMP" and to.kind not in ("TIMESTAMP", "VARCHAR"):
-                raise UnsupportedSql(f"{sql}: a TIMESTAMP casts only to STRING")
-            if src.kind == "BOOLEAN" and to.kind not in ("BOOLEAN", "VARCHAR"):
-                raise UnsupportedSql(f"{sql}: a BOOLEAN casts only to STRING")
-            return to
-        if isinstance(e, (exp.Upper, exp.Lower, exp.Trim)):
-            self._string(self.type(e.this), sql)
-            return VARCHAR
+        else:
+            for side in (e.this, e.expression):
+                self.boolean(side, "AND/OR operand")
+        return BOOLEAN
+
+    def _is(self, e: exp.Is, sql: str) -> SqlType:
+        if not isinstance(e.expression, exp.Null):
+            raise refuse(f"{sql}: IS takes NULL (IS NULL, IS NOT NULL)")
+        self.type(e.this)
+        return BOOLEAN
+
+    def _in(self, e: exp.In, sql: str) -> SqlType:
+        if e.args.get("query") or e.args.get("unnest") or e.args.get("field"):
+            raise refuse(f"{sql}: IN takes a list of values (no subquery)")
+        t = self.type(e.this)
+        for v in e.expressions:
+            self._comparable(t, self.type(v), sql)
+        return BOOLEAN
+
+    def _between(self, e: exp.Between, sql: str) -> SqlType:
+        t = self.type(e.this)
+        self._comparable(t, self.type(e.args["low"]), sql)
+        self._comparable(t, self.type(e.args["high"]), sql)
+        return BOOLEAN
+
+    def _like(self, e: exp.Like, sql: str) -> SqlType:
+        pattern = e.expression
+        if self.type(e.this).kind != "VARCHAR" or not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            raise UnsupportedSql(f"{sql}: LIKE takes a string and a quoted pattern")
+        return BOOLEAN
+
+    def _case(self, e: exp.Case, sql: str) -> SqlType:
+        if e.this is not None:
+            raise refuse(f"{sql}: CASE <value> WHEN is not supported (CASE WHEN <condition>)")
+        types = []
+        for branch in e.args.get("ifs") or []:
+            self.boolean(branch.this, "WHEN")
+            types.append(self.type(branch.args["true"]))
+        if e.args.get("default") is not None:
+            types.append(self.type(e.args["default"]))
+        return self._common(types, sql)
+
+    def _if(self, e: exp.If, sql: str) -> SqlType:
+        self.boolean(e.this, "IF")
+        return self._common([self.type(e.args["true"]), self.type(e.args.get("false") or exp.Null())], sql)
+
+    def _cast(self, e: exp.Cast, sql: str) -> SqlType:
+        src = self.type(e.this)
+        to = cast_type(e.args["to"])
+        if to.kind == "TIMESTAMP" and src.kind not in ("TIMESTAMP", "NULL"):
+            raise UnsupportedSql(f"{sql}: only a TIMESTAMP casts to TIMESTAMP")
+        if src.kind == "TIMESTAMP" and to.kind not in ("TIMESTAMP", "VARCHAR"):
+            raise UnsupportedSql(f"{sql}: a TIMESTAMP casts only to STRING")
+        if src.kind == "BOOLEAN" and to.kind not in ("BOOLEAN", "VARCHAR"):
+            raise UnsupportedSql(f"{sql}: a BOOLEAN casts only to STRING")
+        return to
+
+    def _text_fn(self, e: exp.Expression, sql: str) -> SqlType:
+        self._string(self.type(e.this), sql)
         if isinstance(e, exp.Length):
-            self._string(self.type(e.this), sql)
             return INT
         if isinstance(e, exp.Substring):
-            self._string(self.type(e.this), sql)
             for k in ("start", "length"):
                 if e.args.get(k) is not None and self.type(e.args[k]).kind not in ("INT", "BIGINT"):
                     raise UnsupportedSql(f"{sql}: substring takes whole-number positions")
-            return VARCHAR
-        if isinstance(e, (exp.Concat, exp.DPipe)):
-            parts = e.expressions if isinstance(e, exp.Concat) else [e.this, e.expression]
-            for p in parts:
-                self._string(self.type(p), sql)
-            return VARCHAR
-        if isinstance(e, exp.Abs):
-            return self._numeric(self.type(e.this), sql)
-        if isinstance(e, exp.Coalesce):
-            return self._common([self.type(x) for x in [e.this, *e.expressions]], sql)
+        return VARCHAR
+
+    def _concat(self, e: exp.Expression, sql: str) -> SqlType:
+        parts = e.expressions if isinstance(e, exp.Concat) else [e.this, e.expression]
+        for p in parts:
+            self._string(self.type(p), sql)
+        return VARCHAR
+
+    def _refused(self, e: exp.Expression, sql: str) -> SqlType:
         if isinstance(e, exp.AggFunc):
             raise refuse(f"{sql}: an aggregate is not allowed here")
         if isinstance(e, exp.Window):
             raise refuse(f"{sql}: window functions (OVER) are not supported")
-        if isinstance(e, (exp.Subquery, exp.Select, exp.Exists)):
-            raise refuse(f"{sql}: subqueries are not supported")
-        name = e.name if isinstance(e, exp.Anonymous) else type(e).__name__
-        raise refuse(f"function or operator {name}() in {sql} is not supported (arithmetic, comparisons, AND/OR/NOT, "
-                     f"CASE, CAST, MOD, IS NULL, IN, BETWEEN, LIKE, {', '.join(FUNCTIONS)})")
+        raise refuse(f"{sql}: subqueries are not supported")
 
     @staticmethod
     def _numeric(t: SqlType, sql: str) -> SqlType:
@@ -565,3 +587,28 @@ class _Types:
         if all(t.kind == known[0].kind for t in known):
             return known[0] if known[0].kind != "VARCHAR" else VARCHAR
         raise UnsupportedSql(f"{sql}: branches of types {', '.join(t.text() for t in known)} have no common type")
+
+
+# The typing rules of _Types.type, tried in order (a node takes the first whose kinds it is).
+_TYPING: tuple[tuple[type | tuple[type, ...], Callable], ...] = (
+    (exp.Column, _Types._column),
+    (exp.Literal, _Types._literal),
+    (exp.Boolean, lambda self, e, sql: BOOLEAN),
+    (exp.Null, lambda self, e, sql: NULLTYPE),
+    (exp.Neg, lambda self, e, sql: self._numeric(self.type(e.this), sql)),
+    ((exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod), _Types._arith_node),
+    ((exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE), _Types._compare),
+    ((exp.And, exp.Or, exp.Not), _Types._logic),
+    (exp.Is, _Types._is),
+    (exp.In, _Types._in),
+    (exp.Between, _Types._between),
+    (exp.Like, _Types._like),
+    (exp.Case, _Types._case),
+    (exp.If, _Types._if),
+    ((exp.TryCast, exp.Cast), _Types._cast),
+    ((exp.Upper, exp.Lower, exp.Trim, exp.Length, exp.Substring), _Types._text_fn),
+    ((exp.Concat, exp.DPipe), _Types._concat),
+    (exp.Abs, lambda self, e, sql: self._numeric(self.type(e.this), sql)),
+    (exp.Coalesce, lambda self, e, sql: self._common([self.type(x) for x in [e.this, *e.expressions]], sql)),
+    ((exp.AggFunc, exp.Window, exp.Subquery, exp.Select, exp.Exists), _Types._refused),
+)
