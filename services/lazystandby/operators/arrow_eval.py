@@ -46,78 +46,55 @@ def _lit(e: exp.Literal) -> pa.Scalar:
     return pa.scalar(int(text), pa.int64())
 
 
-def _eval(e: exp.Expression, c: Columns, n: int):  # noqa: C901 - one case per node type
-    if isinstance(e, exp.Column):
-        return c[e.name]
-    if isinstance(e, exp.Literal):
-        return _lit(e)
-    if isinstance(e, exp.Boolean):
-        return pa.scalar(bool(e.this), pa.bool_())
-    if isinstance(e, exp.Null):
-        return pa.scalar(None, pa.null())
-    if isinstance(e, exp.Paren):
-        return _eval(e.this, c, n)
-    if isinstance(e, exp.Neg):
-        return pc.negate_checked(_eval(e.this, c, n))
+def _eval(e: exp.Expression, c: Columns, n: int):
+    """`e` over the columns `c` (n rows): an array or a scalar, by the rule of its node's kind (`_RULES`)."""
     binary = _BINARY.get(type(e))
     if binary is not None:
         return binary(_eval(e.this, c, n), _eval(e.expression, c, n))
-    if isinstance(e, exp.Div):
-        a, b = _eval(e.this, c, n), _eval(e.expression, c, n)
-        return pc.divide(_double(a), _nonzero(_double(b)))
-    if isinstance(e, exp.Mod):
-        a, b = _widen(_eval(e.this, c, n), _eval(e.expression, c, n))
-        b = _nonzero(b)
-        if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
-            a, b = _double(a), _double(b)
-            return pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(a, b))))
-        return pc.subtract(a, pc.multiply(b, pc.divide(a, b)))  # integer divide truncates toward zero
-    if isinstance(e, exp.And):
-        return pc.and_kleene(_eval(e.this, c, n), _eval(e.expression, c, n))
-    if isinstance(e, exp.Or):
-        return pc.or_kleene(_eval(e.this, c, n), _eval(e.expression, c, n))
-    if isinstance(e, exp.Not):
-        return pc.invert(_eval(e.this, c, n))
-    if isinstance(e, exp.Is):
-        return pc.is_null(_eval(e.this, c, n))
-    if isinstance(e, exp.In):
-        v = _eval(e.this, c, n)
-        out = None
-        for item in e.expressions:
-            eq = _cmp("equal")(v, _eval(item, c, n))
-            out = eq if out is None else pc.or_kleene(out, eq)
-        return out
-    if isinstance(e, exp.Between):
-        v = _eval(e.this, c, n)
-        return pc.and_kleene(_cmp("greater_equal")(v, _eval(e.args["low"], c, n)),
-                             _cmp("less_equal")(v, _eval(e.args["high"], c, n)))
-    if isinstance(e, exp.Like):
-        return pc.match_like(_eval(e.this, c, n), e.expression.name)
-    if isinstance(e, exp.Case):
-        return _case([(b.this, b.args["true"]) for b in e.args.get("ifs") or []], e.args.get("default"), c, n)
-    if isinstance(e, exp.If):
-        return _case([(e.this, e.args["true"])], e.args.get("false"), c, n)
-    if isinstance(e, (exp.TryCast, exp.Cast)):
-        return try_cast(_array(_eval(e.this, c, n), n), cast_type(e.args["to"]))
-    if isinstance(e, exp.Upper):
-        return pc.utf8_upper(_eval(e.this, c, n))
-    if isinstance(e, exp.Lower):
-        return pc.utf8_lower(_eval(e.this, c, n))
-    if isinstance(e, exp.Trim):
-        return pc.utf8_trim_whitespace(_eval(e.this, c, n))
-    if isinstance(e, exp.Length):
-        return pc.utf8_length(_eval(e.this, c, n))
-    if isinstance(e, exp.Substring):
-        return _substring(e, c, n)
-    if isinstance(e, (exp.Concat, exp.DPipe)):
-        parts = e.expressions if isinstance(e, exp.Concat) else [e.this, e.expression]
-        return pc.binary_join_element_wise(*[_array(_eval(p, c, n), n).cast(pa.string()) for p in parts], "")
-    if isinstance(e, exp.Abs):
-        return pc.abs_checked(_eval(e.this, c, n))
-    if isinstance(e, exp.Coalesce):
-        vals = [_array(_eval(x, c, n), n) for x in [e.this, *e.expressions]]
-        return pc.coalesce(*_common(vals))
+    for kind in type(e).__mro__:
+        rule = _RULES.get(kind)
+        if rule is not None:
+            return rule(e, c, n)
     raise NotImplementedError(f"{e.sql()} has no evaluator")  # the planner refuses it first
+
+
+def _mod(e: exp.Mod, c: Columns, n: int):
+    a, b = _widen(_eval(e.this, c, n), _eval(e.expression, c, n))
+    b = _nonzero(b)
+    if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
+        a, b = _double(a), _double(b)
+        return pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(a, b))))
+    return pc.subtract(a, pc.multiply(b, pc.divide(a, b)))  # integer divide truncates toward zero
+
+
+def _in(e: exp.In, c: Columns, n: int):
+    v = _eval(e.this, c, n)
+    out = None
+    for item in e.expressions:
+        eq = _cmp("equal")(v, _eval(item, c, n))
+        out = eq if out is None else pc.or_kleene(out, eq)
+    return out
+
+
+def _between(e: exp.Between, c: Columns, n: int):
+    v = _eval(e.this, c, n)
+    return pc.and_kleene(_cmp("greater_equal")(v, _eval(e.args["low"], c, n)),
+                         _cmp("less_equal")(v, _eval(e.args["high"], c, n)))
+
+
+def _concat(e: exp.Expression, c: Columns, n: int):
+    parts = e.expressions if isinstance(e, exp.Concat) else [e.this, e.expression]
+    return pc.binary_join_element_wise(*[_array(_eval(p, c, n), n).cast(pa.string()) for p in parts], "")
+
+
+def _unary(fn: Callable) -> Callable:
+    """The rule of a node that applies `fn` to its one operand."""
+    return lambda e, c, n: fn(_eval(e.this, c, n))
+
+
+def _both(fn: Callable) -> Callable:
+    """The rule of a node that applies `fn` to its two operands."""
+    return lambda e, c, n: fn(_eval(e.this, c, n), _eval(e.expression, c, n))
 
 
 def _cmp(fn: str) -> Callable:
@@ -271,3 +248,36 @@ def _cast_numbers(v: pa.Array, to: SqlType) -> pa.Array:
                     pass
             out.append(None)
     return pa.array(out, target)
+
+
+# One evaluator per kind of node (looked up along the node's classes: TRY_CAST finds CAST's).
+_RULES: dict[type, Callable] = {
+    exp.Column: lambda e, c, n: c[e.name],
+    exp.Literal: lambda e, c, n: _lit(e),
+    exp.Boolean: lambda e, c, n: pa.scalar(bool(e.this), pa.bool_()),
+    exp.Null: lambda e, c, n: pa.scalar(None, pa.null()),
+    exp.Paren: lambda e, c, n: _eval(e.this, c, n),
+    exp.Neg: _unary(pc.negate_checked),
+    exp.Div: _both(lambda a, b: pc.divide(_double(a), _nonzero(_double(b)))),
+    exp.Mod: _mod,
+    exp.And: _both(pc.and_kleene),
+    exp.Or: _both(pc.or_kleene),
+    exp.Not: _unary(pc.invert),
+    exp.Is: _unary(pc.is_null),
+    exp.In: _in,
+    exp.Between: _between,
+    exp.Like: lambda e, c, n: pc.match_like(_eval(e.this, c, n), e.expression.name),
+    exp.Case: lambda e, c, n: _case([(b.this, b.args["true"]) for b in e.args.get("ifs") or []],
+                                    e.args.get("default"), c, n),
+    exp.If: lambda e, c, n: _case([(e.this, e.args["true"])], e.args.get("false"), c, n),
+    exp.Cast: lambda e, c, n: try_cast(_array(_eval(e.this, c, n), n), cast_type(e.args["to"])),
+    exp.Upper: _unary(pc.utf8_upper),
+    exp.Lower: _unary(pc.utf8_lower),
+    exp.Trim: _unary(pc.utf8_trim_whitespace),
+    exp.Length: _unary(pc.utf8_length),
+    exp.Substring: lambda e, c, n: _substring(e, c, n),
+    exp.Concat: _concat,
+    exp.DPipe: _concat,
+    exp.Abs: _unary(pc.abs_checked),
+    exp.Coalesce: lambda e, c, n: pc.coalesce(*_common([_array(_eval(x, c, n), n) for x in [e.this, *e.expressions]])),
+}
