@@ -686,185 +686,231 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     tuples or None/'inf'; `extra` holds further NodeConfig settings, typed; `progress` hears what the trial
     is doing, every few seconds while it waits; `link` runs the nodes behind shaped links (Topology.link);
     `pipeline` runs a pipeline file's tables and query through Kafka (`kafka`), with `total` records of
-    each table's load (sources/pipeline_load.py), checked against DuckDB's truth (harness/pipeline_check.py)."""
-    say = progress or (lambda _: None)
+    each table's load (sources/pipeline_load.py), checked against DuckDB's truth (harness/pipeline_check.py).
+
+    Its phases (_Trial): the settings and the truth known before the run; the nodes started and the load
+    on; the fault; the truth read from Kafka once the load is in; the pipeline settled; the verdict."""
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
     if why := f.unfit_for((extra or {}).get("operator", "python")):
         raise ValueError(f"{why} (extra={{'operator': 'spark'}})")
-    bsize = parse_bsize(bsize)
-    workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
-    settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
-                "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
-    spec = None
-    if pipeline:
-        if not kafka:
-            raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
-        from ..formats.pipeline import read_pipeline
-
-        spec = read_pipeline(pipeline)
-        settings.pop("query", None)
-    query = config.NodeConfig(**{k: settings[k] for k in ("predicate", "query", "watermark_every")
-                                 if k in settings}).parsed_query
-    stateful = spec.plan.stateful if spec is not None else query.stateful
-    gen = None
-    admitted = True  # a window query's truth table through Kafka was read once Nu had read every record
-    if kafka:
-        settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
-        settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own topics
-        expected = []
-        if spec is not None:  # the pipeline's own topics, under the trial's prefix
-            copy = workdir / Path(pipeline).name
-            copy.write_text(spec.text(settings["topic_prefix"]))
-            spec = read_pipeline(copy)
-            settings["pipeline"] = str(copy)
-    else:
-        keys = int(settings.get("keys", 0))
-        if query.stateful:
-            ticks = list(interleave(["I1", "I2"], total, seed, keys=keys))
-            expected, late = window_expected([p for _, _, p in ticks], query, every=_every(settings),
-                                             streams=[st for st, _, _ in ticks] if _per_stream(settings) else None,
-                                             idle=_idle(settings))
-        else:
-            expected = expected_outputs(["I1", "I2"], seed=seed, total=total, predicate=predicate,
-                                        poison=str(settings.get("chaos_poison", "")).encode(), keys=keys)
-    result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec, "workdir": str(workdir),
-                    "topic_prefix": settings.get("topic_prefix", "")}
-    ok = False
-    with Topology(settings, workdir, per_node=per_node or {}, tls_dir=workdir / "tls" if tls else None,
-                  cuttable=cuttable(f), supervise=bool(settings.get("exit_when_fenced")), link=link) as topo:
-        result["link"] = topo.net.describe() if topo.net is not None else None
+    trial = _Trial(f, parse_bsize(bsize), codec=codec, total=total, rate=rate, predicate=predicate, seed=seed,
+                   timeout=timeout, extra=extra, kafka=kafka, pipeline=pipeline, say=progress or (lambda _: None))
+    load = dict(malformed_every=malformed_every, bad_records=bad_records, param_change_at=param_change_at)
+    with Topology(trial.settings, trial.workdir, per_node=per_node or {},
+                  tls_dir=trial.workdir / "tls" if tls else None, cuttable=cuttable(f),
+                  supervise=bool(trial.settings.get("exit_when_fenced")), link=link) as topo:
+        trial.result["link"] = topo.net.describe() if topo.net is not None else None
         try:
-            op = settings.get("operator", "python")
-            say(f"starting Nu, N, N', Nd ({op} operator{': a Spark session takes 20-60 s' if op == 'spark' else ''})"
-                f" in {workdir}")
-            topo.start_all()
-            t_start = time.monotonic()
-            say(f"nodes ready; load on; {f.name} in {kill_after:.1f} s")
-            if spec is not None:
-                gen = _PipelineLoad(kafka, spec, settings["topic_prefix"], total, rate, seed,
-                                    int(settings.get("partitions", 1)), bad_records)
-                gen.start()
-            elif kafka:
-                gen = _KafkaLoad(kafka, settings["topic_prefix"], total, rate, seed, malformed_every,
-                                 param_change_at, int(settings.get("partitions", 1)), bad_records,
-                                 keys=int(settings.get("keys", 0)))
-                gen.start()
-            if quiesce:
-                # Let the source finish and the backup drain: the figures then count the mechanism alone.
-                wait_until(lambda: topo.status("nu")["source_exhausted"] and
-                      topo.status("nu")["oqu_unbatched"] < (bsize or 10**12), timeout)
-                time.sleep(0.3)
-            else:
-                time.sleep(max(0.0, kill_after - (time.monotonic() - t_start)))
-            # Faults hit a running pipeline: a standby that has not heard from its primary yet takes it for
-            # one that is only starting (heartbeat_grace), and a pause shorter than the grace then causes
-            # no takeover; on a busy machine N' may register only a moment before the fault.
-            wait_until(lambda: topo.status("n2").get("primary_heard") is not False, timeout, step=0.01)
-            before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
-            t_fault = time.time()
-            events = inject(topo, f, timeout)
-            say(f"{f.name} injected: " + ", ".join(f"{e['action']} {e['target']}" for e in events))
-            if not (topo.alive("n") or topo.alive("n2")):
-                # Both operators gone (faults composed at random): a new standby in N's place takes over.
-                events.append({"at": time.time(), "target": "primary", "action": "start (repair)",
-                               **_start(topo, "n", Step("primary", Action.START))})
-            result["fault_at"] = t_fault
-            result["events"] = events
-            if kafka:
-                assert gen is not None
-                gen.join()
-                if gen.error is not None:
-                    raise RuntimeError(f"the load generator stopped short: {gen.error!r}") from gen.error
-                if spec is not None:
-                    from ..sources.kafka_source import Topics
-                    from . import pipeline_check
-
-                    if stateful:
-                        admitted = wait_until(lambda: _admitted_all(topo), timeout, step=0.3)
-                    truth = pipeline_check.expected(
-                        kafka, spec, Topics.of_pipeline(settings["topic_prefix"], spec),
-                        every=_every(settings), idle=_idle(settings), per_stream=_per_stream(settings),
-                        max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
-                        partitions=int(settings.get("partitions", 1)))
-                    expected, late, malformed = truth["results"], truth["late"], truth["malformed"]
-                elif query.stateful:
-                    # Its truth table follows Nu's link log: read once Nu has admitted every source record.
-                    # A Nu that never reads on leaves the run short of its load: stalled, whatever Nd holds.
-                    admitted = wait_until(lambda: _admitted_all(topo), timeout, step=0.3)
-                    expected, late, malformed = kafka_window_expected(
-                        kafka, ["I1", "I2"], query, every=_every(settings), idle=_idle(settings),
-                        per_stream=_per_stream(settings), prefix=settings["topic_prefix"],
-                        max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
-                        partitions=int(settings.get("partitions", 1)))
-                else:
-                    expected, malformed = kafka_expected(
-                        kafka, ["I1", "I2"], predicate, prefix=settings["topic_prefix"],
-                        poison=str(settings.get("chaos_poison", "")).encode(),
-                        max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
-                        partitions=int(settings.get("partitions", 1)))
-                result["malformed"] = len(malformed)
-            for e in events:
-                if "started" in e:
-                    topo.wait_ready(e["started"])
-            delivered = admitted and wait_until(
-                _reporting(lambda: topo.status("nd")["delivered_through"], len(expected), say), timeout)
-            took_over, settled = _fault_over(topo, f, timeout)
-            if kafka:
-                # Every record the truth table refuses is a dead letter, once (by key: a restarted Nu may
-                # write one again), and nothing else is.
-                letters = set(dead_letter_keys(kafka, settings["topic_prefix"]))
-                result["dead_letters"] = len(letters)
-                result["dead_letters_exact"] = letters == set(malformed)
-                if stateful:  # the late ticks, in the late-data topic one for one (by key)
-                    result["late_letters_exact"] = set(dead_letter_keys(kafka, settings["topic_prefix"],
-                                                                        late=True)) == set(late)
-            done = delivered and took_over and settled
-            time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
-            after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
-            # Nodes that ended before the trial did, and how: -9 killed, 70 a node that failed (NodeBase.fail).
-            result["exited"] = {k: p.returncode for k, p in topo.procs.items() if p.poll() is not None}
-            result["restarted"] = list(topo.supervisor_restarts)  # ended itself, started again (supervise)
-            result["settled"] = settled
-            if spec is not None:
-                rows = read_results(kafka, spec.sink_topic or f"{settings['topic_prefix']}results")
-            elif kafka:
-                rows = read_results(kafka, f"{settings['topic_prefix']}results")
-            else:
-                rows = read_output_file(topo.sink)
-            if spec is not None or query.stateful:
-                if spec is not None:
-                    from . import pipeline_check
-
-                    verdict = pipeline_check.compare(spec, {"results": expected}, rows)
-                else:
-                    # Window results are named by window and keys.
-                    verdict = compare_results(expected, [(o, p) for o, _, _, p in rows],
-                                              aggregates=len(query.aggregates))
-                # Nu's late inputs are counted against the truth's (late: its count, or the late (stream,
-                # seq) it expects from Kafka); a selection has none. Nu counts what it dropped; a Nu started
-                # again counts again from its restored position.
-                nu_after = after.get("nu", {}).get("counters", {})
-                verdict["late"] = len(late)
-                nu_restarted = any(e.get("target") == "upstream" for e in events)
-                verdict["late_exact"] = result.get("late_letters_exact", True) and (
-                    nu_restarted or not stateful or nu_after.get("late_tuples", 0) == len(late))
-                result.update(verdict)
-                check_ok = verdict["ok"] and verdict["late_exact"]
-            else:
-                check = compare(expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=bool(kafka))
-                result.update(check.as_dict())
-                check_ok = check.ok
-            result["completed"] = done
-            result["delivered_all"] = delivered
-            result["took_over"] = took_over
-            result.update(_failover_figures(topo, before, after, t_fault))
-            ok = (done and check_ok and _forged_refused(result, f, events) and _loops_failed(events)
-                  and result.get("dead_letters_exact", True))
+            trial.start(topo, **load)
+            trial.reach_the_fault(topo, quiesce=quiesce, kill_after=kill_after)
+            trial.inject(topo)
+            trial.read_the_truth(topo)
+            trial.settle(topo)
+            trial.judge(topo)
         finally:
-            result["ok"] = ok
-    if ok and not keep:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return result
+            trial.result["ok"] = trial.ok
+    if trial.ok and not keep:
+        shutil.rmtree(trial.workdir, ignore_errors=True)
+    return trial.result
+
+
+class _Trial:
+    """One run_trial, phase by phase; each phase reads what the ones before it left here."""
+
+    def __init__(self, f: Fault, bsize: int | None, *, codec: str, total: int, rate: float, predicate: str,
+                 seed: int, timeout: float, extra: dict[str, Any] | None, kafka: str, pipeline: str,
+                 say: Callable[[str], None]) -> None:
+        self.f, self.bsize, self.total, self.rate, self.seed = f, bsize, total, rate, seed
+        self.predicate, self.timeout, self.kafka, self.say = predicate, timeout, kafka, say
+        self.workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
+        self.settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
+                         "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
+        self.spec = None
+        if pipeline:
+            if not kafka:
+                raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
+            from ..formats.pipeline import read_pipeline
+
+            self.spec = read_pipeline(pipeline)
+            self.settings.pop("query", None)
+        self.query = config.NodeConfig(**{k: self.settings[k] for k in ("predicate", "query", "watermark_every")
+                                          if k in self.settings}).parsed_query
+        self.stateful = self.spec.plan.stateful if self.spec is not None else self.query.stateful
+        self.gen: threading.Thread | None = None
+        self.admitted = True  # a window query's truth table through Kafka was read once Nu had read every record
+        self.expected: list = []
+        self.late: list = []
+        self.malformed: list = []
+        if kafka:
+            self.settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
+            self.settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own
+            if self.spec is not None:  # the pipeline's own topics, under the trial's prefix
+                copy = self.workdir / Path(pipeline).name
+                copy.write_text(self.spec.text(self.settings["topic_prefix"]))
+                self.spec = read_pipeline(copy)
+                self.settings["pipeline"] = str(copy)
+        else:
+            self._truth_in_process()
+        self.result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec,
+                             "workdir": str(self.workdir), "topic_prefix": self.settings.get("topic_prefix", "")}
+        self.ok = False
+
+    def _truth_in_process(self) -> None:
+        """The expected outputs of the built-in generator's load, known before the run."""
+        settings, keys = self.settings, int(self.settings.get("keys", 0))
+        if self.query.stateful:
+            ticks = list(interleave(["I1", "I2"], self.total, self.seed, keys=keys))
+            self.expected, self.late = window_expected(
+                [p for _, _, p in ticks], self.query, every=_every(settings),
+                streams=[st for st, _, _ in ticks] if _per_stream(settings) else None, idle=_idle(settings))
+        else:
+            self.expected = expected_outputs(["I1", "I2"], seed=self.seed, total=self.total,
+                                             predicate=self.predicate,
+                                             poison=str(settings.get("chaos_poison", "")).encode(), keys=keys)
+
+    def start(self, topo: Topology, *, malformed_every: int, bad_records, param_change_at) -> None:
+        """The nodes started, then the load into Kafka (none: Nu's own generator)."""
+        op, settings = self.settings.get("operator", "python"), self.settings
+        self.say(f"starting Nu, N, N', Nd ({op} operator{': a Spark session takes 20-60 s' if op == 'spark' else ''})"
+                 f" in {self.workdir}")
+        topo.start_all()
+        self.t_start = time.monotonic()
+        partitions = int(settings.get("partitions", 1))
+        if self.spec is not None:
+            self.gen = _PipelineLoad(self.kafka, self.spec, settings["topic_prefix"], self.total, self.rate,
+                                     self.seed, partitions, bad_records)
+        elif self.kafka:
+            self.gen = _KafkaLoad(self.kafka, settings["topic_prefix"], self.total, self.rate, self.seed,
+                                  malformed_every, param_change_at, partitions, bad_records,
+                                  keys=int(settings.get("keys", 0)))
+        if self.gen is not None:
+            self.gen.start()
+
+    def reach_the_fault(self, topo: Topology, *, quiesce: bool, kill_after: float) -> None:
+        self.say(f"nodes ready; load on; {self.f.name} in {kill_after:.1f} s")
+        if quiesce:
+            # Let the source finish and the backup drain: the figures then count the mechanism alone.
+            wait_until(lambda: topo.status("nu")["source_exhausted"] and
+                       topo.status("nu")["oqu_unbatched"] < (self.bsize or 10**12), self.timeout)
+            time.sleep(0.3)
+        else:
+            time.sleep(max(0.0, kill_after - (time.monotonic() - self.t_start)))
+        # Faults hit a running pipeline: a standby that has not heard from its primary yet takes it for
+        # one that is only starting (heartbeat_grace), and a pause shorter than the grace then causes
+        # no takeover; on a busy machine N' may register only a moment before the fault.
+        wait_until(lambda: topo.status("n2").get("primary_heard") is not False, self.timeout, step=0.01)
+
+    def inject(self, topo: Topology) -> None:
+        self.before = {k: topo.status(k) for k in ("nu", "n", "n2", "nd")}
+        self.t_fault = time.time()
+        events = inject(topo, self.f, self.timeout)
+        self.say(f"{self.f.name} injected: " + ", ".join(f"{e['action']} {e['target']}" for e in events))
+        if not (topo.alive("n") or topo.alive("n2")):
+            # Both operators gone (faults composed at random): a new standby in N's place takes over.
+            events.append({"at": time.time(), "target": "primary", "action": "start (repair)",
+                           **_start(topo, "n", Step("primary", Action.START))})
+        self.result["fault_at"] = self.t_fault
+        self.result["events"] = self.events = events
+
+    def read_the_truth(self, topo: Topology) -> None:
+        """Through Kafka, the truth from the source topics once the load is in (a window query's follows
+        Nu's link log: read once Nu has admitted every source record; a Nu that never reads on leaves the
+        run short of its load, stalled, whatever Nd holds)."""
+        if not self.kafka:
+            return
+        assert self.gen is not None
+        self.gen.join()
+        if self.gen.error is not None:
+            raise RuntimeError(f"the load generator stopped short: {self.gen.error!r}") from self.gen.error
+        settings, kafka = self.settings, self.kafka
+        sizes = dict(max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
+                     partitions=int(settings.get("partitions", 1)))
+        if self.stateful:
+            self.admitted = wait_until(lambda: _admitted_all(topo), self.timeout, step=0.3)
+        if self.spec is not None:
+            from ..sources.kafka_source import Topics
+            from . import pipeline_check
+
+            truth = pipeline_check.expected(kafka, self.spec, Topics.of_pipeline(settings["topic_prefix"], self.spec),
+                                            every=_every(settings), idle=_idle(settings),
+                                            per_stream=_per_stream(settings), **sizes)
+            self.expected, self.late, self.malformed = truth["results"], truth["late"], truth["malformed"]
+        elif self.query.stateful:
+            self.expected, self.late, self.malformed = kafka_window_expected(
+                kafka, ["I1", "I2"], self.query, every=_every(settings), idle=_idle(settings),
+                per_stream=_per_stream(settings), prefix=settings["topic_prefix"], **sizes)
+        else:
+            self.expected, self.malformed = kafka_expected(
+                kafka, ["I1", "I2"], self.predicate, prefix=settings["topic_prefix"],
+                poison=str(settings.get("chaos_poison", "")).encode(), **sizes)
+        self.result["malformed"] = len(self.malformed)
+
+    def settle(self, topo: Topology) -> None:
+        """Every output delivered, the fault over, and (through Kafka) the dead letters and late data."""
+        for e in self.events:
+            if "started" in e:
+                topo.wait_ready(e["started"])
+        self.delivered = self.admitted and wait_until(
+            _reporting(lambda: topo.status("nd")["delivered_through"], len(self.expected), self.say), self.timeout)
+        self.took_over, self.settled = _fault_over(topo, self.f, self.timeout)
+        if self.kafka:
+            # Every record the truth table refuses is a dead letter, once (by key: a restarted Nu may
+            # write one again), and nothing else is.
+            prefix = self.settings["topic_prefix"]
+            letters = set(dead_letter_keys(self.kafka, prefix))
+            self.result["dead_letters"] = len(letters)
+            self.result["dead_letters_exact"] = letters == set(self.malformed)
+            if self.stateful:  # the late ticks, in the late-data topic one for one (by key)
+                self.result["late_letters_exact"] = set(dead_letter_keys(self.kafka, prefix, late=True)) == \
+                    set(self.late)
+        time.sleep(0.3)  # anything late (a fenced primary's frame) would show up now
+
+    def judge(self, topo: Topology) -> None:
+        """The results against the truth, the nodes' ends, and the failover's figures."""
+        result, done = self.result, self.delivered and self.took_over and self.settled
+        after = {k: topo.status(k) for k in topo.procs if topo.alive(k)}
+        # Nodes that ended before the trial did, and how: -9 killed, 70 a node that failed (NodeBase.fail).
+        result["exited"] = {k: p.returncode for k, p in topo.procs.items() if p.poll() is not None}
+        result["restarted"] = list(topo.supervisor_restarts)  # ended itself, started again (supervise)
+        result["settled"] = self.settled
+        check_ok = self._check(self._rows(topo), after)
+        result["completed"] = done
+        result["delivered_all"] = self.delivered
+        result["took_over"] = self.took_over
+        result.update(_failover_figures(topo, self.before, after, self.t_fault))
+        self.ok = (done and check_ok and _forged_refused(result, self.f, self.events) and _loops_failed(self.events)
+                   and result.get("dead_letters_exact", True))
+
+    def _rows(self, topo: Topology) -> list:
+        if self.spec is not None:
+            return read_results(self.kafka, self.spec.sink_topic or f"{self.settings['topic_prefix']}results")
+        if self.kafka:
+            return read_results(self.kafka, f"{self.settings['topic_prefix']}results")
+        return read_output_file(topo.sink)
+
+    def _check(self, rows: list, after: dict) -> bool:
+        if self.spec is None and not self.query.stateful:
+            check = compare(self.expected, [(o, s, q) for o, s, q, _ in rows], per_stream_only=bool(self.kafka))
+            self.result.update(check.as_dict())
+            return check.ok
+        if self.spec is not None:
+            from . import pipeline_check
+
+            verdict = pipeline_check.compare(self.spec, {"results": self.expected}, rows)
+        else:
+            # Window results are named by window and keys.
+            verdict = compare_results(self.expected, [(o, p) for o, _, _, p in rows],
+                                      aggregates=len(self.query.aggregates))
+        # Nu's late inputs are counted against the truth's (late: its count, or the late (stream, seq) it
+        # expects from Kafka); a selection has none. Nu counts what it dropped; a Nu started again counts
+        # again from its restored position.
+        nu_after = after.get("nu", {}).get("counters", {})
+        verdict["late"] = len(self.late)
+        nu_restarted = any(e.get("target") == "upstream" for e in self.events)
+        verdict["late_exact"] = self.result.get("late_letters_exact", True) and (
+            nu_restarted or not self.stateful or nu_after.get("late_tuples", 0) == len(self.late))
+        self.result.update(verdict)
+        return verdict["ok"] and verdict["late_exact"]
 
 
 class _PipelineLoad(threading.Thread):
