@@ -222,23 +222,26 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1,
     dropped as late, then a plain pandas group-by per (window, keys) with exact arithmetic (Python integers
     and decimals). Returns (results in emission order, indices of late ticks). Each result is the text the
     operator emits (operators/window.py)."""
-    import decimal
-
-    import numpy as np
-    import pandas as pd
-
-    from ..formats.predicate import compile_predicate
-    from ..formats.ticks import FIELD_INDEX, FIELD_TYPE
-    from ..operators.window import average, format_value
+    from ..formats.ticks import FIELD_INDEX
     from .placement import place
+
+    split = [p.decode().split(",") for p in payloads]
+    placed = place([int(f[FIELD_INDEX["ts"]]) for f in split], size=query.size_ms, slide=query.slide_ms,
+                   lateness=query.lateness_ms, every=every, streams=streams, known=known, idle=idle, first=first)
+    rows = _open_window_rows(split, placed, query)
+    if not rows:
+        return [], placed.late
+    return [_window_text(r, query) for r in _final_groups(rows, placed.marks, query)], placed.late
+
+
+def _open_window_rows(split: list[list[str]], placed, query) -> list[tuple[int, list[str]]]:
+    """(window start, fields) of every tick kept and selected, once per window still open at it."""
+    from ..formats.predicate import compile_predicate
+    from ..formats.ticks import FIELD_INDEX
 
     size, slide, lateness = query.size_ms, query.slide_ms, query.lateness_ms
     where = compile_predicate(query.where) if query.where else None
-    split = [p.decode().split(",") for p in payloads]
-    placed = place([int(f[FIELD_INDEX["ts"]]) for f in split], size=size, slide=slide, lateness=lateness,
-                   every=every, streams=streams, known=known, idle=idle, first=first)
-    late = placed.late
-    rows: list[tuple[int, list[str]]] = []  # (window start, fields) of every tick kept, once per open window
+    rows: list[tuple[int, list[str]]] = []
     for i, watermark in zip(placed.kept, placed.in_force, strict=True):
         fields = split[i]
         if where is not None and not where(fields):
@@ -249,8 +252,16 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1,
             start = latest - k * slide
             if watermark is None or start + size + lateness > watermark:
                 rows.append((start, fields))
-    if not rows:
-        return [], late
+    return rows
+
+
+def _final_groups(rows: list[tuple[int, list[str]]], marks: list[int], query) -> list[dict]:
+    """Per (window, keys): the count and each column's exact sum, min and max, for the groups some
+    watermark record makes final, in emission order (by that record, then by window and keys)."""
+    import numpy as np
+    import pandas as pd
+
+    from ..formats.ticks import FIELD_INDEX, FIELD_TYPE
 
     columns = sorted({a.column for a in query.aggregates if a.column})
     df = pd.DataFrame({"start": np.array([s for s, _ in rows], np.int64),
@@ -265,28 +276,32 @@ def window_expected(payloads: list[bytes], query, *, every: int, first: int = 1,
     for c in columns:
         spec |= {f"{c}_sum": (c, "sum"), f"{c}_min": (c, "min"), f"{c}_max": (c, "max")}
     agg = df.groupby(["start", *query.keys], sort=True).agg(**spec).reset_index()
-    # Each (window, keys) is emitted at the first record whose watermark makes it final; in emission
-    # order: by that record, then by window and keys (the groups are sorted so already).
-    marks = np.array(placed.marks, np.int64)
-    agg["_at"] = np.searchsorted(marks, agg["start"].to_numpy() + size + lateness, side="left")
-    agg = agg[agg["_at"] < len(marks)].sort_values("_at", kind="stable")
+    at = np.searchsorted(np.array(marks, np.int64), agg["start"].to_numpy() + query.size_ms + query.lateness_ms,
+                         side="left")
+    agg["_at"] = at
+    return agg[agg["_at"] < len(marks)].sort_values("_at", kind="stable").to_dict("records")
+
+
+def _window_text(r: dict, query) -> bytes:
+    """A final group as the text the operator emits (operators/window.py)."""
+    import decimal
+
+    from ..formats.ticks import FIELD_TYPE
+    from ..operators.window import average, format_value
 
     def value(column: str, v) -> decimal.Decimal | int:
         return decimal.Decimal(int(v)).scaleb(-6) if FIELD_TYPE[column] is float else int(v)
 
-    results: list[bytes] = []
-    for r in agg.to_dict("records"):
-        n = int(r["_n"])
-        text = [str(r["start"]), str(r["start"] + size), *(str(r[k]) for k in query.keys)]
-        for a_ in query.aggregates:
-            if a_.fn == "count":
-                text.append(str(n))
-            elif a_.fn == "avg":
-                text.append(format_value(average(value(a_.column, r[f"{a_.column}_sum"]), n), True))
-            else:
-                text.append(format_value(value(a_.column, r[f"{a_.column}_{a_.fn}"]), FIELD_TYPE[a_.column] is float))
-        results.append(",".join(text).encode())
-    return results, late
+    n = int(r["_n"])
+    text = [str(r["start"]), str(r["start"] + query.size_ms), *(str(r[k]) for k in query.keys)]
+    for a_ in query.aggregates:
+        if a_.fn == "count":
+            text.append(str(n))
+        elif a_.fn == "avg":
+            text.append(format_value(average(value(a_.column, r[f"{a_.column}_sum"]), n), True))
+        else:
+            text.append(format_value(value(a_.column, r[f"{a_.column}_{a_.fn}"]), FIELD_TYPE[a_.column] is float))
+    return ",".join(text).encode()
 
 
 def _micro(text: str) -> int:
