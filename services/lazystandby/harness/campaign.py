@@ -114,33 +114,54 @@ def _campaign(argv: list[str]) -> int:
         for i in range(a.runs):
             fault = draw(rng, i, catalog)
             at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
-            try:
-                r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
-                              pipeline=cfg.pipeline,
-                              kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
-                              # Supervised, as launch and the stack run them: a node that exits to be
-                              # replaced (70: a dead loop, 75: fenced) is started again.
-                              extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5, "exit_when_fenced": True,
-                                     **({"query": cfg.query} if cfg.query else {})}, tls=not a.insecure)
-            except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
-                r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
-                     "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}
-            row = {"run": i + 1, "fault": fault.name, "double": fault.double, "at_s": at, "ok": r["ok"],
-                   "lost": r["lost"], "duplicated": r["duplicated"], "wrong": r.get("wrong", 0),
-                   "expected": r["expected"], "got": r["got"],
-                   "stalled": not r["delivered_all"], "failovers": r["failovers"],
-                   "recovery_ms": round(r["recovery_ms"], 1) if "recovery_ms" in r else None,
-                   "workdir": r["workdir"] if not r["ok"] else "", "error": r.get("error", ""),
-                   # Which of the trial's checks failed, where the counts above do not say why it is not ok.
-                   "failed_checks": [k for k in FAILED_CHECKS if r.get(k) is False or (
-                       k in ("unexpected", "out_of_order") and r.get(k, 0))]}
+            row = _one_run(i, fault, at, a, cfg, bootstrap, rng)
             runs.append(row)
             print(f"run {i + 1}/{a.runs}: {fault.name}{' (double)' if fault.double else ''} at {at}s: "
-                  f"{r['got']}/{r['expected']} lost={r['lost']} dup={r['duplicated']} "
-                  f"stalled={row['stalled']} ok={r['ok']} ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+                  f"{row['got']}/{row['expected']} lost={row['lost']} dup={row['duplicated']} "
+                  f"stalled={row['stalled']} ok={row['ok']} ({time.monotonic() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
     finally:
         if broker is not None:
             broker.stop()
+    summary = _summary(runs, cfg, a, seed, t0)
+    out = run_dir() / "chaos-campaign.json"
+    out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
+    print(f"details: {out}", file=sys.stderr)
+    print(results.dumps("chaos-campaign", summary))
+    return 0 if summary["failed_runs"] == 0 and summary["stalled"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
+
+def _one_run(i: int, fault, at: float, a, cfg, bootstrap: str, rng: random.Random) -> dict:
+    """Run i of the campaign: one trial of `fault` at `at` s, as a row of the campaign's details."""
+    try:
+        r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
+                      pipeline=cfg.pipeline,
+                      kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
+                      # Supervised, as launch and the stack run them: a node that exits to be
+                      # replaced (70: a dead loop, 75: fenced) is started again.
+                      extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5, "exit_when_fenced": True,
+                             **({"query": cfg.query} if cfg.query else {})}, tls=not a.insecure)
+    except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
+        r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
+             "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}
+    row = {"run": i + 1, "fault": fault.name, "double": fault.double, "at_s": at, "ok": r["ok"],
+           "lost": r["lost"], "duplicated": r["duplicated"], "wrong": r.get("wrong", 0),
+           "expected": r["expected"], "got": r["got"],
+           "stalled": not r["delivered_all"], "failovers": r["failovers"],
+           "recovery_ms": round(r["recovery_ms"], 1) if "recovery_ms" in r else None,
+           "workdir": r["workdir"] if not r["ok"] else "", "error": r.get("error", ""),
+           # Which of the trial's checks failed, where the counts above do not say why it is not ok.
+           "failed_checks": [k for k in FAILED_CHECKS if r.get(k) is False or (
+               k in ("unexpected", "out_of_order") and r.get(k, 0))]}
+    return row
+
+
+def _summary(runs: list[dict], cfg, a, seed: int, t0: float) -> dict:
+    """The campaign's JSON summary (harness/results.py, "chaos-campaign")."""
     summary = {
         "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
         "wrong": sum(r["wrong"] for r in runs),
@@ -153,12 +174,4 @@ def _campaign(argv: list[str]) -> int:
         "seconds": round(time.monotonic() - t0), "cpu": cpu_model(), "cores": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 2),
     }
-    out = run_dir() / "chaos-campaign.json"
-    out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
-    print(f"details: {out}", file=sys.stderr)
-    print(results.dumps("chaos-campaign", summary))
-    return 0 if summary["failed_runs"] == 0 and summary["stalled"] == 0 else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    return summary
