@@ -1151,6 +1151,33 @@ def kafka_reachable(bootstrap: str, timeout: float = 5.0) -> None:
 def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
     """Flags and env vars, each honoured or refused (SettingError): (the command's own options, typed node
     settings). Precedence: flag, then LS_* env var, then this command's default."""
+    args = _parser(cmd).parse_args(argv)
+    if cmd == "run":
+        args.pipeline = args.pipeline_file
+    if args.pipeline:
+        args.kafka = True  # a pipeline's tables are Kafka topics
+    _check_options(cmd, args)
+    given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
+    cfg = config.load(given, env=os.environ)  # validates every value, flags and env alike
+    explicit = {n for n in NODE_SETTINGS if getattr(args, n) is not None or f"LS_{n.upper()}" in os.environ}
+    settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
+    # These commands supervise their nodes (Topology.supervise), as the compose stack does: a fenced node
+    # exits, is started again, and rejoins as the standby.
+    defaults = {"total": 40_000, "rate": 20_000.0, "exit_when_fenced": True}
+    if cfg.pipeline_spec is not None:
+        defaults.update(pipeline_load_defaults(cfg.pipeline_spec, cfg.operator))
+    if cfg.operator == "spark":
+        defaults.update(SPARK_DETECTOR)
+    settings.update({k: v for k, v in defaults.items() if k not in explicit})
+    if args.fault and (why := FAULTS[args.fault].unfit_for(settings["operator"])):
+        raise config.SettingError(f"fault (--fault): {why} (--operator spark or LS_OPERATOR=spark)")
+    if settings["rate"] <= 0 or settings["total"] <= 0:
+        raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
+                                  f"got {settings['total']} and {settings['rate']}")
+    return args, settings
+
+
+def _parser(cmd: str) -> argparse.ArgumentParser:
     ap = config.OneLineParser(prog=f"lazystandby {cmd}", description="the pipeline on loopback processes, "
                               "with a fault injected; JSON summary as the last line")
     for name in NODE_SETTINGS:
@@ -1175,11 +1202,11 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
                     "link: 1gbit, 100mbit, 10mbit or RATE[:DELAY_MS] (root and iproute2; the generator's pipeline)")
     if cmd == "failover-check":
         ap.add_argument("--kills", type=int, default=20, help="trials, each with its own kill (default 20)")
-    args = ap.parse_args(argv)
-    if cmd == "run":
-        args.pipeline = args.pipeline_file
-    if args.pipeline:
-        args.kafka = True  # a pipeline's tables are Kafka topics
+    return ap
+
+
+def _check_options(cmd: str, args: argparse.Namespace) -> None:
+    """The command's own options, each honoured or refused (SettingError), before any node setting."""
     if args.fault and args.fault not in FAULTS:
         raise config.SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, got {args.fault!r}")
     if args.bad_records == "all" and not args.kafka:
@@ -1192,24 +1219,6 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
                                       "--pipeline")
     if cmd == "failover-check" and args.kills < 1:
         raise config.SettingError(f"kills (--kills): expected a whole number >= 1, got {args.kills}")
-    given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
-    cfg = config.load(given, env=os.environ)  # validates every value, flags and env alike
-    explicit = {n for n in NODE_SETTINGS if getattr(args, n) is not None or f"LS_{n.upper()}" in os.environ}
-    settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
-    # These commands supervise their nodes (Topology.supervise), as the compose stack does: a fenced node
-    # exits, is started again, and rejoins as the standby.
-    defaults = {"total": 40_000, "rate": 20_000.0, "exit_when_fenced": True}
-    if cfg.pipeline_spec is not None:
-        defaults.update(pipeline_load_defaults(cfg.pipeline_spec, cfg.operator))
-    if cfg.operator == "spark":
-        defaults.update(SPARK_DETECTOR)
-    settings.update({k: v for k, v in defaults.items() if k not in explicit})
-    if args.fault and (why := FAULTS[args.fault].unfit_for(settings["operator"])):
-        raise config.SettingError(f"fault (--fault): {why} (--operator spark or LS_OPERATOR=spark)")
-    if settings["rate"] <= 0 or settings["total"] <= 0:
-        raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
-                                  f"got {settings['total']} and {settings['rate']}")
-    return args, settings
 
 
 def main(argv: list[str]) -> int:
