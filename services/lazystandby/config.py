@@ -277,6 +277,17 @@ class NodeConfig:
                          "quarantines nothing)", self.chaos_poison)
         if not 0 <= self.malloc_keep_mb <= KEEP_MB_MAX:
             raise refuse("malloc_keep_mb", f"a whole number 0-{KEEP_MB_MAX}", self.malloc_keep_mb)
+        self._check_query()
+        self._check_numbers()
+        if not self.name:
+            self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
+        if not self.advertise:
+            self.advertise = self.listen
+        if not self.kafka_bootstrap:
+            self.kafka_bootstrap = kafka_bootstrap_from_env()
+
+    def _check_query(self) -> None:
+        """The query settings (query, pipeline, predicate) and those that depend on the query's kind."""
         from .core.errors import PredicateError, QueryError
         from .formats.predicate import compile_predicate
         from .formats.query import parse_query
@@ -316,6 +327,13 @@ class NodeConfig:
             # directory, written at each micro-batch: no state to ship between calls.
             raise refuse("standby_state", "warm unless the query is a window query on the Python operator",
                          self.standby_state)
+        try:
+            compile_predicate(self.predicate)
+        except PredicateError as e:
+            raise SettingError(f"{_setting('predicate')}: {e}") from None
+
+    def _check_numbers(self) -> None:
+        """Each number within its bounds."""
         if not self.snapshot_interval > 0:
             raise refuse("snapshot_interval", "a number of seconds > 0", self.snapshot_interval)
         if not 0 <= self.keys <= 1_000_000:
@@ -324,11 +342,6 @@ class NodeConfig:
             raise refuse("watermark_idle", "a whole number >= 0", self.watermark_idle)
         if self.watermark_every < 2:
             raise refuse("watermark_every", "a whole number >= 2", self.watermark_every)
-
-        try:
-            compile_predicate(self.predicate)
-        except PredicateError as e:
-            raise SettingError(f"{_setting('predicate')}: {e}") from None
         for name in ("heartbeat_interval", "rpc_timeout", "linger_ms", "ack_poll_ms"):
             if not getattr(self, name) > 0:
                 raise refuse(name, "a number > 0", getattr(self, name))
@@ -353,12 +366,6 @@ class NodeConfig:
             raise refuse("takeover_lease", f"auto or a number >= 0 and below heartbeat_interval "
                          f"({self.heartbeat_interval} s: a crashed primary's lease must run out before its standby "
                          "suspects it again)", self.takeover_lease)
-        if not self.name:
-            self.name = {"upstream": "Nu", "primary": "N", "standby": "N'", "downstream": "Nd"}[self.role]
-        if not self.advertise:
-            self.advertise = self.listen
-        if not self.kafka_bootstrap:
-            self.kafka_bootstrap = kafka_bootstrap_from_env()
 
     @property
     def heartbeat_timeout(self) -> float:
