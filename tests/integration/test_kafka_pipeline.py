@@ -89,9 +89,12 @@ def test_poison_inputs_are_quarantined_at_the_same_positions_through_a_kill(kafk
     q_n, q_n2 = (set(r["before"]["n"]["quarantined"]) | set(r["after"].get("n", {}).get("quarantined", [])),
                  set(r["after"]["n2"]["quarantined"]))
     assert q_n and q_n2, (q_n, q_n2)
-    # Where both processed the same inputs (N up to its death, N' from where it started), the same choice.
-    both = range(min(q_n2), max(q_n) + 1)
-    assert {p for p in q_n if p in both} == {p for p in q_n2 if p in both}
+    # Where both processed an input, the same choice. N processed every input up to the status read just
+    # before the kill; N' (lazy) processes only those Nu's Level-1 point had not covered when their wait
+    # ran out, so which of those it processed depends on timing: each it quarantined there, N did too.
+    n_through = r["before"]["n"]["processed"][0]
+    assert {p for p in q_n2 if p <= n_through} <= q_n, (sorted(q_n2), sorted(q_n), n_through)
+    assert max(q_n) <= n_through
     assert r["after"]["n2"]["counters"]["quarantined_tuples"] == len(q_n2)
 
 
