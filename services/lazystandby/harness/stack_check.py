@@ -25,15 +25,22 @@ def _status(addr: str) -> dict:
         peer.close()
 
 
-def _window_check(a, query) -> dict:
-    """A window query's check: the results against the truth table rebuilt from Nu's link log, once Nu says
-    it has read every source record (`admitted_all`; until then the truth table is short)."""
+def _nu_read_all(a) -> bool:
+    """Whether Nu (named in --status, else nu:50051) has read every source record, and its link log
+    caught up with that poll."""
     import time
 
     nu = next((addr for name, addr in (i.split("=", 1) for i in filter(None, a.status.split(",")))
                if name == "Nu"), "nu:50051")
     admitted = nu_read_all(_status(nu))
     time.sleep(0.5)  # the poll the lag was measured after reaches the link log within milliseconds
+    return admitted
+
+
+def _window_check(a, query) -> dict:
+    """A window query's check: the results against the truth table rebuilt from Nu's link log, once Nu says
+    it has read every source record (`admitted_all`; until then the truth table is short)."""
+    admitted = _nu_read_all(a)
     cfg = config.load([])
     expected, late, malformed = kafka_window_expected(a.bootstrap, ["I1", "I2"], query, every=cfg.watermark_every,
                                                       idle=cfg.watermark_idle,
@@ -48,18 +55,11 @@ def _window_check(a, query) -> dict:
 def _pipeline_check(a, cfg) -> dict:
     """A pipeline's check (LS_PIPELINE): the results topic against DuckDB's truth over the source topics
     (harness/pipeline_check.py), for a window query once Nu says it has read every source record."""
-    import time
-
     from ..sources.kafka_source import Topics
     from . import pipeline_check
 
     spec = cfg.pipeline_spec
-    admitted = True
-    if spec.plan.stateful:
-        nu = next((addr for name, addr in (i.split("=", 1) for i in filter(None, a.status.split(",")))
-                   if name == "Nu"), "nu:50051")
-        admitted = nu_read_all(_status(nu))
-        time.sleep(0.5)  # the poll the lag was measured after reaches the link log within milliseconds
+    admitted = _nu_read_all(a) if spec.plan.stateful else True
     topics = Topics.of_pipeline(a.prefix, spec)
     truth = pipeline_check.expected(a.bootstrap, spec, topics, every=cfg.watermark_every, idle=cfg.watermark_idle,
                                     per_stream=cfg.watermark_per_stream, max_tuple_bytes=cfg.max_tuple_bytes)
