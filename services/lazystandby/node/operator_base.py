@@ -595,11 +595,14 @@ class OperatorBase(NodeBase):
         self._write_quarantined()
 
     def _write_quarantined(self) -> None:
-        """A primary writes the quarantined inputs not written yet to the dead letters (waiting for them);
-        a standby drops those a covering checkpoint has passed."""
+        """A primary, or a standby taking over, writes the quarantined inputs not written yet to the dead
+        letters (waiting for them); a standby drops those a covering checkpoint has passed. A takeover
+        writes them before it replays OQ' (Takeover._replay): its outputs past them may be all that is left
+        to deliver. A takeover Nd then declines leaves a letter the primary writes too: dead letters are
+        at least once, keyed by stream and seq."""
         with self.lock:
             covered = self._covered[0].input_pos
-            if self.state.role is not Role.PRIMARY:
+            if self.state.role not in (Role.PRIMARY, Role.PROMOTING):
                 self._unwritten_quarantine = [q for q in self._unwritten_quarantine if q.pos > covered]
                 return
             todo, self._unwritten_quarantine = self._unwritten_quarantine, []

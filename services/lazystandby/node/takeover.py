@@ -127,7 +127,9 @@ class Takeover:
         return reply
 
     def _replay(self, plan: TakeoverPlan, nu: m.TakeoverReply) -> None:
-        """6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds)."""
+        """6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds), once the
+        inputs this node quarantined as a standby are dead letters (OperatorBase._write_quarantined)."""
+        self._write_quarantined()
         with self.lock:
             self.sent_next = plan.delivered_through + 1
             self._resync_output = False  # Nd just said where it stands (step 3)

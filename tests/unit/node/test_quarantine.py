@@ -106,3 +106,43 @@ def test_a_poison_input_in_flight_when_the_primary_is_killed_is_quarantined_at_t
     letters = [*t.nodes["n"].dead_letters.items, *t.nodes["n2"].dead_letters.items]
     assert {(r.stream, r.seq) for _, r in letters} == set(key.values())
     assert all("cannot compute with a volume of 4900" in why for why, _ in letters)
+
+
+def test_a_standby_that_takes_over_with_nothing_more_to_process_writes_its_quarantined_inputs():
+    """N' (no wait: it processes each input on arrival) quarantines the poison inputs of a short stream that
+    N, stuck in its first call, never finishes; N dies; nothing more arrives after the takeover. Every poison
+    input is a dead letter before N' delivers an output past it."""
+    import threading
+
+    from lazystandby.harness.inprocess import InProcessTopology
+
+    total = 3_000
+    whole = ticks(total)
+    _, poisoned = truth(whole)
+    assert poisoned
+    release = threading.Event()
+
+    class Stuck(Poisoned):
+        def process(self, batch):
+            release.wait(30)
+            return super().process(batch)
+
+    made: list = []
+
+    def operator(predicate: str):  # N is built before N' (InProcessTopology)
+        made.append(Stuck(predicate) if not made else Poisoned(predicate))
+        return made[-1]
+
+    with InProcessTopology("memory", operator=operator, total=total, rate=50_000.0, standby_defer=0.0,
+                           heartbeat_interval=0.1) as t:
+        n2 = t.nodes["n2"]
+        assert t.wait(lambda: n2.processed.input_pos >= total)  # every input, before any takeover
+        assert n2.counters["quarantined_tuples"] == len(poisoned) and not n2.dead_letters.items
+        t.kill("n")
+        release.set()
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= 1)
+        assert len(n2.dead_letters.items) == len(poisoned)  # already: written before anything was replayed
+        assert n2.counters["takeovers"] == 1
+    names = {1: "I1", 2: "I2"}
+    assert {(r.stream, r.seq) for _, r in n2.dead_letters.items} == \
+        {(names[int(whole.streams[p - 1])], int(whole.seqs[p - 1])) for p in poisoned}
