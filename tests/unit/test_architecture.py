@@ -97,12 +97,16 @@ def test_core_imports_only_the_standard_library_and_data_libraries():
 # The operator node's sides over their shared base: one runtime in several modules.
 OPERATOR_SIDES = {f"lazystandby.node.{m}" for m in ("operator_base", "primary", "standby", "passive", "takeover",
                                                      "quarantine", "operator_probe")}
+# The parts Nu is composed of, each a module of its own mechanism that no other runtime sees.
+UPSTREAM_PARTS = {"lazystandby.node.intake"}
 
 
 def test_node_runtimes_see_no_wire_format_and_no_sibling_runtime():
     def allowed(n: str) -> set[str]:
         shared = {"lazystandby.node", "lazystandby.node.common"}
-        return shared | OPERATOR_SIDES if n in OPERATOR_SIDES | {"lazystandby.node.operator_node"} else shared
+        if n in OPERATOR_SIDES | {"lazystandby.node.operator_node"}:
+            return shared | OPERATOR_SIDES
+        return shared | UPSTREAM_PARTS if n in UPSTREAM_PARTS | {"lazystandby.node.upstream"} else shared
 
     bad = {n: sorted(d for d in deps if d.startswith("lazystandby.v1") or "_pb2" in d
                      or (_in(d, "node") and d not in allowed(n)))

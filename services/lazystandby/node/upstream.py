@@ -17,8 +17,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-import pyarrow as pa
 import zstandard as zstd
 
 from .. import native
@@ -27,9 +25,6 @@ from ..core import messages as m
 from ..core.acks import Checkpoint
 from ..core.batching import BackupBatcher, RunEncoder, format_bsize
 from ..core.errors import (
-    DuplicateSequence,
-    MalformedRecord,
-    NonMonotonicSequence,
     NotThePrimary,
     PeerError,
     PermissionDenied,
@@ -38,7 +33,6 @@ from ..core.errors import (
     SourceUnavailable,
     StandbyInPlace,
     Status,
-    UnknownStream,
 )
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
@@ -53,17 +47,12 @@ from ..core.recovery_model import (
 )
 from ..core.retry import after_backup_error, after_push_error
 from ..core.roles import Role
-from ..core.seq import PerStreamSequence, StreamRegistry
-from ..core.tuples import STREAM_DTYPE, TupleBatch
-from ..core.watermarks import WatermarkPlacer
 from ..core.windows import trimmable_through
-from ..formats import control
-from ..formats.admit import RecordRules, TableRules, TickRules
-from ..formats.control import validate_control
-from ..sources.base import DeadLetters, Membership, Record, Records, Source
+from ..sources.base import DeadLetters, Membership, Source
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer, Pending
 from .common import Backoff, NodeBase
+from .intake import Intake
 
 
 @dataclass(slots=True)
@@ -113,16 +102,6 @@ def probe_bytes(n: int, per_byte_s: float | None) -> int:
 # predicted from its peak over about half a minute (a window query's grows with each window, then falls).
 UNBOUNDED_KEPT = 15
 
-NO_SWITCH = "a window query takes no predicate switch (its where clause is part of the query)"
-NO_SWITCH_SQL = "a pipeline's query takes no predicate switch (its WHERE clause is part of the query)"
-
-
-def record_rules(cfg: NodeConfig) -> RecordRules:
-    """What Nu admits and reads event times by: the pipeline's tables, else the tick example's format."""
-    spec = cfg.pipeline_spec
-    return TableRules({t.table: t for t in spec.sources}) if spec is not None else TickRules()
-
-
 class UpstreamNode(NodeBase):
     """Nu. The first primary runs in epoch 1; each takeover raises it."""
 
@@ -134,17 +113,9 @@ class UpstreamNode(NodeBase):
         self.source = source
         self.peers = peers
         self.dead_letters = dead_letters or DeadLetters()
-        # A window query: Nu places its watermark records and drops the late ticks (core/watermarks.py),
-        # which go to `late_data` (the Kafka adapter writes `<prefix>late`).
-        self.rules = record_rules(cfg)
-        self.placer: WatermarkPlacer | None = None
         self.late_data = late_data or DeadLetters()
-        self.registry = StreamRegistry(cfg.stream_names)
-        spec = cfg.window_spec
-        if spec is not None:
-            self.placer = WatermarkPlacer(spec, cfg.watermark_every, [self.registry.id_of(n) for n in cfg.stream_names],
-                                          cfg.watermark_idle, cfg.watermark_per_stream)
-        self.seqcheck = PerStreamSequence(cfg.name)
+        self.intake = Intake(cfg, self.counters, well_formed=source.well_formed, dead_letters=self.dead_letters,
+                             late_data=self.late_data)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
         # The Bsize in force: cfg.bsize, or the one chosen for recovery_target_ms (`_tune`).
         self.bsize = cfg.bsize
@@ -193,8 +164,6 @@ class UpstreamNode(NodeBase):
         self._last_send = self.clock()
         self._primary_backoff = Backoff()
         self.takeovers = TakeoverLog(cfg.name)
-        self.control: list[bytes] = []
-        self.params: list[m.Params] = []  # every control record admitted, by position (they are rare)
         self._admitted: deque[tuple[int, float]] = deque()
         self.e2e_seconds = Buckets(LATENCY_BOUNDS)
         self.e2e_recent = RecentWindow()
@@ -234,12 +203,7 @@ class UpstreamNode(NodeBase):
         standby = r.standby if r.standby is not None else (self.cfg.standby if r.primary != self.cfg.standby else "")
         if (self.standby.address if self.standby else "") != standby:
             self.standby = self.peers(standby) if standby else None
-        self.seqcheck.commit({self.registry.id_of(k): v for k, v in r.last_seqs.items()})
-        self.params = [m.Params(*r.params)] if r.params else []
-        self.params += [m.Params(r.held.first + i, r.held.payload(i))
-                        for i in np.flatnonzero(r.held.streams == StreamRegistry.CONTROL).tolist()]
-        if self.placer is not None:
-            self._resume_placer(r.held)
+        self.intake.restore(r.held, r.last_seqs, r.params)
         self.batcher.restart(trimmed)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
         self._resync_primary = self._resync_backup = True
@@ -247,38 +211,13 @@ class UpstreamNode(NodeBase):
         self.log.warning("%s: restored at checkpoint %s with %d tuples held, epoch %d, primary %s",
                          self.name, r.checkpoint, len(r.held), self.fence.epoch, self.primary_addr)
 
-    def _resume_placer(self, held: TupleBatch) -> None:
-        """A restarted Nu's event time: the watermark in force at the end of the restored link order, the
-        largest event time since, and the window ledger over what is held (every input an undelivered result
-        needs is held: `_trim` keeps them)."""
-        placer = self.placer
-        assert placer is not None
-        marks = [(p.pos, control.watermark_of(p.payload), p.payload) for p in self.params]
-        marks = [(pos, wm, payload) for pos, wm, payload in marks if wm is not None]
-        data = np.flatnonzero(held.streams != StreamRegistry.CONTROL)
-        ts = self._event_times(held.select(data, first=1)) if len(data) else np.empty(0, np.int64)
-        positions = data + held.first
-        lo = 0
-        for pos, wm, _ in marks:
-            if pos < held.first:
-                continue
-            hi = int(np.searchsorted(positions, pos))
-            placer.ledger.add(positions[lo:hi], ts[lo:hi])
-            placer.ledger.close(pos, wm)
-            lo = hi
-        placer.ledger.add(positions[lo:], ts[lo:])
-        last = marks[-1] if marks else None
-        placer.resume(last[1] if last else None, control.watermark_state(last[2]) if last else None,
-                      last[0] if last else held.first - 1)
-        placer.heard_from(positions[lo:], ts[lo:], held.streams[data[lo:]])
-
     def start(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self.usage_at_start = (usage.ru_utime + usage.ru_stime, usage.ru_minflt)
         self.started_at = time.time()
         self._hold_source_for_standby()
         self.dead_letters.open()  # the dead-letter topic's record limit, read now rather than at the first one
-        if self.placer is not None:
+        if self.intake.placer is not None:
             self.late_data.open()
         self.spawn("source", self._source_loop)
         self.spawn("primary", self._primary_loop)
@@ -288,10 +227,8 @@ class UpstreamNode(NodeBase):
     # --- source -> OQu ---------------------------------------------------------------------------------
     def inject_control(self, payload: bytes) -> None:
         """Queue an in-band control tuple (operator parameter change) to enter at the next position."""
-        if self.placer is not None or self.cfg.pipeline:
-            raise MalformedRecord(f"{self.name}: {NO_SWITCH if self.placer is not None else NO_SWITCH_SQL}")
         with self.lock:
-            self.control.append(payload)
+            self.intake.inject_control(payload)
 
     def _source_loop(self) -> None:
         if self.source_gap:
@@ -319,7 +256,7 @@ class UpstreamNode(NodeBase):
             self.log.error("%s: source gap, admission stopped: %s", self.name, e)
             return
         with self.lock:
-            batch = self._admit(records)
+            batch = self.intake.admit(records, self.oqu.last + 1)
         # The poll's dead letters and late ticks are written before its link order: a restarted Nu reads on
         # after the last poll logged, so what a poll left out of the link order must be in Kafka by then (a
         # Nu killed in between writes them again: they are at least once, by key).
@@ -327,7 +264,7 @@ class UpstreamNode(NodeBase):
         self.late_data.flush()
         if len(batch):
             # Durable link order before the tuples exist anywhere else (a restarted Nu replays it).
-            self.source.record_order(batch, self.registry.names_by_id)
+            self.source.record_order(batch, self.intake.registry.names_by_id)
         self.counters["dead_letters_unwritten"] = self.dead_letters.unwritten
         self.counters["dead_letters_truncated"] = self.dead_letters.truncated
         with self.lock:
@@ -422,161 +359,24 @@ class UpstreamNode(NodeBase):
         if self._backup_bounded():
             through = min(through, max(self.batcher.batched_through, self.oqu.trimmed_through))
         self.counters["trimmed_tuples"] += self.oqu.trim(through)
-        self._forget_params()
+        self.intake.forget_params(self.oqu.trimmed_through)
 
     def _covered_through(self) -> int:
         """Holding the lock: the last position nobody needs again: the Level-1 point, and for a window query
         no further than before the first input a result not yet delivered depends on (a node that resumes at
         the checkpoint rebuilds those windows from OQu; core/windows.trimmable_through)."""
         through = self.checkpoint.input_pos
-        if self.placer is not None:
-            through = trimmable_through(through, self.placer.needed_from(through), None)
+        placer = self.intake.placer
+        if placer is not None:
+            through = trimmable_through(through, placer.needed_from(through), None)
         return through
 
     def _skip_point(self) -> int:
         """Holding the lock: the last position a standby or a new primary may be skipped past without being
         sent it. For a selection the checkpoint (Nd holds those inputs' outputs); for a window query the
         trim point, since a node rebuilds the windows open at the checkpoint from every input Nu holds."""
-        return self.checkpoint.input_pos if self.placer is None else self.oqu.trimmed_through
+        return self.checkpoint.input_pos if self.intake.placer is None else self.oqu.trimmed_through
 
-    def _forget_params(self) -> None:
-        """Holding the lock: control records before the one in force at the trim point are never asked for
-        again (`_params_at` is asked at checkpoints, which never go back past the trim point)."""
-        params, trimmed = self.params, self.oqu.trimmed_through
-        keep = next((i for i in range(len(params) - 1, -1, -1) if params[i].pos <= trimmed), 0)
-        if keep:
-            self.params = params[keep:]  # a new list: `_params_at` reads the old one without the lock
-
-    def _admit(self, records: Records) -> TupleBatch:
-        """Validate records from outside and number the admitted ones; refused ones go to the dead letters
-        with the reason. Columnar: a poll in which every record is good (the common case) costs a few array
-        operations; only a poll with a bad record is gone through record by record, to name each."""
-        first = self.oqu.last + 1
-        head = None
-        if self.control:
-            pending, self.control = self.control, []
-            for k, payload in enumerate(pending):
-                self.params.append(m.Params(first + k, payload))
-            n = len(pending)
-            head = TupleBatch(first, [StreamRegistry.CONTROL] * n, range(first, first + n), pending)
-            first += n
-        body = self._admit_records(records, first)
-        if self.placer is not None and len(body):
-            body = self._place(body)
-        if head is None:
-            return body
-        return TupleBatch.concat([head, body]) if len(body) else head
-
-    def _place(self, body: TupleBatch) -> TupleBatch:
-        """A window query: the admitted ticks with Nu's watermark records placed among them and the late ones
-        taken out, renumbered from the same first position (nothing has seen these positions yet)."""
-        placer = self.placer
-        assert placer is not None
-        placed = placer.place(body.first, self._event_times(body), body.streams)
-        order = placed.order
-        self._note_late(body, placed)
-        if not len(order):
-            return TupleBatch(body.first)  # every tick of the poll was late
-        records = order < 0
-        take = np.where(records, 0, order)
-        streams = np.where(records, StreamRegistry.CONTROL, body.streams[take]).astype(STREAM_DTYPE)
-        positions = np.arange(body.first, body.first + len(order))
-        seqs = np.where(records, positions, body.seqs[take])
-        # The payloads column by column: the ticks' runs taken from the poll, each record's text between.
-        pieces, lo = [], 0
-        for i, wm, state in zip(np.flatnonzero(records).tolist(), placed.watermarks, placed.states, strict=True):
-            if i > lo:
-                pieces.append(body.payloads.take(pa.array(order[lo:i])))
-            text = control.encode_watermark(wm, state)
-            pieces.append(pa.array([text], body.payloads.type))
-            self.params.append(m.Params(int(positions[i]), text))
-            lo = i + 1
-        if lo < len(order):
-            pieces.append(body.payloads.take(pa.array(order[lo:])))
-        out = TupleBatch._of(body.first, streams, seqs, pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0],
-                             None)
-        return out
-
-    def _event_times(self, batch: TupleBatch) -> np.ndarray:
-        """The event times (ms) of admitted data tuples."""
-        names = self.registry.names_by_id
-        return self.rules.event_times(batch.payloads, [names[int(s)] for s in batch.streams.tolist()])
-
-    def _note_late(self, body: TupleBatch, placed) -> None:
-        """Holding the lock: the late ticks of a poll to the late data, counted, and the records counted."""
-        if len(placed.late):
-            names = self.registry.names_by_id
-            for i in placed.late.tolist():
-                self.late_data.put(f"late: behind the watermark {self.placer.watermark} at its position",
-                                   Record(names[int(body.streams[i])], int(body.seqs[i]), body.payload(i)))
-            self.counters["late_tuples"] += len(placed.late)
-        self.counters["watermarks"] += len(placed.watermarks)
-
-    def _admit_records(self, records: Records, first: int) -> TupleBatch:
-        if not len(records):
-            return TupleBatch(first)
-        ids = np.array([self.registry.known(name) for name in records.names] or [-1], np.int64)
-        sids = ids[records.stream]
-        fast = bool((sids > StreamRegistry.CONTROL).all())
-        refused = None
-        if fast and not self.source.well_formed:
-            refused = self.rules.refusals(records.names, records.stream, records.payloads,
-                                          max_bytes=self.cfg.max_tuple_bytes)
-            fast = refused is None
-        if fast:
-            try:
-                pending = self.seqcheck.check(sids, records.seqs)
-            except (DuplicateSequence, NonMonotonicSequence):
-                fast = False
-        if not fast:
-            return self._admit_one_by_one(records, first, refused)
-        self.seqcheck.commit(pending)
-        return TupleBatch._of(first, sids.astype(STREAM_DTYPE), records.seqs, records.payloads, None)
-
-    def _admit_one_by_one(self, records: Records, first: int, refused: dict[int, str] | None = None) -> TupleBatch:
-        """The slow path: a poll with at least one record to refuse; every record judged on its own
-        (`refused`: the format's reasons by index, when the poll was judged already)."""
-        streams, seqs, payloads = [], [], []
-        if refused is None and not self.source.well_formed:
-            refused = self.rules.refusals(records.names, records.stream, records.payloads,
-                                          max_bytes=self.cfg.max_tuple_bytes) or {}
-        refused = refused or {}
-        for i, r in enumerate(records):
-            try:
-                sid = self.registry.id_of(r.stream, node=self.name)
-                try:
-                    pending = self.seqcheck.check((sid,), (r.seq,))
-                except (DuplicateSequence, NonMonotonicSequence):
-                    last = self.seqcheck.last.get(sid, 0)
-                    raise MalformedRecord(f"stream {r.stream} seq {r.seq} is not above {last}") from None
-                if sid == StreamRegistry.CONTROL:
-                    if self.placer is not None:
-                        raise MalformedRecord(NO_SWITCH)
-                    if self.cfg.pipeline:
-                        raise MalformedRecord(NO_SWITCH_SQL)
-                    validate_control(r.payload)
-                    self.counters["control_tuples"] += 1
-                elif i in refused:
-                    raise MalformedRecord(refused[i])
-            except (UnknownStream, MalformedRecord) as e:
-                self.dead_letters.put(e.message, r)
-                self.counters["dead_letters"] += 1
-                self.counters[f"dead_letters_{e.counter}"] += 1
-                continue
-            self.seqcheck.commit(pending)
-            if sid == StreamRegistry.CONTROL:
-                self.params.append(m.Params(first + len(streams), r.payload))
-            streams.append(sid)
-            seqs.append(r.seq)
-            payloads.append(r.payload)
-        return TupleBatch(first, streams, seqs, payloads)
-
-    def _params_at(self, pos: int) -> m.Params | None:
-        """The control record in force at `pos` (sent with every checkpoint: a receiver that skips to it
-        never sees the control records inside the skipped positions)."""
-        return next((p for p in reversed(self.params) if p.pos <= pos), None)
-
-    # --- OQu -> primary --------------------------------------------------------------------------------
     def _primary_loop(self) -> None:
         cfg = self.cfg
         linger, poll = cfg.linger_ms / 1000, cfg.ack_poll_ms / 1000
@@ -596,7 +396,7 @@ class UpstreamNode(NodeBase):
             gen, peer, epoch, ckpt = self.generation, self.primary, self.fence.epoch, self.checkpoint
             self._last_send = self.clock()
         frame = m.Frame(epoch=epoch, sender=self.name, checkpoint=ckpt, batch=batch,
-                        params=self._params_at(ckpt.input_pos))
+                        params=self.intake.params_at(ckpt.input_pos))
         t0 = self.clock()
         try:
             ack = peer.push(frame, self.cfg.rpc_timeout)
@@ -779,7 +579,7 @@ class UpstreamNode(NodeBase):
             self._encode_failed(gen, e)
             return None
         frame = m.BackupFrame(epoch=epoch, sender=self.name, checkpoint=ckpt, runs=runs,
-                              params=self._params_at(ckpt.input_pos), hint=hint)
+                              params=self.intake.params_at(ckpt.input_pos), hint=hint)
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.clock() - t0)
 
     def _encoder_for(self, bsize: int | None) -> RunEncoder:
@@ -999,7 +799,7 @@ class UpstreamNode(NodeBase):
                 start = self._resend_start(msg.resend_from)
                 self.cursor = start
                 return m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
-                                       resend_from=start, params=self._params_at(self.checkpoint.input_pos))
+                                       resend_from=start, params=self.intake.params_at(self.checkpoint.input_pos))
             if record is None:
                 self._check_takeover(msg)
                 old = self.primary
@@ -1026,7 +826,7 @@ class UpstreamNode(NodeBase):
     def _resend_start(self, requested: int) -> int:
         """Holding the lock: the first position a node that asks from `requested` is resent (step 5)."""
         return resend_start(requested, self.checkpoint,
-                            rebuild_from=None if self.placer is None else self._skip_point() + 1)
+                            rebuild_from=None if self.intake.placer is None else self._skip_point() + 1)
 
     def _check_takeover(self, msg: m.TakeoverRequest) -> None:
         """A new takeover: a newer epoch (else StaleEpoch), from the standby this Nu knows, asking for
@@ -1056,7 +856,7 @@ class UpstreamNode(NodeBase):
         self.counters["resent_tuples"] += resent
         self.counters["takeovers"] += 1
         reply = m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
-                                resend_from=start, params=self._params_at(self.checkpoint.input_pos))
+                                resend_from=start, params=self.intake.params_at(self.checkpoint.input_pos))
         self.log.warning("%s: %s took over as primary in epoch %d; resending %d tuples from %d",
                          self.name, msg.node, msg.epoch, resent, start)
         self.lock.notify_all()
