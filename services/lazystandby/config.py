@@ -304,11 +304,6 @@ class NodeConfig:
             except ValueError as e:  # PipelineError, UnsupportedSql
                 raise SettingError(f"{_setting('pipeline')}: {e}") from None
             self.streams = ",".join(t.table for t in spec.sources)
-            avro = [t.table for t in spec.sources if t.format == "avro"]
-            if self.operator == "spark" and avro:
-                # Spark reads Avro only through the spark-avro package, which the node's Spark lacks.
-                raise refuse("operator", f"python for Avro tables ({', '.join(avro)}): the Spark operator reads "
-                             f"JSON and CSV", self.operator)
         stateful = self.stateful
         if self.spark_state_store not in ("hdfs", "rocksdb"):
             raise refuse("spark_state_store", "hdfs or rocksdb", self.spark_state_store)

@@ -3,8 +3,8 @@
 - Records are parsed by Spark's own readers, `from_json` and `from_csv`, with every column read as text
   and then cast by the column's type, so that a value reads as the Python operator's decoder reads it: a
   TIMESTAMP(3) from ms since 1970 or ISO-8601 text (the session runs in UTC), a DECIMAL from its digits
-  exactly. Only records Nu admitted reach the query. Avro tables are refused at start (config.py): Spark
-  reads Avro only through the spark-avro package, which the node's Spark does not have.
+  exactly. Only records Nu admitted reach the query. An Avro table's records arrive as JSON text: the node
+  decodes them with fastavro (operators/spark_sql.spark_text), so the session needs no spark-avro.
 - Expressions are the plan's normalised trees written in Spark's dialect by sqlglot, with `/` and MOD as
   try_divide and try_mod (NULL for a zero divisor, as the Python operator gives, where ANSI mode would
   fail the query).
@@ -39,7 +39,7 @@ def record(schema: Schema, text: str = "payload") -> str:
     """A Spark SQL expression that parses the record in string column `text` into a struct of its
     columns, every one as text (`columns` casts them)."""
     ddl = ", ".join(f"{_q(c.name)} STRING" for c in schema.columns)
-    if schema.format == "json":
+    if schema.format in ("json", "avro"):  # Avro: JSON text by then (see the module's docstring)
         return f"from_json({text}, '{ddl}')"
     if schema.format == "csv":
         return f"from_csv({text}, '{ddl}', map('escape', '\"'))"

@@ -32,6 +32,23 @@ def test_the_sensor_window_survives_a_killed_primary_exactly(kafka, operator):
     assert r["failovers"] == 1 and r["same_order"] and r["expected_output"] >= 8  # a minute of 8 devices
 
 
+@pytest.mark.parametrize("operator", ["python", "spark"])
+def test_avro_sensor_readings_survive_a_killed_primary_exactly(kafka, operator, tmp_path):
+    """The sensor table as Avro with the Confluent header, on both operators (Spark is handed the records
+    as JSON text): the same windows through a kill, exact."""
+    text = open(f"{EXAMPLES}/sensors.sql").read().replace("'format' = 'json'",
+                                                           "'format' = 'avro', 'avro.confluent' = 'true'")
+    assert "'avro'" in text
+    path = tmp_path / "sensors-avro.sql"
+    path.write_text(text)
+    r = run_trial(kafka=kafka, pipeline=str(path), timeout=120.0, fault="kill-primary", total=30_000,
+                  rate=10_000.0, kill_after=1.5,
+                  extra={"operator": operator, **SPARK_DETECTOR} if operator == "spark" else {})
+    assert r["delivered_all"] and r["expected_output"] >= 8, r
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["wrong"] == 0 and r["unexpected"] == 0, r
+    assert r["ok"] and r["failovers"] == 1, r
+
+
 def test_nexmark_q5_counts_on_the_spark_operator(kafka):
     """Sliding windows on Spark: a record counts only in the windows still open at it."""
     r = trial(kafka, "nexmark-q5-counts.sql", fault="kill-primary", total=160_000, rate=20_000.0, kill_after=3.0,

@@ -39,11 +39,10 @@ def test_a_pipeline_the_nodes_cannot_run_is_refused_in_one_line(tmp_path, body, 
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
-def test_avro_tables_are_refused_on_the_spark_operator(tmp_path):
+def test_avro_tables_run_on_both_operators(tmp_path):
     path = write(tmp_path, "SELECT a FROM t", fmt=", 'format' = 'avro'")
-    assert NodeConfig(pipeline=path).pipeline_spec.sources[0].format == "avro"
-    with pytest.raises(SettingError, match="Avro"):
-        NodeConfig(pipeline=path, operator="spark")
+    for operator in ("python", "spark"):
+        assert NodeConfig(pipeline=path, operator=operator).pipeline_spec.sources[0].format == "avro"
 
 
 def test_a_missing_file_is_refused(tmp_path):

@@ -10,7 +10,9 @@ operators/spark_window.py), with the query Spark runs written from the plan (laz
   windows a record makes final, HAVING applied.
 
 Either way the node formats the results (operators/sql.py): both operators write the same JSON for the
-same values.
+same values. Avro records reach Spark as JSON text (`spark_text`): the node decodes them with the table's
+own decoder (fastavro), so Spark needs no spark-avro package and reads every table with `from_json` or
+`from_csv`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from ..config import NodeConfig
 from ..core.messages import Params
 from ..core.seq import StreamRegistry
 from ..core.tuples import TupleBatch
+from ..formats.by_name import record_format
+from ..formats.json_format import JsonFormat
+from ..formats.schema import Schema
 from ..formats.sql import Plan
 from ..sources.drawn import draw_records
 from .base import Outputs
@@ -84,9 +89,27 @@ class SqlFeed(Feed):
         return out
 
 
+def spark_text(schema: Schema, payloads: pa.Array) -> pa.Array:
+    """The records as Spark's query reads them: as they are, except Avro's, which become JSON objects of
+    the same values (DECIMAL as its exact text, TIMESTAMP as ms). Only admitted records come here, so each
+    decodes; one that did not would fail the call, as any input the operator cannot read does."""
+    if schema.format != "avro" or not len(payloads):
+        return payloads
+    decoded = record_format(schema).decode(payloads)
+    if decoded.bad:
+        i, why = next(iter(decoded.bad.items()))
+        raise ValueError(f"record {i} of the call does not decode as {schema.table}'s Avro: {why}")
+    table = decoded.table
+    for i, field in enumerate(table.schema):
+        if pa.types.is_timestamp(field.type):  # ms since 1970, as the JSON format reads a TIMESTAMP(3)
+            table = table.set_column(i, field.name, table.column(i).cast(pa.int64()))
+    return pa.array(JsonFormat(schema).encode(table.to_pylist()), pa.binary())
+
+
 def _warm_record(plan: Plan) -> bytes:
-    """A record of the plan's table, valid, for warming a query up (its results are never output)."""
-    return draw_records(plan.schema, 1, seed=1)[0]
+    """A record of the plan's table, valid, as Spark reads it, for warming a query up (its results are never
+    output)."""
+    return spark_text(plan.schema, pa.array(draw_records(plan.schema, 1, seed=1), pa.binary()))[0].as_py()
 
 
 class SparkSqlSelect(SparkSelection):
@@ -123,7 +146,7 @@ class SparkSqlSelect(SparkSelection):
     def submit(self, batch: TupleBatch) -> Future:
         data = np.flatnonzero(batch.streams != StreamRegistry.CONTROL)  # no control record means anything here
         payloads = batch.payloads if len(data) == len(batch) else batch.payloads.take(pa.array(data))
-        answer = self._append(payloads)
+        answer = self._append(spark_text(self.plan.schema, payloads))
         done: Future = Future()
 
         def collect(f: Future) -> None:
@@ -178,8 +201,21 @@ class SparkSqlWindow(SparkWindow):
         self._warm_rounds(_warm_record(self.plan), 1 << 40, (1_000, 100, 100))
         self.query.stop()
         self._start_query()
-        no_time = b"{}" if self.plan.schema.format == "json" else b"," * (len(self.plan.schema.columns) - 1)
+        no_time = b"{}" if self.plan.schema.format != "csv" else b"," * (len(self.plan.schema.columns) - 1)
         self._warm_rounds(no_time, 0, (1_000, 100))
+
+    def submit(self, batch: TupleBatch) -> Future:
+        """As the tick example's window, with the data rows as Spark reads them (`spark_text`)."""
+        if self.plan.schema.format != "avro":
+            return super().submit(batch)
+        data = np.flatnonzero(batch.streams != StreamRegistry.CONTROL)
+        if not len(data):
+            return super().submit(batch)
+        texts = batch.payloads.to_pylist()
+        for i, t in zip(data.tolist(), spark_text(self.plan.schema, batch.payloads.take(pa.array(data))).to_pylist(),
+                        strict=True):
+            texts[i] = t
+        return super().submit(TupleBatch(batch.first, batch.streams, batch.seqs, texts))
 
     def _prepared(self, payloads: pa.Array, records: list[int], marks: list[int], before: int | None) -> pa.Array:
         """Sliding windows: each data row prefixed with the watermark in force at it (`<ms>|`, empty before

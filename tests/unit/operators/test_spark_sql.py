@@ -52,3 +52,38 @@ def test_tumbling_windows_rows_are_not_prefixed():
     op = SimpleNamespace(spec=WindowSpec(10_000, 10_000))
     payloads = pa.array([b"r0"], pa.binary())
     assert SparkSqlWindow._prepared(op, payloads, [], [], 4) is payloads
+
+
+def test_avro_records_reach_spark_as_json_of_the_same_values():
+    """Spark reads an Avro table's records as JSON text: every value as the table's own decoder reads it
+    (a DECIMAL exactly, a TIMESTAMP in ms, a null as null); other formats pass as they are."""
+    import json
+
+    from lazystandby.formats.by_name import record_format
+    from lazystandby.formats.schema import parse_table
+    from lazystandby.operators.spark_sql import spark_text
+
+    t = parse_table("CREATE TABLE r (device VARCHAR NOT NULL, temp DOUBLE, battery DECIMAL(5, 2), ok BOOLEAN, "
+                    "at TIMESTAMP(3) NOT NULL) WITH ('format' = 'avro', 'avro.confluent' = 'true')")
+    from decimal import Decimal
+
+    rows = [{"device": "d1", "temp": 21.5, "battery": Decimal("3.07"), "ok": True, "at": 1764000000123},
+            {"device": "d\u00e9", "temp": None, "battery": None, "ok": None, "at": 0}]
+    avro = pa.array(record_format(t).encode(rows), pa.binary())
+    got = [json.loads(v) for v in spark_text(t, avro).to_pylist()]
+    assert got == [{"device": "d1", "temp": 21.5, "battery": "3.07", "ok": True, "at": 1764000000123},
+                   {"device": "d\u00e9", "temp": None, "battery": None, "ok": None, "at": 0}]
+    csv = parse_table("CREATE TABLE c (a BIGINT) WITH ('format' = 'csv')")
+    same = pa.array([b"1", b"2"], pa.binary())
+    assert spark_text(csv, same) is same
+
+
+def test_an_avro_record_that_does_not_decode_fails_the_call_with_its_reason():
+    import pytest
+
+    from lazystandby.formats.schema import parse_table
+    from lazystandby.operators.spark_sql import spark_text
+
+    t = parse_table("CREATE TABLE r (a BIGINT NOT NULL, b VARCHAR NOT NULL) WITH ('format' = 'avro')")
+    with pytest.raises(ValueError, match="record 0 of the call does not decode as r's Avro: .*truncated"):
+        spark_text(t, pa.array([b"\x02"], pa.binary()))
