@@ -58,7 +58,7 @@ SNAPSHOT_INTERVAL = 2.0
 PRESETS = ("10mbit", "100mbit", "1gbit")
 RATE = 4_000.0  # ticks/s: the primary path and the backup at Bsize 1 fit the 10mbit link together
 SECONDS = 6.0  # of load per trial; N is killed halfway
-QUERY = "window 20s by symbol agg count, avg(price), max(price)"
+QUERY = "SELECT symbol, count(*), avg(price), max(price) FROM ticks GROUP BY window(ts, '20 seconds'), symbol"
 
 
 def _say(what: str) -> None:

@@ -46,7 +46,7 @@ from lazystandby.harness.operator_procs import no_process_left
 from . import jvm_peers
 from .harness import kafka_throughput, machine_keys, write_details
 
-FAILOVER_QUERY = "window 30m by symbol agg count, avg(price), max(price)"
+FAILOVER_QUERY = "SELECT symbol, count(*), avg(price), max(price) FROM ticks GROUP BY window(ts, '30 minutes'), symbol"
 FAILOVER_WINDOW_MS = 30 * 60_000  # the peers' window: FAILOVER_QUERY's
 KEYS = (1_000, 100_000, 1_000_000)
 RATE = 20_000.0

@@ -182,10 +182,15 @@ class NodeConfig:
     # operator
     operator: str = "python"  # python | spark
     predicate: str = "price > 100"
-    # What N and N' compute (formats/query.py): empty = the selection by `predicate`; else a query text or
-    # the name of an example (`select`, `window`). A window query is stateful: its standby applies every
-    # input, and every node of the pipeline (Nu too: it places the watermarks) must run the same text.
+    # What N and N' compute (formats/query.py): empty = the selection by `predicate`; else SQL over the
+    # tick table or the name of an example (`select`, `window`). A window query is stateful: its standby
+    # applies every input, and every node of the pipeline (Nu too: it places the watermarks) must run the
+    # same text.
     query: str = ""
+    # A tick window query's lateness in ms (the tick table's WATERMARK delay): a window stays open that long
+    # past its end. Longer drops fewer ticks as late and holds every result back as long. A pipeline's
+    # tables declare their own (WATERMARK FOR ... AS ... - INTERVAL ...).
+    lateness_ms: int = 0
     # A pipeline file (examples/*.sql, docs/sql.md): the tables the pipeline reads (each a source stream,
     # its topic and format), the SQL query N and N' run, the sink's topic and settings (SET name = value,
     # below any flag or env var). Set, it replaces `query`, `predicate` and `streams`.
@@ -293,12 +298,15 @@ class NodeConfig:
         from .formats.query import parse_query
 
         try:
-            q = parse_query(self.query) if self.query else None
+            q = parse_query(self.query, self.lateness_ms) if self.query else None
         except QueryError as e:
             raise SettingError(f"{_setting('query')}: {e}") from None
         if self.pipeline:
             if self.query:
                 raise refuse("query", "empty with a pipeline (the pipeline file holds the query)", self.query)
+            if self.lateness_ms:
+                raise refuse("lateness_ms", "0 with a pipeline (its tables declare their WATERMARK delay)",
+                             self.lateness_ms)
             try:
                 spec = _read_pipeline(self.pipeline)
             except ValueError as e:  # PipelineError, UnsupportedSql
@@ -350,7 +358,7 @@ class NodeConfig:
                      "spark_standby_hold", "standby_defer", "backup_linger_ms", "passive_backup_linger_ms",
                      "primary_lag_max",
                      "backup_stall_max", "heartbeat_grace", "standby_wait", "operator_stall_max",
-                     "recovery_target_ms"):
+                     "recovery_target_ms", "lateness_ms"):
             if getattr(self, name) < 0:
                 raise refuse(name, "a number >= 0", getattr(self, name))
         try:
@@ -396,7 +404,7 @@ class NodeConfig:
         """The query N and N' run (formats/query.Query): `query`, else the selection by `predicate`."""
         from .formats.query import Query, parse_query
 
-        return parse_query(self.query) if self.query else Query("select", where=self.predicate)
+        return parse_query(self.query, self.lateness_ms) if self.query else Query("select", where=self.predicate)
 
     @property
     def watermark_per_stream(self) -> bool:
@@ -508,8 +516,11 @@ HELP: dict[str, str] = {
                       "own thresholds",
     "operator": "python or spark",
     "predicate": "the selection: a Spark-SQL boolean expression over symbol, price, volume, ts, venue",
-    "query": "what N and N' compute: empty = the selection by predicate; else select [where ...], window <size> "
-             "[slide d] [lateness d] by <keys> agg <aggregates> [where ...], or an example's name (select, window)",
+    "query": "what N and N' compute: empty = the selection by predicate; else SQL over the tick table (SELECT * "
+             "FROM ticks [WHERE ...], or keys and aggregates GROUP BY window(ts, '<size>'[, '<slide>']), <keys>), "
+             "or an example's name (select, window)",
+    "lateness_ms": "a tick window query's lateness in ms (the tick table's WATERMARK delay): longer drops fewer "
+                   "ticks as late and holds every result back as long",
     "pipeline": "a pipeline file (examples/*.sql): its tables, SQL query, sink and SET settings; replaces query, "
                 "predicate and streams",
     "keys": "distinct symbols the generator draws from (K0, K1, ...; up to 1,000,000): a window query's state "

@@ -3,7 +3,7 @@ after it) and does no operator work; N killed, N' loads them and the output is e
 
 from lazystandby.harness.launcher import run_trial
 
-QUERY = "window 20s by symbol agg count, avg(price), max(price)"
+QUERY = "SELECT symbol, count(*), avg(price), max(price) FROM ticks GROUP BY window(ts, '20 seconds'), symbol"
 
 
 def test_a_passive_standby_does_no_operator_work_and_takes_over_exactly_from_its_snapshot():

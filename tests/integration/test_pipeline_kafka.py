@@ -36,8 +36,10 @@ def test_the_sensor_window_survives_a_killed_primary_exactly(kafka, operator):
 def test_avro_sensor_readings_survive_a_killed_primary_exactly(kafka, operator, tmp_path):
     """The sensor table as Avro with the Confluent header, on both operators (Spark is handed the records
     as JSON text): the same windows through a kill, exact."""
-    text = open(f"{EXAMPLES}/sensors.sql").read().replace("'format' = 'json'",
-                                                           "'format' = 'avro', 'avro.confluent' = 'true'")
+    from pathlib import Path
+
+    text = Path(f"{EXAMPLES}/sensors.sql").read_text().replace("'format' = 'json'",
+                                                                "'format' = 'avro', 'avro.confluent' = 'true'")
     assert "'avro'" in text
     path = tmp_path / "sensors-avro.sql"
     path.write_text(text)

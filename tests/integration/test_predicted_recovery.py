@@ -3,7 +3,7 @@ killed, against the failover measured (core/recovery_model.py; bench-links weigh
 
 from lazystandby.harness.launcher import run_trial
 
-QUERY = "window 20s by symbol agg count, avg(price), max(price)"
+QUERY = "SELECT symbol, count(*), avg(price), max(price) FROM ticks GROUP BY window(ts, '20 seconds'), symbol"
 
 
 def trial(bsize):

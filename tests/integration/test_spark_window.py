@@ -30,17 +30,19 @@ def spark_run(op, batch, cuts, *, lazy=False):
     return out
 
 
-@pytest.mark.parametrize("store, query", [
-    ("hdfs", "window"),
-    ("rocksdb", "window 500ms lateness 300ms by symbol, venue agg count, sum(volume), min(price), avg(price)"),
+@pytest.mark.parametrize("store, query, lateness", [
+    ("hdfs", "window", 0),
+    ("rocksdb", "SELECT symbol, venue, count(*), sum(volume), min(price), avg(price) FROM ticks "
+                "GROUP BY window(ts, '500 milliseconds'), symbol, venue", 300),
 ])
-def test_spark_windows_equal_the_python_operator_however_cut_held_or_resumed(store, query):
+def test_spark_windows_equal_the_python_operator_however_cut_held_or_resumed(store, query, lateness):
     ticks = list(interleave(["I1", "I2"], 20_000, 11))
-    q, batch, late = link_order(query, ticks, every=500)
+    q, batch, late = link_order(query, ticks, every=500, lateness_ms=lateness)
     expected, late_exp = window_expected([p for _, _, p in ticks], q, every=500)
     _, whole = run(q, batch, [])
     assert [p for _, p in whole] == expected and len(expected) > 50
-    op = SparkWindow(q, NodeConfig(name="N", operator="spark", query=query, spark_state_store=store,
+    op = SparkWindow(q, NodeConfig(name="N", operator="spark", query=query, lateness_ms=lateness,
+                                   spark_state_store=store,
                                    spark_partitions=1, spark_standby_hold=0.3, spark_max_rows=3_000))
     try:
         rng = random.Random(query)

@@ -90,11 +90,12 @@ def test_a_query_is_checked_where_it_is_set():
 
     assert NodeConfig().parsed_query.kind == "select" and NodeConfig().parsed_query.where == "price > 100"
     assert NodeConfig(query="window").parsed_query.stateful
-    with pytest.raises(SettingError, match=r"query .*LS_QUERY.*starts with select or window"):
+    with pytest.raises(SettingError, match=r"query .*LS_QUERY.*is not a SELECT; a tick query is SELECT \* FROM ticks"):
         NodeConfig(query="count everything")
     assert NodeConfig(query="window", operator="spark", spark_state_store="rocksdb").parsed_query.stateful
     with pytest.raises(SettingError, match=r"query .*tumbling windows with the Spark operator"):
-        NodeConfig(query="window 1s slide 500ms by symbol agg count", operator="spark")
+        NodeConfig(query="SELECT symbol, count(*) FROM ticks "
+                         "GROUP BY window(ts, '1 second', '500 milliseconds'), symbol", operator="spark")
     with pytest.raises(SettingError, match=r"spark_state_store .*hdfs or rocksdb"):
         NodeConfig(spark_state_store="memory")
     with pytest.raises(SettingError, match="chaos_poison"):

@@ -1,33 +1,33 @@
-"""A query over the ticks, declared once: today's selection, or a keyed window aggregation on event time.
+"""A query over the ticks, in SQL: the selection, or a keyed window aggregation on event time.
 
-One text form serves the CLI, env and compose, and `Query.text()` writes it back exactly (`parse_query`
-reads its output as it was):
+One text serves the CLI, env and compose, and `Query.text()` writes it back (`parse_query` reads its output
+as it was):
 
-    select [where <predicate>]
-    window <size> [slide <slide>] [lateness <lateness>] by <key>[, <key> ...]
-           agg <aggregate>[, <aggregate> ...] [where <predicate>]
+    SELECT * FROM ticks [WHERE <predicate>]
+    SELECT <keys>, <aggregates> FROM ticks [WHERE <predicate>]
+    GROUP BY window(ts, '<size>'[, '<slide>']), <key>[, <key> ...]
 
-Durations are whole milliseconds, seconds or minutes (`500ms`, `1s`, `2m`); an aggregate is `count` or
-`sum|min|max|avg(<column>)` over a numeric field. Windows are tumbling (no slide, or a slide equal to the
-size) or sliding, on the tick's event time `ts`; a slide must divide the size, so that every tick lies in
-exactly size / slide windows, aligned on the epoch. The predicate is the selection's language
-(formats/predicate.py). `EXAMPLES` names the two queries a user starts from.
+sqlglot reads it, and the SQL planner (formats/sql.py) checks it over the tick table (`ticks.TABLE`, whose
+WATERMARK delay is the `lateness` it is read with); this module only checks that it has the shape the
+tick operators compute: whole ticks selected, or per key and window the aggregates `count(*)` and
+`sum|min|max|avg(price|volume)`, results in the tick example's CSV (window start, keys, aggregates).
+Durations are Spark's (`'500 milliseconds'`, `'1 second'`, `'2 minutes'`); a slide must divide the
+size. Any other query runs as a pipeline file (examples/). `EXAMPLES` names the two a user starts from.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from ..core.errors import PredicateError, QueryError
+from sqlglot import exp
+
+from ..core.errors import PredicateError, QueryError, UnsupportedSql
 from .predicate import compile_predicate
-from .ticks import FIELD_TYPE
+from .ticks import FIELD_TYPE, table
 
 AGGREGATES = ("count", "sum", "min", "max", "avg")
 _NUMERIC = tuple(name for name, typ in FIELD_TYPE.items() if typ in (int, float) and name != "ts")
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000}
-_DURATION = re.compile(r"([0-9]+)(ms|s|m)")
-_AGGREGATE = re.compile(r"(count)|(sum|min|max|avg)\(\s*([a-z_]+)\s*\)")
+_UNITS = (("minutes", 60_000), ("seconds", 1000), ("milliseconds", 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class Aggregate:
         return self.fn if self.fn == "count" else f"{self.fn}_{self.column}"
 
     def text(self) -> str:
-        return self.fn if self.fn == "count" else f"{self.fn}({self.column})"
+        return "count(*)" if self.fn == "count" else f"{self.fn}({self.column})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,98 +63,91 @@ class Query:
         return self.kind == "window"
 
     def text(self) -> str:
-        where = f" where {self.where}" if self.where else ""
+        """The query as SQL (its lateness is the tick table's WATERMARK delay, a setting of its own)."""
+        where = f" WHERE {self.where}" if self.where else ""
         if self.kind == "select":
-            return f"select{where}"
-        parts = [f"window {_duration_text(self.size_ms)}"]
-        if self.slide_ms != self.size_ms:
-            parts.append(f"slide {_duration_text(self.slide_ms)}")
-        if self.lateness_ms:
-            parts.append(f"lateness {_duration_text(self.lateness_ms)}")
-        parts.append("by " + ", ".join(self.keys))
-        parts.append("agg " + ", ".join(a.text() for a in self.aggregates))
-        return " ".join(parts) + where
+            return f"SELECT * FROM ticks{where}"
+        durations = ", ".join(f"'{_duration_text(ms)}'" for ms in
+                              ((self.size_ms,) if self.slide_ms == self.size_ms else (self.size_ms, self.slide_ms)))
+        items = ", ".join([*self.keys, *(a.text() for a in self.aggregates)])
+        return f"SELECT {items} FROM ticks{where} GROUP BY window(ts, {durations}), {', '.join(self.keys)}"
 
 
+SHAPES = ("SELECT * FROM ticks [WHERE ...], or SELECT <keys>, <aggregates> FROM ticks [WHERE ...] GROUP BY "
+          "window(ts, '<size>'[, '<slide>']), <keys>, or an example's name (select, window)")
 EXAMPLES = {
-    "select": "select where price > 100",
-    "window": "window 1s by symbol agg count, avg(price), max(price) where price > 100",
+    "select": "SELECT * FROM ticks WHERE price > 100",
+    "window": "SELECT symbol, count(*), avg(price), max(price) FROM ticks WHERE price > 100 "
+              "GROUP BY window(ts, '1 second'), symbol",
 }
 
 
-def parse_query(text: str) -> Query:
-    """The query `text` declares (or the example it names); QueryError says what is wrong and where."""
+def parse_query(text: str, lateness_ms: int = 0) -> Query:
+    """The query `text` declares (or the example it names), its windows final `lateness_ms` after their
+    end; QueryError says what is wrong."""
+    from .sql import parse_select, plan
+
     text = EXAMPLES.get(text.strip(), text).strip()
-    body, where = _split_where(text)
-    words = body.split(None, 1)
-    if not words or words[0] not in ("select", "window"):
-        raise QueryError(f"query {text!r}: starts with select or window (or names one of {sorted(EXAMPLES)})")
-    if words[0] == "select":
-        if len(words) > 1:
-            raise QueryError(f"query {text!r}: a select takes only a where clause, not {words[1]!r}")
-        return Query("select", where=where)
-    return _window(text, words[1] if len(words) > 1 else "", where)
-
-
-def _split_where(text: str) -> tuple[str, str]:
-    """The query before ` where `, and the predicate after it (checked here: it is the selection's)."""
-    m = re.search(r"(^|\s)where\s", text)
-    if not m:
-        return text, ""
-    body, where = text[:m.start()].strip(), text[m.end():].strip()
     try:
-        compile_predicate(where)
+        p = plan(text, {"ticks": table(lateness_ms)})
+    except UnsupportedSql as e:  # the planner's own list of what it supports is a pipeline's: this one's instead
+        raise QueryError(f"query {text!r}: {str(e).split('; supported:')[0]}; a tick query is {SHAPES}") from None
+    tree = parse_select(text)
+    where = tree.args.get("where")
+    predicate = where.this.sql(dialect="spark") if where is not None else ""
+    try:
+        if predicate:
+            compile_predicate(predicate)
     except PredicateError as e:
         raise QueryError(f"query {text!r}: {e}") from None
-    return body, where
+    if not p.stateful:
+        if [o.name for o in p.outputs] != list(FIELD_TYPE) or not isinstance(tree.expressions[0], exp.Star):
+            raise QueryError(f"query {text!r}: the tick selection outputs whole ticks (SELECT * FROM ticks "
+                             f"[WHERE ...]); a pipeline file (examples/) computes columns")
+        return Query("select", where=predicate)
+    return _window(text, p, predicate)
 
 
-def _window(text: str, rest: str, where: str) -> Query:
-    m = re.fullmatch(r"(\S+)(?:\s+slide\s+(\S+))?(?:\s+lateness\s+(\S+))?\s+by\s+(.+?)\s+agg\s+(.+)", rest)
-    if not m:
-        raise QueryError(f"query {text!r}: expected window <size> [slide <d>] [lateness <d>] by <keys> agg "
-                         f"<aggregates> [where <predicate>]")
-    size = _duration(text, m.group(1))
-    slide = _duration(text, m.group(2)) if m.group(2) else size
-    lateness = _duration(text, m.group(3), zero=True) if m.group(3) else 0
-    if slide > size or size % slide:
-        raise QueryError(f"query {text!r}: the slide ({slide} ms) must divide the size ({size} ms)")
-    keys = tuple(k.strip() for k in m.group(4).split(","))
-    for k in keys:
-        if k not in FIELD_TYPE or k == "ts":
-            raise QueryError(f"query {text!r}: key {k!r} is not a field to group by "
+def _window(text: str, p, where: str) -> Query:
+    """The tick window a plan computes, if it is one the tick operators compute."""
+    keys = []
+    for k in p.keys:
+        if not isinstance(k.expr, exp.Column) or k.expr.name not in FIELD_TYPE or k.expr.name == "ts":
+            raise QueryError(f"query {text!r}: key {k.expr.sql()!r} is not a field to group by "
                              f"({', '.join(n for n in FIELD_TYPE if n != 'ts')})")
+        keys.append(k.expr.name)
+    if not keys:
+        raise QueryError(f"query {text!r}: a tick window groups by at least one key")
     if len(set(keys)) != len(keys):
         raise QueryError(f"query {text!r}: a key is named twice")
-    aggregates = tuple(_aggregate(text, a.strip()) for a in m.group(5).split(","))
-    if len({a.name for a in aggregates}) != len(aggregates):
+    if p.having is not None:
+        raise QueryError(f"query {text!r}: HAVING runs in a pipeline file (examples/), not on the tick example")
+    aggregates = []
+    for a in p.aggregates:
+        if a.fn == "count" and a.arg is None:
+            aggregates.append(Aggregate("count"))
+        elif a.fn in AGGREGATES and a.fn != "count" and isinstance(a.arg, exp.Column) and a.arg.name in _NUMERIC:
+            aggregates.append(Aggregate(a.fn, a.arg.name))
+        else:
+            raise QueryError(f"query {text!r}: aggregate {a.fn}({a.arg.sql() if a.arg is not None else '*'}) is "
+                             f"not count(*) or one of sum, min, max, avg over {' or '.join(_NUMERIC)}")
+    if not aggregates:
+        raise QueryError(f"query {text!r}: a tick window computes at least one aggregate")
+    refs = [o.expr.name if isinstance(o.expr, exp.Column) else o.name for o in p.outputs]
+    aggs = [f"_agg{i}" for i in range(len(aggregates))]
+    if len({a.name for a in aggregates}) != len(aggregates) or len(refs) > len(set(refs)):
         raise QueryError(f"query {text!r}: an aggregate is named twice")
-    return Query("window", where=where, keys=keys, size_ms=size, slide_ms=slide, lateness_ms=lateness,
-                 aggregates=aggregates)
-
-
-def _aggregate(text: str, a: str) -> Aggregate:
-    m = _AGGREGATE.fullmatch(a)
-    if not m:
-        raise QueryError(f"query {text!r}: aggregate {a!r} is not count or one of sum, min, max, avg(<column>)")
-    if m.group(1):
-        return Aggregate("count")
-    fn, column = m.group(2), m.group(3)
-    if column not in _NUMERIC:
-        raise QueryError(f"query {text!r}: {fn}({column}) needs a numeric column ({', '.join(_NUMERIC)})")
-    return Aggregate(fn, column)
-
-
-def _duration(text: str, d: str, *, zero: bool = False) -> int:
-    m = _DURATION.fullmatch(d)
-    if not m or (int(m.group(1)) == 0 and not zero):
-        raise QueryError(f"query {text!r}: duration {d!r} is not a whole number of ms, s or m"
-                         f"{'' if zero else ' above 0'}")
-    return int(m.group(1)) * _UNITS[m.group(2)]
+    if refs != [*keys, *aggs]:
+        raise QueryError(f"query {text!r}: the tick window selects its keys (in GROUP BY's order), then its "
+                         f"aggregates, nothing else: its results are window start, keys, aggregates (a pipeline "
+                         f"file, examples/, computes any columns)")
+    spec = p.spec
+    return Query("window", where=where, keys=tuple(keys), size_ms=spec.size_ms, slide_ms=spec.slide_ms,
+                 lateness_ms=spec.lateness_ms, aggregates=tuple(aggregates))
 
 
 def _duration_text(ms: int) -> str:
-    for unit in ("m", "s"):
-        if ms % _UNITS[unit] == 0:
-            return f"{ms // _UNITS[unit]}{unit}"
-    return f"{ms}ms"
+    for unit, n in _UNITS:
+        if ms % n == 0:
+            return f"{ms // n} {unit if ms != n else unit[:-1]}"
+    raise AssertionError(ms)

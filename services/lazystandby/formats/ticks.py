@@ -55,6 +55,16 @@ FIELD_INDEX = {name: i for i, (name, _) in enumerate(FIELDS)}
 FIELD_TYPE = dict(FIELDS)
 
 
+def table(lateness_ms: int = 0):
+    """The ticks as a SQL table (formats/schema.Schema), for reading a tick query: its event time `ts`,
+    with `lateness_ms` as its WATERMARK delay (a window is final that long after its end)."""
+    from .schema import parse_table
+
+    return parse_table(f"""CREATE TABLE ticks (symbol VARCHAR NOT NULL, price DECIMAL(15, 6) NOT NULL,
+        volume BIGINT NOT NULL, ts TIMESTAMP(3) NOT NULL, venue VARCHAR NOT NULL,
+        WATERMARK FOR ts AS ts - INTERVAL '{int(lateness_ms)}' MILLISECOND) WITH ('format' = 'csv')""")
+
+
 @dataclass(frozen=True, slots=True)
 class Tick:
     symbol: str

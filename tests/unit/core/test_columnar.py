@@ -523,7 +523,7 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
 def test_a_passive_standbys_backup_link_gathers_for_passive_backup_linger_ms():
     """A Passive Standby reads its backup only at a takeover: Nu gathers its batches for
     passive_backup_linger_ms (100 by default), not backup_linger_ms, so it makes fewer calls to it."""
-    query = "window 20s by symbol agg count"
+    query = "SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '20 seconds'), symbol"
     assert NodeConfig(query=query).backup_linger_s == pytest.approx(0.02)
     assert NodeConfig(query=query, standby_state="snapshot").backup_linger_s == pytest.approx(0.1)
     assert NodeConfig(query=query, standby_state="snapshot", passive_backup_linger_ms=0).backup_linger_s == 0

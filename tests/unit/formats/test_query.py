@@ -1,9 +1,12 @@
-"""The query declaration: one text form, read and written back, with errors that say what is wrong."""
+"""The tick query in SQL: read and written back, the tick operators' shape checked, and every query they
+cannot compute refused with the reason."""
 
 import pytest
 
 from lazystandby.core.errors import QueryError
 from lazystandby.formats.query import EXAMPLES, Aggregate, Query, parse_query
+
+W = "GROUP BY window(ts, '1 second'), symbol"
 
 
 def test_the_named_examples_are_the_selection_and_a_one_second_window_by_symbol():
@@ -15,30 +18,54 @@ def test_the_named_examples_are_the_selection_and_a_one_second_window_by_symbol(
     assert [a.name for a in w.aggregates] == ["count", "avg_price", "max_price"]
 
 
-@pytest.mark.parametrize("text", [*EXAMPLES.values(), "select",
-                                  "window 500ms slide 250ms lateness 2s by symbol, venue agg sum(volume), min(price)",
-                                  "window 2m by venue agg count where venue = 'XNYS' AND volume >= 1000"])
+@pytest.mark.parametrize("text", [
+    *EXAMPLES.values(), "select", "SELECT * FROM ticks",
+    "SELECT symbol, venue, sum(volume), min(price) FROM ticks "
+    "GROUP BY window(ts, '500 milliseconds', '250 milliseconds'), symbol, venue",
+    "select venue, COUNT(*) from ticks where venue = 'XNYS' AND volume >= 1000 group by window(ts, '2 minutes'), venue",
+])
 def test_a_query_reads_back_from_its_own_text(text):
     q = parse_query(text)
     assert parse_query(q.text()) == q
 
 
+def test_the_lateness_is_the_tick_tables_watermark_delay():
+    q = parse_query(f"SELECT symbol, count(*) FROM ticks {W}", lateness_ms=300)
+    assert q.lateness_ms == 300 and parse_query(q.text(), 300) == q
+
+
 @pytest.mark.parametrize("text, why", [
-    ("aggregate 1s", "starts with select or window"),
-    ("select symbol", "a select takes only a where clause"),
-    ("window 1s by symbol", "expected window <size>"),
-    ("window 0s by symbol agg count", "above 0"),
-    ("window 1.5s by symbol agg count", "not a whole number"),
-    ("window 1s slide 300ms by symbol agg count", "must divide the size"),
-    ("window 1s slide 2s by symbol agg count", "must divide the size"),
-    ("window 1s by ts agg count", "key 'ts' is not a field to group by"),
-    ("window 1s by colour agg count", "key 'colour'"),
-    ("window 1s by symbol, symbol agg count", "a key is named twice"),
-    ("window 1s by symbol agg avg(symbol)", "needs a numeric column"),
-    ("window 1s by symbol agg median(price)", "is not count or one of"),
-    ("window 1s by symbol agg count, count", "an aggregate is named twice"),
-    ("window 1s by symbol agg count where price >", "ends too early"),
+    ("aggregate 1s", "does not parse|is not a SELECT"),
+    ("window 1s by symbol agg count", "does not parse|is not a SELECT"),
+    ("SELECT symbol FROM ticks", "outputs whole ticks"),
+    ("SELECT *, price * 2 FROM ticks", "outputs whole ticks"),
+    ("SELECT * FROM trades", "no such table"),
+    ("SELECT symbol, count(*) FROM ticks GROUP BY symbol", "exactly one window"),
+    ("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '0 seconds'), symbol", "window duration"),
+    ("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1.5 seconds'), symbol", "window duration"),
+    ("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1 second', '300 milliseconds'), symbol", "divide"),
+    ("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1 second', '2 seconds'), symbol", "divide"),
+    ("SELECT count(*) FROM ticks GROUP BY window(ts, '1 second')", "at least one key"),
+    ("SELECT ts, count(*) FROM ticks GROUP BY window(ts, '1 second'), ts", "key 'ts' is not a field"),
+    ("SELECT colour, count(*) FROM ticks GROUP BY window(ts, '1 second'), colour", "colour"),
+    ("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1 second'), symbol, symbol", "named twice"),
+    (f"SELECT symbol, avg(symbol) FROM ticks {W}", "avg"),
+    (f"SELECT symbol, median(price) FROM ticks {W}", "median|not supported"),
+    (f"SELECT symbol, count(*), count(*) FROM ticks {W}", "names .* twice"),
+    (f"SELECT symbol, count(*) AS a, count(*) AS b FROM ticks {W}", "an aggregate is named twice"),
+    (f"SELECT symbol, count(*) FROM ticks {W} HAVING count(*) > 2", "HAVING runs in a pipeline file"),
+    (f"SELECT symbol, count(*) * 2 AS twice FROM ticks {W}", "selects its keys .*, then its"),
+    (f"SELECT symbol, count(*) FROM ticks WHERE price > {W}", "does not parse"),
 ])
 def test_a_query_that_declares_nothing_runnable_is_refused_with_the_reason(text, why):
     with pytest.raises(QueryError, match=why):
         parse_query(text)
+
+
+@pytest.mark.parametrize("items, why", [("count(*), symbol", "then its aggregates"),
+                                        ("venue, symbol, count(*)", "then its aggregates"),
+                                        ("symbol", "at least one aggregate")])
+def test_a_window_selects_its_keys_then_its_aggregates(items, why):
+    with pytest.raises(QueryError, match=why):
+        parse_query(f"SELECT {items} FROM ticks GROUP BY window(ts, '1 second'), symbol, venue"
+                    if "venue" in items else f"SELECT {items} FROM ticks {W}")

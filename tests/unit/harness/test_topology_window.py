@@ -9,7 +9,8 @@ from lazystandby.harness.inprocess import InProcessTopology
 from lazystandby.operators.window import WindowAggregate
 from lazystandby.sources.generator import interleave
 
-QUERY = "window 500ms by symbol agg count, avg(price), max(price) where price > 50"
+QUERY = ("SELECT symbol, count(*), avg(price), max(price) FROM ticks WHERE price > 50 "
+         "GROUP BY window(ts, '500 milliseconds'), symbol")
 EVERY = 256
 
 

@@ -20,7 +20,8 @@ def test_sums_beyond_int64_and_negative_prices_equal_the_operators():
         volume = rng.choice([999_999_999_999_999_999, -999_999_999_999_999_999, rng.randint(1, 10)])
         price = f"{rng.choice(['-', ''])}{rng.randint(0, 999_999_999)}.{rng.randint(0, 999_999):06d}"
         ticks.append(("I1", i + 1, f"K{i % 3},{price},{volume},{ts},X".encode()))
-    query = "window 1s by symbol agg count, sum(volume), avg(price), min(price), max(volume)"
+    query = ("SELECT symbol, count(*), sum(volume), avg(price), min(price), max(volume) FROM ticks "
+             "GROUP BY window(ts, '1 second'), symbol")
     q, batch, _ = link_order(query, ticks, every=200)
     expected, _ = window_expected([p for _, _, p in ticks], q, every=200)
     _, got = run(q, batch, [])

@@ -17,7 +17,7 @@ from lazystandby.operators.selection import Selection
 from lazystandby.operators.window import WindowAggregate
 from tests.unit.node.support import run
 
-WINDOW = "window 20s by symbol agg count, avg(price), max(price)"
+WINDOW = "SELECT symbol, count(*), avg(price), max(price) FROM ticks GROUP BY window(ts, '20 seconds'), symbol"
 
 
 def ticks(first, n):

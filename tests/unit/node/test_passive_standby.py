@@ -20,7 +20,7 @@ from lazystandby.node.passive import TAIL_WAIT_S
 from lazystandby.operators.window import WindowAggregate
 from tests.unit.node.support import backup_frame, frame, loop_once
 
-QUERY = "window 1s by symbol agg count, avg(price), max(price)"
+QUERY = "SELECT symbol, count(*), avg(price), max(price) FROM ticks GROUP BY window(ts, '1 second'), symbol"
 
 
 def link(first, n, wm_every=50):

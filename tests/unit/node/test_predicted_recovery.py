@@ -218,7 +218,7 @@ def test_a_warm_standby_defers_as_long_as_its_target_allows_and_a_passive_one_as
     from lazystandby.formats.query import parse_query
     from lazystandby.operators.window import WindowAggregate
 
-    q = "window 1s by symbol agg count"
+    q = "SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1 second'), symbol"
     for passive in (False, True):
         settings = {"query": q, "standby_state": "snapshot"} if passive else {}
         op = WindowAggregate(parse_query(q)) if passive else Selection("price > 1")
@@ -248,7 +248,7 @@ def test_the_primary_takes_the_snapshot_interval_its_passive_standby_asks_for(ne
     from lazystandby.formats.query import parse_query
     from lazystandby.operators.window import WindowAggregate
 
-    q = "window 1s by symbol agg count"
+    q = "SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1 second'), symbol"
     n = OperatorNode(NodeConfig(role="primary", listen="p", query=q, standby_state="snapshot"),
                      WindowAggregate(parse_query(q)), net.peer)
     try:

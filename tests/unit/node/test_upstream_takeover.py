@@ -106,7 +106,8 @@ def _restarted_window_nu(trimmed: int, checkpoint: int, head: int):
             return Restored(checkpoint=Checkpoint(checkpoint, 2), epoch=2, primary="s", held=held,
                             last_seqs={"I1": head}, standby="")
 
-    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s", query="window 100ms by symbol agg count")
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby="s",
+                     query="SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '100 milliseconds'), symbol")
     return UpstreamNode(cfg, Restarted(["I1"], total=0), MemoryNetwork().peer)
 
 

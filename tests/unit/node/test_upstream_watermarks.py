@@ -16,7 +16,8 @@ from lazystandby.transport.memory import MemoryNetwork
 
 
 def nu(every=4, streams="I1", idle=0, operator="python"):
-    cfg = NodeConfig(role="upstream", listen="nu", primary="n", query="window 100ms by symbol agg count",
+    cfg = NodeConfig(role="upstream", listen="nu", primary="n", query="SELECT symbol, count(*) FROM ticks "
+                                                                      "GROUP BY window(ts, '100 milliseconds'), symbol",
                      watermark_every=every, streams=streams, watermark_idle=idle, operator=operator)
     return UpstreamNode(cfg, GeneratorSource(streams.split(","), total=0), MemoryNetwork().peer)
 

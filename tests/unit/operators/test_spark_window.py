@@ -10,7 +10,7 @@ from lazystandby.operators.spark_window import SparkWindow
 
 
 def operator(floor=None):
-    q = parse_query("window 1s by symbol agg count")
+    q = parse_query("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1 second'), symbol")
     op = object.__new__(SparkWindow)  # no Spark session: what comes back from the commits is under test
     op.window, op.spec = q, WindowSpec(q.size_ms, q.slide_ms, q.lateness_ms)
     op._floor, op._open, op.results = floor, {}, 0

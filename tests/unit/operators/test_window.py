@@ -15,16 +15,18 @@ from lazystandby.harness.check import compare_results, window_expected
 from lazystandby.operators.window import WindowAggregate
 from lazystandby.sources.generator import interleave
 
-QUERIES = [
-    "window",
-    "window 500ms by symbol, venue agg count, sum(volume), min(price)",
-    "window 1s slide 250ms lateness 200ms by venue agg count, avg(price), max(volume) where volume > 1000",
+QUERIES = [  # (text, lateness in ms)
+    ("window", 0),
+    ("SELECT symbol, venue, count(*), sum(volume), min(price) FROM ticks "
+     "GROUP BY window(ts, '500 milliseconds'), symbol, venue", 0),
+    ("SELECT venue, count(*), avg(price), max(volume) FROM ticks WHERE volume > 1000 "
+     "GROUP BY window(ts, '1 second', '250 milliseconds'), venue", 200),
 ]
 
 
-def link_order(query, ticks, every, rng=None):
+def link_order(query, ticks, every, rng=None, lateness_ms=0):
     """What Nu sends: the ticks placed by WatermarkPlacer, admitted in polls of random sizes."""
-    q = parse_query(query)
+    q = parse_query(query, lateness_ms)
     placer = WatermarkPlacer(WindowSpec(q.size_ms, q.slide_ms, q.lateness_ms), every)
     streams, seqs, payloads, late = [], [], [], []
     i, pos = 0, 1
@@ -61,10 +63,11 @@ def run(q, batch, cuts):
     return op, out
 
 
-@pytest.mark.parametrize("query", QUERIES)
-def test_same_results_however_cut_and_equal_to_the_truth_table(query):
+@pytest.mark.parametrize("query, lateness", QUERIES)
+def test_same_results_however_cut_and_equal_to_the_truth_table(query, lateness):
     ticks = list(interleave(["I1", "I2"], 30_000, 7))
-    q, batch, late = link_order(query, ticks, every=700)
+    q, batch, late = link_order(query, ticks, every=700, lateness_ms=lateness)
+    assert q.lateness_ms == lateness
     expected, late_exp = window_expected([p for _, _, p in ticks], q, every=700)
     assert late == late_exp
     assert len(expected) > 20
@@ -80,7 +83,7 @@ def test_same_results_however_cut_and_equal_to_the_truth_table(query):
 
 
 def test_late_ticks_are_dropped_by_the_placer_and_counted():
-    q = parse_query("window 100ms by symbol agg count")
+    q = parse_query("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '100 milliseconds'), symbol")
     placer = WatermarkPlacer(WindowSpec(100, 100), every=4)
     placed = placer.place(1, np.array([1000, 1010, 1020, 1300, 900, 1310, 1320]))
     # positions 1-3 take three ticks, 4 is a record (watermark 1020), 5-7 ticks, 8 a record (1320).
@@ -97,7 +100,8 @@ def test_late_ticks_are_dropped_by_the_placer_and_counted():
 
 
 def test_exact_sums_and_averages():
-    q = parse_query("window 1s by symbol agg count, sum(price), avg(price)")
+    q = parse_query("SELECT symbol, count(*), sum(price), avg(price) FROM ticks "
+                    "GROUP BY window(ts, '1 second'), symbol")
     op = WindowAggregate(q)
     ps = [b"A,0.1,1,1,X", b"A,0.2,1,2,X", b"A,0.000001,1,3,X", control.encode_watermark(5000)]
     out = op.process(TupleBatch(1, [1, 1, 1, 0], [1, 2, 3, 4], ps))
@@ -115,7 +119,7 @@ def test_compare_results_names_lost_duplicated_and_wrong():
 
 def test_restore_starts_empty_with_the_watermark_in_force():
     from lazystandby.core.messages import Params
-    q = parse_query("window 100ms by symbol agg count")
+    q = parse_query("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '100 milliseconds'), symbol")
     op = WindowAggregate(q)
     op.process(TupleBatch(1, [1], [1], [b"A,1.0,1,50,X"]))
     op.restore(10, Params(9, control.encode_watermark(300)))
@@ -129,7 +133,7 @@ def test_restore_starts_empty_with_the_watermark_in_force():
 def test_windows_merged_early_give_the_same_results(monkeypatch):
     """A window holds at most COMPACT_AT partial tables: merging at every call changes no result."""
     ticks = list(interleave(["I1", "I2"], 20_000, 7))
-    q, batch, _ = link_order(QUERIES[2], ticks, every=900)
+    q, batch, _ = link_order(QUERIES[2][0], ticks, every=900, lateness_ms=QUERIES[2][1])
     _, whole = run(q, batch, [])
     monkeypatch.setattr(WindowAggregate, "COMPACT_AT", 1)
     op, cut = run(q, batch, random.Random(3).sample(range(1, len(batch)), 200))
@@ -142,7 +146,8 @@ def test_a_large_windows_tables_grow_geometrically_so_a_call_never_merges_the_wh
     one, so a window of G groups holds about log2(G / a call's groups) tables, and the calls' results are
     those of one call over everything."""
     ticks = list(interleave(["I1", "I2"], 30_000, 7, keys=20_000))
-    q, batch, _ = link_order("window 10s by symbol agg count, sum(volume)", ticks, every=5000)
+    q, batch, _ = link_order("SELECT symbol, count(*), sum(volume) FROM ticks "
+                             "GROUP BY window(ts, '10 seconds'), symbol", ticks, every=5000)
     _, whole = run(q, batch, [])
     op = WindowAggregate(q)
     most = 0
@@ -164,7 +169,8 @@ def test_state_is_read_from_another_thread_while_calls_change_it():
     import time
 
     ticks = list(interleave(["I1", "I2"], 20_000, 7, keys=5000))
-    q, batch, _ = link_order("window 1s by symbol agg count", ticks, every=300)
+    q, batch, _ = link_order("SELECT symbol, count(*) FROM ticks "
+                             "GROUP BY window(ts, '1 second'), symbol", ticks, every=300)
     op = WindowAggregate(q)
     done = threading.Event()
     seen = []
@@ -196,7 +202,8 @@ def test_a_state_shipped_and_loaded_makes_the_same_results_as_the_state_it_came_
     from lazystandby.formats.ticks import Tick
     from lazystandby.operators.window import WindowAggregate
 
-    q = parse_query("window 1s by symbol agg count, avg(price), max(price), sum(volume)")
+    q = parse_query("SELECT symbol, count(*), avg(price), max(price), sum(volume) FROM ticks "
+                    "GROUP BY window(ts, '1 second'), symbol")
 
     def batch(first, items):
         return TupleBatch(first=first, streams=[s for s, _ in items], seqs=list(range(first, first + len(items))),
@@ -227,7 +234,8 @@ def test_a_full_snapshot_with_the_deltas_after_it_loads_the_state_the_primary_ho
     from lazystandby.operators.window import WindowAggregate
     from lazystandby.sources.generator import interleave
 
-    q = parse_query("window 1s by symbol agg count, avg(price), max(price)")
+    q = parse_query("SELECT symbol, count(*), avg(price), max(price) FROM ticks "
+                    "GROUP BY window(ts, '1 second'), symbol")
     ticks = list(interleave(["I1", "I2"], 6_000, 5, keys=300))
     _, batch, _ = link_order(q.text(), ticks, every=200, rng=random.Random(3))
     a = WindowAggregate(q)
@@ -250,7 +258,7 @@ def test_a_delta_ships_what_changed_not_the_state():
     from lazystandby.operators.window import WindowAggregate
     from lazystandby.sources.generator import interleave
 
-    q = parse_query("window 60m by symbol agg count, max(price)")
+    q = parse_query("SELECT symbol, count(*), max(price) FROM ticks GROUP BY window(ts, '60 minutes'), symbol")
     _, batch, _ = link_order(q.text(), list(interleave(["I1", "I2"], 21_000, 5, keys=100_000)), every=500)
     a = WindowAggregate(q)
     a.process(batch.slice(batch.first, batch.first + 20_000))
@@ -263,7 +271,7 @@ def test_a_delta_ships_what_changed_not_the_state():
 def test_a_delta_asked_of_an_operator_that_tracked_none_is_a_full_view_and_a_chain_must_start_full():
     from lazystandby.operators.window import WindowAggregate
 
-    q = parse_query("window 1s by symbol agg count")
+    q = parse_query("SELECT symbol, count(*) FROM ticks GROUP BY window(ts, '1 second'), symbol")
     a = WindowAggregate(q)
     view = a.state_view(full=False)  # no view before it: nothing tracked
     assert a.view_is_full(view)
