@@ -10,7 +10,6 @@ Three loops, one lock:
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 from collections import deque
@@ -36,21 +35,13 @@ from ..core.errors import (
 )
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
-from ..core.recovery_model import (
-    TUNE_EVERY_S,
-    CallCost,
-    Choice,
-    StandbyView,
-    calls_seconds,
-    choose_cheapest,
-    resend_at,
-)
 from ..core.retry import after_backup_error, after_push_error
 from ..core.roles import Role
 from ..core.windows import trimmable_through
 from ..sources.base import DeadLetters, Membership, Source
 from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer, Pending
+from .bsize_tuning import BsizeTuning
 from .common import Backoff, NodeBase
 from .intake import Intake
 
@@ -73,34 +64,6 @@ class _BackupCall:
 # checkpoint that does not move, as under long windows) no other frame may come for long.
 HINT_EVERY_S = 0.5
 
-# Nu's probes of its link to the standby (the link a resend crosses after a takeover): alternately small and
-# large, the first PROBES_AT_ONCE back to back, then one every PROBE_EVERY_S. The large one takes about
-# PROBE_TRANSFER_S to cross at the rate measured so far (from PROBE_BYTES' large, above the token bucket's
-# burst of the shaped links, up to PROBE_MAX_BYTES): a call's own time varies by a millisecond or two, as
-# much as a 32 KB probe takes to cross 100 Mbit/s (2.6 ms), so only a probe that takes far longer than that
-# jitter gives a rate to trust. The link then carries PROBE_TRANSFER_S of probe every PROBE_EVERY_S (1 %).
-PROBE_BYTES = (1_024, 32_768)
-PROBE_MAX_BYTES = 1 << 20
-PROBE_TRANSFER_S = 0.02
-PROBES_AT_ONCE = 4
-PROBE_EVERY_S = 2.0
-
-
-def probe_bytes(n: int, per_byte_s: float | None) -> int:
-    """The size of Nu's `n`-th probe of a link whose fitted cost per byte is `per_byte_s` (None: not fitted
-    yet; 0: too fast to tell): small, then large, in turn."""
-    small, large = PROBE_BYTES
-    if n % 2 == 0:
-        return small
-    if per_byte_s is None:
-        return large
-    if per_byte_s <= 0:
-        return PROBE_MAX_BYTES
-    return max(large, min(PROBE_MAX_BYTES, int(PROBE_TRANSFER_S / per_byte_s)))
-
-# Choices over which the most Nu held beyond its resend floor is kept: what Bsize inf would resend is
-# predicted from its peak over about half a minute (a window query's grows with each window, then falls).
-UNBOUNDED_KEPT = 15
 
 class UpstreamNode(NodeBase):
     """Nu. The first primary runs in epoch 1; each takeover raises it."""
@@ -139,19 +102,7 @@ class UpstreamNode(NodeBase):
         self._standby_checkpoint = 0
         self._next_checkpoint_at = 0.0
         self._next_hint_at = 0.0
-        self.push_cost = CallCost()  # Nu's calls to the primary, timed
-        # Nu's probes of its standby's link, timed: the cost of the resend a takeover by it would get.
-        self.standby_cost = CallCost(min_samples=PROBES_AT_ONCE)
-        self._probe_at = 0.0
-        self._probe_padding = os.urandom(PROBE_MAX_BYTES)  # incompressible, whatever a transport does
-        # Choosing Bsize for recovery_target_ms (`_tune`): the standby's part of a prediction (with its backup
-        # answers), the latest choice, when to choose next, and (when, head) a rate is measured from.
-        self.standby_view: StandbyView | None = None
-        self.choice: Choice | None = None
-        self._tune_at = 0.0
-        self._rate_mark: tuple[float, int] | None = None
-        self._unbounded: deque[int] = deque(maxlen=UNBOUNDED_KEPT)
-        self._pending_choice: tuple[int | None] | None = None  # (Bsize,) waiting for the next choice to agree
+        self.tuning = BsizeTuning(cfg)  # the links' costs and the Bsize for recovery_target_ms
         self._backup_sent = (-1, 0.0)  # (backup generation, when) of the last backup call cut: backup_linger_s
         self.checkpoint = Checkpoint()
         self.cursor = 1
@@ -414,7 +365,7 @@ class UpstreamNode(NodeBase):
             if batch is not None:
                 self.counters["primary_tuples"] += len(batch)
                 self.counters["primary_frames"] += 1
-                self.push_cost.add(ack.wire_bytes, self.clock() - t0)
+                self.tuning.push_cost.add(ack.wire_bytes, self.clock() - t0)
             self.received_by_primary = ack.received_through
             self.cursor = ack.received_through + 1
             self._apply_level1(ack.epoch, ack.level1)
@@ -482,37 +433,32 @@ class UpstreamNode(NodeBase):
 
     def _probe_link(self) -> bool:
         """A probe of the standby's link when one is due and the backup link is idle: no call in flight,
-        none to resync, no run due. Its time, against its size, goes into `standby_cost`. Whether one was
-        sent. A link kept busy by the backup holds little unsent, and a takeover's resend over it is
-        short: the push cost stands in until a probe gets through."""
+        none to resync, no run due. Its time, against its size, goes into the standby link's cost
+        (node/bsize_tuning.py). Whether one was sent. A link kept busy by the backup holds little unsent,
+        and a takeover's resend over it is short: the push cost stands in until a probe gets through."""
         with self.lock:
             now = self.clock()
             peer = self.standby
-            if (peer is None or now < self.standby_retry_at or now < self._probe_at or self._resync_backup
-                    or self._awaiting_since is not None
-                    or (self.bsize is not None and self.batcher.unbatched(self.oqu) >= self.bsize)):
+            busy = self._resync_backup or self._awaiting_since is not None or (
+                self.bsize is not None and self.batcher.unbatched(self.oqu) >= self.bsize)
+            if peer is None or now < self.standby_retry_at or busy:
                 return False
-            n = len(self.standby_cost.kept)
-            fit = self.standby_cost.fit()
-            size = probe_bytes(self.counters["probes"], None if fit is None else fit[1])
-            self._probe_at = now + (0.0 if n + 1 < PROBES_AT_ONCE else PROBE_EVERY_S)
+            padding = self.tuning.next_probe(now, self.counters["probes"])
+            if padding is None:
+                return False
+            size = len(padding)
         t0 = self.clock()
         try:
-            peer.probe(m.Probe(padding=self._probe_padding[:size]), self.cfg.rpc_timeout)
+            peer.probe(m.Probe(padding=padding), self.cfg.rpc_timeout)
         except PeerError:
             with self.lock:
                 self.counters["probe_errors"] += 1
             return True
         with self.lock:
-            self.standby_cost.add(size, self.clock() - t0, keep=True)
+            self.tuning.standby_cost.add(size, self.clock() - t0, keep=True)
             self.counters["probes"] += 1
             self.counters["probe_bytes"] += size
         return True
-
-    def _resend_cost(self) -> CallCost:
-        """The cost of a call on the link a resend would cross: the standby's, from the probes, once
-        there are enough; the primary's link (the pushes) until then."""
-        return self.standby_cost if self.standby_cost.fit() is not None else self.push_cost
 
     def _prepare_backup(self, *, idle: bool) -> _BackupCall | None:
         """The next backup call, encoded (outside the lock), or None when there is nothing to send (after
@@ -547,7 +493,8 @@ class UpstreamNode(NodeBase):
             advance = ckpt.input_pos > self._standby_checkpoint and now >= self._next_checkpoint_at
             # Nu's part of the standby's predicted recovery, every HINT_EVERY_S (a fit over the timed pushes
             # costs a little, and a backup call can be due every millisecond).
-            hint = self._recovery_hint() if now >= self._next_hint_at else None
+            hint = (self.tuning.hint(head=self.oqu.last, resend_floor=self._resend_start(0),
+                                     tuple_bytes=self._tuple_bytes()) if now >= self._next_hint_at else None)
             if hint is not None:
                 self._next_hint_at = now + HINT_EVERY_S
             if not resync and run is None and not advance and hint is None:
@@ -588,47 +535,22 @@ class UpstreamNode(NodeBase):
                           dict_size=cfg.dict_size, native=native.compressor())
 
     def _tune(self, now: float) -> None:
-        """Holding the lock, in the backup thread: with recovery_target_ms set, every TUNE_EVERY_S, the Bsize
-        whose predicted recovery meets the target with the least backup (core.recovery_model.choose_cheapest),
-        predicted at each Bsize from the standby's view (its fixed terms, operator cost and backlog), this
-        Nu's push cost, its source rate and the peak of what it held beyond its resend floor. Nothing is
-        chosen before the standby's view and a push fit are in."""
-        target = self.cfg.recovery_target_ms / 1000
-        if not target or now < self._tune_at:
+        """Holding the lock, in the backup thread: with recovery_target_ms set, the Bsize chosen for it
+        (node/bsize_tuning.py) from now on."""
+        choice = self.tuning.choose(now, head=self.oqu.last, resend_floor=self._resend_start(0),
+                                    tuple_bytes=self._tuple_bytes(), bsize=self.bsize,
+                                    changed_before=bool(self.counters["bsize_changes"]))
+        if choice is None:
             return
-        self._tune_at = now + TUNE_EVERY_S
-        mark, self._rate_mark = self._rate_mark, (now, self.oqu.last)
-        self._unbounded.append(max(0, self.oqu.last - self._resend_start(0) + 1))
-        cost = self._resend_cost()
-        view, fit = self.standby_view, cost.fit()
-        if view is None or fit is None or mark is None or now <= mark[0]:
-            return
-        rate = max(0.0, (self.oqu.last - mark[1]) / (now - mark[0]))
-        c = self.counters
-        tuple_bytes = c["primary_bytes"] / c["primary_tuples"] if c["primary_tuples"] else 0.0
-        unbounded, linger = max(self._unbounded), self.cfg.backup_linger_s
-
-        def predict(bsize: int | None) -> float:
-            resend = resend_at(bsize, unbounded=unbounded, rate=rate, linger_s=linger)
-            replay = resend + view.backlog
-            send = cost.seconds_for(resend * tuple_bytes, self.cfg.frame_max * tuple_bytes) or 0.0
-            return view.fixed_s + send + calls_seconds(replay, view.take, view.call_s, view.tuple_s)
-
-        self.choice = choice = choose_cheapest(target, predict)
-        if choice.value == self.bsize:
-            self._pending_choice = None
-            return
-        # The first choice is taken at once (the configured Bsize was nobody's prediction); a later larger one
-        # only when the next choice agrees.
-        larger = self.bsize is not None and (choice.value is None or choice.value > self.bsize)
-        if larger and self.counters["bsize_changes"] and self._pending_choice != (choice.value,):
-            self._pending_choice = (choice.value,)  # taken if the next choice agrees
-            return
-        self._pending_choice = None
         self.log.info("%s: Bsize %s -> %s for recovery_target_ms %g (predicted %.0f ms%s)", self.name,
                       format_bsize(self.bsize), format_bsize(choice.value), self.cfg.recovery_target_ms,
                       choice.predicted_s * 1000, "" if choice.met else "; no Bsize meets the target")
         self._set_bsize(choice.value)
+
+    def _tuple_bytes(self) -> float:
+        """The mean bytes of a tuple on the wire, from the pushes (0 before any)."""
+        c = self.counters
+        return c["primary_bytes"] / c["primary_tuples"] if c["primary_tuples"] else 0.0
 
     def _set_bsize(self, bsize: int | None) -> None:
         """Holding the lock, in the backup thread: Bsize from now on. A new backup generation: what was cut
@@ -639,37 +561,6 @@ class UpstreamNode(NodeBase):
         self.run_encoder = self._encoder_for(bsize)
         self._void_backup(resync=False)
         self.counters["bsize_changes"] += 1
-
-    @staticmethod
-    def _cost_status(cost: CallCost) -> dict | None:
-        """What Nu measures of a link (core.recovery_model.CallCost): the cost of a call, the rate its bytes
-        go at (None when calls of one size cannot tell), and the calls the fit is over; None before enough."""
-        fit = cost.fit()
-        if fit is None:
-            return None
-        return {"per_call_ms": round(fit[0] * 1000, 3), "bytes_per_s": round(1 / fit[1]) if fit[1] else None,
-                "calls": len(cost.samples) + len(cost.kept)}
-
-    def _target_status(self) -> dict | None:
-        """The recovery target and the latest choice for it (None without a target)."""
-        if not self.cfg.recovery_target_ms:
-            return None
-        ch = self.choice
-        return {"target_ms": self.cfg.recovery_target_ms, "bsize": format_bsize(self.bsize),
-                "predicted_ms": round(ch.predicted_s * 1000, 1) if ch else None, "met": ch.met if ch else None,
-                "candidates_ms": {b: round(v * 1000, 1) for b, v in ch.candidates.items()} if ch else {}}
-
-    def _recovery_hint(self) -> m.RecoveryHint | None:
-        """Holding the lock: Nu's part of its standby's predicted recovery (core.recovery_model): its head,
-        the first position it would resend whatever the standby asks (`_resend_start`), and the cost of a
-        call on the link a resend crosses (`_resend_cost`); None before enough calls were timed."""
-        fit = self._resend_cost().fit()
-        if fit is None:
-            return None
-        c = self.counters
-        tuple_bytes = c["primary_bytes"] / c["primary_tuples"] if c["primary_tuples"] else 0.0
-        return m.RecoveryHint(head_pos=self.oqu.last, resend_floor=self._resend_start(0), per_call_s=fit[0],
-                              per_byte_s=fit[1], tuple_bytes=tuple_bytes, frame_max=self.cfg.frame_max)
 
     def _encode_failed(self, gen: int, error: Exception) -> None:
         """A run could not be compressed (zstd or memory): like a failed call, the batches cut since the
@@ -745,7 +636,7 @@ class UpstreamNode(NodeBase):
             self.links.note("standby", peer.address, None)
             self.counters["backup_bytes"] += ack.wire_bytes
             if ack.view is not None:
-                self.standby_view = ack.view
+                self.tuning.standby_view = ack.view
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if call.resync:
                 # The standby's applied position is the truth after an error or a registration; re-cut from
@@ -890,8 +781,7 @@ class UpstreamNode(NodeBase):
                 self.batcher.restart(self.oqu.trimmed_through)
                 self._backup_gen += 1
                 # Another standby, another link: timed afresh, and its view comes with its first answer.
-                self.standby_cost, self._probe_at = CallCost(min_samples=PROBES_AT_ONCE), 0.0
-                self.standby_view = None
+                self.tuning.new_standby()
             # The same address keeps its channel and its call in flight, whose answer stands: the standby
             # judges each call itself, and one restarted empty refuses it (an error, then a resync). Voided
             # at the registration of a standby that had been fed since Nu started, the call's batches were
@@ -948,9 +838,7 @@ class UpstreamNode(NodeBase):
             "primary": self.primary_addr,
             "standby": self.standby.address if self.standby else "",
             "bsize": format_bsize(self.bsize),
-            "recovery_target": self._target_status(),
-            "push_cost": self._cost_status(self.push_cost),
-            "standby_link_cost": self._cost_status(self.standby_cost),
+            **self.tuning.status(self.bsize),
             "codec": self.cfg.codec,
             "codec_backend": self.run_encoder.encoder.backend,
             "source_exhausted": self.source.exhausted,

@@ -19,7 +19,7 @@ RTT = 0.002
 def timed_pushes(nu, tuple_bytes=50):
     """Pushes to the primary as Nu times them, on a 10 Mbit/s link with a 2 ms round trip."""
     for n in (100, 400, 1_600) * 4:
-        nu.push_cost.add(n * tuple_bytes, RTT + n * tuple_bytes / RATE_BPS)
+        nu.tuning.push_cost.add(n * tuple_bytes, RTT + n * tuple_bytes / RATE_BPS)
     nu.counters["primary_tuples"] += 1_000
     nu.counters["primary_bytes"] += 1_000 * tuple_bytes
 
@@ -119,7 +119,7 @@ def tuned_nu(net, target_ms, view):
                                  recovery_target_ms=target_ms), GeneratorSource(["I1", "I2"], total=0, rate=0.0),
                       net.peer, clock=lambda: t[0])
     timed_pushes(nu)
-    nu.standby_view = StandbyView(**view)
+    nu.tuning.standby_view = StandbyView(**view)
     return nu, t
 
 
@@ -145,8 +145,8 @@ def test_nu_takes_its_first_choice_at_once_and_a_later_larger_one_once_two_choic
     gen = nu._backup_gen
     tune(nu, t, 0)  # the first look only marks the rate
     tune(nu, t, 8_000)
-    first = nu.choice.value
-    assert nu.choice.met and (first is None or first > 10)  # less backup than the configured 10
+    first = nu.tuning.choice.value
+    assert nu.tuning.choice.met and (first is None or first > 10)  # less backup than the configured 10
     assert nu.bsize == first and nu.batcher.bsize == first and nu.run_encoder.bsize == first
     assert nu._backup_gen > gen and nu.counters["bsize_changes"] == 1
     status = nu.snapshot()["recovery_target"]
@@ -154,10 +154,10 @@ def test_nu_takes_its_first_choice_at_once_and_a_later_larger_one_once_two_choic
     # The rate falls: a larger Bsize would do, but is taken only when the next choice agrees.
     nu._set_bsize(100)
     tune(nu, t, 100)
-    assert nu.choice.value != 100 and nu.bsize == 100
-    later = nu.choice.value
+    assert nu.tuning.choice.value != 100 and nu.bsize == 100
+    later = nu.tuning.choice.value
     tune(nu, t, 100)
-    assert nu.choice.value == later and nu.bsize == later
+    assert nu.tuning.choice.value == later and nu.bsize == later
 
 
 def test_nu_takes_bsize_1_at_once_for_a_target_nothing_meets_and_says_so(net, monkeypatch):
@@ -167,7 +167,7 @@ def test_nu_takes_bsize_1_at_once_for_a_target_nothing_meets_and_says_so(net, mo
     nu, t = tuned_nu(net, 50, VIEW)  # below the fixed terms alone (100 ms)
     tune(nu, t, 0)
     tune(nu, t, 8_000)
-    assert nu.bsize == 1 and not nu.choice.met
+    assert nu.bsize == 1 and not nu.tuning.choice.met
     assert nu.snapshot()["recovery_target"]["met"] is False
 
 
@@ -175,12 +175,13 @@ def test_without_a_target_nu_keeps_its_bsize_and_chooses_nothing(net):
     nu, t = tuned_nu(net, 0, VIEW)
     tune(nu, t, 0)
     tune(nu, t, 8_000)
-    assert nu.bsize == 10 and nu.choice is None and nu.snapshot()["recovery_target"] is None
+    assert nu.bsize == 10 and nu.tuning.choice is None and nu.snapshot()["recovery_target"] is None
 
 
 def test_nu_probes_its_standbys_link_when_the_backup_is_idle_and_fits_the_resend_cost_from_it(net):
     from lazystandby.core import messages as msgs
-    from lazystandby.node.upstream import PROBE_BYTES, PROBE_EVERY_S, PROBES_AT_ONCE, UpstreamNode
+    from lazystandby.node.bsize_tuning import PROBE_BYTES, PROBE_EVERY_S, PROBES_AT_ONCE
+    from lazystandby.node.upstream import UpstreamNode
     from lazystandby.sources.base import GeneratorSource
     from lazystandby.transport.peer import PeerBase
 
@@ -202,9 +203,9 @@ def test_nu_probes_its_standbys_link_when_the_backup_is_idle_and_fits_the_resend
         assert nu._probe_link()
     assert not nu._probe_link()  # the next one waits PROBE_EVERY_S
     assert sizes == [PROBE_BYTES[i % 2] for i in range(PROBES_AT_ONCE)]
-    per_call, per_byte = nu.standby_cost.fit()
+    per_call, per_byte = nu.tuning.standby_cost.fit()
     assert per_call == pytest.approx(RTT) and per_byte == pytest.approx(1 / RATE_BPS)
-    assert nu._resend_cost() is nu.standby_cost  # not the pushes' (none timed here)
+    assert nu.tuning.resend_cost() is nu.tuning.standby_cost  # not the pushes' (none timed here)
     assert nu.snapshot()["standby_link_cost"]["bytes_per_s"] == pytest.approx(RATE_BPS, rel=1e-6)
     t[0] += PROBE_EVERY_S
     nu._awaiting_since = t[0]  # a backup call in flight: the link is not idle
@@ -304,7 +305,7 @@ def test_a_standby_times_how_late_its_heartbeats_start_and_predicts_a_detection_
 
 
 def test_nus_large_probe_grows_to_about_probe_transfer_s_of_the_link_it_measured():
-    from lazystandby.node.upstream import PROBE_BYTES, PROBE_MAX_BYTES, PROBE_TRANSFER_S, probe_bytes
+    from lazystandby.node.bsize_tuning import PROBE_BYTES, PROBE_MAX_BYTES, PROBE_TRANSFER_S, probe_bytes
 
     small, large = PROBE_BYTES
     assert [probe_bytes(n, None) for n in range(4)] == [small, large, small, large]  # nothing fitted yet
@@ -318,7 +319,8 @@ def test_nus_probes_of_a_fast_link_read_its_rate_where_32_kb_could_not(net):
     # 100 Mbit/s and a call whose time varies by 1.5 ms: a 32 KB probe (2.6 ms) reads anything from
     # 2 to 60 MB/s; once fitted, the large probes take about PROBE_TRANSFER_S and the rate comes out right.
     from lazystandby.core import messages as msgs
-    from lazystandby.node.upstream import PROBE_EVERY_S, UpstreamNode
+    from lazystandby.node.bsize_tuning import PROBE_EVERY_S
+    from lazystandby.node.upstream import UpstreamNode
     from lazystandby.sources.base import GeneratorSource
     from lazystandby.transport.peer import PeerBase
 
@@ -341,4 +343,4 @@ def test_nus_probes_of_a_fast_link_read_its_rate_where_32_kb_could_not(net):
         nu._probe_link()
         t[0] += PROBE_EVERY_S
     assert max(sizes) > 150_000
-    assert 1 / nu.standby_cost.fit()[1] == pytest.approx(rate, rel=0.15)
+    assert 1 / nu.tuning.standby_cost.fit()[1] == pytest.approx(rate, rel=0.15)
