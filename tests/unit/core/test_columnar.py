@@ -298,10 +298,10 @@ def test_nu_admits_no_more_than_backup_lag_max_past_a_responsive_standby():
     for _ in range(10):
         nu._source_loop()
     assert nu.oqu.last == 250 and nu.counters["source_waited_for_backup"] >= 1
-    nu.batcher.confirm(200)
+    nu.backup.batcher.confirm(200)
     nu._source_loop()
     assert nu.oqu.last == 350  # one frame's worth more, up to the bound again (frame_max 100)
-    nu.standby_retry_at = nu.clock() + 60  # a standby that does not answer holds nothing up
+    nu.backup.retry_at = nu.clock() + 60  # a standby that does not answer holds nothing up
     nu._source_loop()
     assert nu.oqu.last == 450
 
@@ -328,7 +328,7 @@ def test_a_fresh_nu_holds_its_source_until_its_standby_registers():
     nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
     nu._source_loop()
     assert nu.oqu.last == 100 and nu.counters["source_waited_for_standby"] == 2
-    assert nu._resync_backup  # the backup's first call asks the standby where it stands
+    assert nu.backup.resync  # the backup's first call asks the standby where it stands
 
 
 def test_nu_reports_when_it_started_and_when_it_first_admitted():
@@ -457,12 +457,12 @@ def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers
         nu._source_loop()
     nu._apply_level1(1, m.Checkpoint(250, 90))
     assert nu.checkpoint.input_pos == 250 and nu.oqu.trimmed_through == 0  # nothing cut yet
-    nu.batcher.due_run(nu.oqu, 10)  # cuts 1..100
-    nu._trim()
+    nu.backup.batcher.due_run(nu.oqu, 10)  # cuts 1..100
+    nu.trim()
     assert nu.oqu.trimmed_through == 100
     nu.standby = None  # no standby (a takeover): trims go all the way
-    nu._trim()
-    assert nu.oqu.trimmed_through == 250 and nu.batcher.skipped == 0
+    nu.trim()
+    assert nu.oqu.trimmed_through == 250 and nu.backup.batcher.skipped == 0
 
 
 def _gathering_upstream(t: list[float], calls: list[int], **settings):
@@ -493,28 +493,28 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
     nu = _gathering_upstream(t, calls, backup_linger_ms=20)
     try:
         nu._source_loop()
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50]  # the first call goes at once
         nu._source_loop()
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50]  # 50 more due, 5 of 10 batches: gathering
         t[0] += 0.019
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50]
         t[0] += 0.002
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50, 50]  # 21 ms after the last call
         nu._source_loop()
         nu._source_loop()
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50, 50, 100]  # a full run is due: no wait
         nu._apply_level1(1, m.Checkpoint(200, 80))
-        nu._trim()
+        nu.trim()
         nu._source_loop()
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50, 50, 100, 0]  # a registration first asks where the standby stands
-        nu._backup_loop()
+        nu.backup.loop()
         assert nu.oqu.trimmed_through == 200 and calls == [50, 50, 100, 0, 50]  # then its backlog, at once
     finally:
         nu.stop()
@@ -531,14 +531,14 @@ def test_a_passive_standbys_backup_link_gathers_for_passive_backup_linger_ms():
     nu = _gathering_upstream(t, calls, query=query, standby_state="snapshot")
     try:
         nu._source_loop()
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50]
         nu._source_loop()
         t[0] += 0.021
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50]  # a warm standby's link would have called here
         t[0] += 0.08
-        nu._backup_loop()
+        nu.backup.loop()
         assert calls == [50, 50]
     finally:
         nu.stop()
@@ -571,12 +571,12 @@ def test_a_standby_that_registers_holding_positions_is_not_sent_them_again():
     try:
         for _ in range(3):
             nu._source_loop()
-            nu._backup_loop()
+            nu.backup.loop()
         assert held[0] == 150 and nu.oqu.trimmed_through == 0
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
         nu._source_loop()
-        nu._backup_loop()  # the resync: no batches
-        nu._backup_loop()
+        nu.backup.loop()  # the resync: no batches
+        nu.backup.loop()
         assert calls[-1] == (151, 200) and held[0] == 200
         assert nu.counters["standby_registrations"] == 1
         assert not any(k.startswith("backup_error") for k in nu.counters)

@@ -366,7 +366,7 @@ def test_a_backup_run_that_fails_to_compress_is_cut_again_in_a_new_session_and_a
     total = 20_000
     with InProcessTopology("memory", total=total, rate=20_000.0, bsize="10") as t:
         nu, calls = t.nodes["nu"], [0]
-        encode = nu.run_encoder.encode
+        encode = nu.backup.run_encoder.encode
 
         def failing_once(run):
             calls[0] += 1
@@ -374,7 +374,7 @@ def test_a_backup_run_that_fails_to_compress_is_cut_again_in_a_new_session_and_a
                 raise zstd.ZstdError("zstd compression failed")
             return encode(run)
 
-        nu.run_encoder.encode = failing_once
+        nu.backup.run_encoder.encode = failing_once
         assert t.wait(lambda: nu.counters["backup_encode_errors"] == 1 and nu.counters["backup_tuples"] > 3000, 30)
         t.kill("n")
         exp = expected(total)

@@ -86,7 +86,7 @@ def test_oqu_keeps_the_inputs_of_windows_not_delivered():
     # Nd holds everything through position 8 (the record at 8, watermark 1210, closed [1000, 1100) and
     # [1100, 1200)); the window [1200, 1300) from position 6 on is open: positions 6 on stay.
     n.checkpoint = Checkpoint(8, 2)
-    n._trim()
+    n.trim()
     assert n.oqu.trimmed_through == 5
 
 
