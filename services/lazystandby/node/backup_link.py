@@ -241,26 +241,11 @@ class BackupLink:
                 if idle:
                     self.nu.lock.wait(gather)
                 return None
-            if not resync:
-                self.skip_trimmed()
-            run = None if resync else self.batcher.due_run(self.nu.oqu, self.cfg.max_batches_per_rpc)
-            jump = self._jump
-            if run is not None:
-                self.nu.trim()  # what was held back for this run can go now (the run is a view of it)
-                self._jump = None
-                if jump is not None and run.first == jump.input_pos + 1:
-                    ckpt = jump  # the skip's own checkpoint (a later one may have come since the resync)
-            elif jump is not None:
-                ckpt = jump  # a frame without batches skips the standby to where the next run starts, no further
+            run, ckpt = (None, ckpt) if resync else self._cut(ckpt)
             # With nothing to batch, still tell the standby when the trim point passed what it holds:
             # it skips ahead and never needs those positions (this is all an Upstream Backup standby gets).
             advance = ckpt.input_pos > self._standby_checkpoint and now >= self.next_checkpoint_at
-            # Nu's part of the standby's predicted recovery, every HINT_EVERY_S (a fit over the timed pushes
-            # costs a little, and a backup call can be due every millisecond).
-            hint = (self.nu.tuning.hint(head=self.nu.oqu.last, resend_floor=self.nu.resend_floor(),
-                                     tuple_bytes=self.nu.tuple_bytes()) if now >= self.next_hint_at else None)
-            if hint is not None:
-                self.next_hint_at = now + HINT_EVERY_S
+            hint = self._hint(now)
             if not resync and run is None and not advance and hint is None:
                 if idle:
                     self.nu.lock.wait(self.cfg.linger_ms / 1000)
@@ -292,6 +277,32 @@ class BackupLink:
         frame = m.BackupFrame(epoch=epoch, sender=self.nu.name, checkpoint=ckpt, runs=runs,
                               params=self.nu.params_at(ckpt.input_pos), hint=hint)
         return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.nu.clock() - t0)
+
+    def _cut(self, ckpt: Checkpoint):
+        """Holding the lock: the run due now (None: none) and the checkpoint its frame carries, `ckpt` unless
+        the standby must skip ahead (`skip_trimmed`)."""
+        self.skip_trimmed()
+        run = self.batcher.due_run(self.nu.oqu, self.cfg.max_batches_per_rpc)
+        jump = self._jump
+        if run is not None:
+            self.nu.trim()  # what was held back for this run can go now (the run is a view of it)
+            self._jump = None
+            if jump is not None and run.first == jump.input_pos + 1:
+                ckpt = jump  # the skip's own checkpoint (a later one may have come since the resync)
+        elif jump is not None:
+            ckpt = jump  # a frame without batches skips the standby to where the next run starts, no further
+        return run, ckpt
+
+    def _hint(self, now: float) -> m.RecoveryHint | None:
+        """Holding the lock: Nu's part of the standby's predicted recovery, every HINT_EVERY_S (a fit over the
+        timed pushes costs a little, and a backup call can be due every millisecond)."""
+        if now < self.next_hint_at:
+            return None
+        hint = self.nu.tuning.hint(head=self.nu.oqu.last, resend_floor=self.nu.resend_floor(),
+                                   tuple_bytes=self.nu.tuple_bytes())
+        if hint is not None:
+            self.next_hint_at = now + HINT_EVERY_S
+        return hint
 
     def _encoder_for(self, bsize: int | None) -> RunEncoder:
         cfg = self.cfg

@@ -352,33 +352,9 @@ class OperatorBase(NodeBase):
 
     # --- operator: IQ -> OQ ----------------------------------------------------------------------------
     def _operator_loop(self) -> None:
-        with self.lock:
-            through: int | None = None  # the last input this pass may take (None: all)
-            take = True
-            while not self.stopped:
-                if self.operator.failure is not None:
-                    raise self.operator.failure  # ends this loop, as a failed call does (_operator_failed)
-                self.dying_point("operator")  # an idle standby may wait here for long
-                if self._snapshot_due():
-                    take = False
-                    break  # a Passive Standby that took over: its snapshot is loaded first (below)
-                if self.iq.empty():
-                    if self._head_done():
-                        break
-                    self._wait_for_work(0.1)
-                    continue
-                if self._gathering and self._still_gathering():
-                    take = False
-                    if self._head_done():
-                        break  # answers to collect; nothing taken yet
-                    self.lock.wait(0.005)  # ends on an input's arrival or the deadline, not on a notify
-                    continue
-                take = True
-                through = self._deferred_through()
-                if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
-                    break  # something to take, or answers to collect (taking what may be taken now)
-                self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
-            items = _join_runs(self.iq.take_all(self._take, through)) if take else []
+        """One pass: what may be taken from IQ now (`_take_items`), the answers ready collected, a Passive
+        Standby's snapshot loaded, then each run taken submitted in calls (`_process_run`)."""
+        items = self._take_items()
         self._collect(block=False)
         with self.lock:
             load = self._snapshot_due()
@@ -396,45 +372,84 @@ class OperatorBase(NodeBase):
                 elif it.checkpoint.input_pos > self.processed.input_pos:  # else a skip already went past it
                     self._restore(it.checkpoint, it.params)
                 continue
-            start = it.first
-            while start < it.end and not self.stopped:
-                room = self._room_for(it.end - start)
+            if not self._process_run(it):
+                return
+
+    def _take_items(self) -> list:
+        """Waits, holding the lock, until there is something to take or answers to collect; returns the
+        runs and jumps taken from IQ (none when a snapshot is due or a takeover still gathers)."""
+        with self.lock:
+            through: int | None = None  # the last input this pass may take (None: all)
+            take = True
+            while not self.stopped:
+                if self.operator.failure is not None:
+                    raise self.operator.failure  # ends this loop, as a failed call does (_operator_failed)
+                self.dying_point("operator")  # an idle standby may wait here for long
+                if self._snapshot_due():
+                    take = False
+                    break  # a Passive Standby that took over: its snapshot is loaded first (`_operator_loop`)
+                if self.iq.empty():
+                    if self._head_done():
+                        break
+                    self._wait_for_work(0.1)
+                    continue
+                if self._gathering and self._still_gathering():
+                    take = False
+                    if self._head_done():
+                        break  # answers to collect; nothing taken yet
+                    self.lock.wait(0.005)  # ends on an input's arrival or the deadline, not on a notify
+                    continue
+                take = True
+                through = self._deferred_through()
+                if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
+                    break  # something to take, or answers to collect (taking what may be taken now)
+                self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
+            return _join_runs(self.iq.take_all(self._take, through)) if take else []
+
+    def _process_run(self, it) -> bool:
+        """A run taken from IQ, submitted from its first input in calls of the node's batch size, past what a
+        snapshot or a covering checkpoint made needless; False when an input did not decode (the node
+        stops taking: `_unreadable`)."""
+        start = it.first
+        while start < it.end and not self.stopped:
+            room = self._room_for(it.end - start)
+            with self.lock:
+                covered, params = self._covered
+                rebase = self._rebase
+                snap_through = self._snapshot_through()
+            if snap_through is not None and start <= snap_through:
+                # In the snapshot: a Passive Standby's backup up to it is needed no more.
                 with self.lock:
-                    covered, params = self._covered
-                    rebase = self._rebase
-                    snap_through = self._snapshot_through()
-                if snap_through is not None and start <= snap_through:
-                    # In the snapshot: a Passive Standby's backup up to it is needed no more.
+                    self.counters["snapshot_dropped"] += min(snap_through + 1, it.end) - start
+                start = min(snap_through + 1, it.end)
+                continue
+            if covered.input_pos >= start and not self.stateful:
+                start = self._skip(covered, params, start, it.end)
+                continue
+            if rebase is not None and start <= rebase.input_pos:
+                room = min(room, rebase.input_pos - start + 1)  # a call ends where numbering resumes
+            try:
+                piece = it.slice(start, start + room)
+            except Unreadable as e:
+                if e.error is None:
+                    # Let go since it was taken: covered meanwhile (a trim drops only covered or processed
+                    # runs, and nothing from `start` on is processed), which the skip above now sees.
                     with self.lock:
-                        self.counters["snapshot_dropped"] += min(snap_through + 1, it.end) - start
-                    start = min(snap_through + 1, it.end)
-                    continue
-                if covered.input_pos >= start and not self.stateful:
-                    start = self._skip(covered, params, start, it.end)
-                    continue
-                if rebase is not None and start <= rebase.input_pos:
-                    room = min(room, rebase.input_pos - start + 1)  # a call ends where numbering resumes
-                try:
-                    piece = it.slice(start, start + room)
-                except Unreadable as e:
-                    if e.error is None:
-                        # Let go since it was taken: covered meanwhile (a trim drops only covered or processed
-                        # runs, and nothing from `start` on is processed), which the skip above now sees.
-                        with self.lock:
-                            if self._covered[0].input_pos >= start:
-                                continue
-                        raise
-                    at = e.at
-                    if at > start:  # what decoded before it is processed; the rest is forgotten
-                        try:
-                            self._submit(it.slice(start, at))
-                        except Unreadable:
-                            at = start  # that did not decode either: forgotten from `start`
-                    self._unreadable(e.error, at)
-                    return
-                if len(piece):
-                    self._submit(piece)
-                start = piece.end
+                        if self._covered[0].input_pos >= start:
+                            continue
+                    raise
+                at = e.at
+                if at > start:  # what decoded before it is processed; the rest is forgotten
+                    try:
+                        self._submit(it.slice(start, at))
+                    except Unreadable:
+                        at = start  # that did not decode either: forgotten from `start`
+                self._unreadable(e.error, at)
+                return False
+            if len(piece):
+                self._submit(piece)
+            start = piece.end
+        return True
 
     def _restore(self, ckpt: Checkpoint, params: m.Params | None) -> None:
         """Resume the operator at `ckpt` (a Jump, or a skip over covered inputs)."""

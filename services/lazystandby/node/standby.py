@@ -32,6 +32,7 @@ from ..core.recovery_model import (
 )
 from ..core.roles import Role
 from ..core.tuples import TupleBatch
+from ..transport.peer import Peer
 from .common import Backoff
 
 
@@ -353,35 +354,7 @@ class StandbySide:
             if e.refused:
                 self.counters["heartbeat_refused"] += 1
         else:
-            self.links.note("primary", peer.address, None)
-            now = self.clock()
-            if reply.role in (Role.PRIMARY, Role.LEAVING):
-                if reply.role is Role.LEAVING:
-                    # Its handover (hand_over): it has sent Nd its last frame and ended its lease there.
-                    det.ok(now, now - t0)
-                    self._handover = True
-                    self.counters["heartbeat_primary_leaving"] += 1
-                elif reply.stalled_ms:
-                    # Alive, but its operator has stopped (OperatorWatch): a primary that works no more.
-                    det.missed(now, started=t0)
-                    self.counters["heartbeat_primary_stalled"] += 1
-                    if self._primary_stalled.due():
-                        self.log.warning("%s: the primary says its operator stalled or failed (its oldest call "
-                                         "%.1f s old): counted as a missed heartbeat", self.name,
-                                         reply.stalled_ms / 1000)
-                else:
-                    det.ok(now, now - t0)
-                with self.lock:
-                    self.counters["heartbeats"] += 1
-                    self._rtts.append(now - t0)
-                    self.primary_operator_cost = (reply.operator_call_s, reply.operator_tuple_s)
-                    self.state.fence.advance(reply.epoch)
-                    self._primary_reached(reply.received_through, now)
-                    self._on_level0(reply.level0)
-            else:
-                # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
-                det.missed(now, started=t0)
-                self.counters["heartbeat_not_primary"] += 1
+            self._heartbeat_answered(peer, reply, t0)
         suspected = self._handover or det.suspects_after_beat(self.clock())
         if det.stalls > stalls:
             self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
@@ -391,6 +364,41 @@ class StandbySide:
             return
         self._beat_due = t0 + det.next_beat_in(t0)
         self._beat_now.wait(max(0.0, self._beat_due - self.clock()))
+
+    def _heartbeat_answered(self, peer: Peer, reply: m.HeartbeatReply, t0: float) -> None:
+        """A heartbeat sent at `t0` was answered: by a primary (alive, leaving at its handover, or with its
+        operator stalled, which counts as a miss) or by a node that is no primary (a miss)."""
+        det = self.detector
+        assert det is not None
+        self.links.note("primary", peer.address, None)
+        now = self.clock()
+        if reply.role in (Role.PRIMARY, Role.LEAVING):
+            if reply.role is Role.LEAVING:
+                # Its handover (hand_over): it has sent Nd its last frame and ended its lease there.
+                det.ok(now, now - t0)
+                self._handover = True
+                self.counters["heartbeat_primary_leaving"] += 1
+            elif reply.stalled_ms:
+                # Alive, but its operator has stopped (OperatorWatch): a primary that works no more.
+                det.missed(now, started=t0)
+                self.counters["heartbeat_primary_stalled"] += 1
+                if self._primary_stalled.due():
+                    self.log.warning("%s: the primary says its operator stalled or failed (its oldest call "
+                                     "%.1f s old): counted as a missed heartbeat", self.name,
+                                     reply.stalled_ms / 1000)
+            else:
+                det.ok(now, now - t0)
+            with self.lock:
+                self.counters["heartbeats"] += 1
+                self._rtts.append(now - t0)
+                self.primary_operator_cost = (reply.operator_call_s, reply.operator_tuple_s)
+                self.state.fence.advance(reply.epoch)
+                self._primary_reached(reply.received_through, now)
+                self._on_level0(reply.level0)
+        else:
+            # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
+            det.missed(now, started=t0)
+            self.counters["heartbeat_not_primary"] += 1
 
     def predicted_recovery(self) -> RecoveryTerms | None:
         """Holding the lock: how long a takeover by this standby would take if its primary crashed now
