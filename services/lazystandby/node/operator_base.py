@@ -25,22 +25,20 @@ from ..config import NodeConfig
 from ..core import messages as m
 from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
 from ..core.admission import admit_runs
-from ..core.codec import BatchDecoder
 from ..core.detector import FailureDetector
 from ..core.errors import OversizedMessage, ProbeFailed, QueueFull, UnknownEpoch, Unreadable
 from ..core.held import HeldRuns, Sealed
 from ..core.queues import InputQueue, KeyedQueue
 from ..core.recovery import OperatorWatch
 from ..core.recovery_model import CallCost
-from ..core.reminder import Reminder
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator, Outputs
 from ..sources.base import DeadLetters, Record
-from ..stats import BATCH_BOUNDS, RECOVERY_BOUNDS, Buckets
+from ..stats import BATCH_BOUNDS, Buckets
 from ..transport.peer import Peer
-from .common import IDLE_STANDBY_WAIT_S, LINK_REMIND_S, Backoff, NodeBase
+from .common import IDLE_STANDBY_WAIT_S, NodeBase
 from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE, OperatorProbe
 from .quarantine import Quarantined, bisect
 
@@ -133,9 +131,33 @@ class OperatorBase(NodeBase):
         self.seqcheck = PerStreamSequence(cfg.name)
         self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.input_queue_capacity)
         self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
-        self.decoder = BatchDecoder(cfg.name, max_batch_bytes=cfg.max_message_bytes)
         self.held = HeldRuns(cfg.name, self._check_tuples, max_batch_bytes=cfg.max_message_bytes)
-        self._decoding = threading.Lock()
+        self._init_positions()
+        self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
+        self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
+        self.primary: Peer | None = None
+        self.detector: FailureDetector | None = None
+        self.recovery: dict = {}
+        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
+        # Nd holds (Precise), and Nd's answer trims OQ.
+        self._resync_output = True
+        # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
+        # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
+        self._worked = False
+        self._heartbeat_at: float | None = None  # when the standby last asked (a primary's view)
+        self._standby_at = ""  # where that standby hears of a handover (a primary's view; "": not said)
+        self._handover = False  # a standby's view: the primary of this epoch said it is leaving
+        self._beat_now = threading.Event()  # a standby's view: its primary's handover notice came (or a stop)
+        self._init_calls(cfg, operator)
+        if cfg.role == "primary":
+            self.state.become(Role.PRIMARY, epoch=1)
+        else:
+            self.state.become(Role.STANDBY, epoch=0)
+            self.primary = peers(cfg.primary) if cfg.primary else None
+
+    def _init_positions(self) -> None:
+        """Where this node stands in the link order and in its outputs: received, processed, covered, and
+        acknowledged by Nd (Level-0) and to Nu (Level-1)."""
         self.received_through = 0
         self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
         self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
@@ -150,13 +172,6 @@ class OperatorBase(NodeBase):
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
         self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
-        # Covering checkpoints not applied yet, oldest first: one applies once this node holds what it covers
-        # and a heartbeat has shown the primary got that far (a Level-1 point is never ahead of the primary),
-        # whichever comes last (`_apply_covering`, at both events). The backup runs behind the primary (at
-        # Bsize 1 by tens of thousands of inputs at full speed, each frame's checkpoint past its runs), and at
-        # moderate rates most frames come just before the heartbeat that vouches for them: applied only when
-        # both hold at once, covering would lag by up to a second, and N' would process what it could skip.
-        self._covering: deque[tuple[Checkpoint, m.Params | None]] = deque()
         # When inputs arrived here ((last position, when), oldest first) and how long the latest covered one
         # took to be covered after it arrived (None until one was): a standby defers only while that is
         # shorter than standby_defer.
@@ -165,36 +180,10 @@ class OperatorBase(NodeBase):
         self.level1 = Level1Tracker()
         self.level0 = 0
         self.sent_next = 1
-        self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
-        self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
-        self.primary: Peer | None = None
-        self.detector: FailureDetector | None = None
-        self.recovery: dict = {}
-        self._wall_detected = 0.0
-        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
-        # Nd holds (Precise), and Nd's answer trims OQ.
-        self._resync_output = True
-        # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
-        # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
-        self._worked = False
-        # A planned handover (hand_over): no input is taken, and the output loop sends its last frame.
-        self._leaving = False
-        self._told_leaving = False  # a heartbeat reply has said LEAVING to the standby
-        self._heartbeat_at: float | None = None  # when the standby last asked (a primary's view)
-        self._standby_at = ""  # where that standby hears of a handover (a primary's view; "": not said)
-        self._handover = False  # a standby's view: the primary of this epoch said it is leaving
-        self._beat_now = threading.Event()  # a standby's view: its primary's handover notice came (or a stop)
-        # A standby's view: the primary peer whose connection is watched, whether its transport tells of a
-        # lost connection (Peer.watch), and when it last did (taken by the heartbeat loop).
-        self._watched = None
-        self._notices = False
-        self._lost_at: float | None = None
-        self._output_backoff = Backoff()
-        self._last_push = self.clock()
-        self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
-        self._declined = Reminder(self.clock, LINK_REMIND_S)  # logs a declined takeover
-        self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
-        self.registered = threading.Event()
+
+    def _init_calls(self, cfg: NodeConfig, operator: Operator) -> None:
+        """The operator's calls: their size, those in flight, the stall watch, a takeover's gathering, and
+        the measured terms of the predicted recovery."""
         self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
         self.batch_seconds = Buckets(BATCH_BOUNDS)
         # Operator calls submitted and not yet answered, oldest first: (batch, future, submitted at).
@@ -205,13 +194,10 @@ class OperatorBase(NodeBase):
         self._primary_since = self.clock()
         self.slowest_call_s = 0.0  # the longest an operator call took to be answered (for operator_stall_max)
         self._in_flight_tuples = 0
-        self._backlog_at_takeover = (0, 0)
         # A takeover by a gathering operator (Operator.takeover_gather): nothing is taken while PROMOTING,
         # then nothing until the input through Nu's head at takeover is in or the deadline passes.
         self._gather: tuple[int, float] | None = None  # (Nu's head, deadline) once PRIMARY
         self._gathering = False
-        self._working = False  # this takeover has started the operator on what it holds (_start_work)
-        self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
         # The predicted recovery's measured terms (core.recovery_model): this operator's cost per call and
         # per tuple; a standby's view of the primary's, of its round trips and of Nu's part (the hint with
         # each backup frame); a primary's view of its standby's prediction (from its heartbeats).
@@ -219,28 +205,12 @@ class OperatorBase(NodeBase):
         # A primary times a copy of its operator at a replay's size now and then (node/operator_probe.py).
         self.operator_probe = OperatorProbe(operator, self.clock) if operator.probeable else None
         self._probe_due = 0.0
-        self.primary_operator_cost = (0.0, 0.0)
-        self.recovery_hint: m.RecoveryHint | None = None
-        self._rtts: deque[float] = deque(maxlen=32)
-        self._beat_late: deque[float] = deque(maxlen=32)  # seconds each heartbeat started after it was due
-        self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
         self.standby_predicted_s = 0.0
         self.predicted = None  # a standby's latest prediction (RecoveryTerms), made with each heartbeat
-        self.view = None  # its part of Nu's predictions (StandbyView), made with it
-        self.recovery_load_s = 0.0  # a Passive Standby's snapshot load at its takeover
         # In force: the settings, or with recovery_target_ms what the standby chose for it (`_tune_standby`;
         # a Passive Standby's interval is its primary's to keep, told in the heartbeats).
-        self.standby_defer = cfg.standby_defer
         self.snapshot_interval = cfg.snapshot_interval
         self.standby_choice = None
-        self._standby_tune_at = 0.0
-        self._standby_rate_mark: tuple[float, int] | None = None
-        self._init_passive()
-        if cfg.role == "primary":
-            self.state.become(Role.PRIMARY, epoch=1)
-        else:
-            self.state.become(Role.STANDBY, epoch=0)
-            self.primary = peers(cfg.primary) if cfg.primary else None
 
     def stop(self, join_timeout: float = 5.0) -> None:
         self._beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat

@@ -27,3 +27,10 @@ __all__ = ["GATHER_MAX_S", "Jump", "OperatorNode", "Run", "_join_runs"]
 class OperatorNode(PrimarySide, StandbySide, PassiveSide, Takeover, OperatorBase):
     """N (role primary) or N' (role standby). One object carries every side: a standby becomes the primary
     at a takeover, and a primary shown a newer epoch before it has worked rejoins as a standby."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)  # OperatorBase: the state every side shares, and the role it starts in
+        self._init_primary()
+        self._init_standby()
+        self._init_passive()
+        self._init_takeover()

@@ -47,6 +47,7 @@ class PassiveSide:
         self._snapshot_wake = threading.Event()
         self._snapshot_peer: tuple[str, Peer] | None = None
         self.snapshot_encode_s = 0.0  # the last snapshot's encoding time (a primary's; a standby's, as told)
+        self.recovery_load_s = 0.0  # a Passive Standby's snapshot load at its takeover
 
     # --- the primary's side --------------------------------------------------------------------------
     def _maybe_snapshot(self) -> None:

@@ -9,14 +9,25 @@ from __future__ import annotations
 
 from ..core import messages as m
 from ..core.errors import PeerError, Status, WrongRole
+from ..core.reminder import Reminder
 from ..core.retry import fenced_by
 from ..core.roles import Role
 from ..transport.peer import Peer
-from .common import EXIT_FENCED, IDLE_STANDBY_WAIT_S
+from .common import EXIT_FENCED, IDLE_STANDBY_WAIT_S, LINK_REMIND_S, Backoff
 
 
 class PrimarySide:
     """N as the primary: input from Nu, output to Nd, fencing, the handover to the standby."""
+
+    def _init_primary(self) -> None:
+        """The primary's own state (OperatorNode calls it once the shared state is set)."""
+        # A planned handover (hand_over): no input is taken, and the output loop sends its last frame.
+        self._leaving = False
+        self._told_leaving = False  # a heartbeat reply has said LEAVING to the standby
+        self._output_backoff = Backoff()
+        self._last_push = self.clock()
+        self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
+
 
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
         with self.lock:

@@ -11,12 +11,13 @@ import math
 import statistics
 import threading
 import time
+from collections import deque
 
 from ..core import messages as m
 from ..core import tuples
 from ..core.acks import Checkpoint
 from ..core.admission import covered_head
-from ..core.codec import DecoderPosition
+from ..core.codec import BatchDecoder, DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.errors import LazyStandbyError, PeerError, Status
 from ..core.held import Sealed
@@ -30,14 +31,46 @@ from ..core.recovery_model import (
     choose_cheapest,
     crash_detection_s,
 )
+from ..core.reminder import Reminder
 from ..core.roles import Role
 from ..core.tuples import TupleBatch
 from ..transport.peer import Peer
-from .common import Backoff
+from .common import LINK_REMIND_S, Backoff
 
 
 class StandbySide:
     """N' as the standby: the backup in, the primary watched."""
+
+    def _init_standby(self) -> None:
+        """The standby's own state (OperatorNode calls it once the shared state is set)."""
+        self.decoder = BatchDecoder(self.cfg.name, max_batch_bytes=self.cfg.max_message_bytes)
+        self._decoding = threading.Lock()
+        # Covering checkpoints not applied yet, oldest first: one applies once this node holds what it covers
+        # and a heartbeat has shown the primary got that far (a Level-1 point is never ahead of the primary),
+        # whichever comes last (`_apply_covering`, at both events). The backup runs behind the primary (at
+        # Bsize 1 by tens of thousands of inputs at full speed, each frame's checkpoint past its runs), and at
+        # moderate rates most frames come just before the heartbeat that vouches for them: applied only when
+        # both hold at once, covering would lag by up to a second, and N' would process what it could skip.
+        self._covering: deque[tuple[Checkpoint, m.Params | None]] = deque()
+        # A standby's view: the primary peer whose connection is watched, whether its transport tells of a
+        # lost connection (Peer.watch), and when it last did (taken by the heartbeat loop).
+        self._watched = None
+        self._notices = False
+        self._lost_at: float | None = None
+        self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
+        self.registered = threading.Event()
+        self.primary_operator_cost = (0.0, 0.0)
+        self.recovery_hint: m.RecoveryHint | None = None
+        self._rtts: deque[float] = deque(maxlen=32)
+        self._beat_late: deque[float] = deque(maxlen=32)  # seconds each heartbeat started after it was due
+        self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
+        self.view = None  # its part of Nu's predictions (StandbyView), made with it
+        # In force: the settings, or with recovery_target_ms what the standby chose for it (`_tune_standby`;
+        # a Passive Standby's interval is its primary's to keep, told in the heartbeats).
+        self.standby_defer = self.cfg.standby_defer
+        self._standby_tune_at = 0.0
+        self._standby_rate_mark: tuple[float, int] | None = None
+
 
     def _watch_as_standby(self) -> None:
         """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy."""

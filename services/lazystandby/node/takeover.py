@@ -14,15 +14,26 @@ from collections.abc import Callable
 from ..core import messages as m
 from ..core.errors import PeerError
 from ..core.recovery import RecoveryTimes, TakeoverPlan, plan_takeover
+from ..core.reminder import Reminder
 from ..core.retry import declined_by, fenced_by
 from ..core.roles import Role
+from ..stats import RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer
-from .common import Backoff
+from .common import LINK_REMIND_S, Backoff
 from .operator_base import GATHER_MAX_S
 
 
 class Takeover:
     """A standby becoming the primary, step by step; a refused or declined takeover back to standby."""
+
+    def _init_takeover(self) -> None:
+        """A takeover's own state (OperatorNode calls it once the shared state is set)."""
+        self._declined = Reminder(self.clock, LINK_REMIND_S)  # logs a declined takeover
+        self._backlog_at_takeover = (0, 0)
+        self._wall_detected = 0.0
+        self._working = False  # this takeover has started the operator on what it holds (_start_work)
+        self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
+
 
     def take_over(self) -> None:
         """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""
