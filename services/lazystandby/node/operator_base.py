@@ -217,6 +217,7 @@ class OperatorBase(NodeBase):
         super().stop(join_timeout)
 
     def start(self) -> None:
+        standby = self.state.role is Role.STANDBY  # before the loops: the output loop may make a primary rejoin
         self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
         self.spawn("output", self._output_loop)
         self.spawn("announce", self._announce_loop)
@@ -224,7 +225,7 @@ class OperatorBase(NodeBase):
             self.spawn("snapshot", self._snapshot_loop)
         if self.operator_probe is not None:
             self.spawn("operator-probe", self._probe_operator)
-        if self.state.role is Role.STANDBY:
+        if standby:
             self._watch_as_standby()
 
     # --- input: frames and batches -> IQ ---------------------------------------------------------------

@@ -59,6 +59,7 @@ class StandbySide:
         self._lost_at: float | None = None
         self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
         self.registered = threading.Event()
+        self._watching = False  # the registration and heartbeat loop are started (`_watch_as_standby`)
         self.primary_operator_cost = (0.0, 0.0)
         self.recovery_hint: m.RecoveryHint | None = None
         self._rtts: deque[float] = deque(maxlen=32)
@@ -73,7 +74,13 @@ class StandbySide:
 
 
     def _watch_as_standby(self) -> None:
-        """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy."""
+        """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy.
+        Once per life: a primary that rejoins while start() runs must not get a second heartbeat loop (two
+        would both take over)."""
+        with self.lock:
+            if self._watching:
+                return
+            self._watching = True
         # In the background: Nu may start after us, and registration waits for it.
         t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
         t.start()

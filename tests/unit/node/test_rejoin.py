@@ -177,3 +177,27 @@ def test_in_the_first_epoch_a_standby_keeps_its_configured_route_to_the_primary(
     nu.standby = None  # no standby in place (one in sync and answering is not replaced: test_upstream_takeover)
     s2 = standby_started_with(net, nodes, "x", primary="s")
     assert s2.primary is not None and s2.primary.address == "s" and s2.state.epoch == 1
+
+
+def test_a_primary_that_rejoins_while_it_starts_watches_its_primary_once(moved_on):
+    """The output loop's first call (the resync with Nd) can be refused, and the node rejoin as a standby,
+    before start() has spawned its last loop: start() must not watch the primary a second time (two
+    heartbeat loops would both take over, the second from PROMOTING)."""
+    net, nd, nu, nodes, take = moved_on
+    take()
+    n = restarted_n(net, nodes)
+    spawned: list[str] = []
+    spawn = n.spawn
+
+    def spawn_and_run_output_first(name, loop, on_crash=None):
+        spawned.append(name)
+        if name == "output":
+            n._output_loop()  # the refusal comes before start() goes on
+            assert n.state.role is Role.STANDBY
+        spawn(name, loop, on_crash)
+
+    n.spawn = spawn_and_run_output_first
+    n.start()
+    assert spawned.count("heartbeat") == 1, spawned
+    n._watch_as_standby()  # a second rejoin path, or a second call, watches nothing more
+    assert spawned.count("heartbeat") == 1, spawned
