@@ -11,6 +11,8 @@ from pathlib import Path
 from lazystandby.harness import operator_procs
 from lazystandby.harness.operator_procs import descendants
 
+from .procs import cmdline
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -29,8 +31,7 @@ def test_sigterm_to_the_quick_bench_mid_trial_leaves_no_process(tmp_path):
         while time.monotonic() < deadline:  # the trade-off's first trial: its four nodes up
             tree = descendants(p.pid)
             seen.update(tree)
-            if sum("lazystandby.cli" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")
-                   for c in tree if _alive(c)) >= 4:
+            if sum("lazystandby.cli" in cmdline(c) for c in tree) >= 4:
                 break
             time.sleep(0.2)
         else:

@@ -15,6 +15,8 @@ import pytest
 
 from lazystandby.harness.operator_procs import descendants
 
+from .procs import cmdline
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT / 'services'}:{ROOT / 'spark'}:{ROOT}"}
 
@@ -62,7 +64,7 @@ def test_sigterm_to_launch_stops_every_node_of_its_topology(tmp_path):
         deadline = time.monotonic() + 60
         nodes: set[int] = set()
         while time.monotonic() < deadline and len(nodes) < 4:
-            nodes = {c for c in descendants(p.pid) if "lazystandby.cli" in Path(f"/proc/{c}/cmdline").read_text()}
+            nodes = {c for c in descendants(p.pid) if "lazystandby.cli" in cmdline(c)}
             time.sleep(0.2)
         assert len(nodes) == 4, nodes
         time.sleep(1.0)
