@@ -98,7 +98,8 @@ def test_core_imports_only_the_standard_library_and_data_libraries():
 OPERATOR_SIDES = {f"lazystandby.node.{m}" for m in ("operator_base", "primary", "standby", "passive", "takeover",
                                                      "quarantine", "operator_probe")}
 # The parts Nu is composed of, each a module of its own mechanism that no other runtime sees.
-UPSTREAM_PARTS = {"lazystandby.node.intake", "lazystandby.node.bsize_tuning", "lazystandby.node.backup_link"}
+UPSTREAM_PARTS = {"lazystandby.node.intake", "lazystandby.node.bsize_tuning", "lazystandby.node.backup_link",
+                  "lazystandby.node.push_link"}
 
 
 def test_node_runtimes_see_no_wire_format_and_no_sibling_runtime():

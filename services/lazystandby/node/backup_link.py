@@ -98,6 +98,7 @@ class BackupLink:
         self._sent = (-1, 0.0)  # (generation, when) of the last call cut: backup_linger_s
         # The checkpoint the standby's next run starts just after, when it must skip ahead (`skip_trimmed`).
         self._jump: Checkpoint | None = None
+        self._status_seen: tuple | None = None  # (standby, when, answered): the last Status call to the one in place
 
     # --- what the node tells it -------------------------------------------------------------------------
     def restored(self, trimmed: int) -> None:
@@ -120,6 +121,23 @@ class BackupLink:
     def standby_gone(self) -> None:
         """Holding the lock: the standby took over (or left): what was prepared for it is void."""
         self.gen += 1
+
+    STANDBY_STATUS_S = 0.5  # how long Nu waits for the standby in place to answer, at another's registration
+
+    def standby_answers(self, standby: Peer) -> bool:
+        """Without the lock: whether the standby in place answers a Status call within STANDBY_STATUS_S (the
+        last answer is kept for a second: a refused standby retries every 50 ms)."""
+        now = self.nu.clock()
+        seen = self._status_seen
+        if seen is not None and seen[0] is standby and now - seen[1] < 1.0:
+            return seen[2]
+        try:
+            standby.status(self.STANDBY_STATUS_S)
+            answers = True
+        except PeerError:
+            answers = False
+        self._status_seen = (standby, now, answers)
+        return answers
 
     def status(self) -> dict:
         """Holding the lock: the backup's part of Nu's status."""

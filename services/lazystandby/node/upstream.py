@@ -2,8 +2,9 @@
 backup to the standby in Bsize batches (Algorithm 1), and trims OQu by Level-1 acks (Algorithm 4).
 
 Composed of parts, each with its own state: the intake (node/intake.py: records into the link order), the
-backup link (node/backup_link.py: OQu -> standby) and the Bsize tuning (node/bsize_tuning.py). Four loops,
-one lock:
+push link (node/push_link.py: OQu -> primary), the backup link (node/backup_link.py: OQu -> standby) and
+the Bsize tuning (node/bsize_tuning.py). Nu itself keeps OQu, the Level-1 checkpoint and the trim, and
+answers takeovers and registrations. Four loops, one lock:
   source   source -> OQu; blocks when OQu is full (backpressure to the source, never an unbounded queue)
   primary  OQu[cursor..] -> primary in frames of up to frame_max tuples, flushed after linger_ms;
            each reply carries the primary's Level-1 ack
@@ -29,11 +30,9 @@ from ..core.errors import (
     SourceGap,
     SourceUnavailable,
     StandbyInPlace,
-    Status,
 )
 from ..core.queues import KeyedQueue
 from ..core.recovery import TakeoverLog, TakeoverRecord, resend_start
-from ..core.retry import after_push_error
 from ..core.roles import Role
 from ..core.windows import trimmable_through
 from ..sources.base import DeadLetters, Membership, Source
@@ -41,8 +40,9 @@ from ..stats import LATENCY_BOUNDS, Buckets, RecentWindow
 from ..transport.peer import Peer
 from .backup_link import BackupLink
 from .bsize_tuning import BsizeTuning
-from .common import Backoff, NodeBase
+from .common import NodeBase
 from .intake import Intake
+from .push_link import PushLink
 
 
 class UpstreamNode(NodeBase):
@@ -60,21 +60,13 @@ class UpstreamNode(NodeBase):
         self.intake = Intake(cfg, self.counters, well_formed=source.well_formed, dead_letters=self.dead_letters,
                              late_data=self.late_data)
         self.oqu = KeyedQueue(f"{cfg.name} OQu", capacity=cfg.oq_capacity)
-        self._probe: tuple | None = None  # (standby, when, answered): the last Status probe of the one in place
         self.fence = self.state.fence
         self.state.become(Role.UPSTREAM, epoch=1)
-        self.primary_addr = cfg.primary
-        self.primary: Peer = peers(cfg.primary)
         self.standby: Peer | None = peers(cfg.standby) if cfg.standby else None
         self.tuning = BsizeTuning(cfg)  # the links' costs and the Bsize for recovery_target_ms
         self.checkpoint = Checkpoint()
         self.backup = BackupLink(cfg, self, self.log)
-        self.cursor = 1
-        self.generation = 0
-        self.received_by_primary = 0
-        self._resync_primary = False
-        self._last_send = self.clock()
-        self._primary_backoff = Backoff()
+        self.push = PushLink(cfg, self, peers, self.log)
         self.takeovers = TakeoverLog(cfg.name)
         self._admitted: deque[tuple[int, float]] = deque()
         self.e2e_seconds = Buckets(LATENCY_BOUNDS)
@@ -109,19 +101,16 @@ class UpstreamNode(NodeBase):
         self._committed_through = self.oqu.last  # restored tuples have no admission time to measure from
         self.checkpoint = r.checkpoint
         self.fence.advance(r.epoch)
-        if r.primary and r.primary != self.primary_addr:
-            self.primary = self.peers(r.primary)
-            self.primary_addr = r.primary
+        self.push.restored(r.primary)
         standby = r.standby if r.standby is not None else (self.cfg.standby if r.primary != self.cfg.standby else "")
         if (self.standby.address if self.standby else "") != standby:
             self.standby = self.peers(standby) if standby else None
         self.intake.restore(r.held, r.last_seqs, r.params)
         self.backup.restored(trimmed)
         # Ask the receivers where they are before sending: they may hold more than the checkpoint.
-        self._resync_primary = True
         self.counters["restored_tuples"] = len(r.held)
         self.log.warning("%s: restored at checkpoint %s with %d tuples held, epoch %d, primary %s",
-                         self.name, r.checkpoint, len(r.held), self.fence.epoch, self.primary_addr)
+                         self.name, r.checkpoint, len(r.held), self.fence.epoch, self.push.address)
 
     def start(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -132,7 +121,7 @@ class UpstreamNode(NodeBase):
         if self.intake.placer is not None:
             self.late_data.open()
         self.spawn("source", self._source_loop)
-        self.spawn("primary", self._primary_loop)
+        self.spawn("primary", self.push.loop)
         self.spawn("backup", self.backup.loop)
         self.spawn("probe", self.backup.probe_loop)
 
@@ -151,7 +140,7 @@ class UpstreamNode(NodeBase):
                 self.lock.wait(0.01)
                 return
             oqu_room, backup_room = self.oqu.room(), self.backup.room()
-            room = min(oqu_room, backup_room, self._primary_room())
+            room = min(oqu_room, backup_room, self.push.room())
             if room == 0:
                 why = ("source_blocked" if oqu_room == 0 else
                        "source_waited_for_backup" if backup_room == 0 else "source_waited_for_primary")
@@ -222,16 +211,6 @@ class UpstreamNode(NodeBase):
                          self.cfg.standby_wait)
         return False
 
-    def _primary_room(self) -> int:
-        """How many more tuples the source may admit before Nu holds more than primary_lag_max that the
-        primary has not taken. Beyond that they would only wait in OQu, while the backup ships them to the
-        standby at once: the standby then holds inputs that Nd's acks cannot cover within standby_defer,
-        and processes them all (the second operator a lazy standby exists to avoid)."""
-        lag = self.cfg.primary_lag_max
-        if not lag:
-            return 1 << 62
-        return max(0, lag - (self.oqu.last - (self.cursor - 1)))
-
     def trim(self) -> None:
         """Algorithm 4's trim of OQu to the Level-1 ack, but, while the backup is bounded, never past what
         has been cut into batches: otherwise a fast primary path trims tuples before the backup thread cuts
@@ -258,65 +237,7 @@ class UpstreamNode(NodeBase):
         trim point, since a node rebuilds the windows open at the checkpoint from every input Nu holds."""
         return self.checkpoint.input_pos if self.intake.placer is None else self.oqu.trimmed_through
 
-    def _primary_loop(self) -> None:
-        cfg = self.cfg
-        linger, poll = cfg.linger_ms / 1000, cfg.ack_poll_ms / 1000
-        with self.lock:
-            while not self.stopped:
-                avail = self.oqu.last - max(self.cursor, self.oqu.first) + 1
-                idle = self.clock() - self._last_send
-                if self._resync_primary or avail >= cfg.frame_max or (avail > 0 and idle >= linger):
-                    break
-                if idle >= poll:
-                    avail = 0
-                    break
-                self.lock.wait(linger if avail > 0 else poll - idle)
-            if self.stopped:
-                return
-            batch = None if self._resync_primary else self.oqu.read(self.cursor, cfg.frame_max)
-            gen, peer, epoch, ckpt = self.generation, self.primary, self.fence.epoch, self.checkpoint
-            self._last_send = self.clock()
-        frame = m.Frame(epoch=epoch, sender=self.name, checkpoint=ckpt, batch=batch,
-                        params=self.intake.params_at(ckpt.input_pos))
-        t0 = self.clock()
-        try:
-            ack = peer.push(frame, self.cfg.rpc_timeout)
-        except PeerError as e:
-            self.links.note("primary", peer.address, e)
-            self._primary_failed(e, gen)
-            return
-        self.links.note("primary", peer.address, None)
-        with self.lock:
-            self.counters["primary_bytes"] += ack.wire_bytes
-            if gen != self.generation:
-                return  # a takeover happened meanwhile: this reply speaks for a fenced primary
-            self._resync_primary = False
-            self._primary_backoff.reset()
-            if batch is not None:
-                self.counters["primary_tuples"] += len(batch)
-                self.counters["primary_frames"] += 1
-                self.tuning.push_cost.add(ack.wire_bytes, self.clock() - t0)
-            self.received_by_primary = ack.received_through
-            self.cursor = ack.received_through + 1
-            self._apply_level1(ack.epoch, ack.level1)
-            self.lock.notify_all()
-
-    def _primary_failed(self, e: PeerError, gen: int) -> None:
-        with self.lock:
-            if gen != self.generation:
-                return
-            self.counters[f"primary_error_{e.status.lower()}"] += 1
-            # The receiver's received_through is the truth; an empty frame fetches it before resending.
-            self._resync_primary = after_push_error(e.status).resync
-        if e.status is not Status.RESOURCE_EXHAUSTED:
-            self.log.debug("%s: push failed: %s", self.name, e)
-        delay = self._primary_backoff.next()
-        with self.lock:
-            # A takeover (a new generation) ends the wait: while the standby detected the crash, the backoff
-            # grew to tens of ms, and the new primary's resend waited it out (20-30 ms of data recovery).
-            self.lock.wait_for(lambda: self.generation != gen or self.stopped, delay)
-
-    def _apply_level1(self, epoch: int, ack: Checkpoint) -> None:
+    def level1(self, epoch: int, ack: Checkpoint) -> None:
         """Algorithm 4: drop from OQu every tuple at or below the Level-1 ack."""
         if epoch != self.fence.epoch or ack.input_pos <= self.checkpoint.input_pos:
             return
@@ -351,6 +272,10 @@ class UpstreamNode(NodeBase):
     def params_at(self, pos: int) -> m.Params | None:
         return self.intake.params_at(pos)
 
+    def primary_link(self, address: str, error: PeerError | None) -> None:
+        """A push to the primary at `address` came back (`error` None) or failed."""
+        self.links.note("primary", address, error)
+
     def standby_link(self, address: str, error: PeerError | None) -> None:
         """A call to the standby at `address` came back (`error` None) or failed."""
         self.links.note("standby", address, error)
@@ -364,24 +289,24 @@ class UpstreamNode(NodeBase):
         with self.lock:
             record = self.takeovers.retry_of(msg.epoch, msg.node)
             if record is None and self._announcement(msg):
-                if msg.address != self.primary_addr:
+                if msg.address != self.push.address:
                     # Not stale (that would fence the sender): the primary of this epoch may well be the sender,
                     # known here by another address (a name against an IP, NAT, a relay). Nothing changes.
                     raise NotThePrimary(f"{self.name}: {msg.node} announced itself as the primary of epoch "
                                         f"{msg.epoch} at {msg.address}, but this Nu pushes that epoch to "
-                                        f"{self.primary_addr}; if they are one node, set its advertise to "
-                                        f"{self.primary_addr}")
+                                        f"{self.push.address}; if they are one node, set its advertise to "
+                                        f"{self.push.address}")
                 # The primary of this epoch announcing itself: this Nu restarted and already knows it, from
                 # the takeover it recorded (a standby retrying a takeover whose answer died with the last Nu
                 # comes here too). Resent as a takeover would be: a stateful node takes a resend_from past what
                 # it holds for a rebuild, and would drop its state.
                 start = self._resend_start(msg.resend_from)
-                self.cursor = start
+                self.push.cursor = start
                 return m.TakeoverReply(epoch=msg.epoch, checkpoint=self.checkpoint, head_pos=self.oqu.last,
                                        resend_from=start, params=self.intake.params_at(self.checkpoint.input_pos))
             if record is None:
                 self._check_takeover(msg)
-                old = self.primary
+                old = self.push.peer
                 record = self._take_over(msg)
             members = self._membership()
         if old is not None:
@@ -420,17 +345,13 @@ class UpstreamNode(NodeBase):
 
     def _take_over(self, msg: m.TakeoverRequest) -> TakeoverRecord:
         self.fence.advance(msg.epoch)
-        self.primary = self.peers(msg.address)
-        self.primary_addr = msg.address
         self.standby = None
         self.backup.standby_gone()
         self.trim()
         self.links.forget("standby")
         self.links.forget("primary")
-        self.generation += 1
         start = self._resend_start(msg.resend_from)
-        self.cursor = start
-        self._resync_primary = False
+        self.push.moved_to(msg.address, start)
         resent = max(0, self.oqu.last - start + 1)
         self.counters["resent_tuples"] += resent
         self.counters["takeovers"] += 1
@@ -442,7 +363,7 @@ class UpstreamNode(NodeBase):
         return self.takeovers.add(TakeoverRecord(msg.epoch, msg.node, self.clock(), reply, {"resent": resent}))
 
     def _membership(self) -> Membership:
-        return Membership(self.fence.epoch, self.primary_addr, self.standby.address if self.standby else "")
+        return Membership(self.fence.epoch, self.push.address, self.standby.address if self.standby else "")
 
     def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
         """A standby (re)joins: the first call asks where it stands (a resync), and batching goes on from
@@ -452,10 +373,10 @@ class UpstreamNode(NodeBase):
         as empty, it was sent 65,000 of them again, decoded them, and refused them as repeats.
 
         A standby at another address than the one in place is refused (StandbyInPlace) while that one is
-        in sync and answers a Status call (`_standby_answers`, made without the lock)."""
+        in sync and answers a Status call (`BackupLink.standby_answers`, made without the lock)."""
         with self.lock:
             current = self.standby
-        if current is not None and current.address != msg.address and self._standby_answers(current):
+        if current is not None and current.address != msg.address and self.backup.standby_answers(current):
             with self.lock:
                 if self.standby is current and self.backup.in_sync() and self.links.alive("standby"):
                     self.counters["standby_registrations_refused"] += 1
@@ -478,24 +399,7 @@ class UpstreamNode(NodeBase):
             self._standby_wait_until = None  # the source starts now, with the backup's resync first
             self.source.covered(self.checkpoint, self._membership(), self.skip_point())
             self.lock.notify_all()
-            return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.primary_addr)
-
-    STANDBY_PROBE_S = 0.5  # how long Nu waits for the standby in place to answer, at another's registration
-
-    def _standby_answers(self, standby) -> bool:
-        """Whether the standby in place answers a Status call within STANDBY_PROBE_S (the last answer is
-        kept for a second: a refused standby retries every 50 ms)."""
-        now = self.clock()
-        seen = self._probe
-        if seen is not None and seen[0] is standby and now - seen[1] < 1.0:
-            return seen[2]
-        try:
-            standby.status(self.STANDBY_PROBE_S)
-            answers = True
-        except PeerError:
-            answers = False
-        self._probe = (standby, now, answers)
-        return answers
+            return m.RegisterStandbyReply(epoch=self.fence.epoch, primary_address=self.push.address)
 
     def snapshot(self) -> dict:
         s = super().snapshot()
@@ -509,9 +413,9 @@ class UpstreamNode(NodeBase):
             # standby's calls fail at once, with no call left waiting to count it out of sync).
             "standby_in_sync": (self.standby is not None and self.backup.out_of_sync_since is None
                                 and self.links.alive("standby")),
-            "cursor": self.cursor,
+            "cursor": self.push.cursor,
             "checkpoint": [self.checkpoint.input_pos, self.checkpoint.output_count],
-            "primary": self.primary_addr,
+            "primary": self.push.address,
             "standby": self.standby.address if self.standby else "",
             **self.tuning.status(self.backup.bsize),
             "codec": self.cfg.codec,

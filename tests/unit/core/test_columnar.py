@@ -409,7 +409,7 @@ def test_nu_admits_no_more_than_primary_lag_max_past_what_the_primary_has_taken(
         nu._source_loop()
     assert nu.oqu.last == 250 and nu.counters["source_waited_for_primary"] >= 1
     assert nu.counters["source_waited_for_backup"] == 0
-    nu.cursor = 201  # the primary took 1..200
+    nu.push.cursor = 201  # the primary took 1..200
     nu._source_loop()
     assert nu.oqu.last == 350  # one frame's worth more (frame_max 100)
     nu._source_loop()
@@ -455,7 +455,7 @@ def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers
     nu = _nu()
     while nu.oqu.last < 300:
         nu._source_loop()
-    nu._apply_level1(1, m.Checkpoint(250, 90))
+    nu.level1(1, m.Checkpoint(250, 90))
     assert nu.checkpoint.input_pos == 250 and nu.oqu.trimmed_through == 0  # nothing cut yet
     nu.backup.batcher.due_run(nu.oqu, 10)  # cuts 1..100
     nu.trim()
@@ -508,7 +508,7 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
         nu._source_loop()
         nu.backup.loop()
         assert calls == [50, 50, 100]  # a full run is due: no wait
-        nu._apply_level1(1, m.Checkpoint(200, 80))
+        nu.level1(1, m.Checkpoint(200, 80))
         nu.trim()
         nu._source_loop()
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))

@@ -169,7 +169,7 @@ def test_a_standby_registering_while_its_backup_is_in_flight_loses_none_of_it(ne
     box[:] = [nu, False]
     try:
         nu.backup.loop()  # 1-40 in flight
-        nu._apply_level1(nu.fence.epoch, Checkpoint(80, 0))  # Nd holds all 80 outputs: OQu may trim what is cut
+        nu.level1(nu.fence.epoch, Checkpoint(80, 0))  # Nd holds all 80 outputs: OQu may trim what is cut
         nu.backup.loop()  # 41-80 cut (and trimmed); 1-40 answered after the registration
         assert box[1] and nu.counters["standby_registrations"] == 1
         for _ in range(3):
@@ -196,7 +196,7 @@ def test_a_resync_only_asks_and_skips_no_standby_past_what_nu_can_still_send(net
     try:
         nu.backup.loop()
         assert s2.received_through == 40
-        nu._apply_level1(nu.fence.epoch, Checkpoint(80, 0))
+        nu.level1(nu.fence.epoch, Checkpoint(80, 0))
         assert nu.oqu.trimmed_through == 40  # bounded: 41-80 are not cut yet
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
         nu.backup.loop()  # the resync
@@ -246,7 +246,7 @@ def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(fed
     fill(nu, 15)
     nu.backup.loop()
     assert s2.received_through == 10  # one whole batch; 11..15 wait for theirs
-    nu._apply_level1(1, Checkpoint(15, 7))
+    nu.level1(1, Checkpoint(15, 7))
     nu.backup.next_checkpoint_at = 0.0
     nu.backup.loop()
     assert s2.received_through == 15 and nu.backup.batcher.batched_through == 15 and nu.backup.batcher.skipped == 5
@@ -272,11 +272,11 @@ def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(
     net.down("s2")
     nu.backup.loop()
     assert nu.counters["backup_error_unavailable"] == 1
-    nu._apply_level1(1, Checkpoint(30, 12))  # the standby is not answering: the trim is not held back
+    nu.level1(1, Checkpoint(30, 12))  # the standby is not answering: the trim is not held back
     assert nu.oqu.trimmed_through == 30
     net.up("s2")
     nu.backup.retry_at = 0.0
-    nu._apply_level1(1, Checkpoint(35, 14))  # bounded again: the trim point stays behind the checkpoint
+    nu.level1(1, Checkpoint(35, 14))  # bounded again: the trim point stays behind the checkpoint
     assert nu.oqu.trimmed_through == 30 and s2.primary_received == 0  # no heartbeat vouches for 35
     fill(nu, 55)
     nu.backup.loop()  # 36..45 is not a whole batch yet: the checkpoint alone, deferred by the standby
@@ -319,13 +319,13 @@ def test_a_standby_that_stops_answering_stops_holding_the_pipeline_back(net):
         for _ in range(20):
             nu._source_loop()
         assert nu.oqu.last == 30 and nu.backup.room() == 0  # backup_lag_max: the source waits for the standby
-        nu._apply_level1(1, Checkpoint(25, 10))
+        nu.level1(1, Checkpoint(25, 10))
         assert nu.oqu.trimmed_through == 20  # held at what was cut for the standby
         now[0] += 0.6
         assert nu.backup.room() > 1000 and nu.counters["standby_out_of_sync"] == 1
         assert nu.snapshot()["standby_in_sync"] is False
         fill(nu, 60)
-        nu._apply_level1(1, Checkpoint(50, 20))
+        nu.level1(1, Checkpoint(50, 20))
         assert nu.oqu.trimmed_through == 50  # the trim no longer waits either
         held[0].fail("DEADLINE_EXCEEDED")
         nu.backup.loop()
@@ -459,13 +459,13 @@ def test_a_takeover_ends_nus_backoff_after_failed_pushes_at_once(net):
     nu = upstream_holding(net.peer, "s2", total=40)
     try:
         for _ in range(6):
-            nu._primary_backoff.next()  # 0.32 s next
-        gen = nu.generation
-        t = threading.Timer(0.05, lambda: (nu.lock.acquire(), setattr(nu, "generation", gen + 1),
+            nu.push._backoff.next()  # 0.32 s next
+        gen = nu.push.generation
+        t = threading.Timer(0.05, lambda: (nu.lock.acquire(), setattr(nu.push, "generation", gen + 1),
                                            nu.lock.notify_all(), nu.lock.release()))
         t.start()
         t0 = time.monotonic()
-        nu._primary_failed(PeerError(Status.UNAVAILABLE, "refused", refused=True), gen)
+        nu.push._failed(PeerError(Status.UNAVAILABLE, "refused", refused=True), gen)
         assert time.monotonic() - t0 < 0.25
         t.join()
     finally:
