@@ -7,7 +7,7 @@ as it was):
     SELECT <keys>, <aggregates> FROM ticks [WHERE <predicate>]
     GROUP BY window(ts, '<size>'[, '<slide>']), <key>[, <key> ...]
 
-sqlglot reads it, and the SQL planner (formats/sql.py) checks it over the tick table (`ticks.TABLE`, whose
+sqlglot reads it, and the SQL planner (formats/sql.py) checks it over the tick table (`ticks.table()`, whose
 WATERMARK delay is the `lateness` it is read with); this module only checks that it has the shape the
 tick operators compute: whole ticks selected, or per key and window the aggregates `count(*)` and
 `sum|min|max|avg(price|volume)`, results in the tick example's CSV (window start, keys, aggregates).

@@ -35,8 +35,8 @@ HINT_EVERY_S = 0.5
 
 
 class Sender(Protocol):
-    """What the backup link reads and calls of the node it sends for; all of it holding `lock`, but the
-    `clock`, `sleep` and `log`."""
+    """What the backup link reads and calls of the node it sends for; all of it holding `lock`, but `clock`
+    and `sleep`."""
 
     name: str
     lock: threading.Condition
@@ -331,8 +331,8 @@ class BackupLink:
         """Holding the lock, in the backup thread: with recovery_target_ms set, the Bsize chosen for it
         (node/bsize_tuning.py) from now on."""
         choice = self.nu.tuning.choose(now, head=self.nu.oqu.last, resend_floor=self.nu.resend_floor(),
-                                    tuple_bytes=self.nu.tuple_bytes(), bsize=self.bsize,
-                                    changed_before=bool(self.nu.counters["bsize_changes"]))
+                                       tuple_bytes=self.nu.tuple_bytes(), bsize=self.bsize,
+                                       changed_before=bool(self.nu.counters["bsize_changes"]))
         if choice is None:
             return
         self.log.info("%s: Bsize %s -> %s for recovery_target_ms %g (predicted %.0f ms%s)", self.nu.name,
@@ -374,7 +374,7 @@ class BackupLink:
     def skip_trimmed(self) -> None:
         """Holding the lock: when Level-1 acks trimmed OQu past what was cut for the standby (it did not
         answer meanwhile, the backup is not bounded, or a resync found it behind the trim point), the next
-        run starts after the checkpoint and carries it (an ordinary jump, `_backup_jump`). Cut from the
+        run starts after the checkpoint and carries it (an ordinary jump, `_jump`). Cut from the
         trim point, which a bounded trim can leave behind the checkpoint, with the newest checkpoint, the
         run skipped into covered positions: refused as a gap whenever the standby's last heartbeat of the
         primary was older than that checkpoint, then a resync and a new codec session."""

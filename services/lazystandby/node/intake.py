@@ -113,9 +113,9 @@ class Intake:
 
     def admit(self, records: Records, first: int) -> TupleBatch:
         """Validate records from outside and number the admitted ones from `first`, the next link position
-        (control records injected meanwhile first); refused ones go to the dead letters
-        with the reason. Columnar: a poll in which every record is good (the common case) costs a few array
-        operations; only a poll with a bad record is gone through record by record, to name each."""
+        (control records injected meanwhile first); refused ones go to the dead letters with the reason.
+        Columnar: a poll in which every record is good (the common case) costs a few array operations; only
+        a poll with a bad record is gone through record by record, to name each."""
         head = None
         if self.control:
             pending, self.control = self.control, []

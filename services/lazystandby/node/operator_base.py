@@ -332,7 +332,7 @@ class OperatorBase(NodeBase):
         if load:
             self._load_snapshot()
         if self._unwritten_quarantine:
-            self._write_quarantined()  # a standby that took over writes what it quarantined as a standby
+            self._write_quarantined()  # a standby drops those covered since (a takeover writes the rest first)
         # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
         # except as the base later runs decode from; while Nd's acks lag, only this lets them go.
         self.held.trim(self._done_through())

@@ -70,14 +70,13 @@ class PushLink:
             self.peer, self.address = self.peers(address), address
         self.resync = True
 
-    def moved_to(self, address: str, start: int) -> Peer:
-        """Holding the lock: a takeover; frames go to `address` from position `start`. Returns the old peer,
-        to be closed outside the lock."""
-        old, self.peer, self.address = self.peer, self.peers(address), address
+    def moved_to(self, address: str, start: int) -> None:
+        """Holding the lock: a takeover; frames go to `address` from position `start` (the caller closes the
+        old `peer` outside the lock)."""
+        self.peer, self.address = self.peers(address), address
         self.generation += 1
         self.cursor = start
         self.resync = False
-        return old
 
     def room(self) -> int:
         """Holding the lock: how many more tuples the source may admit before Nu holds more than

@@ -66,9 +66,7 @@ class StandbySide:
         self._beat_late: deque[float] = deque(maxlen=32)  # seconds each heartbeat started after it was due
         self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
         self.view = None  # its part of Nu's predictions (StandbyView), made with it
-        # In force: the settings, or with recovery_target_ms what the standby chose for it (`_tune_standby`;
-        # a Passive Standby's interval is its primary's to keep, told in the heartbeats).
-        self.standby_defer = self.cfg.standby_defer
+        self.standby_defer = self.cfg.standby_defer  # or what `_tune_standby` chose for recovery_target_ms
         self._standby_tune_at = 0.0
         self._standby_rate_mark: tuple[float, int] | None = None
 
