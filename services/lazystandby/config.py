@@ -295,10 +295,9 @@ class NodeConfig:
         """The query settings (query, pipeline, predicate) and those that depend on the query's kind."""
         from .core.errors import PredicateError, QueryError
         from .formats.predicate import compile_predicate
-        from .formats.query import parse_query
 
         try:
-            q = parse_query(self.query, self.lateness_ms) if self.query else None
+            q = _parse_query(self.query, self.lateness_ms) if self.query else None
         except QueryError as e:
             raise SettingError(f"{_setting('query')}: {e}") from None
         if self.pipeline:
@@ -402,9 +401,9 @@ class NodeConfig:
     @property
     def parsed_query(self):
         """The query N and N' run (formats/query.Query): `query`, else the selection by `predicate`."""
-        from .formats.query import Query, parse_query
+        from .formats.query import Query
 
-        return parse_query(self.query, self.lateness_ms) if self.query else Query("select", where=self.predicate)
+        return _parse_query(self.query, self.lateness_ms) if self.query else Query("select", where=self.predicate)
 
     @property
     def watermark_per_stream(self) -> bool:
@@ -661,6 +660,15 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> No
     if values.get("pipeline"):
         values = {**pipeline_settings(values["pipeline"]), **values}
     return NodeConfig(**values)
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_query(text: str, lateness_ms: int):
+    """A tick query, read once per process (the settings' checks and properties ask for it again and again;
+    sqlglot and the planner take milliseconds). Query is frozen: the same value serves every caller."""
+    from .formats.query import parse_query
+
+    return parse_query(text, lateness_ms)
 
 
 @functools.lru_cache(maxsize=8)

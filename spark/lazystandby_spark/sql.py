@@ -4,7 +4,7 @@
   and then cast by the column's type, so that a value reads as the Python operator's decoder reads it: a
   TIMESTAMP(3) from ms since 1970 or ISO-8601 text (the session runs in UTC), a DECIMAL from its digits
   exactly. Only records Nu admitted reach the query. An Avro table's records arrive as JSON text: the node
-  decodes them with fastavro (operators/spark_sql.spark_text), so the session needs no spark-avro.
+  decodes them with fastavro (operators/spark_sql.SparkText), so the session needs no spark-avro.
 - Expressions are the plan's normalised trees written in Spark's dialect by sqlglot, with `/` and MOD as
   try_divide and try_mod (NULL for a zero divisor, as the Python operator gives, where ANSI mode would
   fail the query).

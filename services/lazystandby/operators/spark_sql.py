@@ -10,7 +10,7 @@ operators/spark_window.py), with the query Spark runs written from the plan (laz
   windows a record makes final, HAVING applied.
 
 Either way the node formats the results (operators/sql.py): both operators write the same JSON for the
-same values. Avro records reach Spark as JSON text (`spark_text`): the node decodes them with the table's
+same values. Avro records reach Spark as JSON text (`SparkText`): the node decodes them with the table's
 own decoder (fastavro), so Spark needs no spark-avro package and reads every table with `from_json` or
 `from_csv`.
 """
@@ -89,27 +89,35 @@ class SqlFeed(Feed):
         return out
 
 
-def spark_text(schema: Schema, payloads: pa.Array) -> pa.Array:
-    """The records as Spark's query reads them: as they are, except Avro's, which become JSON objects of
-    the same values (DECIMAL as its exact text, TIMESTAMP as ms). Only admitted records come here, so each
-    decodes; one that did not would fail the call, as any input the operator cannot read does."""
-    if schema.format != "avro" or not len(payloads):
-        return payloads
-    decoded = record_format(schema).decode(payloads)
-    if decoded.bad:
-        i, why = next(iter(decoded.bad.items()))
-        raise ValueError(f"record {i} of the call does not decode as {schema.table}'s Avro: {why}")
-    table = decoded.table
-    for i, field in enumerate(table.schema):
-        if pa.types.is_timestamp(field.type):  # ms since 1970, as the JSON format reads a TIMESTAMP(3)
-            table = table.set_column(i, field.name, table.column(i).cast(pa.int64()))
-    return pa.array(JsonFormat(schema).encode(table.to_pylist()), pa.binary())
+class SparkText:
+    """The records of a table as Spark's query reads them: as they are, except Avro's, which become JSON
+    objects of the same values (DECIMAL as its exact text, TIMESTAMP as ms). Only admitted records come
+    here, so each decodes; one that did not would fail the call, as any input the operator cannot read
+    does. Built once per operator: the formats' schemas are parsed then, not at every call."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.avro = record_format(schema) if schema.format == "avro" else None
+        self.json = JsonFormat(schema) if self.avro is not None else None
+
+    def __call__(self, payloads: pa.Array) -> pa.Array:
+        if self.avro is None or not len(payloads):
+            return payloads
+        decoded = self.avro.decode(payloads)
+        if decoded.bad:
+            i, why = next(iter(decoded.bad.items()))
+            raise ValueError(f"record {i} of the call does not decode as {self.schema.table}'s Avro: {why}")
+        table = decoded.table
+        for i, field in enumerate(table.schema):
+            if pa.types.is_timestamp(field.type):  # ms since 1970, as the JSON format reads a TIMESTAMP(3)
+                table = table.set_column(i, field.name, table.column(i).cast(pa.int64()))
+        return pa.array(self.json.encode(table.to_pylist()), pa.binary())
 
 
 def _warm_record(plan: Plan) -> bytes:
     """A record of the plan's table, valid, as Spark reads it, for warming a query up (its results are never
     output)."""
-    return spark_text(plan.schema, pa.array(draw_records(plan.schema, 1, seed=1), pa.binary()))[0].as_py()
+    return SparkText(plan.schema)(pa.array(draw_records(plan.schema, 1, seed=1), pa.binary()))[0].as_py()
 
 
 class SparkSqlSelect(SparkSelection):
@@ -121,6 +129,7 @@ class SparkSqlSelect(SparkSelection):
         if plan.stateful:
             raise ValueError(f"{plan.text!r} is a window query")
         self.plan = plan
+        self.spark_text = SparkText(plan.schema)
         super().__init__("true", cfg)
 
     def _new_feed(self) -> SqlFeed:
@@ -146,7 +155,7 @@ class SparkSqlSelect(SparkSelection):
     def submit(self, batch: TupleBatch) -> Future:
         data = np.flatnonzero(batch.streams != StreamRegistry.CONTROL)  # no control record means anything here
         payloads = batch.payloads if len(data) == len(batch) else batch.payloads.take(pa.array(data))
-        answer = self._append(spark_text(self.plan.schema, payloads))
+        answer = self._append(self.spark_text(payloads))
         done: Future = Future()
 
         def collect(f: Future) -> None:
@@ -182,6 +191,7 @@ class SparkSqlWindow(SparkWindow):
         if not plan.stateful:
             raise ValueError(f"{plan.text!r} is not a window query")
         self.plan = plan
+        self.spark_text = SparkText(plan.schema)
         self.results_of = SqlWindow(plan)  # formats final rows (and applies HAVING) as the Python operator
         super().__init__(window_query(plan), cfg)
 
@@ -205,14 +215,14 @@ class SparkSqlWindow(SparkWindow):
         self._warm_rounds(no_time, 0, (1_000, 100))
 
     def submit(self, batch: TupleBatch) -> Future:
-        """As the tick example's window, with the data rows as Spark reads them (`spark_text`)."""
+        """As the tick example's window, with the data rows as Spark reads them (`SparkText`)."""
         if self.plan.schema.format != "avro":
             return super().submit(batch)
         data = np.flatnonzero(batch.streams != StreamRegistry.CONTROL)
         if not len(data):
             return super().submit(batch)
         texts = batch.payloads.to_pylist()
-        for i, t in zip(data.tolist(), spark_text(self.plan.schema, batch.payloads.take(pa.array(data))).to_pylist(),
+        for i, t in zip(data.tolist(), self.spark_text(batch.payloads.take(pa.array(data))).to_pylist(),
                         strict=True):
             texts[i] = t
         return super().submit(TupleBatch(batch.first, batch.streams, batch.seqs, texts))

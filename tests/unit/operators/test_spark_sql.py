@@ -61,7 +61,7 @@ def test_avro_records_reach_spark_as_json_of_the_same_values():
 
     from lazystandby.formats.by_name import record_format
     from lazystandby.formats.schema import parse_table
-    from lazystandby.operators.spark_sql import spark_text
+    from lazystandby.operators.spark_sql import SparkText
 
     t = parse_table("CREATE TABLE r (device VARCHAR NOT NULL, temp DOUBLE, battery DECIMAL(5, 2), ok BOOLEAN, "
                     "at TIMESTAMP(3) NOT NULL) WITH ('format' = 'avro', 'avro.confluent' = 'true')")
@@ -70,20 +70,20 @@ def test_avro_records_reach_spark_as_json_of_the_same_values():
     rows = [{"device": "d1", "temp": 21.5, "battery": Decimal("3.07"), "ok": True, "at": 1764000000123},
             {"device": "d\u00e9", "temp": None, "battery": None, "ok": None, "at": 0}]
     avro = pa.array(record_format(t).encode(rows), pa.binary())
-    got = [json.loads(v) for v in spark_text(t, avro).to_pylist()]
+    got = [json.loads(v) for v in SparkText(t)(avro).to_pylist()]
     assert got == [{"device": "d1", "temp": 21.5, "battery": "3.07", "ok": True, "at": 1764000000123},
                    {"device": "d\u00e9", "temp": None, "battery": None, "ok": None, "at": 0}]
     csv = parse_table("CREATE TABLE c (a BIGINT) WITH ('format' = 'csv')")
     same = pa.array([b"1", b"2"], pa.binary())
-    assert spark_text(csv, same) is same
+    assert SparkText(csv)(same) is same
 
 
 def test_an_avro_record_that_does_not_decode_fails_the_call_with_its_reason():
     import pytest
 
     from lazystandby.formats.schema import parse_table
-    from lazystandby.operators.spark_sql import spark_text
+    from lazystandby.operators.spark_sql import SparkText
 
     t = parse_table("CREATE TABLE r (a BIGINT NOT NULL, b VARCHAR NOT NULL) WITH ('format' = 'avro')")
     with pytest.raises(ValueError, match="record 0 of the call does not decode as r's Avro: .*truncated"):
-        spark_text(t, pa.array([b"\x02"], pa.binary()))
+        SparkText(t)(pa.array([b"\x02"], pa.binary()))
