@@ -195,6 +195,10 @@ class NodeConfig:
     # its topic and format), the SQL query N and N' run, the sink's topic and settings (SET name = value,
     # below any flag or env var). Set, it replaces `query`, `predicate` and `streams`.
     pipeline: str = ""
+    # Which stage of a pipeline file of several (one per CREATE VIEW and the last query; from 1) this node
+    # runs; 0 names a file's only stage. Each stage has its own primary and standby, and its own topics
+    # under topic_prefix.
+    stage: int = 0
     # A window query's watermark period, in link positions: Nu places a watermark record at every multiple.
     # Windows close (results are emitted) only there: more positions between records cost fewer merges of
     # the open state, and a final window waits longer for its results (at 100,000 tuples/s, 1,024 is 10 ms).
@@ -307,10 +311,12 @@ class NodeConfig:
                 raise refuse("lateness_ms", "0 with a pipeline (its tables declare their WATERMARK delay)",
                              self.lateness_ms)
             try:
-                spec = _read_pipeline(self.pipeline)
+                spec = _read_pipeline(self.pipeline, self.stage)
             except ValueError as e:  # PipelineError, UnsupportedSql
                 raise SettingError(f"{_setting('pipeline')}: {e}") from None
             self.streams = ",".join(t.table for t in spec.sources)
+        elif self.stage:
+            raise refuse("stage", "0 without a pipeline (a stage is one query of a pipeline file)", self.stage)
         stateful = self.stateful
         if self.spark_state_store not in ("hdfs", "rocksdb"):
             raise refuse("spark_state_store", "hdfs or rocksdb", self.spark_state_store)
@@ -378,7 +384,7 @@ class NodeConfig:
     @property
     def pipeline_spec(self):
         """The pipeline file's declaration (formats/pipeline.Pipeline), None without one."""
-        return _read_pipeline(self.pipeline) if self.pipeline else None
+        return _read_pipeline(self.pipeline, self.stage) if self.pipeline else None
 
     @property
     def stateful(self) -> bool:
@@ -522,6 +528,8 @@ HELP: dict[str, str] = {
                    "ticks as late and holds every result back as long",
     "pipeline": "a pipeline file (examples/*.sql): its tables, SQL query, sink and SET settings; replaces query, "
                 "predicate and streams",
+    "stage": "which stage of a pipeline file of several (CREATE VIEW ...) this node runs, from 1; 0 = the file's "
+             "only one",
     "keys": "distinct symbols the generator draws from (K0, K1, ...; up to 1,000,000): a window query's state "
             "grows with it; 0 = the ten named symbols",
     "watermark_every": "a window query's watermark period in link positions: windows close only at a watermark "
@@ -671,12 +679,19 @@ def _parse_query(text: str, lateness_ms: int):
     return parse_query(text, lateness_ms)
 
 
-@functools.lru_cache(maxsize=8)
-def _read_pipeline(path: str):
-    """A pipeline file's declaration, read once per process (every node of a pipeline reads the same file)."""
-    from .formats.pipeline import read_pipeline
+def _read_pipeline(path: str, stage: int = 0):
+    """Stage `stage` of a pipeline file (0: its only one)."""
+    from .formats.pipeline import choose
 
-    return read_pipeline(path)
+    return choose(_read_stages(path), stage, path)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_stages(path: str):
+    """A pipeline file's stages, read once per process (every node of a pipeline reads the same file)."""
+    from .formats.pipeline import read_stages
+
+    return read_stages(path)
 
 
 def pipeline_settings(path: str) -> dict[str, Any]:
@@ -684,12 +699,12 @@ def pipeline_settings(path: str) -> dict[str, Any]:
     a value it does not accept, is a SettingError that names the file."""
     hints = get_type_hints(NodeConfig)
     try:
-        sets = _read_pipeline(path).settings
+        sets = _read_stages(path)[0].settings  # the file's, the same in every stage
     except ValueError as e:
         raise SettingError(f"{_setting('pipeline')}: {e}") from None
     out = {}
     for name, text in sets:
-        if name not in _FIELDS or name in ("extra", "pipeline"):
+        if name not in _FIELDS or name in ("extra", "pipeline", "stage"):
             raise SettingError(f"{path}: SET {name}: no such setting (lazystandby node --help)")
         out[name] = _convert(name, hints[name], text)
     return out

@@ -48,3 +48,37 @@ def test_avro_tables_run_on_both_operators(tmp_path):
 def test_a_missing_file_is_refused(tmp_path):
     with pytest.raises(SettingError, match="cannot read"):
         NodeConfig(pipeline=str(tmp_path / "missing.sql"))
+
+
+STAGES = ("SET bsize = 4; CREATE VIEW big AS SELECT a, at FROM t WHERE a > 1;"
+          "SELECT count(*) AS n FROM big GROUP BY window(at, '2 seconds');")
+
+
+def test_a_node_runs_the_stage_it_is_given_with_its_own_engine_topics(tmp_path):
+    from lazystandby.sources.kafka_source import Topics
+
+    path = write(tmp_path, STAGES)
+    first = load(["--pipeline", path, "--stage", "1", "--topic-prefix", "p."], env={})
+    second = load(["--pipeline", path, "--stage", "2", "--topic-prefix", "p."], env={})
+    assert first.bsize == 4 == second.bsize  # the file's SETs hold in every stage
+    assert not first.stateful and second.stateful and second.streams == "big"
+    one, two = Topics.of(first), Topics.of(second)
+    assert (one.control, two.control) == ("p.stage1.control", "p.stage2.control")
+    assert one.results == "big" == two.source("big")  # the view: what stage 1 writes, stage 2 reads
+
+
+@pytest.mark.parametrize("body, flags, says", [
+    (STAGES, [], "runs 2 stages"),
+    (STAGES, ["--stage", "3"], "stage = 1..2, not 3"),
+    ("SELECT a FROM t", ["--stage", "2"], "runs 1 stage"),
+    ("SET stage = 2; SELECT a FROM t", [], "SET stage: no such setting"),
+])
+def test_a_stage_that_is_not_in_the_file_is_refused(tmp_path, body, flags, says):
+    with pytest.raises(SettingError) as e:
+        load(["--pipeline", write(tmp_path, body), *flags], env={})
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_stage_without_a_pipeline_is_refused():
+    with pytest.raises(SettingError, match="stage"):
+        load(["--stage", "1"], env={})

@@ -5,6 +5,19 @@
     SET bsize = 10;                                                     -- any node setting
     INSERT INTO out SELECT ... FROM bid ...;                            -- or the SELECT alone
 
+A query that needs several steps declares each but the last as a view, read by the next:
+
+    CREATE VIEW counts AS SELECT auction, window.end AS window_end, count(*) AS num FROM bid GROUP BY ...;
+    INSERT INTO out SELECT window.end AS window_end, max(num) AS maxn FROM counts GROUP BY window(window_end, ...);
+
+Each query is a stage: its own primary and standby, numbered in declaration order from 1. A view is a
+table of its own for the stage that reads it: its columns are the query's results (JSON, in the topic
+of the view's name, as a table's topic is its name by default), and its event time is the results' window end
+(window start if only that is selected), which stage results come out in order of, so its watermark
+delay is 0; a selection's view keeps its source's event-time column and delay when it selects that
+column as it is. Each view feeds exactly one later stage, and the file ends with the one query that is
+not a view.
+
 Statements are cut where sqlglot's tokenizer finds a `;` (so a `;` in a string literal stays in it);
 each is read by its own reader: CREATE TABLE by formats/schema.py, the query by formats/sql.py, SET as
 a setting's name and its text (config.py checks the value). A sink declared without columns names where
@@ -14,14 +27,17 @@ the results go; without one they go to the default results topic.
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlglot
+from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from ..core.errors import PipelineError, SchemaError, UnsupportedSql
-from .schema import Schema, parse_table
+from .schema import Column, Schema, parse_table
 from .sql import Dialect, Plan, plan
 
 
@@ -29,7 +45,8 @@ from .sql import Dialect, Plan, plan
 class Pipeline:
     """What a pipeline file declares: its source tables in declaration order (each a source stream of
     the link order), the query's plan, the sink's topic ("" = the default results topic) and the
-    settings it sets, as text."""
+    settings it sets, as text. Of a file of several stages, one stage (`stage` of `stages`): its tables
+    are the file's and, if it reads one, the view before it; its sink is its view."""
 
     path: str
     tables: tuple[Schema, ...]
@@ -37,9 +54,18 @@ class Pipeline:
     sink_topic: str = ""
     settings: tuple[tuple[str, str], ...] = ()
     sink_name: str = ""
+    stage: int = 1
+    stages: int = 1
+
+    @property
+    def stage_prefix(self) -> str:
+        """Where this stage's own topics (control, link log, dead letters) lie under the deployment's
+        prefix: each stage of a pipeline of several reads and commits on its own."""
+        return f"stage{self.stage}." if self.stages > 1 else ""
 
     def text(self, topic_prefix: str = "") -> str:
-        """The pipeline as a file again, every topic it names under `topic_prefix` (a test's own topics)."""
+        """The pipeline (this stage, of several) as a file of its own again, every topic it names under
+        `topic_prefix` (a test's own topics)."""
         stmts = []
         for t in self.tables:
             opts = tuple((k, topic_prefix + v if k == "topic" else v) for k, v in t.options)
@@ -77,25 +103,47 @@ def statements(text: str) -> list[str]:
     return out
 
 
-def read_pipeline(path: str | Path) -> Pipeline:
-    """The pipeline a file declares; PipelineError (or UnsupportedSql) says what is wrong."""
+def read_pipeline(path: str | Path, stage: int = 0) -> Pipeline:
+    """The pipeline a file declares (of several stages, stage `stage`, from 1); PipelineError (or
+    UnsupportedSql) says what is wrong."""
+    return choose(read_stages(path), stage, str(path))
+
+
+def read_stages(path: str | Path) -> tuple[Pipeline, ...]:
+    """Every stage a file declares, in order (one for a file with no view)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PipelineError(f"{path}: cannot read the pipeline file: {e}") from None
-    return parse_pipeline(text, str(path))
+    return parse_stages(text, str(path))
 
 
-def parse_pipeline(text: str, path: str = "<text>") -> Pipeline:
+def choose(stages: tuple[Pipeline, ...], stage: int, path: str) -> Pipeline:
+    """Stage `stage` (from 1) of `stages`; 0 names the only one."""
+    if stage == 0 and len(stages) == 1:
+        return stages[0]
+    if not 1 <= stage <= len(stages):
+        raise PipelineError(f"{path}: runs {len(stages)} stage{'s' if len(stages) > 1 else ''} (one per CREATE VIEW "
+                            f"and the last query); a node runs one: stage = 1..{len(stages)}, not {stage}")
+    return stages[stage - 1]
+
+
+def parse_pipeline(text: str, path: str = "<text>", stage: int = 0) -> Pipeline:
+    return choose(parse_stages(text, path), stage, path)
+
+
+def parse_stages(text: str, path: str = "<text>") -> tuple[Pipeline, ...]:
     tables: list[Schema] = []
     sinks: dict[str, str] = {}
     settings: list[tuple[str, str]] = []
-    queries: list[tuple[str, str]] = []  # (sink name, SELECT text)
+    queries: list[tuple[str, str, bool]] = []  # (sink or view name, SELECT text, a view)
     for stmt in statements(text):
         head = stmt.split(None, 2)
         word = head[0].upper()
-        if word == "CREATE":
+        if word == "CREATE" and len(head) > 1 and head[1].upper() == "VIEW":
+            queries.append((*_view(stmt, path), True))
+        elif word == "CREATE":
             if _is_sink(stmt):
                 name, topic = _sink(stmt, path)
                 sinks[name] = topic
@@ -110,26 +158,87 @@ def parse_pipeline(text: str, path: str = "<text>") -> Pipeline:
             tree = sqlglot.parse_one(stmt, read=Dialect)
             target = tree.this.name if tree.this is not None else ""
             select = tree.expression
-            queries.append((target, select.sql(dialect=Dialect)))
+            queries.append((target, select.sql(dialect=Dialect), False))
         elif word == "SELECT":
-            queries.append(("", stmt))
+            queries.append(("", stmt, False))
         else:
-            raise PipelineError(f"{path}: {stmt[:60]!r}: expected CREATE TABLE, SET, INSERT INTO or SELECT")
+            raise PipelineError(f"{path}: {stmt[:60]!r}: expected CREATE TABLE, CREATE VIEW, SET, INSERT INTO or "
+                                f"SELECT")
     if not tables:
         raise PipelineError(f"{path}: declares no table (CREATE TABLE ... WITH ('topic' = ..., 'format' = ...))")
-    names = [t.table for t in tables]
+    names = [t.table for t in tables] + [name for name, _, view in queries if view]
     if len(set(names)) != len(names):
-        raise PipelineError(f"{path}: a table is declared twice ({', '.join(names)})")
-    if len(queries) != 1:
-        raise PipelineError(f"{path}: holds {len(queries)} queries; a pipeline runs one (INSERT INTO ... SELECT)")
-    target, query = queries[0]
+        raise PipelineError(f"{path}: a table or view is declared twice ({', '.join(names)})")
+    finals = [q for q in queries if not q[2]]
+    if len(finals) != 1:
+        raise PipelineError(f"{path}: holds {len(finals)} queries besides its views; a pipeline ends with one "
+                            f"(INSERT INTO ... SELECT)")
+    if queries[-1][2]:
+        raise PipelineError(f"{path}: view {queries[-1][0]} comes after the last query: a view feeds a later one")
+    target = finals[0][0]
     if target and target not in sinks:
         raise PipelineError(f"{path}: INSERT INTO {target}: no such sink (CREATE TABLE {target} WITH ('topic' = ...))")
+    return _staged(path, tuple(tables), queries, sinks, tuple(settings))
+
+
+def _staged(path: str, tables: tuple[Schema, ...], queries: list[tuple[str, str, bool]], sinks: dict[str, str],
+            settings: tuple[tuple[str, str], ...]) -> tuple[Pipeline, ...]:
+    """Each query planned over the tables and the views before it, as a stage of its own."""
+    views: dict[str, Schema] = {}
+    planned = []
+    for name, text, view in queries:
+        try:
+            p = plan(text, {**{t.table: t for t in tables}, **views})
+        except UnsupportedSql as e:
+            raise UnsupportedSql(f"{path}: {f'view {name}: ' if view else ''}{e}{_hint(text, views)}") from None
+        if view:
+            views[name] = view_table(name, p)
+        planned.append((name, p, view))
+    readers = Counter(p.schema.table for _, p, _ in planned)
+    for name in views:
+        if readers[name] != 1:
+            raise PipelineError(f"{path}: view {name} is read by {readers[name]} queries; a view feeds exactly one "
+                                f"later stage")
+    n, out = len(planned), []
+    for k, (name, p, view) in enumerate(planned, 1):
+        read = (views[p.schema.table],) if p.schema.table in views else ()
+        sink = (name, name) if view else (sinks.get(name, ""), name)
+        out.append(Pipeline(path, tables + read, p, sink[0], settings, sink[1], stage=k, stages=n))
+    return tuple(out)
+
+
+def _hint(text: str, views: dict[str, Schema]) -> str:
+    """What a query over a view with no event time can do about it (a view declares no WATERMARK)."""
+    read = [v for v, t in views.items() if not t.event_time and re.search(rf"\bFROM\s+{v}\b", text, re.I)]
+    return (f" (view {read[0]} has no event time: select its source's event-time column, or its window's start "
+            f"or end, as it is)" if read else "")
+
+
+def view_table(name: str, p: Plan) -> Schema:
+    """The table a view is to the stage that reads it: the query's result columns, as JSON in the topic of
+    the view's name. A window's results come out in window order (a watermark closes the windows it
+    passes, and their results are sorted by window), so their end is an event time no result is behind:
+    the watermark's delay is 0. A selection keeps its source's event time if it selects that column."""
+    columns = tuple(Column(o.name, o.type) for o in p.outputs)
+    as_is = {o.expr.name: o.name for o in p.outputs if isinstance(o.expr, exp.Column)}
+    time, delay = "", 0
+    if p.stateful:
+        time = as_is.get("window_end") or as_is.get("window_start", "")
+    elif p.schema.event_time in as_is:
+        time, delay = as_is[p.schema.event_time], p.schema.watermark_delay_ms
+    return Schema(name, columns, time, delay, (("topic", name), ("format", "json")))
+
+
+def _view(stmt: str, path: str) -> tuple[str, str]:
+    """A CREATE VIEW's name and SELECT text."""
     try:
-        planned = plan(query, {t.table: t for t in tables})
-    except UnsupportedSql as e:
-        raise UnsupportedSql(f"{path}: {e}") from None
-    return Pipeline(path, tuple(tables), planned, sinks.get(target, ""), tuple(settings), target)
+        tree = sqlglot.parse_one(stmt, read=Dialect)
+    except sqlglot.errors.ParseError as e:
+        raise PipelineError(f"{path}: {stmt[:60]!r}: does not parse: {str(e).splitlines()[0]}") from None
+    select = tree.expression
+    if not isinstance(tree, exp.Create) or not isinstance(select, exp.Select) or not tree.this.name:
+        raise PipelineError(f"{path}: {stmt[:60]!r}: expected CREATE VIEW <name> AS SELECT ...")
+    return tree.this.name, select.sql(dialect=Dialect)
 
 
 def _is_sink(stmt: str) -> bool:
@@ -139,8 +248,6 @@ def _is_sink(stmt: str) -> bool:
 
 
 def _sink(stmt: str, path: str) -> tuple[str, str]:
-    import re
-
     words = stmt.split(None, 3)
     name = words[2]
     m = re.search(r"'topic'\s*=\s*'([^']+)'", stmt)

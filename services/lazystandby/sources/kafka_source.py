@@ -55,8 +55,8 @@ class Topics:
     @classmethod
     def of_pipeline(cls, prefix: str, spec) -> Topics:
         """The topics of a pipeline (formats/pipeline.Pipeline): its tables' and sink's, the engine's own
-        under `prefix`."""
-        return cls(prefix, tuple((t.table, t.topic) for t in spec.sources), spec.sink_topic)
+        under `prefix` (a stage's of several under its own part of it)."""
+        return cls(prefix + spec.stage_prefix, tuple((t.table, t.topic) for t in spec.sources), spec.sink_topic)
 
     def source(self, stream: str) -> str:
         named = dict(self.sources).get(stream)

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from lazystandby.core.errors import PipelineError, UnsupportedSql
-from lazystandby.formats.pipeline import parse_pipeline, read_pipeline, statements
+from lazystandby.formats.pipeline import parse_pipeline, parse_stages, read_pipeline, read_stages, statements
 
 EXAMPLES = sorted((Path(__file__).parents[3] / "examples").glob("*.sql"))
 TABLE = "CREATE TABLE t (a BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('topic' = 't');"
@@ -11,8 +11,8 @@ TABLE = "CREATE TABLE t (a BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_plans(path):
-    p = read_pipeline(path)
-    assert p.tables and p.plan.names
+    for p in read_stages(path):
+        assert p.tables and p.plan.names
 
 
 def test_statements_are_cut_at_semicolons_outside_literals_and_comments():
@@ -44,3 +44,70 @@ def test_a_pipeline_that_declares_nothing_runnable_is_refused(text, error, says)
 def test_an_unreadable_file_is_refused(tmp_path):
     with pytest.raises(PipelineError, match="cannot read"):
         read_pipeline(tmp_path / "missing.sql")
+
+
+COUNTS = ("CREATE VIEW counts AS SELECT a, window.start AS window_start, window.end AS window_end, count(*) AS n "
+          "FROM t GROUP BY window(ts, '10 seconds', '2 seconds'), a;")
+TWO = TABLE + "CREATE TABLE out WITH ('topic' = 'o');" + COUNTS + \
+    "INSERT INTO out SELECT window.start AS at, max(n) AS top FROM counts GROUP BY window(window_end, '2 seconds');"
+
+
+def test_each_view_and_the_last_query_are_stages_each_reading_the_one_before():
+    first, second = parse_stages(TWO)
+    assert (first.stage, first.stages, second.stage) == (1, 2, 2)
+    assert (first.sink_name, first.sink_topic) == ("counts", "counts")
+    assert (second.sink_name, second.sink_topic) == ("out", "o")
+    assert [t.table for t in first.sources] == ["t"] and [t.table for t in second.sources] == ["counts"]
+    view = second.sources[0]
+    assert view.names == ["a", "window_start", "window_end", "n"]
+    assert [c.type.kind for c in view.columns] == ["BIGINT", "TIMESTAMP", "TIMESTAMP", "BIGINT"]
+    # Results come out in window order: their end is an event time with no delay.
+    assert (view.event_time, view.watermark_delay_ms, view.topic) == ("window_end", 0, "counts")
+    assert (first.stage_prefix, second.stage_prefix) == ("stage1.", "stage2.")
+    assert parse_pipeline(TWO, stage=2) == second
+
+
+def test_a_stage_is_a_pipeline_file_of_its_own_under_a_prefix():
+    second = parse_stages(TWO)[1]
+    alone = parse_pipeline(second.text("x."))
+    assert alone.plan.names == second.plan.names and alone.sink_topic == "x.o"
+    assert alone.sources[0].topic == "x.counts" and alone.sources[0].event_time == "window_end"
+    assert alone.stages == 1 and alone.stage_prefix == ""
+
+
+def test_a_selections_view_keeps_its_sources_event_time_if_it_selects_it():
+    delayed = TABLE.replace("AS ts)", "AS ts - INTERVAL '3' SECOND)")
+    kept = parse_stages(delayed + "CREATE VIEW big AS SELECT a, ts AS at FROM t WHERE a > 1;"
+                        "SELECT at, count(*) AS n FROM big GROUP BY window(at, '1 second'), at;")[1].sources[0]
+    assert (kept.event_time, kept.watermark_delay_ms) == ("at", 3000)
+    with pytest.raises(UnsupportedSql, match="view big has no event time"):
+        parse_stages(TABLE + "CREATE VIEW big AS SELECT a FROM t;"
+                     "SELECT count(*) AS n FROM big GROUP BY window(a, '1 second');")
+
+
+def test_a_node_runs_one_stage_of_several():
+    with pytest.raises(PipelineError, match=r"runs 2 stages .* stage = 1..2, not 0"):
+        parse_pipeline(TWO)
+    with pytest.raises(PipelineError, match="not 3"):
+        parse_pipeline(TWO, stage=3)
+    assert parse_pipeline(TABLE + "SELECT a FROM t", stage=1).stage == 1
+
+
+@pytest.mark.parametrize("text, says", [
+    (TABLE + COUNTS + "SELECT a FROM t", "view counts is read by 0 queries"),
+    (TABLE + COUNTS + "SELECT a FROM counts; SELECT a FROM counts", "holds 2 queries besides its views"),
+    (TABLE + COUNTS + "CREATE VIEW again AS SELECT a FROM counts; SELECT a FROM counts;"
+     "SELECT a FROM again", "holds 2 queries"),
+    (TABLE + COUNTS.replace("counts AS", "t AS") + "SELECT a FROM t", "declared twice"),
+    (TABLE + "SELECT a FROM t;" + COUNTS, "comes after the last query"),
+    (TABLE + "CREATE VIEW v AS DELETE FROM t; SELECT a FROM t", "expected CREATE VIEW <name> AS SELECT"),
+    (TABLE + "SELECT a FROM v; CREATE VIEW v AS SELECT a FROM t", "comes after the last query"),
+])
+def test_a_pipeline_of_views_that_cannot_run_is_refused(text, says):
+    with pytest.raises(PipelineError, match=says):
+        parse_stages(text)
+
+
+def test_a_view_that_reads_a_later_view_is_refused():
+    with pytest.raises(UnsupportedSql, match="FROM w: no such table"):
+        parse_stages(TABLE + "CREATE VIEW v AS SELECT a FROM w; CREATE VIEW w AS SELECT a FROM t; SELECT a FROM v")
