@@ -39,7 +39,7 @@ from ..sources.generator import interleave
 from ..sources.kafka_generator import BAD_RECORDS
 from ..transport.grpc_transport import GrpcPeer
 from ..transport.tls import TlsFiles
-from . import forge, results
+from . import forge, results, stages
 from .check import (
     compare,
     compare_results,
@@ -690,6 +690,15 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
 
     Its phases (_Trial): the settings and the truth known before the run; the nodes started and the load
     on; the fault; the truth read from Kafka once the load is in; the pipeline settled; the verdict."""
+    if isinstance(fault, str) and stages.is_staged(pipeline):
+        if per_node or link or malformed_every or param_change_at or quiesce:
+            raise ValueError("a pipeline of several stages runs with none of per_node, link, malformed_every, "
+                             "param_change_at, quiesce")
+        return _staged_trial(pipeline=pipeline, fault=fault, kafka=kafka, bsize=bsize, codec=codec, total=total,
+                             rate=rate, kill_after=kill_after, predicate=predicate, seed=seed, timeout=timeout,
+                             keep=keep, extra=extra, tls=tls, bad_records=bad_records, progress=progress)
+    if isinstance(fault, str) and "@" in fault:
+        raise ValueError(f"fault {fault!r}: @STAGE names a stage of a pipeline of several (CREATE VIEW ...)")
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
     if why := f.unfit_for((extra or {}).get("operator", "python")):
         raise ValueError(f"{why} (extra={{'operator': 'spark'}})")
@@ -714,13 +723,49 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     return trial.result
 
 
+def _staged_trial(*, pipeline: str, fault: str, kafka: str, bsize, codec: str, total: int, rate: float,
+                  kill_after: float, predicate: str, seed: int, timeout: float, keep: bool,
+                  extra: dict[str, Any] | None, tls: bool, bad_records: list[bytes | None] | None,
+                  progress: Callable[[str], None] | None) -> dict:
+    """run_trial for a pipeline of several stages (harness/stages.py): per stage a _Trial, whose pipeline
+    is the stage as a file of its own with its topics under the run's prefix and its engine's own topics
+    under the stage's part of it (as Topics.of_pipeline names them for a node given the whole file and
+    its stage), and a Topology."""
+    from ..formats.pipeline import read_stages
+
+    if not kafka:
+        raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
+    home = Path(tempfile.mkdtemp(prefix="lazystandby-stages-", dir=run_dir()))
+    base, say = f"t{random.getrandbits(40):x}.", progress or (lambda _: None)
+
+    def trial(k: int, spec, f: Fault) -> _Trial:
+        copy = home / f"stage{k}.sql"
+        copy.write_text(spec.text(base))
+        return _Trial(f, parse_bsize(bsize), codec=codec, total=total, rate=rate, predicate=predicate, seed=seed,
+                      timeout=timeout, extra={**(extra or {}), "topic_prefix": base + spec.stage_prefix}, kafka=kafka,
+                      pipeline=str(copy), say=lambda m: say(f"stage {k}: {m}"), stage=k)
+
+    def topology(t: _Trial) -> Topology:
+        return Topology(t.settings, t.workdir, tls_dir=t.workdir / "tls" if tls else None, cuttable=cuttable(t.f),
+                        supervise=bool(t.settings.get("exit_when_fenced")))
+
+    return stages.run_stages(read_stages(pipeline), fault, trial=trial, topology=topology,
+                             operator=(extra or {}).get("operator", "python"), kill_after=kill_after, timeout=timeout,
+                             bad_records=bad_records, home=home, keep=keep)
+
+
 class _Trial:
     """One run_trial, phase by phase; each phase reads what the ones before it left here."""
 
     def __init__(self, f: Fault, bsize: int | None, *, codec: str, total: int, rate: float, predicate: str,
                  seed: int, timeout: float, extra: dict[str, Any] | None, kafka: str, pipeline: str,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], stage: int = 0) -> None:
+        """`stage`: 0, a pipeline whose topics the trial puts under its prefix and whose load it writes;
+        else the stage of that number of a pipeline of several (harness/stages.py), whose topics are
+        already the run's own, and whose load only the first stage writes (each later one reads the view
+        the stage before it writes)."""
         self.f, self.bsize, self.total, self.rate, self.seed = f, bsize, total, rate, seed
+        self.fed = stage > 1
         self.predicate, self.timeout, self.kafka, self.say = predicate, timeout, kafka, say
         self.workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
         self.settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
@@ -744,11 +789,13 @@ class _Trial:
         if kafka:
             self.settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
             self.settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own
-            if self.spec is not None:  # the pipeline's own topics, under the trial's prefix
+            if self.spec is not None and not stage:  # the pipeline's own topics, under the trial's prefix
                 copy = self.workdir / Path(pipeline).name
                 copy.write_text(self.spec.text(self.settings["topic_prefix"]))
                 self.spec = read_pipeline(copy)
                 self.settings["pipeline"] = str(copy)
+            elif self.spec is not None:
+                self.settings["pipeline"] = pipeline
         else:
             self._truth_in_process()
         self.result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec,
@@ -776,7 +823,7 @@ class _Trial:
         topo.start_all()
         self.t_start = time.monotonic()
         partitions = int(settings.get("partitions", 1))
-        if self.spec is not None:
+        if self.spec is not None and not self.fed:
             self.gen = _PipelineLoad(self.kafka, self.spec, settings["topic_prefix"], self.total, self.rate,
                                      self.seed, partitions, bad_records)
         elif self.kafka:
@@ -818,9 +865,10 @@ class _Trial:
         run short of its load, stalled, whatever Nd holds)."""
         if not self.kafka:
             return
-        assert self.gen is not None
-        self.gen.join()
-        if self.gen.error is not None:
+        assert self.gen is not None or self.fed
+        if self.gen is not None:
+            self.gen.join()
+        if self.gen is not None and self.gen.error is not None:
             raise RuntimeError(f"the load generator stopped short: {self.gen.error!r}") from self.gen.error
         settings, kafka = self.settings, self.kafka
         sizes = dict(max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
@@ -1158,6 +1206,9 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
         args.kafka = True  # a pipeline's tables are Kafka topics
     _check_options(cmd, args)
     given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
+    staged = _stages_of(args.pipeline)
+    if staged > 1:
+        given.append("--stage=1")  # the settings checked as the first stage's node takes them; each stage its own
     cfg = config.load(given, env=os.environ)  # validates every value, flags and env alike
     explicit = {n for n in NODE_SETTINGS if getattr(args, n) is not None or f"LS_{n.upper()}" in os.environ}
     settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
@@ -1169,12 +1220,29 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
-    if args.fault and (why := FAULTS[args.fault].unfit_for(settings["operator"])):
+    fault = stages.staged(args.fault, staged)[0] if args.fault and staged > 1 else FAULTS.get(args.fault)
+    if args.fault and "@" in args.fault and staged < 2:
+        raise config.SettingError(f"fault (--fault): {args.fault!r}: @STAGE names a stage of a pipeline of several "
+                                  f"(CREATE VIEW ...)")
+    if fault is not None and (why := fault.unfit_for(settings["operator"])):
         raise config.SettingError(f"fault (--fault): {why} (--operator spark or LS_OPERATOR=spark)")
     if settings["rate"] <= 0 or settings["total"] <= 0:
         raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
                                   f"got {settings['total']} and {settings['rate']}")
     return args, settings
+
+
+def _stages_of(pipeline: str | None) -> int:
+    """How many stages a pipeline file runs (0 without one); a file that does not read is the node
+    settings' to refuse."""
+    if not pipeline:
+        return 0
+    from ..formats.pipeline import read_stages
+
+    try:
+        return len(read_stages(pipeline))
+    except ValueError:
+        return 1
 
 
 def _parser(cmd: str) -> argparse.ArgumentParser:
@@ -1186,9 +1254,10 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
     if cmd == "run":
         ap.add_argument("pipeline_file", metavar="PIPELINE.sql", help="the pipeline file (examples/*.sql)")
     ap.add_argument("--fault", default="" if cmd == "run" else "kill-primary",
-                    help=f"one of {', '.join(sorted(FAULTS))}" + ("; given, the run checks itself as launch does "
-                                                                   "(a local broker unless KAFKA_BOOTSTRAP is set)"
-                                                                   if cmd == "run" else ""))
+                    help=f"one of {', '.join(sorted(FAULTS))}; of a pipeline of several stages NAME@K, or NAME@K+L "
+                         f"for stages hit at once (NAME alone: stage 1)" +
+                         ("; given, the run checks itself as launch does (a local broker unless KAFKA_BOOTSTRAP is "
+                          "set)" if cmd == "run" else ""))
     ap.add_argument("--kafka", action="store_true",
                     help="source and results through Kafka (KAFKA_BOOTSTRAP, or a local broker started here)")
     ap.add_argument("--insecure", action="store_true",
@@ -1207,7 +1276,7 @@ def _parser(cmd: str) -> argparse.ArgumentParser:
 
 def _check_options(cmd: str, args: argparse.Namespace) -> None:
     """The command's own options, each honoured or refused (SettingError), before any node setting."""
-    if args.fault and args.fault not in FAULTS:
+    if args.fault and args.fault.partition("@")[0] not in FAULTS:
         raise config.SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, got {args.fault!r}")
     if args.bad_records == "all" and not args.kafka:
         raise config.SettingError("bad records (--bad-records all): needs --kafka (bad records come through the "
@@ -1282,9 +1351,11 @@ def _standby_target(r: dict) -> dict:
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
+    from ..formats.pipeline import read_stages
+
     return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
-            "query": (config.NodeConfig(pipeline=settings["pipeline"]).pipeline_spec.plan.text
+            "query": ("; ".join(s.plan.text for s in read_stages(settings["pipeline"]))
                       if settings.get("pipeline") else
                       config.NodeConfig(query=settings.get("query", ""),
                                         predicate=settings["predicate"]).parsed_query.text()),
@@ -1347,7 +1418,9 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         # pipeline runs on without one).
         "restarted": r.get("restarted", []), "standby_at_end": standby_back(nu),
         "quarantined": _quarantined(r),
-        **_what_ran(args, settings, bootstrap), "link": r.get("link"), "ok": r["ok"],
+        **_what_ran(args, settings, bootstrap), "link": r.get("link"),
+        # A pipeline of several stages: each stage's output, faults and failovers (harness/stages.py).
+        "stages": r.get("stages"), "ok": r["ok"],
     }
     if not r["ok"]:
         print(f"trial failed; logs in {r['workdir']}; diff: {r.get('diff')}", file=sys.stderr)
@@ -1359,23 +1432,35 @@ def _run_until_stopped(args, settings: dict[str, Any], bootstrap: str) -> int:
     """`lazystandby run PIPELINE.sql` without a fault: Nu, N, N' and Nd on this machine against the cluster
     at `bootstrap`, reading the pipeline's source topics and writing its sink, until SIGINT or SIGTERM; a
     node that ends itself is started again (the supervisor), as the compose stack does."""
-    spec = config.NodeConfig(pipeline=settings["pipeline"]).pipeline_spec
+    from ..formats.pipeline import read_stages
+
+    specs = read_stages(settings["pipeline"])
     node = {k: v for k, v in settings.items() if k not in ("total", "rate", "predicate", "query", "seed", "keys")}
     node["kafka_bootstrap"] = bootstrap
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-run-", dir=run_dir()))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with Topology(node, workdir, tls_dir=workdir / "tls" if not args.insecure else None, supervise=True) as topo:
-        topo.start_all()
-        print(f"run: {spec.path} on {bootstrap}: {', '.join(t.topic for t in spec.sources)} -> "
-              f"{spec.sink_topic or settings.get('topic_prefix', 'ls.') + 'results'} ({settings['operator']} operator, "
-              f"Bsize {format_bsize(settings['bsize'])}); logs in {workdir}; Ctrl-C stops", file=sys.stderr, flush=True)
+    with contextlib.ExitStack() as stack:
+        topos = []
+        for spec in specs:  # a stage each: its own Nu, N, N' and Nd, reading the view the one before writes
+            here = workdir / f"stage{spec.stage}" if len(specs) > 1 else workdir
+            here.mkdir(exist_ok=True)
+            topo = stack.enter_context(Topology({**node, "stage": spec.stage if len(specs) > 1 else 0}, here,
+                                                tls_dir=here / "tls" if not args.insecure else None, supervise=True))
+            topo.start_all()
+            topos.append(topo)
+            print(f"run: stage {spec.stage}/{spec.stages}: {spec.path} on {bootstrap}: "
+                  f"{', '.join(t.topic for t in spec.sources)} -> "
+                  f"{spec.sink_topic or settings.get('topic_prefix', 'ls.') + 'results'} ({settings['operator']} "
+                  f"operator, Bsize {format_bsize(settings['bsize'])}); logs in {here}", file=sys.stderr, flush=True)
+        print("run: Ctrl-C stops", file=sys.stderr, flush=True)
         while not stop.wait(10.0):
-            nu, nd = topo.status("nu"), topo.status("nd")
-            print(f"run: admitted {nu.get('counters', {}).get('admitted_tuples', nu.get('head', 0))}, delivered "
-                  f"{nd.get('delivered_through', 0)}, dead letters {nu.get('counters', {}).get('dead_letters', 0)}",
-                  file=sys.stderr, flush=True)
+            for spec, topo in zip(specs, topos, strict=True):
+                nu, nd = topo.status("nu"), topo.status("nd")
+                admitted = nu.get("counters", {}).get("admitted_tuples", nu.get("head", 0))
+                print(f"run: stage {spec.stage}: admitted {admitted}, delivered {nd.get('delivered_through', 0)}, "
+                      f"dead letters {nu.get('counters', {}).get('dead_letters', 0)}", file=sys.stderr, flush=True)
     print("run: stopped; every node was stopped", file=sys.stderr)
     return 0
 
@@ -1389,9 +1474,12 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
     rng = random.Random(settings["seed"])
     trials, rec, lost, dup, failed = [], [], 0, 0, []
     duration = settings["total"] / settings["rate"]
+    staged = _stages_of(settings.get("pipeline"))
     for i in range(args.kills):
         kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
-        r = run_trial(fault=args.fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0, tls=not args.insecure,
+        # A pipeline of several stages: each trial's fault hits a stage drawn at random, unless it names one.
+        fault = f"{args.fault}@{rng.randint(1, staged)}" if staged > 1 and "@" not in args.fault else args.fault
+        r = run_trial(fault=fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0, tls=not args.insecure,
                       link=args.link, **{**_trial_args(settings), "seed": settings["seed"] + i})
         lost += r["lost"]
         dup += r["duplicated"]
@@ -1401,7 +1489,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
             failed.append(r["workdir"])
         trials.append(r)
         rc = r.get("recovery") or {}
-        print(f"trial {i + 1}/{args.kills}: {args.fault} at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
+        print(f"trial {i + 1}/{args.kills}: {fault} at {kill_after:.2f}s lost={r['lost']} dup={r['duplicated']} "
               f"recovery_ms={r.get('recovery_ms', float('nan')):.0f} (detection {rc.get('detection_ms', 0):.0f}, "
               f"data {rc.get('data_recovery_ms', 0):.0f}, catch-up {rc.get('catch_up_ms', 0):.0f}; "
               f"backlog {rc.get('backlog_at_takeover', 0)}, resent {rc.get('resent_by_nu', 0)}) ok={r['ok']}",

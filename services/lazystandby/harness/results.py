@@ -105,6 +105,10 @@ SUMMARIES: dict[str, Summary] = {
         ("quarantined", "per operator place, the input positions its node quarantined (the operator failed on "
                         "each alone); the same positions on N and N' where both processed them"),
         *_WHAT_RAN,
+        ("stages", "a pipeline of several stages (null otherwise): per stage, `stage`, `fault` (`none` where it did "
+                   "not hit), `expected_output`, `output_tuples`, `lost`, `duplicated`, `wrong`, `failovers`, "
+                   "`failover_ms`, `ok`; the summary's outputs are then the last stage's, its `lost`, `duplicated`, "
+                   "`wrong` and `failovers` summed over the stages, its failover figures the slowest stage's"),
         ("ok", "the output is exact and the run completed (restarted nodes rejoined in sync)"),
     )),
     "failover-check": Summary("Repeated kills of the primary", "`make failover-check KILLS=n`", (

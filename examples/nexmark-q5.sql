@@ -1,0 +1,27 @@
+-- Nexmark q5 in two stages, each with its own primary and standby: the bids per auction in 10 s windows
+-- sliding by 2 s (the view), then per window the highest count and how many auctions had bids in it
+-- (q5's MaxBids; q5 then joins it back to the counts, and JOIN is not supported: docs/sql.md).
+CREATE TABLE bid (
+  auction BIGINT,
+  bidder BIGINT,
+  price BIGINT,
+  channel VARCHAR,
+  url VARCHAR,
+  date_time TIMESTAMP(3),
+  extra VARCHAR,
+  WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND
+) WITH ('topic' = 'bid', 'format' = 'json');
+
+CREATE TABLE q5 WITH ('topic' = 'nexmark-q5');
+
+-- Stage 1: its results are the view's rows, ordered by window; window_end is the next stage's event time.
+CREATE VIEW auction_bids AS
+SELECT auction, window.start AS window_start, window.end AS window_end, count(*) AS num
+FROM bid
+GROUP BY window(date_time, '10 seconds', '2 seconds'), auction;
+
+-- Stage 2: each 2 s window of window_end holds one sliding window's counts.
+INSERT INTO q5
+SELECT window.start AS hop_end, max(num) AS maxn, count(*) AS auctions
+FROM auction_bids
+GROUP BY window(window_end, '2 seconds');

@@ -1,0 +1,147 @@
+"""A pipeline of several stages (formats/pipeline.py: CREATE VIEW ...), run and checked under a fault.
+
+Each stage runs as a pipeline of its own, Nu, N, N' and Nd (a trial on a topology of its own, both made
+by the launcher and driven here phase by phase):
+its Nd writes the view's topic, which the next stage's Nu reads as its source, as Kafka Streams chains
+its sub-topologies through topics. A stage therefore fails over, backs up and trims on its own, and
+stages may fail at once. Faults are named by stage: `kill-primary@2`, `kill-primary@1+2` (both stages'
+primaries at once); a name without `@` hits stage 1. Each stage is checked against the truth of what it
+read (DuckDB over its source topics, harness/pipeline_check.py), the first stage's being the load: the
+pipeline's output is exact when every stage's is.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import Protocol
+
+from ..core.errors import SettingError
+from ..formats.pipeline import Pipeline, read_stages
+from .faults import Fault, Runner, for_runner
+from .wait import wait_until
+
+FAULTS = for_runner(Runner.PROCESSES)
+# Keys of a stage's trial that a pipeline's summary sums over its stages.
+SUMMED = ("lost", "duplicated", "wrong", "unexpected", "out_of_order", "late", "failovers", "takeovers_declined",
+          "malformed", "dead_letters")
+# Keys that hold of the pipeline when they hold of every stage.
+ALL = ("ok", "completed", "delivered_all", "took_over", "settled", "dead_letters_exact", "late_exact",
+       "late_letters_exact")
+# Keys that describe a failover: the summary takes them from the stage whose failover took longest.
+FAILOVER = ("recovery", "recovery_ms", "before", "after", "events", "standby_cpu_ratio", "predicted_recovery",
+            "predicted_recovery_ms", "primary_longest_silence_ms", "takeover_lease_ms", "restarted", "exited")
+
+
+def staged(name: str, stages: int) -> tuple[Fault, tuple[int, ...]]:
+    """The fault `name` names and the stages (from 1) it hits: NAME, NAME@K or NAME@K+L."""
+    base, at, where = name.partition("@")
+    if base not in FAULTS:
+        raise SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, optionally @STAGE, got "
+                           f"{name!r}")
+    if not at:
+        return FAULTS[base], (1,)
+    try:
+        targets = tuple(sorted({int(k) for k in where.split("+")}))
+    except ValueError:
+        targets = ()
+    if not targets or not all(1 <= k <= stages for k in targets):
+        raise SettingError(f"fault (--fault): {name!r}: expected {base}@K or {base}@K+L with stages K, L in "
+                           f"1..{stages} (the pipeline's stages)")
+    return FAULTS[base], targets
+
+
+def is_staged(pipeline: str) -> bool:
+    """Whether the pipeline file runs several stages."""
+    return bool(pipeline) and len(read_stages(pipeline)) > 1
+
+
+class StageTrial(Protocol):
+    """What run_stages drives for each stage (launcher._Trial): its phases, in order, and what they leave."""
+
+    f: Fault
+    ok: bool
+    result: dict
+    workdir: Path
+
+    def start(self, topo, *, malformed_every: int, bad_records, param_change_at) -> None: ...
+    def reach_the_fault(self, topo, *, quiesce: bool, kill_after: float) -> None: ...
+    def inject(self, topo) -> None: ...
+    def read_the_truth(self, topo) -> None: ...
+    def settle(self, topo) -> None: ...
+    def judge(self, topo) -> None: ...
+
+
+def run_stages(specs: tuple[Pipeline, ...], fault: str, *, trial: Callable[[int, Pipeline, Fault], StageTrial],
+               topology: Callable[[StageTrial], AbstractContextManager], operator: str, kill_after: float,
+               timeout: float, bad_records: list[bytes | None] | None, home: Path, keep: bool) -> dict:
+    """One trial of a pipeline of several stages under `fault`: `trial(k, spec, fault)` makes stage k's,
+    `topology(trial)` its nodes. The result has run_trial's keys (the last stage's output and truth; lost,
+    duplicated and wrong summed over the stages; the failover figures of the slowest stage hit) and
+    `stages`, one summary per stage."""
+    f, at = staged(fault, len(specs))
+    if why := f.unfit_for(operator):
+        raise ValueError(why)
+    trials = [trial(k, spec, f if k in at else FAULTS["none"]) for k, spec in enumerate(specs, 1)]
+    with ExitStack() as stack:
+        runs = [(t, stack.enter_context(topology(t))) for t in trials]
+        try:
+            # The last stage first: the first one's load starts with it, and every reader is then up.
+            for k, (t, topo) in reversed(list(enumerate(runs, 1))):
+                t.start(topo, malformed_every=0, bad_records=bad_records if k == 1 else None, param_change_at=None)
+            for k, (t, topo) in enumerate(runs, 1):
+                if k in at:
+                    _has_input(topo, timeout)
+                    t.reach_the_fault(topo, quiesce=False, kill_after=kill_after)
+            for t, topo in runs:  # the stages hit at once; the others' figures from the same moment
+                t.inject(topo)
+            for t, topo in runs:  # in order: a stage's truth is what the stage before it delivered
+                t.read_the_truth(topo)
+                t.settle(topo)
+            for t, topo in runs:
+                t.judge(topo)
+        finally:
+            for t in trials:
+                t.result["ok"] = t.ok
+    result = combine([t.result for t in trials], at)
+    result.update(fault=fault, workdir=str(home))
+    if result["ok"] and not keep:
+        for t in trials:
+            shutil.rmtree(t.workdir, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+    else:
+        result["workdirs"] = [str(t.workdir) for t in trials]
+    return result
+
+
+def _has_input(topo, timeout: float) -> None:
+    """Wait until the stage's Nu has admitted a record: a later stage's input starts only when the stage
+    before it delivers its first result (a window's, once the watermark passes the window's end)."""
+    if not wait_until(lambda: topo.status("nu")["head"] > 0, timeout, step=0.05):
+        raise RuntimeError(f"the stage's Nu admitted nothing in {timeout:.0f} s: the stage before it delivered "
+                           f"no result")
+    time.sleep(0.2)  # the fault hits a stage at work, not one that has just seen its first record
+
+
+def combine(results: list[dict], at: tuple[int, ...]) -> dict:
+    """A pipeline's trial result from its stages' (in order) and the stages its fault hit."""
+    last = results[-1]
+    hit = [results[k - 1] for k in at]
+    slowest = max(hit, key=lambda r: r.get("recovery_ms", -1.0))
+    out = {**last, **{k: slowest[k] for k in FAILOVER if k in slowest}}
+    if "recovery_ms" not in slowest:
+        out.pop("recovery_ms", None)
+    out.update({k: sum(r.get(k, 0) for r in results) for k in SUMMED if any(k in r for r in results)})
+    out.update({k: all(r.get(k, True) for r in results) for k in ALL if any(k in r for r in results)})
+    out["stages"] = [_stage_summary(k, r, k in at) for k, r in enumerate(results, 1)]
+    return out
+
+
+def _stage_summary(k: int, r: dict, hit: bool) -> dict:
+    return {"stage": k, "fault": r.get("fault", "none") if hit else "none", "expected_output": r.get("expected", 0),
+            "output_tuples": r.get("got", 0), "lost": r.get("lost", 0), "duplicated": r.get("duplicated", 0),
+            "wrong": r.get("wrong", 0), "failovers": r.get("failovers", 0),
+            "failover_ms": round(r["recovery_ms"], 1) if "recovery_ms" in r else None, "ok": bool(r.get("ok"))}

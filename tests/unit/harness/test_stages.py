@@ -1,0 +1,126 @@
+"""A pipeline of several stages under one fault: faults named by stage, and one result from the stages'."""
+
+from pathlib import Path
+
+import pytest
+
+from lazystandby import config
+from lazystandby.harness.launcher import _args
+from lazystandby.harness.stages import combine, staged
+
+Q5 = str(Path(__file__).parents[3] / "examples" / "nexmark-q5.sql")
+ONE = str(Path(__file__).parents[3] / "examples" / "nexmark-q5-counts.sql")
+
+
+@pytest.mark.parametrize("name, stages, targets", [
+    ("kill-primary", 2, (1,)), ("kill-primary@2", 2, (2,)), ("kill-primary@2+1", 3, (1, 2)),
+    ("pause-standby@3", 3, (3,)),
+])
+def test_a_fault_hits_the_stages_it_names(name, stages, targets):
+    f, at = staged(name, stages)
+    assert f.name == name.partition("@")[0] and at == targets
+
+
+@pytest.mark.parametrize("name, says", [
+    ("kill-primary@3", "stages K, L in 1..2"), ("kill-primary@0", "1..2"), ("kill-primary@x", "kill-primary@K"),
+    ("kill-primary@", "kill-primary@K"), ("kill-everything@1", "expected one of"),
+])
+def test_a_stage_the_pipeline_does_not_run_is_refused(name, says):
+    with pytest.raises(config.SettingError, match=says):
+        staged(name, 2)
+
+
+def test_launch_takes_a_staged_fault_only_for_a_pipeline_of_several(monkeypatch):
+    for k in ("LS_PIPELINE", "LS_QUERY", "LS_STAGE"):
+        monkeypatch.delenv(k, raising=False)
+    args, settings = _args("run", [Q5, "--fault", "kill-primary@1+2"])
+    assert args.fault == "kill-primary@1+2" and "stage" not in settings
+    assert settings["total"] >= 3 * 14_000 * 10  # enough bids for the first stage's windows to close
+    with pytest.raises(config.SettingError, match="1..2"):
+        _args("run", [Q5, "--fault", "kill-primary@3"])
+    with pytest.raises(config.SettingError, match="names a stage of a pipeline of several"):
+        _args("run", [ONE, "--fault", "kill-primary@1"])
+
+
+def _stage(expected, got, lost=0, recovery_ms=None, ok=True, failovers=0):
+    r = {"expected": expected, "got": got, "lost": lost, "duplicated": 0, "wrong": 0, "failovers": failovers,
+         "ok": ok, "fault": "kill-primary", "recovery": {"cause": "detector"}, "before": {}, "after": {}}
+    if recovery_ms is not None:
+        r["recovery_ms"] = recovery_ms
+    return r
+
+
+def test_a_pipelines_result_is_its_last_stages_output_with_every_stages_faults():
+    one, two = _stage(100, 100, recovery_ms=300.0, failovers=1), _stage(9, 9, recovery_ms=120.0, failovers=1)
+    r = combine([one, two], (1, 2))
+    assert (r["expected"], r["got"], r["failovers"], r["recovery_ms"], r["ok"]) == (9, 9, 2, 300.0, True)
+    assert [s["failover_ms"] for s in r["stages"]] == [300.0, 120.0]
+    hit_second = combine([_stage(100, 100), _stage(9, 9, recovery_ms=120.0, failovers=1)], (2,))
+    assert hit_second["recovery_ms"] == 120.0 and [s["fault"] for s in hit_second["stages"]] == ["none", "kill-primary"]
+    bad = combine([_stage(100, 99, lost=1, ok=False), _stage(9, 9)], (1,))
+    assert bad["lost"] == 1 and not bad["ok"] and "recovery_ms" not in bad
+
+
+class FakeTrial:
+    """A stage's trial that records its phases into the run's log."""
+
+    def __init__(self, k, f, log, tmp_path):
+        self.k, self.f, self.log, self.ok = k, f, log, False
+        self.workdir = tmp_path / f"stage{k}"
+        self.workdir.mkdir()
+        self.result = {}
+
+    def __getattr__(self, phase):
+        def run(topo, **_):
+            self.log.append((phase, self.k))
+            if phase == "judge":
+                self.ok = True
+                self.result.update(_stage(10 * self.k, 10 * self.k, recovery_ms=50.0 * self.k if self.f.name != "none"
+                                          else None, failovers=int(self.f.name != "none")))
+        return run
+
+
+class FakeTopo:
+    def __init__(self, statuses):
+        self.statuses = statuses
+
+    def status(self, key):
+        return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_stages_start_last_first_are_hit_together_and_are_checked_in_order(tmp_path):
+    from contextlib import nullcontext
+
+    from lazystandby.formats.pipeline import read_stages
+    from lazystandby.harness.stages import run_stages
+
+    log, made = [], {}
+
+    def trial(k, spec, f):
+        made[k] = FakeTrial(k, f, log, tmp_path)
+        return made[k]
+
+    r = run_stages(read_stages(Q5), "kill-primary@2", trial=trial,
+                   topology=lambda t: nullcontext(FakeTopo([{"head": 0}, {"head": 5}])), operator="python",
+                   kill_after=0.0, timeout=5.0, bad_records=None, home=tmp_path / "home", keep=True)
+    assert [made[k].f.name for k in (1, 2)] == ["none", "kill-primary"]
+    assert log[:2] == [("start", 2), ("start", 1)]
+    assert log[2:5] == [("reach_the_fault", 2), ("inject", 1), ("inject", 2)]
+    assert log[5:9] == [("read_the_truth", 1), ("settle", 1), ("read_the_truth", 2), ("settle", 2)]
+    assert r["ok"] and r["failovers"] == 1 and r["recovery_ms"] == 100.0 and r["expected"] == 20
+    assert r["workdirs"] == [str(tmp_path / "stage1"), str(tmp_path / "stage2")]  # kept: keep=True
+
+
+def test_a_spark_only_fault_on_the_python_operator_is_refused_before_any_stage_starts(tmp_path):
+    from lazystandby.formats.pipeline import read_stages
+    from lazystandby.harness.stages import run_stages
+
+    with pytest.raises(ValueError, match="needs the Spark operator"):
+        run_stages(read_stages(Q5), "kill-operator@2", trial=None, topology=None, operator="python",
+                   kill_after=0.0, timeout=1.0, bad_records=None, home=tmp_path, keep=False)
