@@ -36,6 +36,7 @@ def test_launch_takes_a_staged_fault_only_for_a_pipeline_of_several(monkeypatch)
     args, settings = _args("run", [Q5, "--fault", "kill-primary@1+2"])
     assert args.fault == "kill-primary@1+2" and "stage" not in settings
     assert settings["total"] >= 3 * 14_000 * 10  # enough bids for the first stage's windows to close
+    assert settings["rate"] == 20_000.0  # 40,000 a second over two stages, each with four nodes of its own
     with pytest.raises(config.SettingError, match="1..2"):
         _args("run", [Q5, "--fault", "kill-primary@3"])
     with pytest.raises(config.SettingError, match="names a stage of a pipeline of several"):
@@ -57,6 +58,11 @@ def test_a_pipelines_result_is_its_last_stages_output_with_every_stages_faults()
     assert [s["failover_ms"] for s in r["stages"]] == [300.0, 120.0]
     hit_second = combine([_stage(100, 100), _stage(9, 9, recovery_ms=120.0, failovers=1)], (2,))
     assert hit_second["recovery_ms"] == 120.0 and [s["fault"] for s in hit_second["stages"]] == ["none", "kill-primary"]
+    # A stage not hit that failed over all the same: counted, with no failover time of its own.
+    spurious = combine([_stage(100, 100, recovery_ms=-800.0, failovers=1), _stage(9, 9, recovery_ms=150.0,
+                                                                                failovers=1)], (2,))
+    assert spurious["failovers"] == 2 and spurious["recovery_ms"] == 150.0
+    assert [s["failover_ms"] for s in spurious["stages"]] == [None, 150.0]
     bad = combine([_stage(100, 99, lost=1, ok=False), _stage(9, 9)], (1,))
     assert bad["lost"] == 1 and not bad["ok"] and "recovery_ms" not in bad
 
@@ -124,3 +130,29 @@ def test_a_spark_only_fault_on_the_python_operator_is_refused_before_any_stage_s
     with pytest.raises(ValueError, match="needs the Spark operator"):
         run_stages(read_stages(Q5), "kill-operator@2", trial=None, topology=None, operator="python",
                    kill_after=0.0, timeout=1.0, bad_records=None, home=tmp_path, keep=False)
+
+
+class Restarting:
+    """A topology whose node in `n` does not answer: its supervisor started it again, or never did."""
+
+    def __init__(self, supervise, restarted):
+        self.supervise, self.supervisor_restarts = supervise, ["n"] if restarted else []
+
+    def status(self, key):
+        from lazystandby.core.errors import PeerError
+
+        raise PeerError("UNAVAILABLE", "connection refused", refused=True)
+
+    def waiting_restart(self, key):
+        return False
+
+
+def test_a_node_its_supervisor_starts_again_has_no_status_before_a_fault_and_any_other_silence_is_an_error():
+    from lazystandby.core.errors import PeerError
+    from lazystandby.harness.launcher import _status_or_none
+
+    assert _status_or_none(Restarting(True, True), "n") == {}
+    with pytest.raises(PeerError):
+        _status_or_none(Restarting(True, False), "n")
+    with pytest.raises(PeerError):
+        _status_or_none(Restarting(False, True), "n")
