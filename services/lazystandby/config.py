@@ -195,9 +195,8 @@ class NodeConfig:
     # its topic and format), the SQL query N and N' run, the sink's topic and settings (SET name = value,
     # below any flag or env var). Set, it replaces `query`, `predicate` and `streams`.
     pipeline: str = ""
-    # Which stage of a pipeline file of several (one per CREATE VIEW and the last query; from 1) this node
-    # runs; 0 names a file's only stage. Each stage has its own primary and standby, and its own topics
-    # under topic_prefix.
+    # Which stage of a pipeline file of several (one per CREATE VIEW, then the last query; from 1) this
+    # node runs; 0 names a file's only one. Each stage has its own nodes and topics (under topic_prefix).
     stage: int = 0
     # A window query's watermark period, in link positions: Nu places a watermark record at every multiple.
     # Windows close (results are emitted) only there: more positions between records cost fewer merges of

@@ -6,7 +6,9 @@ Every run starts Nu, N, N', Nd as processes on loopback over a fresh set of topi
 moment while the load flows, and then waits at most `--bound` seconds for Nd to hold every expected output.
 A run is `stalled` if it did not; `lost` and `duplicated` add up over all runs. Every third run is a
 double fault (a catalog sequence, or two faults composed at random); when a composition leaves no
-operator alive, a new standby is started in N's place, as an operator would. Last line: a JSON summary.
+operator alive, a new standby is started in N's place, as an operator would. With a pipeline of several
+stages (`--pipeline`, CREATE VIEW), each fault hits a stage drawn at random, and half the double faults
+are two faults at two stages at once. Last line: a JSON summary.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from pathlib import Path
 
 from .. import config
 from ..core.batching import format_bsize
+from ..formats.pipeline import read_stages
 from . import results
 from .faults import Fault, Runner, for_runner
 from .launcher import run_dir, run_trial
 from .operator_procs import no_process_left
+from .stages import name_of
 
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
 CAMPAIGN_SETTINGS = ("codec", "bsize", "query", "pipeline")
@@ -57,6 +61,17 @@ def draw(rng: random.Random, i: int, catalog: dict[str, Fault]) -> Fault:
         a, b = rng.sample(SINGLE_COMPOSABLE, 2)
         return compose(catalog[a], catalog[b], round(rng.uniform(0.0, 1.0), 2))
     return catalog[rng.choice(sorted(n for n, f in catalog.items() if not f.double))]
+
+
+def draw_staged(rng: random.Random, i: int, catalog: dict[str, Fault], stages: int) -> dict[int, Fault]:
+    """A fault per stage hit, for a pipeline of `stages` stages: `draw`'s fault at a stage drawn at random,
+    except half the double faults, which are two composable faults at two stages at once."""
+    catalog = {n: f for n, f in catalog.items() if not f.unfit_for("python")}
+    if i % 3 == 2 and stages > 1 and rng.random() < 0.5:
+        a, b = rng.sample(SINGLE_COMPOSABLE, 2)
+        k, m = rng.sample(range(1, stages + 1), 2)
+        return {k: catalog[a], m: catalog[b]}
+    return {rng.randint(1, stages): draw(rng, i, catalog)}
 
 
 def cpu_model() -> str:
@@ -92,8 +107,10 @@ def _campaign(argv: list[str]) -> int:
     # (`--query window`: every run a keyed window aggregation, its results against the pandas truth table.)
     a = ap.parse_args(argv)
     try:  # typed and checked as the nodes would, before any broker starts
-        cfg = config.load([f"--{n}={getattr(a, n)}" for n in CAMPAIGN_SETTINGS if getattr(a, n) is not None],
-                          env=os.environ)
+        given = [f"--{n}={getattr(a, n)}" for n in CAMPAIGN_SETTINGS if getattr(a, n) is not None]
+        pipeline = a.pipeline or os.environ.get("LS_PIPELINE", "")
+        stages = len(read_stages(pipeline)) if pipeline else 1
+        cfg = config.load(given + (["--stage=1"] if stages > 1 else []), env=os.environ)  # as stage 1 takes them
     except ValueError as e:
         print(f"lazystandby chaos-campaign: {e}", file=sys.stderr, flush=True)
         return 2
@@ -112,11 +129,11 @@ def _campaign(argv: list[str]) -> int:
     runs: list[dict] = []
     try:
         for i in range(a.runs):
-            fault = draw(rng, i, catalog)
+            fault = draw_staged(rng, i, catalog, stages) if stages > 1 else draw(rng, i, catalog)
             at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
             row = _one_run(i, fault, at, a, cfg, bootstrap, rng)
             runs.append(row)
-            print(f"run {i + 1}/{a.runs}: {fault.name}{' (double)' if fault.double else ''} at {at}s: "
+            print(f"run {i + 1}/{a.runs}: {row['fault']}{' (double)' if row['double'] else ''} at {at}s: "
                   f"{row['got']}/{row['expected']} lost={row['lost']} dup={row['duplicated']} "
                   f"stalled={row['stalled']} ok={row['ok']} ({time.monotonic() - t0:.0f} s)",
                   file=sys.stderr, flush=True)
@@ -135,8 +152,10 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-def _one_run(i: int, fault, at: float, a, cfg, bootstrap: str, rng: random.Random) -> dict:
-    """Run i of the campaign: one trial of `fault` at `at` s, as a row of the campaign's details."""
+def _one_run(i: int, fault: Fault | dict[int, Fault], at: float, a, cfg, bootstrap: str,
+             rng: random.Random) -> dict:
+    """Run i of the campaign: one trial of `fault` (a fault per stage hit, for a pipeline of several
+    stages) at `at` s, as a row of the campaign's details."""
     try:
         r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
                       pipeline=cfg.pipeline,
@@ -148,7 +167,10 @@ def _one_run(i: int, fault, at: float, a, cfg, bootstrap: str, rng: random.Rando
     except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
         r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
              "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}
-    row = {"run": i + 1, "fault": fault.name, "double": fault.double, "at_s": at, "ok": r["ok"],
+    name, double = (name_of(fault), len(fault) > 1 or any(f.double for f in fault.values())) \
+        if isinstance(fault, dict) else (fault.name, fault.double)
+    row = {"run": i + 1, "fault": name, "double": double, "across_stages": isinstance(fault, dict) and len(fault) > 1,
+           "at_s": at, "ok": r["ok"],
            "lost": r["lost"], "duplicated": r["duplicated"], "wrong": r.get("wrong", 0),
            "expected": r["expected"], "got": r["got"],
            "stalled": not r["delivered_all"], "failovers": r["failovers"],
@@ -165,9 +187,10 @@ def _summary(runs: list[dict], cfg, a, seed: int, t0: float) -> dict:
     summary = {
         "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
         "wrong": sum(r["wrong"] for r in runs),
-        "query": cfg.pipeline_spec.plan.text if cfg.pipeline else cfg.parsed_query.text(),
+        "query": "; ".join(p.plan.text for p in read_stages(cfg.pipeline)) if cfg.pipeline else cfg.parsed_query.text(),
         "pipeline": cfg.pipeline or None,
         "stalled": sum(r["stalled"] for r in runs), "double_faults": sum(r["double"] for r in runs),
+        "across_stages": sum(r["across_stages"] for r in runs),
         "failed_runs": sum(not r["ok"] for r in runs), "harness_errors": sum(bool(r["error"]) for r in runs),
         "bound_s": a.bound, "seed": seed, "bsize": format_bsize(cfg.bsize), "codec": str(cfg.codec),
         "faults": {n: sum(r["fault"] == n for r in runs) for n in sorted({r["fault"] for r in runs})},

@@ -674,10 +674,10 @@ class _KafkaLoad(threading.Thread):
         generate(bootstrap, ["I1", "I2"], total, start=at, **kw)
 
 
-def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 10, codec: str = "zstd-stream-dict",
-              total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0, predicate: str = "price > 100",
-              seed: int = 7, quiesce: bool = False, timeout: float = 60.0, keep: bool = False,
-              extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
+def run_trial(*, fault: str | Fault | dict[int, Fault] = "kill-primary", bsize: int | str | None = 10,
+              codec: str = "zstd-stream-dict", total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0,
+              predicate: str = "price > 100", seed: int = 7, quiesce: bool = False, timeout: float = 60.0,
+              keep: bool = False, extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
               bad_records: list[bytes | None] | None = None,
               param_change_at: tuple[int, str] | None = None, tls: bool = False,
               per_node: dict[str, dict[str, Any]] | None = None, progress: Callable[[str], None] | None = None,
@@ -686,17 +686,20 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     tuples or None/'inf'; `extra` holds further NodeConfig settings, typed; `progress` hears what the trial
     is doing, every few seconds while it waits; `link` runs the nodes behind shaped links (Topology.link);
     `pipeline` runs a pipeline file's tables and query through Kafka (`kafka`), with `total` records of
-    each table's load (sources/pipeline_load.py), checked against DuckDB's truth (harness/pipeline_check.py).
+    each table's load (sources/pipeline_load.py), checked against DuckDB's truth (harness/pipeline_check.py);
+    of a pipeline of several stages, `fault` may name its stages or give a fault per stage (harness/stages.py).
 
     Its phases (_Trial): the settings and the truth known before the run; the nodes started and the load
     on; the fault; the truth read from Kafka once the load is in; the pipeline settled; the verdict."""
-    if isinstance(fault, str) and stages.is_staged(pipeline):
+    if stages.is_staged(pipeline):
         if per_node or link or malformed_every or param_change_at or quiesce:
             raise ValueError("a pipeline of several stages runs with none of per_node, link, malformed_every, "
                              "param_change_at, quiesce")
         return _staged_trial(pipeline=pipeline, fault=fault, kafka=kafka, bsize=bsize, codec=codec, total=total,
                              rate=rate, kill_after=kill_after, predicate=predicate, seed=seed, timeout=timeout,
                              keep=keep, extra=extra, tls=tls, bad_records=bad_records, progress=progress)
+    if isinstance(fault, dict):
+        raise ValueError("a fault per stage needs a pipeline of several stages (CREATE VIEW ...)")
     if isinstance(fault, str) and "@" in fault:
         raise ValueError(f"fault {fault!r}: @STAGE names a stage of a pipeline of several (CREATE VIEW ...)")
     f = fault if isinstance(fault, Fault) else FAULTS[fault]
@@ -723,8 +726,8 @@ def run_trial(*, fault: str | Fault = "kill-primary", bsize: int | str | None = 
     return trial.result
 
 
-def _staged_trial(*, pipeline: str, fault: str, kafka: str, bsize, codec: str, total: int, rate: float,
-                  kill_after: float, predicate: str, seed: int, timeout: float, keep: bool,
+def _staged_trial(*, pipeline: str, fault: str | Fault | dict[int, Fault], kafka: str, bsize, codec: str,
+                  total: int, rate: float, kill_after: float, predicate: str, seed: int, timeout: float, keep: bool,
                   extra: dict[str, Any] | None, tls: bool, bad_records: list[bytes | None] | None,
                   progress: Callable[[str], None] | None) -> dict:
     """run_trial for a pipeline of several stages (harness/stages.py): per stage a _Trial, whose pipeline
@@ -989,22 +992,22 @@ class _PipelineLoad(threading.Thread):
 PIPELINE_BAD_RECORDS = (b"\xff\xfe not utf-8", b"", b'{"cut short', b"x" * 70_000, None)
 
 
-def pipeline_load_defaults(spec, operator: str = "python", stages: int = 1) -> dict[str, Any]:
+def pipeline_load_defaults(spec, operator: str = "python", stages: tuple = ()) -> dict[str, Any]:
     """A pipeline run's default load: enough records for its windows to close. The Nexmark generator
     spaces its events 0.1 ms apart in event time (10,000 a second), drawn records and ticks about 2.5 ms,
-    so a window query gets records for three windows and its delay (at least 40,000). A large load runs
+    so a window query gets records for three windows and its delay (at least 40,000); a pipeline of
+    several stages (`stages`, `spec` the first) for three of each window stage's in turn, since each
+    stage's windows close only as the event time reaches it through the stages before. A large load runs
     at 40,000 records a second on the Python operator, 20,000 on Spark's (what its micro-batches keep up
     with on two cores beside the other nodes: a takeover then finds no backlog of seconds), divided by
-    the stages (each runs four nodes of its own on the same cores). `spec` is the first stage's."""
+    the stages (each runs four nodes of its own on the same cores)."""
     from ..sources.pipeline_load import is_nexmark
 
-    plan = spec.plan
     per_ms = 10.0 if any(is_nexmark(t) for t in spec.sources) else 0.4
-    total = 40_000
-    if plan.stateful:
-        total = max(total, int(3 * (plan.spec.size_ms + plan.spec.lateness_ms) * per_ms))
+    windows = [p.plan.spec for p in (stages or (spec,)) if p.plan.stateful]
+    total = max(40_000, int(3 * sum(w.size_ms + w.lateness_ms for w in windows) * per_ms))
     rate = 40_000.0 if total > 100_000 and operator == "python" else 20_000.0
-    return {"total": total, "rate": rate / max(1, stages)}
+    return {"total": total, "rate": rate / max(1, len(stages))}
 
 
 def _admitted_all(topo: Topology) -> bool:
@@ -1229,7 +1232,10 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     # exits, is started again, and rejoins as the standby.
     defaults = {"total": 40_000, "rate": 20_000.0, "exit_when_fenced": True}
     if cfg.pipeline_spec is not None:
-        defaults.update(pipeline_load_defaults(cfg.pipeline_spec, cfg.operator, staged))
+        from ..formats.pipeline import read_stages
+
+        every = read_stages(args.pipeline) if staged > 1 else ()
+        defaults.update(pipeline_load_defaults(cfg.pipeline_spec, cfg.operator, every))
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})

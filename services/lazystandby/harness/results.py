@@ -137,6 +137,7 @@ SUMMARIES: dict[str, Summary] = {
         ("pipeline", "the pipeline file every run ran (`--pipeline`), null without one"),
         ("stalled", "runs whose output did not complete within `bound_s`"),
         ("double_faults", "runs whose fault was a pair (`a+b`)"),
+        ("across_stages", "a pipeline of several stages: runs whose pair hit two stages at once (`a@1+b@3`)"),
         ("failed_runs", "runs not exact, stalled, or whose harness failed"),
         ("harness_errors", "runs in which the harness itself raised"),
         ("bound_s", "seconds a run's output may take to complete"),

@@ -1,20 +1,20 @@
 """A pipeline of several stages (formats/pipeline.py: CREATE VIEW ...), run and checked under a fault.
 
 Each stage runs as a pipeline of its own, Nu, N, N' and Nd (a trial on a topology of its own, both made
-by the launcher and driven here phase by phase):
-its Nd writes the view's topic, which the next stage's Nu reads as its source, as Kafka Streams chains
-its sub-topologies through topics. A stage therefore fails over, backs up and trims on its own, and
-stages may fail at once. Faults are named by stage: `kill-primary@2`, `kill-primary@1+2` (both stages'
-primaries at once); a name without `@` hits stage 1. Each stage is checked against the truth of what it
-read (DuckDB over its source topics, harness/pipeline_check.py), the first stage's being the load: the
-pipeline's output is exact when every stage's is.
+by the launcher and driven here phase by phase): its Nd writes the view's topic, which the next stage's
+Nu reads as its source, as Kafka Streams chains its sub-topologies through topics. A stage therefore
+fails over, backs up and trims on its own, and stages may fail at once. Faults are named by stage:
+`kill-primary@2`, `kill-primary@1+2` (both stages' primaries at once); a name without `@` hits stage 1;
+a campaign gives a fault per stage. Each stage is checked against the truth of what it read (DuckDB over
+its source topics, harness/pipeline_check.py), the first stage's being the load: the pipeline's output
+is exact when every stage's is.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Protocol
@@ -54,6 +54,27 @@ def staged(name: str, stages: int) -> tuple[Fault, tuple[int, ...]]:
     return FAULTS[base], targets
 
 
+def hits(fault: str | Fault | Mapping[int, Fault], stages: int) -> dict[int, Fault]:
+    """The fault each stage hit gets (stage from 1): a name (`staged`), one fault (stage 1's), or a fault
+    per stage (a campaign's pair across two stages)."""
+    if isinstance(fault, str):
+        f, at = staged(fault, stages)
+        return dict.fromkeys(at, f)
+    if isinstance(fault, Fault):
+        return {1: fault}
+    if not fault or not all(1 <= k <= stages for k in fault):
+        raise SettingError(f"faults at stages {sorted(fault)}: the pipeline's stages are 1..{stages}")
+    return dict(sorted(fault.items()))
+
+
+def name_of(hit: Mapping[int, Fault]) -> str:
+    """`kill-primary@2`, `kill-primary@1+2` (one fault at several stages), `a@1+b@3` (several)."""
+    names = {f.name for f in hit.values()}
+    if len(names) == 1:
+        return f"{names.pop()}@{'+'.join(str(k) for k in hit)}"
+    return "+".join(f"{f.name}@{k}" for k, f in hit.items())
+
+
 def is_staged(pipeline: str) -> bool:
     """Whether the pipeline file runs several stages."""
     return bool(pipeline) and len(read_stages(pipeline)) > 1
@@ -75,17 +96,19 @@ class StageTrial(Protocol):
     def judge(self, topo) -> None: ...
 
 
-def run_stages(specs: tuple[Pipeline, ...], fault: str, *, trial: Callable[[int, Pipeline, Fault], StageTrial],
+def run_stages(specs: tuple[Pipeline, ...], fault: str | Fault | Mapping[int, Fault], *,
+               trial: Callable[[int, Pipeline, Fault], StageTrial],
                topology: Callable[[StageTrial], AbstractContextManager], operator: str, kill_after: float,
                timeout: float, bad_records: list[bytes | None] | None, home: Path, keep: bool) -> dict:
     """One trial of a pipeline of several stages under `fault`: `trial(k, spec, fault)` makes stage k's,
     `topology(trial)` its nodes. The result has run_trial's keys (the last stage's output and truth; lost,
     duplicated and wrong summed over the stages; the failover figures of the slowest stage hit) and
     `stages`, one summary per stage."""
-    f, at = staged(fault, len(specs))
-    if why := f.unfit_for(operator):
-        raise ValueError(why)
-    trials = [trial(k, spec, f if k in at else FAULTS["none"]) for k, spec in enumerate(specs, 1)]
+    hit = hits(fault, len(specs))
+    for f in hit.values():
+        if why := f.unfit_for(operator):
+            raise ValueError(why)
+    trials = [trial(k, spec, hit.get(k, FAULTS["none"])) for k, spec in enumerate(specs, 1)]
     with ExitStack() as stack:
         runs = [(t, stack.enter_context(topology(t))) for t in trials]
         try:
@@ -93,7 +116,7 @@ def run_stages(specs: tuple[Pipeline, ...], fault: str, *, trial: Callable[[int,
             for k, (t, topo) in reversed(list(enumerate(runs, 1))):
                 t.start(topo, malformed_every=0, bad_records=bad_records if k == 1 else None, param_change_at=None)
             for k, (t, topo) in enumerate(runs, 1):
-                if k in at:
+                if k in hit:
                     _has_input(topo, timeout)
                     t.reach_the_fault(topo, quiesce=False, kill_after=kill_after)
             for t, topo in runs:  # the stages hit at once; the others' figures from the same moment
@@ -106,8 +129,8 @@ def run_stages(specs: tuple[Pipeline, ...], fault: str, *, trial: Callable[[int,
         finally:
             for t in trials:
                 t.result["ok"] = t.ok
-    result = combine([t.result for t in trials], at)
-    result.update(fault=fault, workdir=str(home))
+    result = combine([t.result for t in trials], tuple(hit))
+    result.update(fault=fault if isinstance(fault, str) else name_of(hit), workdir=str(home))
     if result["ok"] and not keep:
         for t in trials:
             shutil.rmtree(t.workdir, ignore_errors=True)

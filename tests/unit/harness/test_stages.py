@@ -156,3 +156,23 @@ def test_a_node_its_supervisor_starts_again_has_no_status_before_a_fault_and_any
         _status_or_none(Restarting(True, False), "n")
     with pytest.raises(PeerError):
         _status_or_none(Restarting(False, True), "n")
+
+
+def test_faults_per_stage_are_named_and_checked_against_the_stages():
+    from lazystandby.harness.stages import FAULTS, hits, name_of
+
+    kill, pause = FAULTS["kill-primary"], FAULTS["pause-standby"]
+    assert hits("kill-primary@1+2", 2) == {1: kill, 2: kill} and hits(kill, 3) == {1: kill}
+    assert name_of(hits({3: pause, 1: kill}, 3)) == "kill-primary@1+pause-standby@3"
+    assert name_of({1: kill, 2: kill}) == "kill-primary@1+2"
+    with pytest.raises(config.SettingError, match="1..2"):
+        hits({3: kill}, 2)
+    with pytest.raises(config.SettingError, match="1..2"):
+        hits({}, 2)
+
+
+def test_a_fault_per_stage_for_a_pipeline_of_one_stage_is_refused():
+    from lazystandby.harness.launcher import FAULTS, run_trial
+
+    with pytest.raises(ValueError, match="needs a pipeline of several stages"):
+        run_trial(fault={1: FAULTS["kill-primary"]}, pipeline=ONE, kafka="127.0.0.1:9")
