@@ -64,7 +64,8 @@ def test_a_node_runs_the_stage_it_is_given_with_its_own_engine_topics(tmp_path):
     assert not first.stateful and second.stateful and second.streams == "big"
     one, two = Topics.of(first), Topics.of(second)
     assert (one.control, two.control) == ("p.stage1.control", "p.stage2.control")
-    assert one.results == "big" == two.source("big")  # the view: what stage 1 writes, stage 2 reads
+    assert one.results == "p.big" == two.source("big")  # the view, under the prefix: stage 1 writes, 2 reads
+    assert one.source("t") == "tt" and two.results == "p.results"  # as a pipeline of one stage's results
 
 
 @pytest.mark.parametrize("body, flags, says", [

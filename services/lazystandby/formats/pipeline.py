@@ -12,7 +12,7 @@ A query that needs several steps declares each but the last as a view, read by t
 
 Each query is a stage: its own primary and standby, numbered in declaration order from 1. A view is a
 table of its own for the stage that reads it: its columns are the query's results (JSON, in the topic
-of the view's name, as a table's topic is its name by default), and its event time is the results' window end
+`<topic_prefix><view>`: a deployment's own, as its other internal topics), and its event time is the results' window end
 (window start if only that is selected), which stage results come out in order of, so its watermark
 delay is 0; a selection's view keeps its source's event-time column and delay when it selects that
 column as it is. Each view feeds exactly one later stage, and the file ends with the one query that is
@@ -56,6 +56,7 @@ class Pipeline:
     sink_name: str = ""
     stage: int = 1
     stages: int = 1
+    views: tuple[str, ...] = ()  # which of its tables and sink are views: their topics lie under topic_prefix
 
     @property
     def stage_prefix(self) -> str:
@@ -203,7 +204,8 @@ def _staged(path: str, tables: tuple[Schema, ...], queries: list[tuple[str, str,
     for k, (name, p, view) in enumerate(planned, 1):
         read = (views[p.schema.table],) if p.schema.table in views else ()
         sink = (name, name) if view else (sinks.get(name, ""), name)
-        out.append(Pipeline(path, tables + read, p, sink[0], settings, sink[1], stage=k, stages=n))
+        own = tuple(t.table for t in read) + ((name,) if view else ())
+        out.append(Pipeline(path, tables + read, p, sink[0], settings, sink[1], stage=k, stages=n, views=own))
     return tuple(out)
 
 
@@ -216,9 +218,10 @@ def _hint(text: str, views: dict[str, Schema]) -> str:
 
 def view_table(name: str, p: Plan) -> Schema:
     """The table a view is to the stage that reads it: the query's result columns, as JSON in the topic of
-    the view's name. A window's results come out in window order (a watermark closes the windows it
-    passes, and their results are sorted by window), so their end is an event time no result is behind:
-    the watermark's delay is 0. A selection keeps its source's event time if it selects that column."""
+    the view's name (under the deployment's topic_prefix: Topics.of_pipeline). A window's results come
+    out in window order (a watermark closes the windows it passes, and their results are sorted by
+    window), so their end is an event time no result is behind: the watermark's delay is 0. A selection
+    keeps its source's event time if it selects that column."""
     columns = tuple(Column(o.name, o.type) for o in p.outputs)
     as_is = {o.expr.name: o.name for o in p.outputs if isinstance(o.expr, exp.Column)}
     time, delay = "", 0

@@ -54,9 +54,15 @@ class Topics:
 
     @classmethod
     def of_pipeline(cls, prefix: str, spec) -> Topics:
-        """The topics of a pipeline (formats/pipeline.Pipeline): its tables' and sink's, the engine's own
-        under `prefix` (a stage's of several under its own part of it)."""
-        return cls(prefix + spec.stage_prefix, tuple((t.table, t.topic) for t in spec.sources), spec.sink_topic)
+        """The topics of a pipeline (formats/pipeline.Pipeline): its tables' and sink's, a view's under
+        `prefix` (the stage before writes it, the one after reads it), the engine's own under `prefix` (a
+        stage's of several under its own part of it)."""
+        def own(table: str, topic: str) -> str:
+            return prefix + topic if table in spec.views else topic
+
+        # The last stage's results, where the file names no sink, go where a pipeline's of one stage do.
+        sink = own(spec.sink_name, spec.sink_topic) or (f"{prefix}results" if spec.stage_prefix else "")
+        return cls(prefix + spec.stage_prefix, tuple((t.table, own(t.table, t.topic)) for t in spec.sources), sink)
 
     def source(self, stream: str) -> str:
         named = dict(self.sources).get(stream)
