@@ -30,3 +30,50 @@ def test_nexmark_q5_in_two_stages_survives_killed_primaries_exactly(kafka, fault
     for k in hit:
         assert r["stages"][k - 1]["failovers"] >= 1 and r["stages"][k - 1]["failover_ms"] > 0, r
     assert r["failovers"] >= len(hit) and r["recovery_ms"] > 0, r
+
+
+def test_run_without_a_fault_runs_every_stage_until_stopped(kafka, tmp_path):
+    """`lazystandby run FILE` against a cluster: a Nu, N, N' and Nd per stage, each node given the whole
+    file and its stage; the first stage reads the bids, the last writes q5's results; SIGTERM stops every
+    process it started."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from lazystandby.formats.pipeline import read_stages
+    from lazystandby.sinks.kafka_sink import read_results
+    from lazystandby.sources.kafka_source import Topics
+    from lazystandby.sources.pipeline_load import write_load
+
+    prefix = f"r{random.getrandbits(32):x}."
+    path = tmp_path / "q5.sql"
+    path.write_text(Path(Q5).read_text().replace("'topic' = 'bid'", f"'topic' = '{prefix}bid'")
+                    .replace("'topic' = 'nexmark-q5'", f"'topic' = '{prefix}q5'"))
+    first = read_stages(path)[0]
+    write_load(kafka, first, 200_000, topics=Topics.of_pipeline(prefix, first))  # 20 s of event time
+    env = {**os.environ, "KAFKA_BOOTSTRAP": kafka, "LS_TOPIC_PREFIX": prefix,
+           "PYTHONPATH": os.pathsep.join(["services", "spark", "."])}
+    proc = subprocess.Popen([sys.executable, "-m", "lazystandby.cli", "run", str(path), "--insecure"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    from confluent_kafka.admin import AdminClient
+
+    def held(topic):  # what the topic holds, once a node has made it (reading one that is not there waits)
+        made = AdminClient({"bootstrap.servers": kafka}).list_topics(timeout=10).topics
+        return read_results(kafka, topic) if topic in made else []
+
+    try:
+        deadline, rows = time.monotonic() + 180, []
+        while time.monotonic() < deadline and not rows and proc.poll() is None:
+            time.sleep(2)
+            rows = held(f"{prefix}q5")
+        assert rows, f"no q5 result; run exited {proc.poll()}"
+        assert held(f"{prefix}auction_bids"), "the view is the deployment's own topic"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=120)[0].decode(errors="replace")
+    assert proc.returncode == 0, out[-2000:]
+    assert "stage 1/2" in out and "stage 2/2" in out and "every node was stopped" in out

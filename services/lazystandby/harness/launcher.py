@@ -302,8 +302,25 @@ FORGED = frozenset({Action.FORGE_DELIVER, Action.FORGE_PUSH, Action.FORGE_BACKUP
                     Action.BOMB})
 
 
+def places_at_fault(topo: Topology, fault: Fault) -> dict[str, str]:
+    """Where each role the catalog names runs when `fault` starts: N's and N''s places swapped when the
+    node in N''s place is the primary (it took over before the fault: on a saturated machine a detector
+    may time out on a live primary), so that `kill-primary` kills the primary. A fault that cuts links
+    keeps the places it was set up with (its relays are laid between them before the run)."""
+    places = dict(KEY_OF_ROLE)
+    if cuttable(fault) or not topo.alive("n2"):
+        return places
+    try:
+        if topo.status("n2").get("role") == "primary":
+            places.update(primary="n2", standby="n")
+    except PeerError:
+        pass  # not answering: it is no primary that a fault should hit
+    return places
+
+
 def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
     """Carry out `fault`'s steps in order, with their timings; one event per step."""
+    places = places_at_fault(topo, fault)
     events = []
     for step in fault.steps:
         if step.after == "takeover":
@@ -315,8 +332,9 @@ def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
         if step.delay:
             time.sleep(step.delay)
         at = time.time()
-        out = ACTIONS[step.action](topo, KEY_OF_ROLE[step.target], step)
-        events.append({"at": at, "target": step.target, "action": str(step.action), **out})
+        out = ACTIONS[step.action](topo, places[step.target], step)
+        events.append({"at": at, "target": step.target, "place": places[step.target], "action": str(step.action),
+                       **out})
     return events
 
 

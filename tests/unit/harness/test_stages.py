@@ -176,3 +176,26 @@ def test_a_fault_per_stage_for_a_pipeline_of_one_stage_is_refused():
 
     with pytest.raises(ValueError, match="needs a pipeline of several stages"):
         run_trial(fault={1: FAULTS["kill-primary"]}, pipeline=ONE, kafka="127.0.0.1:9")
+
+
+class Roles:
+    """A topology whose place N' holds `role` (a takeover before the fault makes it the primary)."""
+
+    def __init__(self, role):
+        self.role = role
+
+    def alive(self, key):
+        return True
+
+    def status(self, key):
+        return {"role": self.role}
+
+
+def test_a_fault_hits_the_node_in_the_role_it_names_when_it_starts():
+    from lazystandby.harness.launcher import FAULTS, places_at_fault
+
+    assert places_at_fault(Roles("standby"), FAULTS["kill-primary"])["primary"] == "n"
+    swapped = places_at_fault(Roles("primary"), FAULTS["kill-primary-then-restart"])
+    assert (swapped["primary"], swapped["standby"], swapped["upstream"]) == ("n2", "n", "nu")
+    # A fault that cuts links keeps the places its relays were laid between.
+    assert places_at_fault(Roles("primary"), FAULTS["isolate-primary"])["primary"] == "n"
