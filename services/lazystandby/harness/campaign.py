@@ -28,7 +28,7 @@ from ..core.batching import format_bsize
 from ..formats.pipeline import read_stages
 from . import results
 from .faults import Fault, Runner, for_runner
-from .launcher import run_dir, run_trial
+from .launcher import pipeline_load_defaults, run_dir, run_trial
 from .operator_procs import no_process_left
 from .stages import name_of
 
@@ -98,8 +98,10 @@ def _campaign(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="lazystandby chaos-campaign", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=None, help="draws are random; a seed repeats a campaign")
-    ap.add_argument("--total", type=int, default=20_000, help="ticks of load per run")
-    ap.add_argument("--rate", type=float, default=10_000.0, help="ticks/s of load")
+    ap.add_argument("--total", type=int, default=None, help="ticks (records) of load per run (default 20,000; a "
+                    "pipeline's: enough for its windows to close, launcher.pipeline_load_defaults)")
+    ap.add_argument("--rate", type=float, default=None, help="ticks (records)/s of load (default 10,000; a "
+                    "pipeline's: what its stages keep up with)")
     ap.add_argument("--bound", type=float, default=60.0, help="seconds a run may take to complete its output")
     ap.add_argument("--insecure", action="store_true", help="plaintext nodes (default: mutual TLS, a CA per run)")
     for name in CAMPAIGN_SETTINGS:
@@ -114,6 +116,10 @@ def _campaign(argv: list[str]) -> int:
     except ValueError as e:
         print(f"lazystandby chaos-campaign: {e}", file=sys.stderr, flush=True)
         return 2
+    load = pipeline_load_defaults(cfg.pipeline_spec, "python", read_stages(pipeline) if stages > 1 else ()) \
+        if pipeline else {"total": 20_000, "rate": 10_000.0}
+    a.total = a.total if a.total is not None else load["total"]
+    a.rate = a.rate if a.rate is not None else load["rate"]
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     catalog = {n: f for n, f in for_runner(Runner.PROCESSES).items() if f.steps}  # "none" is no fault to draw

@@ -57,10 +57,11 @@ def test_a_campaign_over_stages_hits_a_stage_per_fault_and_pairs_across_stages(m
     from lazystandby.harness import campaign
 
     hot = str(Path(__file__).parents[3] / "examples" / "nexmark-hot-auctions.sql")
-    faults = []
+    faults, loads = [], []
 
     def fake_trial(**kw):
         faults.append(kw["fault"])
+        loads.append((kw["total"], kw["rate"]))
         return {"ok": True, "lost": 0, "duplicated": 0, "expected": 10, "got": 10, "delivered_all": True,
                 "failovers": 1, "workdir": ""}
 
@@ -75,5 +76,7 @@ def test_a_campaign_over_stages_hits_a_stage_per_fault_and_pairs_across_stages(m
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["across_stages"] == len(across) > 0 and summary["double_faults"] >= len(across)
     assert summary["query"].count("; ") == 2  # the three stages' queries
+    # A load whose windows close in every stage: three of each window stage's size and delay of bids.
+    assert set(loads) == {(3 * (14_000 + 2_000) * 10, 40_000.0 / 3)}
     rows = json.loads((tmp_path / "chaos-campaign.json").read_text())["runs"]
     assert all("@" in r["fault"] for r in rows)
