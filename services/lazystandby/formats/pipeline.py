@@ -120,6 +120,11 @@ def read_stages(path: str | Path) -> tuple[Pipeline, ...]:
     return parse_stages(text, str(path))
 
 
+def query_text(stages: tuple[Pipeline, ...]) -> str:
+    """The stages' queries in order, as a summary names them: `SELECT ...; SELECT ...`."""
+    return "; ".join(s.plan.text for s in stages)
+
+
 def choose(stages: tuple[Pipeline, ...], stage: int, path: str) -> Pipeline:
     """Stage `stage` (from 1) of `stages`; 0 names the only one."""
     if stage == 0 and len(stages) == 1:

@@ -889,8 +889,8 @@ class _Trial:
         assert self.gen is not None or self.fed
         if self.gen is not None:
             self.gen.join()
-        if self.gen is not None and self.gen.error is not None:
-            raise RuntimeError(f"the load generator stopped short: {self.gen.error!r}") from self.gen.error
+            if self.gen.error is not None:
+                raise RuntimeError(f"the load generator stopped short: {self.gen.error!r}") from self.gen.error
         settings, kafka = self.settings, self.kafka
         sizes = dict(max_tuple_bytes=int(settings.get("max_tuple_bytes", 65536)),
                      partitions=int(settings.get("partitions", 1)))
@@ -1010,22 +1010,22 @@ class _PipelineLoad(threading.Thread):
 PIPELINE_BAD_RECORDS = (b"\xff\xfe not utf-8", b"", b'{"cut short', b"x" * 70_000, None)
 
 
-def pipeline_load_defaults(spec, operator: str = "python", stages: tuple = ()) -> dict[str, Any]:
-    """A pipeline run's default load: enough records for its windows to close. The Nexmark generator
-    spaces its events 0.1 ms apart in event time (10,000 a second), drawn records and ticks about 2.5 ms,
-    so a window query gets records for three windows and its delay (at least 40,000); a pipeline of
-    several stages (`stages`, `spec` the first) for three of each window stage's in turn, since each
-    stage's windows close only as the event time reaches it through the stages before. A large load runs
-    at 40,000 records a second on the Python operator, 20,000 on Spark's (what its micro-batches keep up
-    with on two cores beside the other nodes: a takeover then finds no backlog of seconds), divided by
-    the stages (each runs four nodes of its own on the same cores)."""
+def pipeline_load_defaults(stages: tuple, operator: str = "python") -> dict[str, Any]:
+    """A pipeline run's default load (`stages`: formats/pipeline.read_stages): enough records for its
+    windows to close. The Nexmark generator spaces its events 0.1 ms apart in event time (10,000 a
+    second), drawn records and ticks about 2.5 ms, so a window query gets records for three windows and
+    its delay (at least 40,000); a pipeline of several stages for three of each window stage's in turn,
+    since each stage's windows close only as the event time reaches it through the stages before. A
+    large load runs at 40,000 records a second on the Python operator, 20,000 on Spark's (what its
+    micro-batches keep up with on two cores beside the other nodes: a takeover then finds no backlog of
+    seconds), divided by the stages (each runs four nodes of its own on the same cores)."""
     from ..sources.pipeline_load import is_nexmark
 
-    per_ms = 10.0 if any(is_nexmark(t) for t in spec.sources) else 0.4
-    windows = [p.plan.spec for p in (stages or (spec,)) if p.plan.stateful]
+    per_ms = 10.0 if any(is_nexmark(t) for t in stages[0].sources) else 0.4
+    windows = [p.plan.spec for p in stages if p.plan.stateful]
     total = max(40_000, int(3 * sum(w.size_ms + w.lateness_ms for w in windows) * per_ms))
     rate = 40_000.0 if total > 100_000 and operator == "python" else 20_000.0
-    return {"total": total, "rate": rate / max(1, len(stages))}
+    return {"total": total, "rate": rate / len(stages)}
 
 
 def _admitted_all(topo: Topology) -> bool:
@@ -1252,8 +1252,7 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
     if cfg.pipeline_spec is not None:
         from ..formats.pipeline import read_stages
 
-        every = read_stages(args.pipeline) if staged > 1 else ()
-        defaults.update(pipeline_load_defaults(cfg.pipeline_spec, cfg.operator, every))
+        defaults.update(pipeline_load_defaults(read_stages(args.pipeline), cfg.operator))
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
@@ -1388,11 +1387,11 @@ def _standby_target(r: dict) -> dict:
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
-    from ..formats.pipeline import read_stages
+    from ..formats.pipeline import query_text, read_stages
 
     return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
-            "query": ("; ".join(s.plan.text for s in read_stages(settings["pipeline"]))
+            "query": (query_text(read_stages(settings["pipeline"]))
                       if settings.get("pipeline") else
                       config.NodeConfig(query=settings.get("query", ""),
                                         predicate=settings["predicate"]).parsed_query.text()),
