@@ -8,7 +8,6 @@ import functools
 import os
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from enum import Enum
 from typing import Any, get_type_hints
 
 from .allocator import KEEP_MB_MAX
@@ -30,6 +29,32 @@ def kafka_bootstrap_from_env(env: Mapping[str, str] | None = None) -> str:
     """The Kafka bootstrap a user set: LS_KAFKA_BOOTSTRAP, else the common KAFKA_BOOTSTRAP ("" = none)."""
     env = os.environ if env is None else env
     return env.get("LS_KAFKA_BOOTSTRAP") or env.get("KAFKA_BOOTSTRAP", "")
+
+
+def setting(default: Any, help: str, *, low: float | None = None, high: float | None = None,
+            above: float | None = None, choices: tuple = (), accepts: str = "", parse: Any = None,
+            format: Any = None, repeat: bool = False) -> Any:
+    """One setting, declared once: its default; `help`, what it means and what it trades (the flag's help
+    and its row in docs/settings.md); what it accepts, checked by NodeConfig: `low` and `high` inclusive
+    bounds, `above` an exclusive lower bound, `choices` its only values. `parse` and `format` read and
+    write its text where the type's own constructor and str() do not; `repeat`: the flag may be given more
+    than once. `accepts` says in words what a value that fails `parse` should have been."""
+    if not help:
+        raise ValueError("a setting says what it means")
+    kind = "a whole number" if isinstance(default, int) and not isinstance(default, bool) else "a number"
+    if choices:
+        said = ", ".join(map(str, choices[:-1])) + f" or {choices[-1]}"
+    elif low is not None and high is not None:
+        said = f"{kind} {low:,}-{high:,}"
+    elif low is not None:
+        said = f"{kind} >= {low}"
+    elif above is not None:
+        said = f"{kind} > {above}"
+    else:
+        said = accepts
+    meta = {"help": help, "low": low, "high": high, "above": above, "choices": tuple(choices),
+            "accepts": accepts or said, "checked": said, "parse": parse, "format": format, "repeat": repeat}
+    return field(default=default, metadata=meta)
 
 
 # A standby's IQ' holds this many times iq_capacity. Under full load the backup runs ahead of what the primary
@@ -56,220 +81,216 @@ def format_lease(lease: float | None) -> str:
 
 @dataclass
 class NodeConfig:
-    """One node's settings. `role` is upstream | primary | standby | downstream."""
+    """One node's settings. `role` is upstream | primary | standby | downstream. Each field is declared by
+    `setting`: its meaning and trade-off, what it accepts; the flag, the env var, the check in
+    `__post_init__` and docs/settings.md's table all come from that one declaration."""
 
-    role: str = "primary"
-    name: str = ""
-    listen: str = "127.0.0.1:50051"
-    advertise: str = ""  # the address peers use to reach this node (default: listen)
-    upstream: str = ""  # N, N': Nu's address
-    downstream: str = ""  # N, N': Nd's address
-    primary: str = ""  # Nu: N's address; N': the primary it watches
-    standby: str = ""  # Nu: N''s address
+    role: str = setting("primary", "upstream (Nu), primary (N), standby (N') or downstream (Nd)",
+                        choices=("upstream", "primary", "standby", "downstream"))
+    name: str = setting("", "the node's name in logs, metrics and messages (default: Nu, N, N', Nd by role)")
+    listen: str = setting("127.0.0.1:50051", "host:port the node's gRPC server binds")
+    advertise: str = setting("", "host:port peers use to reach this node (default: listen)")
+    upstream: str = setting("", "N, N': Nu's address")
+    downstream: str = setting("", "N, N': Nd's address")
+    primary: str = setting("", "Nu: the primary's address; N': the first primary it watches (empty, or past epoch "
+                           "1: Nu's)")
+    standby: str = setting("", "Nu: the standby's address (a standby may also register itself)")
     # Lazy Standby knobs
-    # 1 = Active Standby ... None (text "inf") = Upstream Backup; parsed once, here, by parse_bsize
-    bsize: int | None = field(default=10, metadata={"parse": parse_bsize, "format": format_bsize})
-    codec: CodecName = CodecName.ZSTD_STREAM_DICT
-    # zstd level; 0 = by codec and Bsize (core/codec.default_level: 9 for a streaming codec at Bsize 1-2,
-    # where it is cheap; 1 on small tables for a streaming codec past that, 3 for per-batch frames).
-    codec_level: int = 0
-    dict_samples: int = DICT_SAMPLES
-    dict_size: int = DICT_SIZE
-    # A run takes what is due, up to this many batches: only a backup behind the source sends big ones. One
-    # call is in flight at a time, so every call's fixed cost caps the backup, and through backup_lag_max the
-    # source. Larger runs move more tuples per call; with backup_lag_max they also let a run end with more
-    # tuples not yet at N' (docs/benchmarks.md, "Tuning": max_batches_per_rpc).
-    max_batches_per_rpc: int = 4096
-    # Milliseconds the backup link gathers due batches into one call, unless a full run is due first. Each
-    # call carries about 50 bytes besides its batches (the checkpoint, the codec session, the run's header):
-    # at Bsize 10 and 10,000 tuples/s the link made 190 calls a second, and that framing was 6 % of the
-    # backup's bytes. At full speed a call is due every few ms anyway; the standby lags by up to this much
-    # more, which Nu resends at a takeover. 0 = send whatever is due at once.
-    backup_linger_ms: float = 20.0
-    # backup_linger_ms when standby_state is snapshot. A Passive Standby reads its backup only at a takeover,
-    # after restoring a snapshot up to snapshot_interval old, so a longer gather costs that takeover only
-    # the transfer of what Nu then resends (100 ms of input at 20,000 tuples/s is about 40 KB), while each
-    # call it saves is CPU the standby otherwise spends on a gRPC call: with 1,000,000 keys at 20,000
-    # tuples/s and Bsize 100, 20 ms of gathering left the standby 0.105 of the primary's CPU, 100 ms 0.052.
-    passive_backup_linger_ms: float = 100.0
-    # Most tuples Nu admits past what a responsive standby has acknowledged. Without a bound the source
-    # and the primary outrun the backup whenever CPU is short, and Nu trims past batches never sent: the
-    # run then looks as cheap as no standby while the standby holds nothing. It leaves room for the call in
-    # flight and the one being cut, and for a few of the primary's frames (frame_max). Larger: fewer stalls
-    # of the source behind a slow backup call (a steadier `worst_second_ratio`), more for Nu to resend at a
-    # takeover (docs/benchmarks.md, "Tuning": backup_lag_max). 0 = no bound.
-    backup_lag_max: int = 262_144
-    # Seconds a backup call may go unanswered before Nu stops holding the source (backup_lag_max) and OQu's
-    # trim back for the standby: it is then out of sync, as a follower that stops fetching leaves Kafka's
-    # ISR, and catches up by a checkpoint when it answers. Waiting for rpc_timeout instead, a paused standby
-    # (SIGSTOP, docker pause, a black-holed link) would stop the pipeline for most of every rpc_timeout at
-    # full speed. Far above a call's time under load (tens of ms). 0 = wait for rpc_timeout.
-    backup_stall_max: float = 0.5
-    # Seconds a freshly started Nu holds its source for its standby to register. Admitting at once, Nu
-    # admits a large first run before the registration arrives (the standby's retries and gRPC's reconnect
-    # backoff), and the resync it then asks for stops the source at backup_lag_max a second time. A
-    # restarted Nu never waits (its standby registered with the one before). 0 = admit at once.
-    standby_wait: float = 1.0
-    # Most tuples Nu admits past what the primary has taken. Without a bound, a source faster than N filled
-    # OQu (1,000,000 tuples ten seconds into a run at full speed); the backup shipped them all to N', whose
-    # inputs then waited longer than standby_defer for Nd's acks, and N' processed every one of them.
-    # 0 = no bound (OQu's capacity still is one).
-    primary_lag_max: int = 200_000
-    # Seconds a standby lets each backup input wait before it runs the operator on it: Nd's acks cover most
-    # inputs within that time, and a covered input is skipped, never processed. 0 = process on arrival, as
-    # seed 000's standby does (and pay for a second operator on the same machine).
-    standby_defer: float = 1.0
-    # How a window query's standby keeps its state. warm: it applies every input as the primary does (a
-    # second operator's CPU; a takeover starts from a state already there). snapshot (Passive Standby, seed
-    # 001): it does no operator work; the primary ships its state every snapshot_interval and the standby
-    # holds the newest with the backup after it, restores it at a takeover and replays only what follows.
-    standby_state: str = "warm"
-    # Seconds between a Passive Standby primary's snapshots: longer ships less state and leaves more
-    # backup to replay at a takeover.
-    snapshot_interval: float = 1.0
+    bsize: int | None = setting(
+        10, "tuples per backup batch: 1 = Active Standby (every tuple at N' at once, the most backup traffic) ... "
+        "inf = Upstream Backup (nothing shipped until a takeover, which then replays all of it)",
+        parse=parse_bsize, format=format_bsize, accepts="a whole number >= 1, or inf")
+    codec: CodecName = setting(CodecName.ZSTD_STREAM_DICT, "backup codec: none, zlib, zstd, zstd-dict, zstd-stream, "
+                               "zstd-stream-dict (streaming: a session's history compresses each batch against "
+                               "the ones before)", choices=tuple(CodecName))
+    codec_level: int = setting(0, "zstd level; 0 = by codec and Bsize (streaming codecs: 9 at Bsize 1-2, where it "
+                               "is cheap, else 1; per-batch frames 3)", low=0)
+    dict_samples: int = setting(DICT_SAMPLES, "single tuples sampled before a dictionary codec trains its "
+                                "dictionary", low=1)
+    dict_size: int = setting(DICT_SIZE, "bytes of the trained zstd dictionary", low=1)
+    max_batches_per_rpc: int = setting(
+        4096, "backup batches that may share one call (each still compressed on its own). One call is in flight at "
+        "a time, so a call's fixed cost caps the backup: more per call moves more tuples, and with backup_lag_max "
+        "lets a run end with more tuples not yet at N' (docs/benchmarks.md, Tuning)", low=1)
+    backup_linger_ms: float = setting(
+        20.0, "ms the backup link gathers due batches into one call unless a full run is due first: fewer calls "
+        "(each carries about 50 bytes of framing besides its batches), a standby that lags by up to this much "
+        "more, which Nu resends at a takeover; 0 = send at once", low=0)
+    passive_backup_linger_ms: float = setting(
+        100.0, "backup_linger_ms for a Passive Standby (standby_state snapshot), which reads its backup only at a "
+        "takeover: fewer calls for the standby's CPU, that much more for Nu to resend at a takeover", low=0)
+    backup_lag_max: int = setting(
+        262_144, "most tuples Nu admits ahead of a responsive standby's acks (backpressure), so that the source "
+        "never outruns the backup and trims batches never sent; larger: fewer stalls of the source behind a slow "
+        "backup call, more to resend at a takeover (docs/benchmarks.md, Tuning); 0 = no bound", low=0)
+    backup_stall_max: float = setting(
+        0.5, "seconds a backup call may go unanswered before Nu stops holding the source for the standby: it is "
+        "then out of sync, as a follower that stops fetching leaves Kafka's ISR, and catches up by a checkpoint "
+        "when it answers; far above a call's time under load; 0 = wait for rpc_timeout (a paused standby then "
+        "stops the pipeline for most of every rpc_timeout)", low=0)
+    standby_wait: float = setting(
+        1.0, "seconds a freshly started Nu holds its source until its standby registers, so that its first run "
+        "does not outpace the registration and stall at backup_lag_max again for a resync; a restarted Nu never "
+        "waits; 0 = admit at once", low=0)
+    primary_lag_max: int = setting(
+        200_000, "most tuples Nu admits ahead of what the primary has taken (backpressure): without it a source "
+        "faster than N fills OQu, and the standby's inputs outwait standby_defer and are processed there too; "
+        "0 = no bound (OQu's capacity still is one)", low=0)
+    standby_defer: float = setting(
+        1.0, "seconds a standby lets each backup input wait for Nd's acks to cover it (covered: skipped, never "
+        "processed); 0 = process on arrival, as seed 000's standby does, on a second operator's CPU; a window "
+        "standby on Spark skips none and takes them on arrival", low=0)
+    standby_state: str = setting(
+        "warm", "warm (the standby applies every input: a second operator's CPU, a takeover from a state already "
+        "there) or snapshot (Passive Standby, seed 001: no operator work; the primary ships its state every "
+        "snapshot_interval, and a takeover restores the newest and replays only what follows; window queries on "
+        "the Python operator)", choices=("warm", "snapshot"))
+    snapshot_interval: float = setting(
+        1.0, "seconds between a Passive Standby primary's snapshots (longer: less shipped, more to replay at a "
+        "takeover)", above=0)
     # failure detection
-    heartbeat_interval: float = 0.1
-    heartbeat_misses: int = 3
-    # Seconds a standby gives a primary it has not heard from yet before late heartbeats count against it.
-    heartbeat_grace: float = 2.0
-    # Seconds Nd declines a takeover after the primary in force last delivered to it (core.recovery.PrimaryLease):
-    # a standby cut off from a primary that still delivers does not depose it. Above ack_poll_ms (an idle
-    # primary renews it with an empty frame that often), below heartbeat_interval (a standby declined at
-    # a crashed primary's first suspicion suspects it again within that, and the lease must have run out
-    # by then). None (text "auto") = LEASE_SHARE of heartbeat_interval: a primary's deliveries come less
-    # evenly where the detector is set slower (the Spark operator's 0.2 s: 75 ms let a busy Spark primary's
-    # lease lapse between two frames, and N' took over from it). 0 = no lease. Read it as `lease_s`.
-    takeover_lease: float | None = field(default=None, metadata={"parse": parse_lease, "format": format_lease})
-    # Seconds the primary's operator may leave a call unanswered before the primary stops vouching for
-    # itself (core.recovery.OperatorWatch): its heartbeats then say so, the standby counts each as a miss,
-    # and no empty frame renews its lease at Nd. Far above a call's time, a cold JVM's first call included
-    # (`operator_slowest_call_s` in a node's status; docs/benchmarks.md, "Tuning": operator_stall_max).
-    # Shorter: a hung operator is replaced sooner, and a slow call is taken for a hang more easily. 0 = never
-    # (an operator whose calls fail, its JVM gone, ends its node whatever this is).
-    operator_stall_max: float = 10.0
-    # A fenced node (a primary deposed while it ran: paused, cut off, its operator stalled) ends its process
-    # (exit 75) instead of staying up, fenced, holding a place: under a supervisor that starts it again (the
-    # compose stack's restart: on-failure, or launch's Topology.supervise) it comes back as a fresh node, is
-    # shown the newer epoch before it has worked, and rejoins as the standby (RoleState.rejoin). Off by
-    # default: with nothing to start it again, a fenced node that stays up still says what happened in its
-    # status and metrics.
-    exit_when_fenced: bool = False
-    # A primary asked to stop (SIGTERM or SIGINT: `docker stop`, a rolling upgrade, Ctrl-C) hands over
-    # first (OperatorNode.hand_over): it tells its standby, which takes over at once, not after the
-    # detector's timeout and the lease. A second signal stops it at once.
-    handover_on_stop: bool = True
-    rpc_timeout: float = 2.0
+    heartbeat_interval: float = setting(0.1, "seconds between the standby's heartbeats to the primary", above=0)
+    heartbeat_misses: int = setting(3, "missed heartbeats after which the standby takes over (a refusing port: one "
+                                    "interval)", low=1)
+    heartbeat_grace: float = setting(
+        2.0, "seconds a standby gives a primary it has not heard from yet (a starting one) before missed "
+        "heartbeats count; a refusing port or a name that resolves to nothing is suspected after one interval; "
+        "0 = none", low=0)
+    takeover_lease: float | None = setting(
+        None, "seconds Nd declines a takeover after the primary in force last delivered to it "
+        "(core.recovery.PrimaryLease): a standby cut off from a primary that still delivers does not depose it. "
+        "Above ack_poll_ms (an idle primary renews it that often), below heartbeat_interval (a crashed primary's "
+        "lease must run out before a declined standby suspects it again); auto = three quarters of "
+        "heartbeat_interval, so that a slower detector's primary, whose deliveries come less evenly, keeps it; "
+        "0 = no lease", parse=parse_lease, format=format_lease, low=0,
+        accepts="auto or a number of seconds >= 0, below heartbeat_interval")
+    operator_stall_max: float = setting(
+        10.0, "seconds the primary's operator may leave a call unanswered before the primary stops vouching for "
+        "itself (core.recovery.OperatorWatch): its standby takes over, its lease at Nd lapses. Far above a call's "
+        "time, a cold JVM's first call included (docs/benchmarks.md, Tuning); shorter replaces a hung operator "
+        "sooner and takes a slow call for a hang more easily; 0 = never (an operator that failed is still said "
+        "at once)", low=0)
+    exit_when_fenced: bool = setting(
+        False, "a fenced node (a primary deposed while it ran) exits (code 75) so that a supervisor starts it "
+        "again and it rejoins as the standby (RoleState.rejoin; the compose stack, launch and failover-check turn "
+        "it on); off: it stays up, fenced, and says so in its status and metrics")
+    handover_on_stop: bool = setting(
+        True, "a primary asked to stop (SIGTERM, SIGINT: docker stop, a rolling upgrade) first hands over: it "
+        "takes no more input, ends its lease at Nd, and tells its standby, which takes over at once instead of "
+        "after the detector's timeout; a second signal stops it at once; off: it just stops")
+    rpc_timeout: float = setting(2.0, "seconds a call to a peer may take", above=0)
     # framing and queues
-    # Each link has one call in flight, so a link's rate is a frame per round trip, and at full speed a round
-    # trip waits mostly for the GIL of a busy sender and receiver, not for work. Larger frames: more tuples
-    # per round trip and steadier seconds, more memory per node (docs/benchmarks.md, "Tuning": frame_max).
-    # A frame fills only while a link is behind: below capacity, linger_ms sends what is there.
-    frame_max: int = 32_768
-    # Below capacity every frame costs about the same whatever it holds (a gRPC call), so linger_ms sets the
-    # CPU a moderate rate takes: longer, less CPU and more latency per tuple (docs/benchmarks.md, "Tuning":
-    # linger_ms). 5 ms is also Kafka's producer default (linger.ms).
-    linger_ms: float = 5.0
-    ack_poll_ms: float = 50.0
-    oq_capacity: int = 2_000_000
-    iq_capacity: int = 200_000
-    max_tuple_bytes: int = 65536
-    max_message_bytes: int = 64 << 20
-    # MB of freed memory each node's malloc keeps for reuse (allocator.keep_freed_memory): a frame's
-    # buffers then come from memory already mapped, not fresh pages faulted in one by one. More: fewer page
-    # faults (`minor_faults_per_s_by_node`), a higher peak RSS (`max_rss_mb`; docs/benchmarks.md, "Tuning":
-    # malloc_keep_mb). 0 = glibc's own thresholds.
-    malloc_keep_mb: int = 64
+    frame_max: int = setting(
+        32_768, "most tuples per frame on every link. A link has one call in flight, so its rate is a frame per "
+        "round trip: larger frames move more tuples per round trip and steady the seconds, at more memory per "
+        "node (docs/benchmarks.md, Tuning); a frame fills only while a link is behind", low=1)
+    linger_ms: float = setting(
+        5.0, "ms a link waits to fill a frame before it sends, and Nu before it polls a source that had less than "
+        "a frame: below capacity each frame costs about the same, so longer means less CPU and more latency per "
+        "tuple (docs/benchmarks.md, Tuning; Kafka's producer linger.ms is 5 too)", above=0)
+    ack_poll_ms: float = setting(50.0, "ms between an idle link's polls for acks (and a primary's word from Nu)",
+                                 above=0)
+    oq_capacity: int = setting(2_000_000, "most tuples an output queue holds (Nu's OQu, N's OQ); beyond it, "
+                               "backpressure", low=1)
+    iq_capacity: int = setting(200_000, f"most tuples an input queue holds (a standby's IQ': {STANDBY_IQ_FACTOR} "
+                               "times this); beyond it, RESOURCE_EXHAUSTED to the sender", low=1)
+    max_tuple_bytes: int = setting(65536, "larger source records go to the dead letters; larger tuples are refused",
+                                   low=1)
+    max_message_bytes: int = setting(64 << 20, "largest gRPC message, and largest decoded backup batch", low=1)
+    malloc_keep_mb: int = setting(
+        64, "MB of freed memory each node's malloc keeps for reuse (allocator.keep_freed_memory), so that a "
+        "frame's buffers come from memory already mapped: fewer page faults, a higher peak RSS "
+        "(docs/benchmarks.md, Tuning); 0 = glibc's own thresholds", low=0, high=KEEP_MB_MAX)
     # operator
-    operator: str = "python"  # python | spark
-    predicate: str = "price > 100"
-    # What N and N' compute (formats/query.py): empty = the selection by `predicate`; else SQL over the
-    # tick table or the name of an example (`select`, `window`). A window query is stateful: its standby
-    # applies every input, and every node of the pipeline (Nu too: it places the watermarks) must run the
-    # same text.
-    query: str = ""
-    # A tick window query's lateness in ms (the tick table's WATERMARK delay): a window stays open that long
-    # past its end. Longer drops fewer ticks as late and holds every result back as long. A pipeline's
-    # tables declare their own (WATERMARK FOR ... AS ... - INTERVAL ...).
-    lateness_ms: int = 0
-    # A pipeline file (examples/*.sql, docs/sql.md): the tables the pipeline reads (each a source stream,
-    # its topic and format), the SQL query N and N' run, the sink's topic and settings (SET name = value,
-    # below any flag or env var). Set, it replaces `query`, `predicate` and `streams`.
-    pipeline: str = ""
-    # Which stage of a pipeline file of several (one per CREATE VIEW, then the last query; from 1) this
-    # node runs; 0 names a file's only one. Each stage has its own nodes and topics (under topic_prefix).
-    stage: int = 0
-    # A window query's watermark period, in link positions: Nu places a watermark record at every multiple.
-    # Windows close (results are emitted) only there: more positions between records cost fewer merges of
-    # the open state, and a final window waits longer for its results (at 100,000 tuples/s, 1,024 is 10 ms).
-    watermark_every: int = 1024
-    # Positions without a tick after which a stream stops holding a window query's watermark back (0:
-    # never, as Flink without idleness). A stream that goes quiet then no longer stalls every window; its
-    # ticks that come after it count as late once the others have moved the watermark past them. The
-    # Python operator's rule only (`watermark_per_stream`).
-    watermark_idle: int = 0
-    # Chaos tests of quarantine (node/quarantine.py): no admitted tick fails the built-in operators, so a
-    # poison input is made by name. Never set in production.
-    chaos_poison: str = ""
-    # Most tuples per operator call; 0 = by operator: 32,768 (python), 131,072 (spark: a micro-batch costs
-    # nearly the same for four times the tuples, so at saturation bigger calls mean more throughput).
-    operator_batch: int = 0
-    spark_master: str = "local[2]"
-    spark_driver_memory: str = "1g"
-    spark_trigger: str = "0 seconds"
-    spark_max_rows: int = 200_000
-    spark_partitions: int = 2
-    # A standby's query may let backup tuples wait up to this long (or until spark_max_rows wait) and run
-    # them in one micro-batch: fewer micro-batches for its JVM (one query alone at 5,000 tuples/s: 1.18 ->
-    # 0.45 cores with 1 s). The takeover pays for it: it starts with up to this much work left (make demo:
-    # failover 915 ms at 0, 1,268 ms at 0.5 s). 0 = the standby runs as the primary does.
-    spark_standby_hold: float = 0.0
-    spark_checkpoint_dir: str = ""  # where the query's checkpoints go (default: a fresh dir in TMPDIR per start)
-    # Where a window query's Spark state lives: `hdfs` (Spark's default: in the JVM's heap, each version
-    # written to the checkpoint) or `rocksdb` (off heap, on local disk: state larger than the heap, at a
-    # cost per key read).
-    spark_state_store: str = "hdfs"
-    # Any Spark setting, passed through to the node's session (after ours: yours win). Repeat the flag, or
-    # separate them with ';' in LS_SPARK_CONF.
-    spark_conf: tuple[str, ...] = field(default=(), metadata={"parse": lambda t: parse_spark_conf(t),
-                                                              "format": lambda v: ";".join(v), "repeat": True})
-    # Where the node serves its feed to Spark's Python workers, and the address they are told: on a cluster
-    # the workers run on other hosts, so bind a reachable interface and advertise this host's name.
-    spark_feed_bind: str = "127.0.0.1:0"
-    spark_feed_advertise: str = ""
+    operator: str = setting("python", "python or spark", choices=("python", "spark"))
+    predicate: str = setting("price > 100", "the selection: a Spark-SQL boolean expression over symbol, price, "
+                             "volume, ts, venue")
+    query: str = setting(
+        "", "what N and N' compute: empty = the selection by predicate; else SQL over the tick table (SELECT * "
+        "FROM ticks [WHERE ...], or keys and aggregates GROUP BY window(ts, '<size>'[, '<slide>']), <keys>), or an "
+        "example's name (select, window). A window query is stateful: every node of the pipeline (Nu too: it "
+        "places the watermarks) runs the same text")
+    lateness_ms: int = setting(
+        0, "a tick window query's lateness in ms (the tick table's WATERMARK delay): longer drops fewer ticks as "
+        "late and holds every result back as long; a pipeline's tables declare their own", low=0)
+    pipeline: str = setting(
+        "", "a pipeline file (examples/*.sql, docs/sql.md): its tables (each a source stream, its topic and "
+        "format), SQL query, sink and SET settings (below any flag or env var); replaces query, predicate and "
+        "streams")
+    stage: int = setting(
+        0, "which stage of a pipeline file of several (one per CREATE VIEW, then the last query) this node runs, "
+        "from 1; 0 = the file's only one. Each stage has its own nodes and topics (under topic_prefix)", low=0)
+    watermark_every: int = setting(
+        1024, "a window query's watermark period in link positions: Nu places a watermark record at every "
+        "multiple, and windows close only there; more positions cost fewer merges of the open state and hold a "
+        "final window's results longer (at 100,000 tuples/s, 1,024 is 10 ms)", low=2)
+    watermark_idle: int = setting(
+        0, "Python operator: positions without a tick after which a stream stops holding the watermark back "
+        "(0: never, as Flink without idleness; lower: windows close despite a quiet stream, whose later ticks may "
+        "then be late). With Spark the watermark is the largest event time on any stream", low=0)
+    chaos_poison: str = setting(
+        "", "chaos tests only: the Python operator fails on every input holding this text, as on a value it "
+        "cannot compute with, and the node quarantines those inputs (no admitted tick fails the built-in "
+        "operators); empty: never")
+    operator_batch: int = setting(
+        0, "most tuples per operator call; 0 = by operator: 32,768 (python), 131,072 (spark: a micro-batch costs "
+        "nearly the same for four times the tuples, so bigger calls mean more throughput at saturation)", low=0)
+    spark_master: str = setting("local[2]", "Spark master URL for the Spark operator")
+    spark_driver_memory: str = setting("1g", "spark.driver.memory of the node's Spark session")
+    spark_trigger: str = setting("0 seconds", "the query's processing-time trigger")
+    spark_max_rows: int = setting(200_000, "most feed rows per micro-batch", low=1)
+    spark_partitions: int = setting(2, "input partitions per micro-batch", low=1)
+    spark_standby_hold: float = setting(
+        0.0, "seconds a standby's query lets backup tuples wait (or until spark_max_rows wait) to run them in one "
+        "micro-batch: fewer micro-batches for its JVM, and a takeover that starts with up to this much work "
+        "left; 0 = the standby runs as the primary does", low=0)
+    spark_checkpoint_dir: str = setting("", "where the query's checkpoints go (default: a fresh directory in "
+                                        "TMPDIR, where the Spark driver's scratch goes too)")
+    spark_state_store: str = setting(
+        "hdfs", "where a window query's Spark state lives: hdfs (Spark's default: in the JVM's heap, each version "
+        "written to the checkpoint) or rocksdb (off heap, on local disk: state larger than the heap, at a cost "
+        "per key read)", choices=("hdfs", "rocksdb"))
+    spark_conf: tuple[str, ...] = setting(
+        (), "any Spark setting, key=value, passed to the node's session after ours (yours win): repeat the flag, "
+        "';' between them in the env var", parse=lambda t: parse_spark_conf(t), format=lambda v: ";".join(v),
+        repeat=True, accepts="spark.key=value items")
+    spark_feed_bind: str = setting("127.0.0.1:0", "host:port the node serves its feed to Spark's workers on (port 0: "
+                                   "any free one); on a cluster, an interface the workers reach")
+    spark_feed_advertise: str = setting("", "host[:port] Spark's workers reach the feed at (default: the bound "
+                                        "address); on a cluster, this host's name")
     # source (Nu): the deterministic generator
-    streams: str = "I1,I2"
-    seed: int = 7
-    # Distinct symbols the generator draws from (K0, K1, ...; up to 1,000,000), so that a window query's
-    # state can be large; 0 = the ten named symbols.
-    keys: int = 0
-    total: int = 0  # tuples to generate; 0 = forever
-    rate: float = 0.0  # tuples/s; 0 = as fast as the pipeline takes them
-    # Kafka: when set, Nu consumes the source topics and Nd writes the results topic (else generator/file)
-    kafka_bootstrap: str = ""
-    topic_prefix: str = "ls."
-    # Partitions of each source topic: each partition is a stream of its own in the link order (its own
-    # stream id, seq = offset + 1). A source topic that exists with another count is refused at start.
-    partitions: int = 1
-    replication_factor: int = 1
+    streams: str = setting("I1,I2", "source stream names, comma-separated")
+    seed: int = setting(7, "the generator's seed (same seed, same tuples)")
+    keys: int = setting(0, "distinct symbols the generator draws from (K0, K1, ...): a window query's state grows "
+                        "with it; 0 = the ten named symbols", low=0, high=1_000_000)
+    total: int = setting(0, "tuples the generator makes; 0 = forever", low=0)
+    rate: float = setting(0.0, "tuples/s the generator makes; 0 = as fast as the pipeline takes them", low=0)
+    # Kafka
+    kafka_bootstrap: str = setting("", "Kafka bootstrap servers (also KAFKA_BOOTSTRAP): Nu consumes the source "
+                                   "topics and Nd writes the results topic; empty = the generator and a file sink")
+    topic_prefix: str = setting("ls.", "prefix of every topic the pipeline uses")
+    partitions: int = setting(1, "partitions of each source topic, each one a stream of its own in the link order "
+                              "(seq = offset + 1); a source topic that exists with another count is refused; "
+                              "other topics have one", low=1)
+    replication_factor: int = setting(1, "replication factor of the topics the pipeline creates", low=1)
     # sink (Nd)
-    sink: str = ""  # a file of delivered outputs; empty = keep nothing but counts
-    # mutual TLS between nodes (deploy/tls/make-certs.sh); all three empty = plaintext (loopback only)
-    tls_ca: str = ""
-    tls_cert: str = ""
-    tls_key: str = ""
+    sink: str = setting("", "Nd without Kafka: a file of delivered outputs; empty = keep counts only")
+    # mutual TLS between nodes (deploy/tls/make-certs.sh)
+    tls_ca: str = setting("", "mutual TLS: the CA certificate (all three empty = plaintext, for loopback)")
+    tls_cert: str = setting("", "mutual TLS: this node's certificate (its role in the common name, ROLE:NAME)")
+    tls_key: str = setting("", "mutual TLS: this node's private key")
     # observability
-    metrics_port: int = 0
-    overhead_budget: float = 0.5  # backup/primary bytes above which the BandwidthOverheadAboveBudget alert fires
-    # The recovery-time objective, in ms: RecoveryTargetAtRisk fires while the predicted recovery
-    # (core.recovery_model) stays above it. 0 = none.
-    recovery_target_ms: float = 0.0
-    log_level: str = "INFO"
+    metrics_port: int = setting(0, "port of the Prometheus /metrics endpoint; 0 = off", low=0)
+    overhead_budget: float = setting(0.5, "backup/primary bytes above which BandwidthOverheadAboveBudget fires")
+    recovery_target_ms: float = setting(
+        0.0, "ms the predicted recovery (core.recovery_model) may take; RecoveryTargetAtRisk fires while it is "
+        "above; 0 = none", low=0)
+    log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        """Every value checked here, once, with an error that names the setting (SettingError)."""
-        if self.role not in ("upstream", "primary", "standby", "downstream"):
-            raise refuse("role", "upstream, primary, standby or downstream", self.role)
+        """Every value checked here, once, with an error that names the setting (SettingError): first what
+        each setting declares it accepts, then what one setting asks of another."""
         try:
             self.codec = CodecName(self.codec)
         except ValueError:
@@ -277,14 +298,17 @@ class NodeConfig:
         try:
             self.bsize = parse_bsize(self.bsize)
         except (TypeError, ValueError):
-            raise refuse("bsize", "a whole number >= 1, or inf", self.bsize) from None
-        if self.operator not in ("python", "spark"):
-            raise refuse("operator", "python or spark", self.operator)
+            raise refuse("bsize", _FIELDS["bsize"].metadata["accepts"], self.bsize) from None
+        try:
+            self.takeover_lease = parse_lease(self.takeover_lease)
+        except (TypeError, ValueError):
+            raise refuse("takeover_lease", _FIELDS["takeover_lease"].metadata["accepts"],
+                         self.takeover_lease) from None
+        for f in fields(self):
+            _check_declared(f, getattr(self, f.name))
         if self.chaos_poison and self.operator != "python":
             raise refuse("chaos_poison", "empty with the Spark operator (a failed micro-batch ends its query: it "
                          "quarantines nothing)", self.chaos_poison)
-        if not 0 <= self.malloc_keep_mb <= KEEP_MB_MAX:
-            raise refuse("malloc_keep_mb", f"a whole number 0-{KEEP_MB_MAX}", self.malloc_keep_mb)
         self._check_query()
         self._check_numbers()
         if not self.name:
@@ -317,8 +341,6 @@ class NodeConfig:
         elif self.stage:
             raise refuse("stage", "0 without a pipeline (a stage is one query of a pipeline file)", self.stage)
         stateful = self.stateful
-        if self.spark_state_store not in ("hdfs", "rocksdb"):
-            raise refuse("spark_state_store", "hdfs or rocksdb", self.spark_state_store)
         if q is not None and q.stateful and self.operator == "spark" and q.slide_ms != q.size_ms:
             # A tick of sliding windows may lie in some already final at its position: the Python operator
             # leaves those out, while Spark's query, whose watermark moves only between micro-batches,
@@ -327,8 +349,6 @@ class NodeConfig:
         if stateful and self.chaos_poison:
             raise refuse("chaos_poison", "empty with a window query (a stateful call cannot be retried on part of "
                          "its inputs, so nothing is quarantined)", self.chaos_poison)
-        if self.standby_state not in ("warm", "snapshot"):
-            raise refuse("standby_state", "warm or snapshot", self.standby_state)
         if self.standby_state == "snapshot" and not (stateful and self.operator == "python"):
             # Spark keeps a window's state in its state store, whose checkpoint is files under its own
             # directory, written at each micro-batch: no state to ship between calls.
@@ -340,36 +360,8 @@ class NodeConfig:
             raise SettingError(f"{_setting('predicate')}: {e}") from None
 
     def _check_numbers(self) -> None:
-        """Each number within its bounds."""
-        if not self.snapshot_interval > 0:
-            raise refuse("snapshot_interval", "a number of seconds > 0", self.snapshot_interval)
-        if not 0 <= self.keys <= 1_000_000:
-            raise refuse("keys", "a whole number 0-1,000,000", self.keys)
-        if self.watermark_idle < 0:
-            raise refuse("watermark_idle", "a whole number >= 0", self.watermark_idle)
-        if self.watermark_every < 2:
-            raise refuse("watermark_every", "a whole number >= 2", self.watermark_every)
-        for name in ("heartbeat_interval", "rpc_timeout", "linger_ms", "ack_poll_ms"):
-            if not getattr(self, name) > 0:
-                raise refuse(name, "a number > 0", getattr(self, name))
-        for name in ("partitions", "replication_factor", "heartbeat_misses", "frame_max", "oq_capacity",
-                     "iq_capacity", "max_tuple_bytes",
-                     "max_message_bytes", "max_batches_per_rpc", "spark_partitions", "spark_max_rows",
-                     "dict_samples", "dict_size"):
-            if getattr(self, name) < 1:
-                raise refuse(name, "a whole number >= 1", getattr(self, name))
-        for name in ("rate", "total", "operator_batch", "codec_level", "metrics_port", "backup_lag_max",
-                     "spark_standby_hold", "standby_defer", "backup_linger_ms", "passive_backup_linger_ms",
-                     "primary_lag_max",
-                     "backup_stall_max", "heartbeat_grace", "standby_wait", "operator_stall_max",
-                     "recovery_target_ms", "lateness_ms"):
-            if getattr(self, name) < 0:
-                raise refuse(name, "a number >= 0", getattr(self, name))
-        try:
-            self.takeover_lease = parse_lease(self.takeover_lease)
-        except (TypeError, ValueError):
-            raise refuse("takeover_lease", "auto or a number of seconds", self.takeover_lease) from None
-        if self.takeover_lease is not None and not 0 <= self.takeover_lease < self.heartbeat_interval:
+        """The bounds one number takes from another."""
+        if self.takeover_lease is not None and not self.takeover_lease < self.heartbeat_interval:
             raise refuse("takeover_lease", f"auto or a number >= 0 and below heartbeat_interval "
                          f"({self.heartbeat_interval} s: a crashed primary's lease must run out before its standby "
                          "suspects it again)", self.takeover_lease)
@@ -457,129 +449,31 @@ class NodeConfig:
         return partition_streams(self.source_streams, self.partitions)
 
 
-# What each setting does: docs/settings.md's table is generated from this (`python -m lazystandby.config`),
-# and a test keeps the two equal.
-HELP: dict[str, str] = {
-    "role": "upstream (Nu), primary (N), standby (N') or downstream (Nd)",
-    "name": "the node's name in logs, metrics and messages (default: Nu, N, N', Nd by role)",
-    "listen": "host:port the node's gRPC server binds",
-    "advertise": "host:port peers use to reach this node (default: listen)",
-    "upstream": "N, N': Nu's address",
-    "downstream": "N, N': Nd's address",
-    "primary": "Nu: the primary's address; N': the first primary it watches (empty, or past epoch 1: Nu's)",
-    "standby": "Nu: the standby's address (a standby may also register itself)",
-    "bsize": "tuples per backup batch: 1 = Active Standby ... inf = Upstream Backup",
-    "codec": "backup codec: none, zlib, zstd, zstd-dict, zstd-stream, zstd-stream-dict",
-    "codec_level": "zstd level; 0 = by codec and Bsize (streaming codecs: 9 at Bsize 1-2, else 1; per-batch frames 3)",
-    "dict_samples": "single tuples sampled before a dictionary codec trains its dictionary",
-    "dict_size": "bytes of the trained zstd dictionary",
-    "max_batches_per_rpc": "backup batches that may share one RPC (each still compressed on its own)",
-    "backup_linger_ms": "how long the backup link gathers batches into one call (0: send at once)",
-    "passive_backup_linger_ms": "backup_linger_ms for a Passive Standby (standby_state snapshot): fewer calls "
-                                "for the standby, that much more for Nu to resend at a takeover",
-    "primary_lag_max": "most tuples Nu admits ahead of what the primary has taken (backpressure); 0 = no bound",
-    "backup_lag_max": "most tuples Nu admits ahead of a responsive standby's acks (backpressure); 0 = no bound",
-    "backup_stall_max": "seconds a backup call may go unanswered before Nu stops waiting for the standby (out of "
-                        "sync; it catches up by a checkpoint); 0 = wait for rpc_timeout",
-    "standby_wait": "seconds a freshly started Nu holds its source until its standby registers (0: admit at "
-                    "once)",
-    "heartbeat_interval": "seconds between the standby's heartbeats to the primary",
-    "standby_state": "warm (the standby applies every input) or snapshot (Passive Standby: the primary ships "
-                     "its state every snapshot_interval; window queries on the Python operator)",
-    "snapshot_interval": "seconds between a Passive Standby primary's snapshots (longer: less shipped, more "
-                         "to replay at a takeover)",
-    "standby_defer": "seconds a standby lets inputs wait for Nd's acks to cover them (covered: skipped; 0: none); "
-                     "a window standby on Spark skips none and takes them on arrival",
-    "heartbeat_misses": "missed heartbeats after which the standby takes over (a refusing port: one interval)",
-    "takeover_lease": "seconds Nd declines a takeover after the primary's last delivery (a standby cut off from a "
-                      "primary that still delivers does not depose it); below heartbeat_interval; auto = three "
-                      "quarters of it; 0 = no lease",
-    "heartbeat_grace": "seconds a standby gives a primary it has not heard from yet (a starting one) before "
-                       "missed heartbeats count; a refusing port or a name that resolves to nothing is suspected "
-                       "after one interval; 0 = none",
-    "operator_stall_max": "seconds the primary's operator may leave a call unanswered before the primary says "
-                          "it is stalled (its standby takes over; it stops renewing its lease at Nd); 0 = never (an "
-                          "operator that failed is still said at once)",
-    "exit_when_fenced": "a fenced node exits (code 75) so that a supervisor starts it again and it rejoins as the "
-                        "standby (the compose stack, launch and failover-check turn it on and start it again); off: "
-                        "it stays up, fenced",
-    "handover_on_stop": "a primary asked to stop (SIGTERM, SIGINT) first hands over: it takes no more input, ends "
-                        "its lease at Nd, and tells its standby, which takes over at once instead of after the "
-                        "detector's timeout; a second signal stops it at once; off: it just stops",
-    "rpc_timeout": "seconds a call to a peer may take",
-    "frame_max": "most tuples per frame on every link",
-    "linger_ms": "how long a link waits to fill a frame before it sends, and Nu before it polls a source that "
-                 "had less than a frame",
-    "ack_poll_ms": "how often an idle link polls for acks (and a primary hears from Nu)",
-    "oq_capacity": "most tuples an output queue holds (Nu's OQu, N's OQ); beyond it, backpressure",
-    "iq_capacity": f"most tuples an input queue holds (a standby's IQ': {STANDBY_IQ_FACTOR} times this); beyond it, "
-                   "RESOURCE_EXHAUSTED to the sender",
-    "max_tuple_bytes": "larger source records go to the dead letters; larger tuples are refused",
-    "max_message_bytes": "largest gRPC message, and largest decoded backup batch",
-    "malloc_keep_mb": "MB of freed memory malloc keeps for the next frame's buffers (fewer page faults); 0 = glibc's "
-                      "own thresholds",
-    "operator": "python or spark",
-    "predicate": "the selection: a Spark-SQL boolean expression over symbol, price, volume, ts, venue",
-    "query": "what N and N' compute: empty = the selection by predicate; else SQL over the tick table (SELECT * "
-             "FROM ticks [WHERE ...], or keys and aggregates GROUP BY window(ts, '<size>'[, '<slide>']), <keys>), "
-             "or an example's name (select, window)",
-    "lateness_ms": "a tick window query's lateness in ms (the tick table's WATERMARK delay): longer drops fewer "
-                   "ticks as late and holds every result back as long",
-    "pipeline": "a pipeline file (examples/*.sql): its tables, SQL query, sink and SET settings; replaces query, "
-                "predicate and streams",
-    "stage": "which stage of a pipeline file of several (CREATE VIEW ...) this node runs, from 1; 0 = the file's "
-             "only one",
-    "keys": "distinct symbols the generator draws from (K0, K1, ...; up to 1,000,000): a window query's state "
-            "grows with it; 0 = the ten named symbols",
-    "watermark_every": "a window query's watermark period in link positions: windows close only at a watermark "
-                       "record (fewer: lower result latency, more merges of the open state)",
-    "watermark_idle": "Python operator: positions without a tick after which a stream stops holding the watermark "
-                      "back (0: never; lower: windows close despite a quiet stream, whose later ticks may then be "
-                      "late). With Spark the watermark is the largest event time on any stream",
-    "chaos_poison": "chaos tests only: the Python operator fails on every input holding this text, as on a value it "
-                    "cannot compute with, and the node quarantines those inputs; empty: never",
-    "operator_batch": "most tuples per operator call; 0 = by operator (32,768 python, 131,072 spark)",
-    "spark_master": "Spark master URL for the Spark operator",
-    "spark_driver_memory": "spark.driver.memory of the node's Spark session",
-    "spark_trigger": "the query's processing-time trigger",
-    "spark_max_rows": "most feed rows per micro-batch",
-    "spark_partitions": "input partitions per micro-batch",
-    "spark_standby_hold": "seconds a standby's query lets backup tuples wait to run them in one micro-batch (0: none)",
-    "spark_state_store": "where a window query's Spark state lives: hdfs (heap) or rocksdb (off heap, local disk)",
-    "spark_checkpoint_dir": "where the query's checkpoints go (default: a fresh directory in TMPDIR, where "
-                            "the Spark driver's scratch goes too)",
-    "spark_conf": "any Spark setting, key=value (repeat the flag; ';' between them in the env var)",
-    "spark_feed_bind": "host:port the node serves its feed to Spark's workers on (port 0: any free one)",
-    "spark_feed_advertise": "host[:port] Spark's workers reach the feed at (default: the bound address)",
-    "streams": "source stream names, comma-separated",
-    "seed": "the generator's seed (same seed, same tuples)",
-    "total": "tuples the generator makes; 0 = forever",
-    "rate": "tuples/s the generator makes; 0 = as fast as the pipeline takes them",
-    "kafka_bootstrap": "Kafka bootstrap servers (also KAFKA_BOOTSTRAP); empty = the generator and a file sink",
-    "topic_prefix": "prefix of every topic the pipeline uses",
-    "partitions": "partitions of each source topic (each one a stream of the link order); others have one",
-    "replication_factor": "replication factor of the topics the pipeline creates",
-    "sink": "Nd without Kafka: a file of delivered outputs; empty = keep counts only",
-    "tls_ca": "mutual TLS: the CA certificate (all three empty = plaintext, for loopback)",
-    "tls_cert": "mutual TLS: this node's certificate (its role in the common name, ROLE:NAME)",
-    "tls_key": "mutual TLS: this node's private key",
-    "metrics_port": "port of the Prometheus /metrics endpoint; 0 = off",
-    "overhead_budget": "backup/primary bytes above which BandwidthOverheadAboveBudget fires",
-    "recovery_target_ms": "ms the predicted recovery may take; RecoveryTargetAtRisk fires while it is above; 0 = none",
-    "log_level": "DEBUG, INFO, WARNING or ERROR",
-}
+def _check_declared(f, value: Any) -> None:
+    """What setting `f` declares it accepts (`setting`), or a SettingError that names it."""
+    m = f.metadata
+    if not m:
+        return
+    if m["choices"] and value not in m["choices"]:
+        raise refuse(f.name, m["checked"], value)
+    low, high, above = m["low"], m["high"], m["above"]
+    if value is None or (low is None and high is None and above is None):
+        return
+    if (low is not None and value < low) or (high is not None and value > high) or \
+            (above is not None and not value > above):
+        raise refuse(f.name, m["checked"], value)
 
 
 def settings_markdown() -> str:
-    """The settings table of docs/settings.md, from NodeConfig and HELP."""
-    rows = ["| setting | flag | env | default | meaning |", "|---|---|---|---|---|"]
+    """The settings table of docs/settings.md, from each setting's declaration."""
+    rows = ["| setting | flag | env | default | accepts | meaning |", "|---|---|---|---|---|---|"]
     for f in fields(NodeConfig):
         if f.name == "extra":
             continue
         default = to_text(f.name, f.default) if f.default is not MISSING else ""
         shown = f"`{default}`" if default else "(empty)"
         rows.append(f"| `{f.name}` | `--{f.name.replace('_', '-')}` | `LS_{f.name.upper()}` | {shown} | "
-                    f"{HELP[f.name]} |")
+                    f"{_accepts(f.name)} | {f.metadata['help']} |")
     return "\n".join(rows) + "\n"
 
 
@@ -596,7 +490,14 @@ def parse_spark_conf(text: str) -> tuple[str, ...]:
     return items
 
 
-_ACCEPTS = {int: "a whole number", float: "a number", str: "text"}
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+_ACCEPTS = {int: "a whole number", float: "a number", str: "text", bool: "true or false (also 1/0, yes/no, on/off)"}
+
+
+def _accepts(name: str) -> str:
+    """What setting `name` accepts, in words: its declared bounds or choices, else its type's."""
+    m = _FIELDS[name].metadata
+    return m["accepts"] or _ACCEPTS.get(get_type_hints(NodeConfig)[name], "text")
 
 
 def _convert(name: str, typ: Any, text: str) -> Any:
@@ -605,18 +506,10 @@ def _convert(name: str, typ: Any, text: str) -> Any:
         if parse is not None:
             return parse(text)
         if typ is bool:
-            return text.lower() in ("1", "true", "yes", "on")
+            return _BOOLS[text.strip().lower()]
         return typ(text)
-    except (TypeError, ValueError):
-        if name == "bsize":
-            accepts = "a whole number >= 1, or inf"
-        elif name == "spark_conf":
-            accepts = "spark.key=value items"
-        elif isinstance(typ, type) and issubclass(typ, Enum):
-            accepts = "one of " + ", ".join(typ)
-        else:
-            accepts = _ACCEPTS.get(typ, str(typ))
-        raise refuse(name, accepts, text) from None
+    except (TypeError, ValueError, KeyError):
+        raise refuse(name, _accepts(name), text) from None
 
 
 def to_text(name: str, value: Any) -> str:
@@ -658,7 +551,8 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> No
         default = f.default if f.default is not MISSING else None
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
                             action="append" if f.metadata.get("repeat") else "store",
-                            help=f"(env {envname}, default {default!r})")
+                            help=f"{f.metadata['help'].replace('%', '%%')} (accepts {_accepts(f.name)}; env {envname}, "
+                                 f"default {to_text(f.name, default) if default is not None else 'auto'!r})")
     args = parser.parse_args(argv)
     for f in fields(NodeConfig):
         given = getattr(args, f.name, None) if f.name != "extra" else None

@@ -1,5 +1,7 @@
 """Typed settings: defaults, env vars and flags in layers, refusals, the generated table in docs/settings.md."""
 
+import re
+
 import pytest
 
 from lazystandby.config import NodeConfig, load
@@ -40,11 +42,12 @@ def test_kafka_bootstrap_is_read_one_way():
 
 
 def test_the_settings_table_is_generated_from_the_config():
+    from dataclasses import fields
     from pathlib import Path
 
-    from lazystandby.config import HELP, NodeConfig, settings_markdown
+    from lazystandby.config import NodeConfig, settings_markdown
 
-    assert set(HELP) == {f for f in NodeConfig.__dataclass_fields__ if f != "extra"}  # every setting explained
+    assert all(f.metadata.get("help") for f in fields(NodeConfig) if f.name != "extra")  # every setting explained
     doc = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
     table = doc.split("<!-- settings:begin -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
     assert table == settings_markdown(), "run: python -m lazystandby.config, and paste it into docs/settings.md"
@@ -104,3 +107,61 @@ def test_a_query_is_checked_where_it_is_set():
         NodeConfig(watermark_every=1)
     with pytest.raises(SettingError, match="keys"):
         NodeConfig(keys=1_000_001)
+
+
+def _bounded():
+    from dataclasses import fields
+
+    return [f for f in fields(NodeConfig) if f.metadata.get("low") is not None or f.metadata.get("above") is not None
+            or f.metadata.get("high") is not None]
+
+
+@pytest.mark.parametrize("f", _bounded(), ids=lambda f: f.name)
+def test_each_declared_bound_is_the_check_and_says_what_it_accepts(f):
+    from lazystandby.config import to_args
+    from lazystandby.core.errors import SettingError
+
+    m = f.metadata
+    kind = int if isinstance(f.default, int) else float
+    if m["low"] is not None:
+        below = kind(m["low"]) - 1
+        said = re.escape(f"{f.name} (--{f.name.replace('_', '-')}, env LS_{f.name.upper()}): expected {m['checked']}")
+        with pytest.raises(SettingError, match=f"^{said}, got"):
+            load(to_args({f.name: below}), env={})
+        assert getattr(load(to_args({f.name: kind(m["low"])}), env={}), f.name) == kind(m["low"])
+    if m["above"] is not None:
+        with pytest.raises(SettingError, match=rf"^{f.name} .*expected a number > {m['above']}"):
+            NodeConfig(**{f.name: m["above"]})
+    if m["high"] is not None:
+        with pytest.raises(SettingError, match=rf"^{f.name} .*expected a whole number \d+-"):
+            NodeConfig(**{f.name: m["high"] + 1})
+        assert getattr(NodeConfig(**{f.name: m["high"]}), f.name) == m["high"]
+
+
+@pytest.mark.parametrize("name,bad", [("role", "boss"), ("operator", "flink"), ("standby_state", "cold"),
+                                      ("spark_state_store", "memory")])
+def test_a_setting_of_declared_choices_names_them(name, bad):
+    from dataclasses import fields
+
+    from lazystandby.core.errors import SettingError
+
+    choices = {f.name: f.metadata.get("choices") for f in fields(NodeConfig)}[name]
+    with pytest.raises(SettingError, match=" or ".join(choices[-2:])):
+        NodeConfig(**{name: bad})
+
+
+def test_an_on_off_setting_refuses_a_word_it_does_not_know():
+    from lazystandby.core.errors import SettingError
+
+    assert load(["--exit-when-fenced", "on"], env={}).exit_when_fenced is True
+    assert load([], env={"LS_HANDOVER_ON_STOP": "off"}).handover_on_stop is False
+    with pytest.raises(SettingError, match=r"exit_when_fenced .*expected true or false .*got 'maybe'"):
+        load(["--exit-when-fenced", "maybe"], env={})
+
+
+def test_the_flags_help_is_the_declared_meaning(capsys):
+    with pytest.raises(SystemExit):
+        load(["--help"], env={})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "most tuples per frame on every link" in out and "env LS_FRAME_MAX" in out
+    assert "accepts a whole number >= 1" in out
