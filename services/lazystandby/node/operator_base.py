@@ -206,11 +206,9 @@ class OperatorBase(NodeBase):
         self.operator_probe = OperatorProbe(operator, self.clock) if operator.probeable else None
         self._probe_due = 0.0
         self.standby_predicted_s = 0.0
-        self.predicted = None  # a standby's latest prediction (RecoveryTerms), made with each heartbeat
-        # In force: the settings, or with recovery_target_ms what the standby chose for it (`_tune_standby`;
-        # a Passive Standby's interval is its primary's to keep, told in the heartbeats).
+        # In force: the setting, or the interval its Passive Standby chose for recovery_target_ms, told in
+        # the heartbeats (RecoveryForecast.tune).
         self.snapshot_interval = cfg.snapshot_interval
-        self.standby_choice = None
 
     def stop(self, join_timeout: float = 5.0) -> None:
         self._beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
@@ -710,22 +708,12 @@ class OperatorBase(NodeBase):
         behind = max(0, self.primary_received - done)
         return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
 
-    def _standby_target_status(self) -> dict | None:
-        """The recovery target and the standby's latest choice for it (None without a target or a choice)."""
-        ch = self.standby_choice
-        if not self.cfg.recovery_target_ms or ch is None:
-            return None
-        name = "snapshot_interval" if self.passive else "standby_defer"
-        return {"target_ms": self.cfg.recovery_target_ms, name: ch.value,
-                "predicted_ms": round(ch.predicted_s * 1000, 1), "met": ch.met,
-                "candidates_ms": {k: round(v * 1000, 1) for k, v in ch.candidates.items()}}
-
     def _predicted_status(self) -> dict | None:
         """The predicted recovery for status: a standby's own terms (its latest heartbeat's); a primary's,
         its standby's figure while that standby's heartbeats come (None otherwise, and for other roles)."""
         role = self.state.role
         if role is Role.STANDBY:
-            p = self.predicted
+            p = self.forecast.predicted
             return p.as_dict() if p is not None else None
         if role is Role.PRIMARY and self.standby_predicted_s and self._heartbeat_at is not None \
                 and self.clock() - self._heartbeat_at < self.cfg.heartbeat_timeout:
@@ -766,7 +754,7 @@ class OperatorBase(NodeBase):
             "recovery": self.recovery,
             "predicted_recovery": self._predicted_status(),
             "snapshot": self._snapshot_status(),
-            "recovery_target": self._standby_target_status(),
+            "recovery_target": self.forecast.target_status(),
             "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
             "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
             "heartbeat_stalls": self.detector.stalls if self.detector else 0,

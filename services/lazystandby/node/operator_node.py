@@ -9,8 +9,9 @@
 Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat` watches the primary
 (standby only). Handlers validate a whole frame before changing anything, so bad input leaves state as it was.
 
-One module per side: `operator_base` (the shared state and the operator loop), `primary`, `standby`,
-`takeover` (the numbered steps).
+One module per side: `operator_base` (the shared state and the operator loop), `primary`, `standby`
+(with its composed parts: `forecast`, `covering`, `connection_watch`), `passive`, `takeover` (the
+numbered steps).
 """
 
 from __future__ import annotations

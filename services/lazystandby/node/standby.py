@@ -2,16 +2,16 @@
 sealed and decoded only when needed (Algorithm 2), covering by Nu's Level-1 point so that covered inputs
 are skipped (the lazy standby), and the heartbeats that watch the primary and start a takeover.
 
-A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
+A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock. Three
+parts are objects of their own, each holding its state: the covering checkpoints not applied yet
+(covering.PendingCovers), the primary's connection watch (connection_watch.ConnectionWatch) and the
+forecast of its takeover (forecast.RecoveryForecast), which reads the node only through a Backlog.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import threading
 import time
-from collections import deque
 
 from ..core import messages as m
 from ..core import tuples
@@ -21,21 +21,15 @@ from ..core.codec import BatchDecoder, DecoderPosition
 from ..core.detector import FailureDetector
 from ..core.errors import LazyStandbyError, PeerError, Status
 from ..core.held import Sealed
-from ..core.recovery_model import (
-    DEFER_LADDER,
-    INTERVAL_LADDER,
-    TUNE_EVERY_S,
-    RecoveryTerms,
-    StandbyView,
-    calls_seconds,
-    choose_cheapest,
-    crash_detection_s,
-)
+from ..core.recovery_model import RecoveryTerms
 from ..core.reminder import Reminder
 from ..core.roles import Role
 from ..core.tuples import TupleBatch
 from ..transport.peer import Peer
 from .common import LINK_REMIND_S, Backoff
+from .connection_watch import ConnectionWatch
+from .covering import PendingCovers
+from .forecast import Backlog, RecoveryForecast
 
 
 class StandbySide:
@@ -45,31 +39,13 @@ class StandbySide:
         """The standby's own state (OperatorNode calls it once the shared state is set)."""
         self.decoder = BatchDecoder(self.cfg.name, max_batch_bytes=self.cfg.max_message_bytes)
         self._decoding = threading.Lock()
-        # Covering checkpoints not applied yet, oldest first: one applies once this node holds what it covers
-        # and a heartbeat has shown the primary got that far (a Level-1 point is never ahead of the primary),
-        # whichever comes last (`_apply_covering`, at both events). The backup runs behind the primary (at
-        # Bsize 1 by tens of thousands of inputs at full speed, each frame's checkpoint past its runs), and at
-        # moderate rates most frames come just before the heartbeat that vouches for them: applied only when
-        # both hold at once, covering would lag by up to a second, and N' would process what it could skip.
-        self._covering: deque[tuple[Checkpoint, m.Params | None]] = deque()
-        # A standby's view: the primary peer whose connection is watched, whether its transport tells of a
-        # lost connection (Peer.watch), and when it last did (taken by the heartbeat loop).
-        self._watched = None
-        self._notices = False
-        self._lost_at: float | None = None
+        self._covering = PendingCovers()
+        self.connection = ConnectionWatch(self.clock, lambda: self._beat_now.set())
         self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
         self.registered = threading.Event()
         self._watching = False  # the registration and heartbeat loop are started (`_watch_as_standby`)
-        self.primary_operator_cost = (0.0, 0.0)
-        self.recovery_hint: m.RecoveryHint | None = None
-        self._rtts: deque[float] = deque(maxlen=32)
-        self._beat_late: deque[float] = deque(maxlen=32)  # seconds each heartbeat started after it was due
         self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
-        self.view = None  # its part of Nu's predictions (StandbyView), made with it
-        self.standby_defer = self.cfg.standby_defer  # or what `_tune_standby` chose for recovery_target_ms
-        self._standby_tune_at = 0.0
-        self._standby_rate_mark: tuple[float, int] | None = None
-
+        self.forecast = RecoveryForecast(self.cfg, passive=self.cfg.standby_state == "snapshot")
 
     def _watch_as_standby(self) -> None:
         """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy.
@@ -94,20 +70,6 @@ class StandbySide:
         an interval for that frame's arrival (Nd takes its time once its handler runs, later than the
         frame was sent on a busy node) against a takeover that would be declined and cost a whole round."""
         return min(self.cfg.lease_s + self.cfg.heartbeat_interval / 10, self.cfg.heartbeat_interval)
-
-    def _watch_connection(self, peer) -> None:
-        """The primary's connection watched (Peer.watch), once per peer: its loss wakes the heartbeat loop,
-        which tells the detector (the notice's time taken here, on the transport's thread)."""
-        if peer is None or peer is self._watched:
-            return
-        self._watched = peer
-
-        def lost() -> None:
-            if self._watched is peer:
-                self._lost_at = self.clock()
-                self._beat_now.set()
-
-        self._notices = peer.watch(lost)
 
     def _register_with_upstream(self) -> None:
         """A standby starts empty: Nu re-cuts its backup from the trim point for it. Nu (started last) holds
@@ -188,7 +150,7 @@ class StandbySide:
                 if self.state.role is not Role.STANDBY:
                     raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
                 if msg.hint is not None:
-                    self.recovery_hint = msg.hint
+                    self.forecast.hint = msg.hint
                 if decoded and self._plausible(msg.checkpoint):
                     decoded = self._drop_covered(decoded, msg.checkpoint)
                 if decoded:
@@ -205,7 +167,7 @@ class StandbySide:
                     else:
                         self.counters["checkpoints_deferred"] += 1
                 if decoded or msg.checkpoint.input_pos <= self.received_through:
-                    self._hold_covering(msg.checkpoint, msg.params)
+                    self._covering.hold(msg.checkpoint, msg.params, self._covered[0].input_pos)
                 self._apply_covering()
                 if lazy:
                     self.held.commit(held, ledger)
@@ -213,27 +175,14 @@ class StandbySide:
                     self.decoder.commit(position)
                     if msg.runs or msg.batches:
                         self.held.restart_session()  # the link's session moved on in the eager decoder
-                return m.BackupAck(applied_through=self.received_through, view=self.view)
-
-    def _hold_covering(self, ckpt: Checkpoint, params: m.Params | None) -> None:
-        """Holding the lock: keep a covering checkpoint until `_apply_covering` may apply it. At most 64 are
-        kept: past that, the newest replaces the one before it (the older ones still apply in turn)."""
-        held = self._covering
-        if ckpt.input_pos <= max(self._covered[0].input_pos, held[-1][0].input_pos if held else 0):
-            return
-        if len(held) >= 64:
-            held.pop()
-        held.append((ckpt, params))
+                return m.BackupAck(applied_through=self.received_through, view=self.forecast.view)
 
     def _apply_covering(self) -> None:
         """Holding the lock: the newest kept checkpoint within both what this node holds and what the
         primary's heartbeats say it has received covers what it holds (older ones are covered by it)."""
         if self.state.role is not Role.STANDBY:
             return
-        limit = min(self.received_through, self.primary_received)
-        reached = None
-        while self._covering and self._covering[0][0].input_pos <= limit:
-            reached = self._covering.popleft()
+        reached = self._covering.reached(min(self.received_through, self.primary_received))
         if reached is not None:
             self._note_covered(*reached)
 
@@ -308,7 +257,7 @@ class StandbySide:
         # A stateful standby whose operator paces itself (Operator.paces_standby: Spark's feed) takes every
         # input on arrival: it skips none, and what waited here would be decoded and handed over only at a
         # takeover (docs/faults.md, the Spark window kills).
-        wait = 0.0 if self.stateful and self.operator.paces_standby else self.standby_defer
+        wait = 0.0 if self.stateful and self.operator.paces_standby else self.forecast.defer
         slow = self.cover_latency is not None and self.cover_latency >= wait
         if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
                 or self.clock() - head[1] >= wait):
@@ -356,7 +305,7 @@ class StandbySide:
             self._beat_due = None
             return
         t0 = self.clock()
-        lost_at, self._lost_at = self._lost_at, None
+        lost_at = self.connection.take_lost()
         if lost_at is not None:
             det.lost(lost_at)
             self.counters["primary_connection_lost"] += 1
@@ -364,21 +313,19 @@ class StandbySide:
             # How late this heartbeat starts (the thread's wake-up on busy cores, the lock): a crash's
             # detection is made of such beats (core.recovery_model.crash_detection_s). One woken early (a
             # notice) is no sample.
-            self._beat_late.append(t0 - self._beat_due)
+            self.forecast.beat_late.append(t0 - self._beat_due)
         self._beat_due = None
         stalls = det.stalls
         det.beat(t0)
         self._beat_now.clear()  # a notice from now on is for the next beat
         peer = self.primary
-        self._watch_connection(peer)
+        self.connection.watch(peer)
         try:
             if peer is None:
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
             with self.lock:
-                predicted = self.predicted = self.predicted_recovery()
-                self.view = self._standby_view()  # for Nu, with each backup answer until the next heartbeat
-                self._tune_standby(t0)
-                chosen = self.standby_choice
+                predicted = self.forecast.refresh(t0, self._backlog(), self._watching_primary())
+                chosen = self.forecast.choice
                 interval = chosen.value if self.passive and chosen is not None else 0.0
             reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch,
                                                       address=self.cfg.advertise,
@@ -428,8 +375,7 @@ class StandbySide:
                 det.ok(now, now - t0)
             with self.lock:
                 self.counters["heartbeats"] += 1
-                self._rtts.append(now - t0)
-                self.primary_operator_cost = (reply.operator_call_s, reply.operator_tuple_s)
+                self.forecast.heard(now - t0, reply.operator_call_s, reply.operator_tuple_s)
                 self.state.fence.advance(reply.epoch)
                 self._primary_reached(reply.received_through, now)
                 self._on_level0(reply.level0)
@@ -440,89 +386,20 @@ class StandbySide:
 
     def predicted_recovery(self) -> RecoveryTerms | None:
         """Holding the lock: how long a takeover by this standby would take if its primary crashed now
-        (core.recovery_model), or None when this node is no standby watching a primary.
+        (RecoveryForecast.predict), or None when this node is no standby watching a primary."""
+        return self.forecast.predict(self._backlog()) if self._watching_primary() else None
 
-        Nu resends from what this node lacks (from what it received, or from Nu's floor when that is later:
-        then a stateful node rebuilds from there and drops what it held) through Nu's head (the newer of
-        Nu's hint and the primary's heartbeat); the new primary processes that and its own backlog in
-        calls of up to `_take` tuples, at the primary's measured cost per call and per tuple when the
-        primary says it (a standby's calls wait by design, which its own timings would count), else its
-        own."""
-        if self.state.role is not Role.STANDBY or self.detector is None:
-            return None
-        held = self.received_through
-        resend, resend_s, rebuild = self._resend_estimate()
-        replay = resend + (0 if rebuild else max(0, held - self._done_through()))
-        cost = self._replay_cost()
-        replay_s = self._replay_s(replay, cost)
-        rtt = statistics.median(self._rtts) if self._rtts else 0.0
-        late = statistics.median(self._beat_late) if self._beat_late else 0.0
-        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
-        restore_s = self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0
-        # A refused heartbeat is taken to come back in about a round trip (a connection refused at once).
-        detection_s = crash_detection_s(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, late, rtt,
-                                        notice_hold_s=self.detector.notice_hold if self._notices else None)
-        return RecoveryTerms(detection_s=detection_s, reconnection_s=2 * rtt, resend_s=resend_s,
-                             replay_s=replay_s, replay_tuples=replay, restore_s=restore_s,
-                             complete=(self.recovery_hint is not None or not resend)
-                             and (cost is not None or not replay))
+    def _watching_primary(self) -> bool:
+        return self.state.role is Role.STANDBY and self.detector is not None
 
-    def _resend_estimate(self) -> tuple[int, float, bool]:
-        """Holding the lock: what Nu would resend at a takeover now, the seconds its link takes for it, and
-        whether it starts past what this node holds (a rebuild from Nu)."""
-        hint, held = self.recovery_hint, self.received_through
-        head = max(self.primary_received, hint.head_pos if hint else 0)
-        start = max(held + 1, hint.resend_floor if hint else 0)
-        resend = max(0, head - start + 1)
-        resend_s = 0.0
-        if hint is not None and resend:
-            resend_s = calls_seconds(resend, hint.frame_max, hint.per_call_s, hint.tuple_bytes * hint.per_byte_s)
-        return resend, resend_s, start != held + 1
-
-    def _replay_s(self, tuples: int, cost: tuple[float, float] | None) -> float:
-        """Seconds the operator takes for `tuples` in calls of up to `_take` (0 without a cost)."""
-        return 0.0 if cost is None else calls_seconds(tuples, self._take, *cost)
-
-    def _tune_standby(self, now: float) -> None:
-        """Holding the lock: with recovery_target_ms, every TUNE_EVERY_S, the cheapest standby_defer (a warm
-        standby) or snapshot_interval (a Passive Standby: its primary takes it from the heartbeats) whose
-        predicted recovery meets the target (core.recovery_model.choose_cheapest): what waits for the
-        takeover grows with it, by the primary's input rate."""
-        target = self.cfg.recovery_target_ms / 1000
-        paced = not self.passive and self.stateful and self.operator.paces_standby  # no deferral to choose
-        if not target or now < self._standby_tune_at or paced:
-            return
-        self._standby_tune_at = now + TUNE_EVERY_S
-        mark, self._standby_rate_mark = self._standby_rate_mark, (now, self.primary_received)
-        p, cost = self.predicted, self._replay_cost()
-        if p is None or cost is None or mark is None or now <= mark[0]:
-            return
-        rate = max(0.0, (self.primary_received - mark[1]) / (now - mark[0]))
-        resend, resend_s, _ = self._resend_estimate()
-        fixed = p.detection_s + p.reconnection_s + p.restore_s + resend_s
-
-        def predict(x: float) -> float:
-            return fixed + self._replay_s(resend + math.ceil(rate * x), cost)
-
-        ladder = INTERVAL_LADDER if self.passive else DEFER_LADDER
-        self.standby_choice = choice = choose_cheapest(target, predict, ladder)
-        if not self.passive:
-            self.standby_defer = choice.value
-
-    def _standby_view(self) -> StandbyView | None:
-        """Holding the lock: this standby's part of a predicted recovery, for Nu to choose Bsize with
-        (core.recovery_model.StandbyView); None before its first prediction or an operator call timed."""
-        p = self.predicted
-        cost = self._replay_cost()
-        if p is None or cost is None:
-            return None
-        return StandbyView(fixed_s=p.detection_s + p.reconnection_s, call_s=cost[0], tuple_s=cost[1], take=self._take,
-                           backlog=max(0, self.received_through - self._done_through()))
-
-    def _replay_cost(self) -> tuple[float, float] | None:
-        """The operator's cost per call and per tuple: the primary's when it says it (a standby's calls wait
-        by design, which its own timings would count), else this node's own; None when neither is known."""
-        return self.primary_operator_cost if any(self.primary_operator_cost) else self.operator_cost.fit()
+    def _backlog(self) -> Backlog:
+        """Holding the lock: where a takeover by this node would start now."""
+        return Backlog(held=self.received_through, done=self._done_through(), primary_received=self.primary_received,
+                       take=self._take, own_cost=self.operator_cost.fit(),
+                       # A Passive Standby loads its snapshot first: about what the primary took to encode it.
+                       restore_s=self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0,
+                       notice_hold_s=self.detector.notice_hold if self.connection.notices and self.detector else None,
+                       paced=self.stateful and self.operator.paces_standby)
 
     def _primary_reached(self, received: int, now: float) -> None:
         """Holding the lock: a heartbeat says the primary has received through `received`; a covering

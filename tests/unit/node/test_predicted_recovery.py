@@ -27,11 +27,11 @@ def timed_pushes(nu, tuple_bytes=50):
 def test_nu_sends_its_hint_with_the_backup_once_its_pushes_were_timed(net, standby):
     nu = upstream_holding(net.peer, "s", total=40, backup_linger_ms=0)
     nu.backup.loop()
-    assert standby.recovery_hint is None  # no push timed yet: nothing to say
+    assert standby.forecast.hint is None  # no push timed yet: nothing to say
     timed_pushes(nu)
     nu.backup.next_hint_at = 0.0
     nu.backup.loop()
-    h = standby.recovery_hint
+    h = standby.forecast.hint
     assert h is not None and h.head_pos == 40 and h.frame_max == nu.cfg.frame_max
     assert h.per_byte_s == pytest.approx(1 / RATE_BPS) and h.per_call_s == pytest.approx(RTT)
     assert h.tuple_bytes == pytest.approx(50) and h.resend_floor == nu.checkpoint.input_pos + 1
@@ -57,9 +57,9 @@ def test_nu_sends_a_hint_alone_when_nothing_else_goes_and_not_more_often_than_it
 
 def standby_watching(standby, *, received, primary_received, hint, cost=(0.001, 2e-5)):
     standby.detector = FailureDetector(0.1, 3, now=0.0)
-    standby._rtts.extend([0.001, 0.003, 0.002])
+    standby.forecast.rtts.extend([0.001, 0.003, 0.002])
     standby.received_through, standby.primary_received = received, primary_received
-    standby.recovery_hint, standby.primary_operator_cost = hint, cost
+    standby.forecast.hint, standby.forecast.primary_cost = hint, cost
 
 
 def test_the_standby_predicts_detection_reconnection_resend_and_replay(standby):
@@ -227,20 +227,20 @@ def test_a_warm_standby_defers_as_long_as_its_target_allows_and_a_passive_one_as
                          net.peer)
         try:
             with n.lock:
-                n.predicted = RecoveryTerms(detection_s=0.1, reconnection_s=0.004, resend_s=0.0, replay_s=0.0,
+                n.forecast.predicted = RecoveryTerms(detection_s=0.1, reconnection_s=0.004, resend_s=0.0, replay_s=0.0,
                                             replay_tuples=0)
-                n.primary_operator_cost = (0.001, 2e-5)  # 50,000 tuples/s in large calls
-                n._tune_standby(0.0)  # marks the rate
+                n.forecast.primary_cost = (0.001, 2e-5)  # 50,000 tuples/s in large calls
+                n.forecast.tune(0.0, n._backlog())  # marks the rate
                 n.primary_received = n.received_through = round(10_000 * TUNE_EVERY_S)  # 10,000/s, all held here
-                n._tune_standby(TUNE_EVERY_S)
-            ch = n.standby_choice
+                n.forecast.tune(TUNE_EVERY_S, n._backlog())
+            ch = n.forecast.choice
             # 0.8 x 500 ms less 104 ms leaves ~296 ms of replay: about 14,800 inputs, 1.48 s of input
             assert ch.met and ch.predicted_s <= 0.4 and ch.value == 1.0
             if passive:
-                assert n.standby_defer == n.cfg.standby_defer  # the interval is the primary's to take
+                assert n.forecast.defer == n.cfg.standby_defer  # the interval is the primary's to take
                 assert n.snapshot()["recovery_target"]["snapshot_interval"] == 1.0
             else:
-                assert n.standby_defer == 1.0 and n.snapshot()["recovery_target"]["standby_defer"] == 1.0
+                assert n.forecast.defer == 1.0 and n.snapshot()["recovery_target"]["standby_defer"] == 1.0
         finally:
             n.stop()
 
@@ -294,11 +294,11 @@ def test_a_standby_times_how_late_its_heartbeats_start_and_predicts_a_detection_
     standby.detector = FailureDetector(0.1, 3, now=0.0)
     for _ in range(4):
         standby._heartbeat_loop()
-    assert list(standby._beat_late) == pytest.approx([0.007] * 3)
+    assert list(standby.forecast.beat_late) == pytest.approx([0.007] * 3)
     standby._beat_now.early = True  # from now a notice wakes it before the next beat is due
     standby._heartbeat_loop()  # after an ordinary wait: a sample
     standby._heartbeat_loop()  # woken early: none
-    assert len(standby._beat_late) == 4
+    assert len(standby.forecast.beat_late) == 4
     t = standby.predicted_recovery()
     # Half a period of 107 ms, two polls of 25 + 7 ms, the last call back 2 ms later.
     assert t.detection_s == pytest.approx(0.0535 + 2 * 0.032 + 0.002)

@@ -1,0 +1,36 @@
+"""A standby's watch on its primary's connection (Peer.watch): which peer is watched, whether its transport
+tells of a lost connection at all, and when it last did. The notice comes on the transport's thread and
+wakes the heartbeat loop, which takes it (`take_lost`) and tells the failure detector."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class ConnectionWatch:
+    """The primary's connection, watched once per peer."""
+
+    def __init__(self, clock: Callable[[], float], wake: Callable[[], None]) -> None:
+        self._clock = clock
+        self._wake = wake
+        self._watched = None
+        self.notices = False  # whether the watched peer's transport tells of a lost connection
+        self._lost_at: float | None = None
+
+    def watch(self, peer) -> None:
+        """Watch `peer` (a no-op for the one already watched, or None)."""
+        if peer is None or peer is self._watched:
+            return
+        self._watched = peer
+
+        def lost() -> None:
+            if self._watched is peer:
+                self._lost_at = self._clock()
+                self._wake()
+
+        self.notices = peer.watch(lost)
+
+    def take_lost(self) -> float | None:
+        """When the watched connection was last lost, once (None: not since the last take)."""
+        lost_at, self._lost_at = self._lost_at, None
+        return lost_at
