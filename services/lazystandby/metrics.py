@@ -234,8 +234,9 @@ class NodeCollector(Collector):
                                       labels=lbl)
             h.add_metric([name], e2e.cumulative(), e2e.sum)
             yield h
-        batches = getattr(self.node, "batch_seconds", None)
-        if batches is not None:
+        calls = getattr(self.node, "calls", None)  # N and N' (node/operator_calls.py)
+        if calls is not None:
+            batches = calls.seconds
             op = s.get("operator", "")
             h = HistogramMetricFamily("lazystandby_operator_batch_seconds",
                                       "Time the operator took per batch (a Spark micro-batch for the Spark operator)",

@@ -18,7 +18,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ..config import NodeConfig
@@ -29,17 +28,15 @@ from ..core.detector import FailureDetector
 from ..core.errors import OversizedMessage, ProbeFailed, QueueFull, UnknownEpoch, Unreadable
 from ..core.held import HeldRuns, Sealed
 from ..core.queues import InputQueue, KeyedQueue
-from ..core.recovery import OperatorWatch
-from ..core.recovery_model import CallCost
 from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator, Outputs
 from ..sources.base import DeadLetters, Record
-from ..stats import BATCH_BOUNDS, Buckets
 from ..transport.peer import Peer
 from .common import IDLE_STANDBY_WAIT_S, NodeBase
-from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE, OperatorProbe
+from .operator_calls import OperatorCalls
+from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
 from .quarantine import Quarantined, bisect
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
@@ -182,30 +179,14 @@ class OperatorBase(NodeBase):
         self.sent_next = 1
 
     def _init_calls(self, cfg: NodeConfig, operator: Operator) -> None:
-        """The operator's calls: their size, those in flight, the stall watch, a takeover's gathering, and
-        the measured terms of the predicted recovery."""
-        self._take = cfg.operator_batch or (131_072 if cfg.operator == "spark" else 32_768)
-        self.batch_seconds = Buckets(BATCH_BOUNDS)
-        # Operator calls submitted and not yet answered, oldest first: (batch, future, submitted at).
-        self._in_flight: deque[tuple[TupleBatch, Future, float]] = deque()
-        self._calling_since: float | None = None  # a call inside `operator.submit` (a synchronous operator)
-        self.watch = OperatorWatch(cfg.operator_stall_max)
-        # A standby's calls wait by design (a lazy Spark feed holds them): a promoted one is timed from then.
-        self._primary_since = self.clock()
-        self.slowest_call_s = 0.0  # the longest an operator call took to be answered (for operator_stall_max)
-        self._in_flight_tuples = 0
+        """The operator's calls (OperatorCalls), a takeover's gathering, and what a primary hears of its
+        standby's prediction and interval."""
+        self.calls = OperatorCalls(cfg, operator, self.clock)
         # A takeover by a gathering operator (Operator.takeover_gather): nothing is taken while PROMOTING,
         # then nothing until the input through Nu's head at takeover is in or the deadline passes.
         self._gather: tuple[int, float] | None = None  # (Nu's head, deadline) once PRIMARY
         self._gathering = False
-        # The predicted recovery's measured terms (core.recovery_model): this operator's cost per call and
-        # per tuple; a standby's view of the primary's, of its round trips and of Nu's part (the hint with
-        # each backup frame); a primary's view of its standby's prediction (from its heartbeats).
-        self.operator_cost = CallCost()
-        # A primary times a copy of its operator at a replay's size now and then (node/operator_probe.py).
-        self.operator_probe = OperatorProbe(operator, self.clock) if operator.probeable else None
-        self._probe_due = 0.0
-        self.standby_predicted_s = 0.0
+        self.standby_predicted_s = 0.0  # a primary's view of its standby's prediction (from its heartbeats)
         # In force: the setting, or the interval its Passive Standby chose for recovery_target_ms, told in
         # the heartbeats (RecoveryForecast.tune).
         self.snapshot_interval = cfg.snapshot_interval
@@ -221,7 +202,7 @@ class OperatorBase(NodeBase):
         self.spawn("announce", self._announce_loop)
         if self.passive:
             self.spawn("snapshot", self._snapshot_loop)
-        if self.operator_probe is not None:
+        if self.calls.probe is not None:
             self.spawn("operator-probe", self._probe_operator)
         if standby:
             self._watch_as_standby()
@@ -373,7 +354,7 @@ class OperatorBase(NodeBase):
                 if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
                     break  # something to take, or answers to collect (taking what may be taken now)
                 self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
-            return _join_runs(self.iq.take_all(self._take, through)) if take else []
+            return _join_runs(self.iq.take_all(self.calls.take, through)) if take else []
 
     def _process_run(self, it) -> bool:
         """A run taken from IQ, submitted from its first input in calls of the node's batch size, past what a
@@ -473,10 +454,7 @@ class OperatorBase(NodeBase):
         while True:
             self._collect(block=False)
             with self.lock:
-                room = self.oq.room() - self._in_flight_tuples
-                cap = self.operator.in_flight_max
-                if cap or self._in_flight:  # a pipelined operator's bound holds for its first call too
-                    room = min(room, cap - self._in_flight_tuples)
+                room = self.calls.room(self.oq.room())
                 if room > 0 or self.stopped:
                     return max(0, min(wanted, room))
                 self.counters["oq_full_waits" if self.oq.room() == 0 else "in_flight_waits"] += 1
@@ -494,17 +472,13 @@ class OperatorBase(NodeBase):
             self.lock.wait(seconds)
 
     def _head_done(self) -> bool:
-        return bool(self._in_flight) and self._in_flight[0][1].done()
+        return self.calls.head_done()
 
     def _submit(self, batch: TupleBatch) -> None:
-        # Timed from before the call: an operator that computes inside `submit` (and may hang there) is
-        # timed by OperatorWatch and by batch_seconds as one whose future answers later is.
-        t0 = self._calling_since = self.clock()
+        t0 = self.calls.begin()
         fut = self.operator.submit(batch)
         with self.lock:
-            self._calling_since = None
-            self._in_flight.append((batch, fut, t0))
-            self._in_flight_tuples += len(batch)
+            self.calls.made(batch, fut, t0)
         if fut.done():
             self._collect(block=False)
         else:
@@ -516,8 +490,8 @@ class OperatorBase(NodeBase):
 
     def _collect(self, block: bool) -> None:
         """Takes the operator's answers in submission order: those ready, or (block) all in flight."""
-        while self._in_flight and not self.stopped:
-            batch, fut, t0 = self._in_flight[0]
+        while self.calls and not self.stopped:
+            batch, fut, _ = self.calls.in_flight[0]
             if not fut.done():
                 if not block:
                     return
@@ -534,9 +508,8 @@ class OperatorBase(NodeBase):
             if found:
                 self._quarantine(found)
             with self.lock:
-                self._in_flight.popleft()
-                self._in_flight_tuples -= len(batch)
-                self._finish(batch, selected, self.clock() - t0)
+                self.calls.answered(self.state.role is Role.PRIMARY)
+                self._finish(batch, selected)
 
     def _probe_operator(self) -> None:
         """A primary's operator probe: the first PROBES_AT_ONCE as soon as each has PROBE_MIN new inputs (a
@@ -544,9 +517,9 @@ class OperatorBase(NodeBase):
         every PROBE_EVERY_S; a copy of its operator times a call on its latest inputs
         (node/operator_probe.py), added to the operator's cost as a kept probe."""
         self.sleep(PROBE_POLL_S)
-        probe = self.operator_probe
+        probe = self.calls.probe
         with self.lock:
-            if probe is None or self.state.role is not Role.PRIMARY or self.clock() < self._probe_due:
+            if probe is None or self.state.role is not Role.PRIMARY or self.clock() < self.calls.probe_due:
                 return
         try:
             timed = probe.run()
@@ -561,8 +534,8 @@ class OperatorBase(NodeBase):
             if timed is not None:
                 self.counters["operator_probes"] += 1
                 early = self.counters["operator_probes"] < PROBES_AT_ONCE
-                self._probe_due = self.clock() + (0.0 if early else PROBE_EVERY_S)
-                self.operator_cost.add(*timed, keep=True)
+                self.calls.probe_due = self.clock() + (0.0 if early else PROBE_EVERY_S)
+                self.calls.cost.add(*timed, keep=True)
 
     def _quarantine(self, found: list[Quarantined]) -> None:
         """Poison inputs found in a call: counted and kept (the latest QUARANTINE_KEPT, for status), and
@@ -598,13 +571,8 @@ class OperatorBase(NodeBase):
                                   Record(names.get(q.stream, str(q.stream)), q.seq, q.payload))
         self.dead_letters.flush()
 
-    def _finish(self, batch: TupleBatch, selected, took: float) -> None:
+    def _finish(self, batch: TupleBatch, selected) -> None:
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
-        self.batch_seconds.observe(took)
-        self.operator_cost.add(len(batch), took)
-        if self.operator_probe is not None and self.state.role is Role.PRIMARY:
-            self.operator_probe.note(batch)
-        self.slowest_call_s = max(self.slowest_call_s, took)
         self.counters["operator_batches"] += 1
         base = self.processed.output_count
         out = self._outputs(batch, selected, base + 1)
@@ -641,43 +609,32 @@ class OperatorBase(NodeBase):
         at = selected.at
         return TupleBatch._of(first, batch.streams[at], batch.seqs[at], selected.payloads, at + batch.first)
 
-    def _oldest_call(self) -> float | None:
-        """Holding the lock: when the oldest operator call not yet answered was made (None: there is none)."""
-        made = [t for t in (self._calling_since, self._in_flight[0][2] if self._in_flight else None) if t is not None]
-        return min(made, default=None)
-
     def _operator_failed(self, e: Exception) -> None:
         """The operator loop ended with an error (a failed call: a Spark JVM that is gone): nothing will be
         processed here again. A primary says so at once in its heartbeats (OperatorWatch.fail), and the node
         asks its process to exit (`fail`): its closed port is the surest sign of all."""
         why = f"{type(e).__name__}: {e}"[:300]
         with self.lock:
-            self.watch.fail(why)
+            self.calls.watch.fail(why)
             self.counters["operator_failures"] += 1
             self._stalled_s()  # said now, not at the next heartbeat
         self.fail(f"the operator failed ({why})")
 
     def _stalled_s(self) -> float:
         """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
-        operator_stall_max (OperatorWatch); 0 when it has not, or when this node is no primary. A stall is
-        said once when it begins and once when it ends."""
-        oldest, now = self._oldest_call(), self.clock()
-        was = self.watch.stalled
-        if self.state.role is not Role.PRIMARY:
-            self.watch.update(None, now)  # a standby's calls wait by design; a fenced node's do not matter
-            return 0.0
-        if oldest is not None:
-            oldest = max(oldest, self._primary_since)
-        if self.watch.update(oldest, now):
+        operator_stall_max (OperatorCalls.stalled); 0 when it has not, or when this node is no primary. A
+        stall is said once when it begins and once when it ends."""
+        seconds, changed = self.calls.stalled(self.state.role is Role.PRIMARY)
+        watch = self.calls.watch
+        if changed == "began":
             self.counters["operator_stalls"] += 1
-            what = (f"failed ({self.watch.failed})" if self.watch.failed else
-                    f"has left a call unanswered for {self.watch.stalled_for(oldest, now):.1f} s (operator_stall_max "
-                    f"{self.watch.limit:.1f} s)")
+            what = (f"failed ({watch.failed})" if watch.failed else
+                    f"has left a call unanswered for {seconds:.1f} s (operator_stall_max {watch.limit:.1f} s)")
             self.log.warning("%s: the operator %s: heartbeats say so from now, and Nd's lease is no longer renewed; a "
                              "standby will take over", self.name, what)
-        elif was and not self.watch.stalled:
+        elif changed == "ended":
             self.log.warning("%s: the operator answers again", self.name)
-        return self.watch.stalled_for(oldest, now)
+        return seconds
 
     def _processed_to(self, ckpt: Checkpoint) -> None:
         """Holding the lock: `processed` moves here only, with the time it moved (`processed_at`)."""
@@ -722,7 +679,7 @@ class OperatorBase(NodeBase):
 
     def snapshot(self) -> dict:
         lag_tuples, lag_seconds = self.standby_lag()
-        oldest = self._oldest_call()
+        oldest = self.calls.oldest()
         s = super().snapshot()
         s["counters"]["backup_decoded_tuples"] = self.held.decoded_tuples
         s.update({
@@ -760,8 +717,8 @@ class OperatorBase(NodeBase):
             "heartbeat_stalls": self.detector.stalls if self.detector else 0,
             "primary_heard": self.detector.heard if self.detector else None,
             "operator_oldest_call_s": 0.0 if oldest is None else round(self.clock() - oldest, 3),
-            "operator_stalled": self.watch.stalled,
-            "operator_failed": self.watch.failed,
-            "operator_slowest_call_s": round(self.slowest_call_s, 3),
+            "operator_stalled": self.calls.watch.stalled,
+            "operator_failed": self.calls.watch.failed,
+            "operator_slowest_call_s": round(self.calls.slowest_s, 3),
         })
         return s

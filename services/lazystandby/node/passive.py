@@ -60,7 +60,7 @@ class PassiveSide:
         tens of milliseconds, and a snapshot taken inside the burst would carry it all as its tail (at a
         million keys, most of the snapshot's bytes). The wait is short: what a takeover replays grows
         with the snapshot's age."""
-        if not self.passive or self.state.role is not Role.PRIMARY or self._in_flight or not self._standby_at:
+        if not self.passive or self.state.role is not Role.PRIMARY or self.calls or not self._standby_at:
             return
         now = self.clock()
         due = self._snapshot_due_at

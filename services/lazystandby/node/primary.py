@@ -213,7 +213,7 @@ class PrimarySide:
             # nobody to wait for: it stops at once, not a timeout later. A standby that registers meanwhile
             # asks as soon as Nu answers it; if this node is gone by then, it takes over on its detector.
             while not self.stopped and not self._told_leaving and self.clock() < deadline:
-                if self.clock() - max(self._primary_since, self._heartbeat_at or 0.0) > cfg.heartbeat_timeout:
+                if self.clock() - max(self.calls.primary_since, self._heartbeat_at or 0.0) > cfg.heartbeat_timeout:
                     self.log.warning("%s: no standby has asked for a heartbeat; stops without a handover", self.name)
                     return "no standby"
                 self.lock.wait(0.01)
@@ -255,7 +255,7 @@ class PrimarySide:
             self.standby_predicted_s = msg.predicted_recovery_s
             if self.passive and msg.snapshot_interval_s > 0:
                 self.snapshot_interval = msg.snapshot_interval_s  # chosen by the standby for its target
-            cost = self.operator_cost.fit() or (0.0, 0.0)
+            cost = self.calls.cost.fit() or (0.0, 0.0)
             if msg.address:
                 self._standby_at = msg.address
             if self.state.role is Role.LEAVING and not self._told_leaving:

@@ -395,7 +395,7 @@ class StandbySide:
     def _backlog(self) -> Backlog:
         """Holding the lock: where a takeover by this node would start now."""
         return Backlog(held=self.received_through, done=self._done_through(), primary_received=self.primary_received,
-                       take=self._take, own_cost=self.operator_cost.fit(),
+                       take=self.calls.take, own_cost=self.calls.cost.fit(),
                        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
                        restore_s=self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0,
                        notice_hold_s=self.detector.notice_hold if self.connection.notices and self.detector else None,

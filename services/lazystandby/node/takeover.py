@@ -78,7 +78,7 @@ class Takeover:
             self._become(Role.PROMOTING, epoch=epoch)
             # What this standby still had to process when it took over.
             self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
-                                         self._in_flight_tuples)
+                                         self.calls.in_flight_tuples)
             self._gathering, self._gather = self.operator.takeover_gather, None
             self._working = False
         # A standby cut off from a live primary tries again after each timeout: said once, as declines are.
@@ -145,7 +145,7 @@ class Takeover:
             self.sent_next = plan.delivered_through + 1
             self._resync_output = False  # Nd just said where it stands (step 3)
             self._become(Role.PRIMARY)
-            self._primary_since = self.clock()
+            self.calls.primary_since = self.clock()
             self._worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
             if self._gathering:
                 self._gather = (nu.head_pos, self.clock() + GATHER_MAX_S)

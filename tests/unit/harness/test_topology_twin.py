@@ -229,7 +229,7 @@ def test_a_standby_is_lazy_until_it_takes_over_and_then_answers_at_once():
         n, n2 = t.nodes["n"], t.nodes["n2"]
         assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 4000)
         assert n.operator.lazy_calls == [] and n2.operator.lazy_calls == [True]
-        assert t.wait(lambda: n2._in_flight_tuples > 0), "the standby holds answers back"
+        assert t.wait(lambda: n2.calls.in_flight_tuples > 0), "the standby holds answers back"
         t.kill("n")
         assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))

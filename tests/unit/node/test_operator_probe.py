@@ -1,6 +1,8 @@
 """A primary's operator probe (node/operator_probe.py): a copy of its operator, timed at a replay's size on
 its latest inputs, fits the cost per tuple that its small steady calls cannot show."""
 
+from concurrent.futures import Future
+
 import pytest
 
 from lazystandby.config import NodeConfig
@@ -18,6 +20,16 @@ from lazystandby.operators.window import WindowAggregate
 from tests.unit.node.support import run
 
 WINDOW = "SELECT symbol, count(*), avg(price), max(price) FROM ticks GROUP BY window(ts, '20 seconds'), symbol"
+
+
+def answered(n, batch, selected):
+    """Holding the node's lock: a call for `batch` made 2 ms ago and answered, taken as the operator loop
+    takes it (the books kept, then the outputs into OQ)."""
+    fut = Future()
+    fut.set_result(selected)
+    n.calls.made(batch, fut, n.clock() - 0.002)
+    n.calls.answered(primary=n.state.role is Role.PRIMARY)
+    n._finish(batch, selected)
 
 
 def ticks(first, n):
@@ -104,30 +116,30 @@ def test_with_a_probe_the_fit_prices_a_large_replay_at_its_cost_per_tuple():
 def test_a_primary_probes_a_copy_of_its_operator_and_its_fit_takes_it_in(net):
     n = OperatorNode(NodeConfig(role="primary", listen="n"), WindowAggregate(parse_query(WINDOW)), net.peer)
     try:
-        assert n.operator_probe is not None
-        n.operator_probe.least = 100
+        assert n.calls.probe is not None
+        n.calls.probe.least = 100
         n._probe_operator()
         assert n.counters.get("operator_probes", 0) == 0  # nothing processed yet
         with n.lock:
             for first in range(1, 301, 50):
-                n._finish(ticks(first, 50), n.operator.process(ticks(first, 50)), 0.002)
+                answered(n, ticks(first, 50), n.operator.process(ticks(first, 50)))
         n._probe_operator()
-        assert n.counters["operator_probes"] == 1 and len(n.operator_cost.kept) == 1
-        assert n.operator_cost.kept[0][0] == 300
+        assert n.counters["operator_probes"] == 1 and len(n.calls.cost.kept) == 1
+        assert n.calls.cost.kept[0][0] == 300
         first = 301
         for k in range(2, PROBES_AT_ONCE + 2):  # the first few as soon as `least` new inputs came, then due later
             with n.lock:
-                n._finish(ticks(first, 100), n.operator.process(ticks(first, 100)), 0.002)
+                answered(n, ticks(first, 100), n.operator.process(ticks(first, 100)))
             first += 100
             n._probe_operator()
             assert n.counters["operator_probes"] == min(k, PROBES_AT_ONCE)
-        assert n._probe_due == pytest.approx(n.clock() + PROBE_EVERY_S, abs=1.0)
+        assert n.calls.probe_due == pytest.approx(n.clock() + PROBE_EVERY_S, abs=1.0)
     finally:
         n.stop()
 
 
 def test_a_standby_and_an_engine_without_a_copy_do_not_probe(net, standby):
-    standby.operator_probe.note(run(1, 2_000))
+    standby.calls.probe.note(run(1, 2_000))
     standby._probe_operator()
     assert standby.state.role is Role.STANDBY and standby.counters.get("operator_probes", 0) == 0
 
@@ -137,7 +149,7 @@ def test_a_standby_and_an_engine_without_a_copy_do_not_probe(net, standby):
 
     n = OperatorNode(NodeConfig(role="primary", listen="e"), Engine(), net.peer)
     try:
-        assert n.operator_probe is None
+        assert n.calls.probe is None
     finally:
         n.stop()
 
@@ -154,13 +166,13 @@ def test_a_primary_whose_copy_fails_counts_it_says_it_once_and_keeps_its_fit(net
 
     n = OperatorNode(NodeConfig(role="primary", listen="f"), CopyFails(), net.peer)
     try:
-        n.operator_probe.least = 10
+        n.calls.probe.least = 10
         for k in range(2):
             with n.lock:
-                n._finish(run(1 + 20 * k, 20), [], 0.002)
-            n._probe_due = 0.0
+                answered(n, run(1 + 20 * k, 20), [])
+            n.calls.probe_due = 0.0
             n._probe_operator()
-        assert n.counters["operator_probe_errors"] == 2 and not n.operator_cost.kept
+        assert n.counters["operator_probe_errors"] == 2 and not n.calls.cost.kept
         assert n.state.role is Role.PRIMARY and not n.fatal
         assert sum("a copy of the operator failed" in r.message for r in caplog.records) == 1
     finally:

@@ -194,7 +194,7 @@ def test_a_promoted_standby_times_its_calls_from_its_promotion():
 def test_a_call_that_hangs_inside_submit_is_timed_too(stalled_setup):
     """A synchronous operator computes inside `submit`: a hang there leaves no future to time."""
     net, now, nd, n, op = stalled_setup
-    n._calling_since = 0.0  # as `_submit` sets it before calling the operator
+    n.calls.calling_since = 0.0  # as `_submit` sets it before calling the operator
     now[0] = 2.1
     assert net.call_pb("n", "Heartbeat", pb.HeartbeatRequest(sender="N'", epoch=1)).stalled_ms == 2100
 

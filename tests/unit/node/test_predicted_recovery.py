@@ -66,7 +66,7 @@ def test_the_standby_predicts_detection_reconnection_resend_and_replay(standby):
     hint = m.RecoveryHint(head_pos=10_500, resend_floor=1, per_call_s=RTT, per_byte_s=1 / RATE_BPS, tuple_bytes=50,
                           frame_max=4_096)
     standby_watching(standby, received=500, primary_received=10_000, hint=hint)
-    standby._take = 4_000
+    standby.calls.take = 4_000
     t = standby.predicted_recovery()
     # Three misses a quarter interval apart after half an interval, the last call back a round trip later.
     assert t.detection_s == pytest.approx(0.05 + 0.05 + 0.002) and t.reconnection_s == pytest.approx(0.004)
@@ -90,7 +90,7 @@ def test_without_a_hint_or_a_timed_call_the_prediction_says_it_is_incomplete(sta
     t = standby.predicted_recovery()
     assert t.resend_s == 0.0 and t.replay_s == 0.0 and t.replay_tuples == 300 + 100 and not t.complete
     # Its own calls, when the primary's are unknown.
-    standby.operator_cost.samples.extend([(100, 0.002), (400, 0.005)] * 4)
+    standby.calls.cost.samples.extend([(100, 0.002), (400, 0.005)] * 4)
     assert standby.predicted_recovery().replay_s > 0
     assert standby.predicted_recovery() is not None
     standby.state.become(Role.PROMOTING, epoch=1)
@@ -104,7 +104,7 @@ def test_the_primary_shows_its_standbys_figure_while_its_heartbeats_come(primary
     primary._heartbeat_at -= 2 * primary.cfg.heartbeat_timeout
     assert primary.snapshot()["predicted_recovery"] is None
     for tuples in (100, 400) * 4:
-        primary.operator_cost.add(tuples, 0.001 + tuples * 1e-5)
+        primary.calls.cost.add(tuples, 0.001 + tuples * 1e-5)
     reply = primary.handle_heartbeat(m.HeartbeatRequest(sender="N'", epoch=1))
     assert reply.operator_call_s == pytest.approx(0.001) and reply.operator_tuple_s == pytest.approx(1e-5)
 
