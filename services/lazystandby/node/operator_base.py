@@ -32,12 +32,12 @@ from ..core.roles import Role
 from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator, Outputs
-from ..sources.base import DeadLetters, Record
+from ..sources.base import DeadLetters
 from ..transport.peer import Peer
 from .common import IDLE_STANDBY_WAIT_S, NodeBase
 from .operator_calls import OperatorCalls
 from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
-from .quarantine import Quarantined, bisect
+from .quarantine import Quarantine, Quarantined, bisect
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend comes tens of milliseconds after Nu's answer, and a lost one must not
@@ -108,7 +108,6 @@ class OperatorBase(NodeBase):
 
     MAIN_LOOP = "operator"
 
-    QUARANTINE_KEPT = 1000  # quarantined inputs listed in status (all are counted)
 
     def __init__(self, cfg: NodeConfig, operator: Operator, peers: Callable[[str], Peer], *,
                  dead_letters: DeadLetters | None = None, **kw) -> None:
@@ -119,10 +118,7 @@ class OperatorBase(NodeBase):
         self.stateful = operator.stateful
         # While rebuilding: the checkpoint whose outputs (all held by Nd) are dropped, its count resumed after.
         self._rebase: Checkpoint | None = None
-        # Where quarantined inputs go (node/quarantine.py): the Kafka dead-letter topic when there is one.
-        self.dead_letters = dead_letters or DeadLetters()
-        self.quarantined: deque[dict] = deque(maxlen=self.QUARANTINE_KEPT)
-        self._unwritten_quarantine: list[Quarantined] = []
+        self.quarantine = Quarantine(dead_letters or DeadLetters())
         self.peers = peers
         self.registry = StreamRegistry(cfg.stream_names)
         self.seqcheck = PerStreamSequence(cfg.name)
@@ -310,7 +306,7 @@ class OperatorBase(NodeBase):
             load = self._snapshot_due()
         if load:
             self._load_snapshot()
-        if self._unwritten_quarantine:
+        if self.quarantine.unwritten:
             self._write_quarantined()  # a standby drops those covered since (a takeover writes the rest first)
         # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
         # except as the base later runs decode from; while Nd's acks lag, only this lets them go.
@@ -538,38 +534,21 @@ class OperatorBase(NodeBase):
                 self.calls.cost.add(*timed, keep=True)
 
     def _quarantine(self, found: list[Quarantined]) -> None:
-        """Poison inputs found in a call: counted and kept (the latest QUARANTINE_KEPT, for status), and
-        for a primary written to the dead letters before the call's outputs enter OQ. Nd's output then
-        never covers a poison input whose dead letter is not written; a standby keeps its own until a
-        checkpoint covers them (the primary wrote those) or it takes over and writes the rest."""
-        names = self.registry.names_by_id
+        """Poison inputs found in a call: counted, listed, and for a primary written to the dead letters
+        before the call's outputs enter OQ (node/quarantine.Quarantine)."""
         with self.lock:
             self.counters["quarantined_tuples"] += len(found)
-            self.quarantined.extend(q.as_dict(names) for q in found)
-            self._unwritten_quarantine.extend(found)
+            self.quarantine.found(found, self.registry.names_by_id)
         self.log.error("%s: %d input(s) quarantined at positions %s: the operator fails on each alone (%s)",
                        self.name, len(found), [q.pos for q in found[:10]], found[0].error)
         self._write_quarantined()
 
     def _write_quarantined(self) -> None:
-        """A primary, or a standby taking over, writes the quarantined inputs not written yet to the dead
-        letters (waiting for them); a standby drops those a covering checkpoint has passed. A takeover
-        writes them before it replays OQ' (Takeover._replay): its outputs past them may be all that is left
-        to deliver. A takeover Nd then declines leaves a letter the primary writes too: dead letters are
-        at least once, keyed by stream and seq."""
+        """A primary, or a standby taking over, writes the quarantined inputs not written yet (waiting for
+        them); a standby drops those a covering checkpoint has passed."""
         with self.lock:
-            covered = self._covered[0].input_pos
-            if self.state.role not in (Role.PRIMARY, Role.PROMOTING):
-                self._unwritten_quarantine = [q for q in self._unwritten_quarantine if q.pos > covered]
-                return
-            todo, self._unwritten_quarantine = self._unwritten_quarantine, []
-        if not todo:
-            return
-        names = self.registry.names_by_id
-        for q in todo:
-            self.dead_letters.put(f"quarantined by {self.name} at input {q.pos}: {q.error}",
-                                  Record(names.get(q.stream, str(q.stream)), q.seq, q.payload))
-        self.dead_letters.flush()
+            todo = self.quarantine.due(self.state.role in (Role.PRIMARY, Role.PROMOTING), self._covered[0].input_pos)
+        self.quarantine.write(todo, self.registry.names_by_id, self.name)
 
     def _finish(self, batch: TupleBatch, selected) -> None:
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
@@ -707,7 +686,7 @@ class OperatorBase(NodeBase):
             # Inputs held and not yet applied to the state (a stateful standby's work left at a takeover).
             "state_lag_tuples": max(0, self.received_through - self.processed.input_pos) if self.stateful else 0,
             "operator_switches": getattr(self.operator, "switches", []),
-            "quarantined": list(self.quarantined),
+            "quarantined": list(self.quarantine.listed),
             "recovery": self.recovery,
             "predicted_recovery": self._predicted_status(),
             "snapshot": self._snapshot_status(),

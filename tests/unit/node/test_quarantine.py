@@ -103,7 +103,7 @@ def test_a_poison_input_in_flight_when_the_primary_is_killed_is_quarantined_at_t
     # Every poison input is a dead letter, with its error (at least once: N wrote its own before it died,
     # N' those it quarantined past what Nd's output covered).
     key = {p: (names[int(whole.streams[p - 1])], int(whole.seqs[p - 1])) for p in poisoned}
-    letters = [*t.nodes["n"].dead_letters.items, *t.nodes["n2"].dead_letters.items]
+    letters = [*t.nodes["n"].quarantine.dead_letters.items, *t.nodes["n2"].quarantine.dead_letters.items]
     assert {(r.stream, r.seq) for _, r in letters} == set(key.values())
     assert all("cannot compute with a volume of 4900" in why for why, _ in letters)
 
@@ -137,12 +137,27 @@ def test_a_standby_that_takes_over_with_nothing_more_to_process_writes_its_quara
                            heartbeat_interval=0.1) as t:
         n2 = t.nodes["n2"]
         assert t.wait(lambda: n2.processed.input_pos >= total)  # every input, before any takeover
-        assert n2.counters["quarantined_tuples"] == len(poisoned) and not n2.dead_letters.items
+        assert n2.counters["quarantined_tuples"] == len(poisoned) and not n2.quarantine.dead_letters.items
         t.kill("n")
         release.set()
         assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= 1)
-        assert len(n2.dead_letters.items) == len(poisoned)  # already: written before anything was replayed
+        assert len(n2.quarantine.dead_letters.items) == len(poisoned)  # already: written before anything was replayed
         assert n2.counters["takeovers"] == 1
     names = {1: "I1", 2: "I2"}
-    assert {(r.stream, r.seq) for _, r in n2.dead_letters.items} == \
+    assert {(r.stream, r.seq) for _, r in n2.quarantine.dead_letters.items} == \
         {(names[int(whole.streams[p - 1])], int(whole.seqs[p - 1])) for p in poisoned}
+
+
+def test_the_quarantine_writes_only_for_a_writer_and_a_standby_drops_what_a_checkpoint_passed():
+    from lazystandby.node.quarantine import Quarantine, Quarantined
+    from lazystandby.sources.base import DeadLetters
+
+    q = Quarantine(DeadLetters())
+    q.found([Quarantined(pos, 1, pos, b"p", "ValueError: no") for pos in (5, 9, 12)], {1: "I1"})
+    assert [d["stream"] for d in q.listed] == ["I1"] * 3
+    assert q.due(writes=False, covered=9) == [] and [x.pos for x in q.unwritten] == [12]
+    todo = q.due(writes=True, covered=0)
+    assert [x.pos for x in todo] == [12] and not q.unwritten
+    q.write(todo, {1: "I1"}, "N'")
+    (why, record), = q.dead_letters.items
+    assert why == "quarantined by N' at input 12: ValueError: no" and (record.stream, record.seq) == ("I1", 12)
