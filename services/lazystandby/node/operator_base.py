@@ -37,6 +37,7 @@ from ..transport.peer import Peer
 from .common import IDLE_STANDBY_WAIT_S, NodeBase
 from .operator_calls import OperatorCalls
 from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
+from .operator_status import operator_status
 from .quarantine import Quarantine, Quarantined, bisect
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
@@ -644,60 +645,5 @@ class OperatorBase(NodeBase):
         behind = max(0, self.primary_received - done)
         return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
 
-    def _predicted_status(self) -> dict | None:
-        """The predicted recovery for status: a standby's own terms (its latest heartbeat's); a primary's,
-        its standby's figure while that standby's heartbeats come (None otherwise, and for other roles)."""
-        role = self.state.role
-        if role is Role.STANDBY:
-            p = self.forecast.predicted
-            return p.as_dict() if p is not None else None
-        if role is Role.PRIMARY and self.standby_predicted_s and self._heartbeat_at is not None \
-                and self.clock() - self._heartbeat_at < self.cfg.heartbeat_timeout:
-            return {"seconds": round(self.standby_predicted_s, 6), "of": "standby"}
-        return None
-
     def snapshot(self) -> dict:
-        lag_tuples, lag_seconds = self.standby_lag()
-        oldest = self.calls.oldest()
-        s = super().snapshot()
-        s["counters"]["backup_decoded_tuples"] = self.held.decoded_tuples
-        s.update({
-            "sealed_runs": len(self.held),
-            "standby_lag_tuples": lag_tuples,
-            "standby_lag_seconds": round(lag_seconds, 3),
-            "cover_latency_s": round(self.cover_latency, 3) if self.cover_latency is not None else None,
-            "received_through": self.received_through,
-            "processed": [self.processed.input_pos, self.processed.output_count],
-            "processed_at": self.processed_at,
-            "first_processed_at": self.first_processed_at,
-            "cpu_seconds": round(time.process_time(), 3),
-            "cpu_seconds_at_first_input": (round(self.cpu_at_first_input, 3) if self.cpu_at_first_input is not None
-                                           else None),
-            "level0": self.level0,
-            "level1": [self.level1.current.input_pos, self.level1.current.output_count],
-            "iq_depth": len(self.iq),
-            "oq_depth": len(self.oq),
-            "oq_first": self.oq.first,
-            "oq_last": self.oq.last,
-            "operator": self.operator.name,
-            "stateful": self.stateful,
-            "state_keys": self.operator.live_keys(),
-            "state_bytes": self.operator.state_bytes(),
-            # Inputs held and not yet applied to the state (a stateful standby's work left at a takeover).
-            "state_lag_tuples": max(0, self.received_through - self.processed.input_pos) if self.stateful else 0,
-            "operator_switches": getattr(self.operator, "switches", []),
-            "quarantined": list(self.quarantine.listed),
-            "recovery": self.recovery,
-            "predicted_recovery": self._predicted_status(),
-            "snapshot": self._snapshot_status(),
-            "recovery_target": self.forecast.target_status(),
-            "heartbeat_rtt_ms": self.detector.last_rtt * 1000 if self.detector else 0.0,
-            "heartbeat_misses_total": self.detector.total_misses if self.detector else 0,
-            "heartbeat_stalls": self.detector.stalls if self.detector else 0,
-            "primary_heard": self.detector.heard if self.detector else None,
-            "operator_oldest_call_s": 0.0 if oldest is None else round(self.clock() - oldest, 3),
-            "operator_stalled": self.calls.watch.stalled,
-            "operator_failed": self.calls.watch.failed,
-            "operator_slowest_call_s": round(self.calls.slowest_s, 3),
-        })
-        return s
+        return operator_status(self, super().snapshot())

@@ -192,7 +192,7 @@ class PassiveSide:
         self.snapshot_chain.clear()
         self._snapshot_loaded = True
 
-    def _snapshot_status(self) -> dict | None:
+    def snapshot_status(self) -> dict | None:
         if not self.passive:
             return None
         frames = self.snapshot_chain.frames()

@@ -248,6 +248,14 @@ class PrimarySide:
         self.lock.notify_all()
 
     # --- heartbeats (standby) and failover -------------------------------------------------------------
+    def standbys_prediction(self) -> dict | None:
+        """Holding the lock: the standby's predicted recovery, as its heartbeats tell it, while they come
+        (None once none came for heartbeat_timeout, or before any said one)."""
+        if self.standby_predicted_s and self._heartbeat_at is not None \
+                and self.clock() - self._heartbeat_at < self.cfg.heartbeat_timeout:
+            return {"seconds": round(self.standby_predicted_s, 6), "of": "standby"}
+        return None
+
     def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
         with self.lock:
             self.counters["heartbeats_answered"] += 1

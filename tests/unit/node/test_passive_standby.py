@@ -116,7 +116,7 @@ def test_deltas_after_a_full_snapshot_make_a_chain_the_takeover_loads_whole(net)
         frames = standby.snapshot_chain.frames()
         assert [f.base for f in frames] == [0, 400, 700] and standby._snapshot_through() == 950
         assert primary.counters["snapshot_deltas_sent"] == 2 and standby.counters["snapshot_deltas"] == 2
-        assert standby._snapshot_status()["held_deltas"] == 2
+        assert standby.snapshot_status()["held_deltas"] == 2
         standby.state.become(Role.PROMOTING, epoch=2)
         loop_once(standby)
         loop_once(standby)
