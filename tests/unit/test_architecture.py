@@ -97,7 +97,8 @@ def test_core_imports_only_the_standard_library_and_data_libraries():
 # The operator node's sides over their shared base: one runtime in several modules.
 OPERATOR_SIDES = {f"lazystandby.node.{m}" for m in ("operator_base", "primary", "standby", "passive", "takeover",
                                                      "quarantine", "operator_probe", "forecast", "covering",
-                                                     "connection_watch", "operator_calls", "operator_status")}
+                                                     "connection_watch", "operator_calls", "operator_status", "inbound",
+                                                     "runs")}
 # The parts Nu is composed of, each a module of its own mechanism that no other runtime sees.
 UPSTREAM_PARTS = {"lazystandby.node.intake", "lazystandby.node.bsize_tuning", "lazystandby.node.backup_link",
                   "lazystandby.node.push_link"}

@@ -1,15 +1,17 @@
-"""What N and N' share whatever their role: the queues, the operator loop that drains IQ through the
-operator into OQ, the Level-1 point, and the node's status.
+"""What N and N' share whatever their role: the operator loop that drains IQ through the operator into
+OQ, the Level-1 point, and the parts it is composed of, each holding its own state: the inbound part
+(`inbound.Inbound`: IQ and what is held), the operator's calls (`operator_calls.OperatorCalls`), the
+quarantine (`quarantine.Quarantine`); what it reports is `operator_status`.
 
 The role-specific sides act on this state: `primary.PrimarySide` (Push in, Deliver out, the planned
 handover), `standby.StandbySide` (the backup in, lazily; the heartbeats that watch the primary) and
 `takeover.Takeover` (seed 000 section 3.6, made Precise, as numbered steps). `operator_node.OperatorNode`
 joins them: a node changes role at run time, so one object carries every side.
 
-Invariants the sides rely on: `received_through` is the last input position held; `processed` (moved only
-by `_processed_to`) the last one the operator answered, with the outputs made through it; every output in
-OQ is numbered on from the last, one per selected input, in input order; nothing is changed by a handler
-before the whole frame is checked.
+Invariants the sides rely on: `inbound.received_through` is the last input position held; `processed`
+(moved only by `_processed_to`) the last one the operator answered, with the outputs made through it;
+every output in OQ is numbered on from the last, one per selected input, in input order; nothing is
+changed by a handler before the whole frame is checked.
 """
 
 from __future__ import annotations
@@ -18,89 +20,31 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..config import NodeConfig
 from ..core import messages as m
 from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
-from ..core.admission import admit_runs
 from ..core.detector import FailureDetector
-from ..core.errors import OversizedMessage, ProbeFailed, QueueFull, UnknownEpoch, Unreadable
-from ..core.held import HeldRuns, Sealed
-from ..core.queues import InputQueue, KeyedQueue
+from ..core.errors import ProbeFailed, UnknownEpoch, Unreadable
+from ..core.held import HeldRuns
+from ..core.queues import KeyedQueue
 from ..core.roles import Role
-from ..core.seq import PerStreamSequence, StreamRegistry
 from ..core.tuples import TupleBatch
 from ..operators.base import Operator, Outputs
 from ..sources.base import DeadLetters
 from ..transport.peer import Peer
 from .common import IDLE_STANDBY_WAIT_S, NodeBase
+from .inbound import Inbound
 from .operator_calls import OperatorCalls
 from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
 from .operator_status import operator_status
 from .quarantine import Quarantine, Quarantined, bisect
+from .runs import Jump, _join_runs
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend comes tens of milliseconds after Nu's answer, and a lost one must not
 # hold the operator for good.
 GATHER_MAX_S = 0.25
-
-
-@dataclass(frozen=True, slots=True)
-class Jump:
-    """An IQ marker: resume from a checkpoint (the positions before it are covered by Nd's output)."""
-
-    checkpoint: Checkpoint
-    params: m.Params | None = None  # the control record in force there (its position may be inside the skip)
-    # A stateful operator's jump: its state is rebuilt from this position on (empty before it), and its
-    # outputs through the checkpoint are dropped (Nd holds them); numbering resumes after the checkpoint's.
-    rebuild_from: int | None = None
-
-    def __len__(self) -> int:
-        return 0
-
-
-class Run:
-    """Consecutive batches read as one run of positions first .. end-1, joined only where sliced: the
-    operator is called once per run, not once per frame (a Spark micro-batch costs the same for 4,096 tuples
-    as for 32,768), and a standby that skips a covered stretch copies none of it (joining every run it
-    took cost it more CPU than decoding the backup)."""
-
-    __slots__ = ("parts", "first", "end")
-
-    def __init__(self, parts: list) -> None:
-        self.parts, self.first, self.end = parts, parts[0].first, parts[-1].end
-
-    def __len__(self) -> int:
-        return self.end - self.first
-
-    def slice(self, start: int, stop: int) -> TupleBatch:
-        """The tuples at positions [start, stop) of the run, as one batch (decoding sealed parts: raises
-        Unreadable)."""
-        pieces = [p.slice(start, stop) for p in self.parts if p.end > start and p.first < stop]
-        if not pieces:
-            return TupleBatch(max(start, self.first))
-        return TupleBatch.concat([p.tuples() if isinstance(p, Sealed) else p for p in pieces])
-
-
-def _join_runs(items: list) -> list:
-    """Consecutive batches (decoded or sealed) as one Run each; Jumps stay where they are."""
-    out: list = []
-    run: list = []
-    for it in items:
-        if isinstance(it, TupleBatch | Sealed) and (not run or it.first == run[-1].end):
-            run.append(it)
-            continue
-        if run:
-            out.append(Run(run))
-            run = []
-        if isinstance(it, TupleBatch | Sealed):
-            run.append(it)
-        else:
-            out.append(it)
-    if run:
-        out.append(Run(run))
-    return out
 
 
 class OperatorBase(NodeBase):
@@ -121,11 +65,9 @@ class OperatorBase(NodeBase):
         self._rebase: Checkpoint | None = None
         self.quarantine = Quarantine(dead_letters or DeadLetters())
         self.peers = peers
-        self.registry = StreamRegistry(cfg.stream_names)
-        self.seqcheck = PerStreamSequence(cfg.name)
-        self.iq = InputQueue(f"{cfg.name} IQ", capacity=cfg.input_queue_capacity)
+        self.inbound = Inbound(cfg, self.clock)
         self.oq = KeyedQueue(f"{cfg.name} OQ", capacity=cfg.oq_capacity)
-        self.held = HeldRuns(cfg.name, self._check_tuples, max_batch_bytes=cfg.max_message_bytes)
+        self.held = HeldRuns(cfg.name, self.inbound.check_tuples, max_batch_bytes=cfg.max_message_bytes)
         self._init_positions()
         self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
         self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
@@ -152,7 +94,6 @@ class OperatorBase(NodeBase):
     def _init_positions(self) -> None:
         """Where this node stands in the link order and in its outputs: received, processed, covered, and
         acknowledged by Nd (Level-0) and to Nu (Level-1)."""
-        self.received_through = 0
         self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
         self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
         self.processed = Checkpoint()
@@ -166,11 +107,6 @@ class OperatorBase(NodeBase):
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
         self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
-        # When inputs arrived here ((last position, when), oldest first) and how long the latest covered one
-        # took to be covered after it arrived (None until one was): a standby defers only while that is
-        # shorter than standby_defer.
-        self._arrived: deque[tuple[int, float]] = deque(maxlen=4096)
-        self.cover_latency: float | None = None
         self.level1 = Level1Tracker()
         self.level0 = 0
         self.sent_next = 1
@@ -205,46 +141,12 @@ class OperatorBase(NodeBase):
             self._watch_as_standby()
 
     # --- input: frames and batches -> IQ ---------------------------------------------------------------
-    def _check_tuples(self, batch: TupleBatch, what: str) -> TupleBatch:
-        """What this deployment allows in a run of tuples: known stream ids, tuples within the size limit."""
-        self.registry.check_ids(batch.streams, batch.seqs, node=self.name)
-        biggest = batch.max_payload_bytes()
-        if biggest > self.cfg.max_tuple_bytes:
-            raise OversizedMessage(f"{self.name}: {what} holds a {biggest}-byte tuple; "
-                                   f"the limit is {self.cfg.max_tuple_bytes}")
-        return batch
-
     def _admit(self, batches: list, ckpt: Checkpoint, params: m.Params | None = None) -> None:
-        """Queue `batches` (TupleBatch, or Sealed runs of a lazy standby) in IQ if they follow on from what
-        this node holds. Everything is checked before anything changes: a refused frame leaves the node as
-        it was. Sealed runs are checked for their positions here and for their tuples when decoded (their
-        per-stream seqs are those the primary checks as Nu pushes the same positions to it)."""
-        first = batches[0].first
-        rebuild = self.stateful and first > self.received_through + 1 and ckpt.input_pos >= first - 1
-        # A stateful node that skips ahead rebuilds its state from `first`, which the checkpoint must cover up
-        # to: admitted as a jump to just before it.
-        jump = admit_runs(self.name, self.received_through, [(b.first, b.end) for b in batches],
-                          Checkpoint(first - 1, ckpt.output_count) if rebuild else ckpt)
-        sealed = isinstance(batches[0], Sealed)
-        items = batches if sealed else [TupleBatch.concat(batches)]
-        count = sum(map(len, items))
-        pending = None if sealed else self.seqcheck.check(items[0].streams, items[0].seqs, fresh=jump,
-                                                          skip=StreamRegistry.CONTROL)
-        if len(self.iq) and len(self.iq) + count > self.iq.capacity:
-            raise QueueFull(f"{self.name}: IQ full ({len(self.iq)} of {self.iq.capacity} tuples)")
-        # Checked; now change state.
-        if jump:
-            self._jump(ckpt, params, rebuild_from=first if self.stateful else None)
-        if pending is None:
-            self.seqcheck.reset()  # what follows an eager frame is checked from there
-        else:
-            self.seqcheck.commit(pending)
-        now = self.clock()
-        for it in items:
-            self.iq.offer(it, now)  # type: ignore[arg-type]
-        if self.state.role is Role.STANDBY:  # only a standby defers, and times covering for it
-            self._arrived.append((items[-1].last, now))
-        self.received_through = items[-1].last
+        """Queue `batches` in IQ if they follow on from what this node holds (Inbound.admit: checked whole
+        before anything changes)."""
+        # Only a standby defers, and times covering for it.
+        if self.inbound.admit(batches, ckpt, params, stateful=self.stateful, timed=self.state.role is Role.STANDBY):
+            self.counters["jumps"] += 1
         if self.cpu_at_first_input is None:
             self.cpu_at_first_input = time.process_time()
         self.lock.notify_all()
@@ -258,13 +160,8 @@ class OperatorBase(NodeBase):
         return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
 
     def _jump(self, ckpt: Checkpoint, params: m.Params | None = None, *, rebuild_from: int | None = None) -> None:
-        """Skip to a checkpoint: every input through it produced only outputs Nd already holds. `params`,
-        the control record in force at the checkpoint, switches the operator as if it had seen it.
-        `rebuild_from` (a stateful operator): the inputs from there on follow, and the state is rebuilt from
-        them; the checkpoint may lie inside them."""
-        self.iq.offer(Jump(ckpt, params, rebuild_from), self.clock())  # type: ignore[arg-type]
-        self.received_through = ckpt.input_pos if rebuild_from is None else rebuild_from - 1
-        self.seqcheck.reset()  # the per-stream history restarts after the skipped positions
+        """Holding the lock: skip to a checkpoint whose inputs all produced outputs Nd holds (Inbound.jump)."""
+        self.inbound.jump(ckpt, params, rebuild_from=rebuild_from)
         self.counters["jumps"] += 1
         self.lock.notify_all()
 
@@ -279,14 +176,7 @@ class OperatorBase(NodeBase):
                 # Nothing covered is skipped (every input feeds the state): what Nd holds is only not kept.
                 self.oq.trim(ckpt.output_count)
             self.held.trim(self._done_through() if self.stateful else ckpt.input_pos)
-            arrived = self._arrived
-            when = None
-            while arrived and arrived[0][0] <= ckpt.input_pos:
-                when = arrived.popleft()[1]
-            if arrived and when is None:
-                when = arrived[0][1]  # covered part of the oldest run still listed
-            if when is not None:
-                self.cover_latency = self.clock() - when
+            self.inbound.covered_through(ckpt.input_pos)
             self.lock.notify_all()  # a deferring operator loop may now skip
 
     def _check_epoch(self, epoch: int, sender: str, what: str) -> None:
@@ -335,7 +225,7 @@ class OperatorBase(NodeBase):
                 if self._snapshot_due():
                     take = False
                     break  # a Passive Standby that took over: its snapshot is loaded first (`_operator_loop`)
-                if self.iq.empty():
+                if self.inbound.iq.empty():
                     if self._head_done():
                         break
                     self._wait_for_work(0.1)
@@ -348,10 +238,10 @@ class OperatorBase(NodeBase):
                     continue
                 take = True
                 through = self._deferred_through()
-                if through is None or self.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
+                if through is None or self.inbound.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
                     break  # something to take, or answers to collect (taking what may be taken now)
                 self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
-            return _join_runs(self.iq.take_all(self.calls.take, through)) if take else []
+            return _join_runs(self.inbound.iq.take_all(self.calls.take, through)) if take else []
 
     def _process_run(self, it) -> bool:
         """A run taken from IQ, submitted from its first input in calls of the node's batch size, past what a
@@ -539,7 +429,7 @@ class OperatorBase(NodeBase):
         before the call's outputs enter OQ (node/quarantine.Quarantine)."""
         with self.lock:
             self.counters["quarantined_tuples"] += len(found)
-            self.quarantine.found(found, self.registry.names_by_id)
+            self.quarantine.found(found, self.inbound.registry.names_by_id)
         self.log.error("%s: %d input(s) quarantined at positions %s: the operator fails on each alone (%s)",
                        self.name, len(found), [q.pos for q in found[:10]], found[0].error)
         self._write_quarantined()
@@ -549,7 +439,7 @@ class OperatorBase(NodeBase):
         them); a standby drops those a covering checkpoint has passed."""
         with self.lock:
             todo = self.quarantine.due(self.state.role in (Role.PRIMARY, Role.PROMOTING), self._covered[0].input_pos)
-        self.quarantine.write(todo, self.registry.names_by_id, self.name)
+        self.quarantine.write(todo, self.inbound.registry.names_by_id, self.name)
 
     def _finish(self, batch: TupleBatch, selected) -> None:
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""

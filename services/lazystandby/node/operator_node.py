@@ -16,9 +16,10 @@ numbered steps).
 
 from __future__ import annotations
 
-from .operator_base import GATHER_MAX_S, Jump, OperatorBase, Run, _join_runs
+from .operator_base import GATHER_MAX_S, OperatorBase
 from .passive import PassiveSide
 from .primary import PrimarySide
+from .runs import Jump, Run, _join_runs
 from .standby import StandbySide
 from .takeover import Takeover
 

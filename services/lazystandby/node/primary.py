@@ -39,13 +39,14 @@ class PrimarySide:
             self._check_epoch(msg.epoch, msg.sender, "frame")
         self._last_push = self.clock()
         if msg.batch is not None:
-            batch = self._check_tuples(msg.batch, f"frame {msg.batch.first}")
+            batch = self.inbound.check_tuples(msg.batch, f"frame {msg.batch.first}")
             with self.lock:
                 self._admit([batch], msg.checkpoint, msg.params)
                 self.counters["input_tuples"] += len(batch)
                 self._worked = True
         with self.lock:
-            return m.FrameAck(epoch=self.state.epoch, level1=self._level1(), received_through=self.received_through)
+            return m.FrameAck(epoch=self.state.epoch, level1=self._level1(),
+                              received_through=self.inbound.received_through)
 
     # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
     def _output_loop(self) -> None:
@@ -127,7 +128,7 @@ class PrimarySide:
         """Tell a peer that restarted without knowing it which primary runs `epoch`: the same Takeover this
         node made (or, for the first primary, would have made), which the peer accepts once."""
         req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
-                                resend_from=self.received_through + 1)
+                                resend_from=self.inbound.received_through + 1)
         role = "upstream" if peer is self.upstream else "downstream"
         try:
             peer.takeover(req, self.cfg.rpc_timeout)
@@ -270,6 +271,6 @@ class PrimarySide:
                 self._told_leaving = True
                 self.lock.notify_all()
             return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
-                                    received_through=self.received_through,
+                                    received_through=self.inbound.received_through,
                                     stalled_ms=round(self._stalled_s() * 1000),
                                     operator_call_s=cost[0], operator_tuple_s=cost[1])

@@ -139,7 +139,7 @@ class StandbySide:
                 decoded: list = [Sealed(h, self.held, h.first, h.end) for h in held]
             else:
                 raws, position = self.decoder.decode_many([bb.encoded for bb in msg.batches])
-                decoded = [self._check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
+                decoded = [self.inbound.check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
                                                                   what=f"{self.name}: backup batch {bb.first}"),
                                               f"backup batch {bb.first}")
                            for bb, raw in zip(msg.batches, raws, strict=True)]
@@ -157,7 +157,7 @@ class StandbySide:
                     self._admit(decoded, msg.checkpoint, msg.params)
                     self.counters["backup_tuples"] += sum(map(len, decoded))
                     self.counters["backup_batches"] += len(msg.batches) + sum(len(r.counts) for r in msg.runs)
-                elif msg.checkpoint.input_pos > self.received_through:
+                elif msg.checkpoint.input_pos > self.inbound.received_through:
                     # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
                     # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
                     if self.stateful:
@@ -166,7 +166,7 @@ class StandbySide:
                         self._jump(msg.checkpoint, msg.params)
                     else:
                         self.counters["checkpoints_deferred"] += 1
-                if decoded or msg.checkpoint.input_pos <= self.received_through:
+                if decoded or msg.checkpoint.input_pos <= self.inbound.received_through:
                     self._covering.hold(msg.checkpoint, msg.params, self._covered[0].input_pos)
                 self._apply_covering()
                 if lazy:
@@ -175,14 +175,14 @@ class StandbySide:
                     self.decoder.commit(position)
                     if msg.runs or msg.batches:
                         self.held.restart_session()  # the link's session moved on in the eager decoder
-                return m.BackupAck(applied_through=self.received_through, view=self.forecast.view)
+                return m.BackupAck(applied_through=self.inbound.received_through, view=self.forecast.view)
 
     def _apply_covering(self) -> None:
         """Holding the lock: the newest kept checkpoint within both what this node holds and what the
         primary's heartbeats say it has received covers what it holds (older ones are covered by it)."""
         if self.state.role is not Role.STANDBY:
             return
-        reached = self._covering.reached(min(self.received_through, self.primary_received))
+        reached = self._covering.reached(min(self.inbound.received_through, self.primary_received))
         if reached is not None:
             self._note_covered(*reached)
 
@@ -190,7 +190,7 @@ class StandbySide:
         """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
         what this node holds (core.admission.covered_head); what is left starts just after the checkpoint,
         an ordinary jump. Nothing left: the frame is then one without batches, whose checkpoint jumps."""
-        n = covered_head(self.received_through, batches[0].first, ckpt)
+        n = covered_head(self.inbound.received_through, batches[0].first, ckpt)
         if not n or self.stateful:
             return batches  # a stateful node rebuilds from the covered inputs instead (`_admit`)
         self.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
@@ -203,7 +203,7 @@ class StandbySide:
         what = f"{self.name}: backup run {run.first}"
         raw, position = self.decoder.decode_run(run.encoded, position)
         batch = tuples.decode_counted(raw, run.first, run.counts, run.encoded.raw_sizes, what=what)
-        return self._check_tuples(batch, f"backup run {run.first}"), position
+        return self.inbound.check_tuples(batch, f"backup run {run.first}"), position
 
     def _unreadable(self, err: LazyStandbyError, pos: int) -> None:
         """A sealed backup run at or after `pos` did not decode (or its tuples were refused): forget what
@@ -215,16 +215,16 @@ class StandbySide:
             if self.state.role not in (Role.STANDBY, Role.PROMOTING):
                 raise err
             self.counters["backup_unreadable"] += 1
-            if pos > self.received_through:
+            if pos > self.inbound.received_through:
                 return  # already forgotten (a takeover's unsealing got there first)
             self.log.error("%s: held backup from input %d does not decode (%s); forgetting inputs %d..%d, "
-                           "Nu sends them again", self.name, pos, err, pos, self.received_through)
+                           "Nu sends them again", self.name, pos, err, pos, self.inbound.received_through)
             self.held.truncate(pos)
-            self.iq.drop_from(pos)
-            while self._arrived and self._arrived[-1][0] >= pos:
-                self._arrived.pop()
-            self.received_through = pos - 1
-            self.seqcheck.reset()
+            self.inbound.iq.drop_from(pos)
+            while self.inbound.arrived and self.inbound.arrived[-1][0] >= pos:
+                self.inbound.arrived.pop()
+            self.inbound.received_through = pos - 1
+            self.inbound.seqcheck.reset()
             self.lock.notify_all()
 
     def _unseal(self) -> None:
@@ -253,17 +253,17 @@ class StandbySide:
         the work of the run's first 200,000 inputs, all of them covered soon after."""
         if self.passive and self.state.role is Role.STANDBY:
             return self._snapshot_through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
-        head = self.iq.head()
+        head = self.inbound.iq.head()
         # A stateful standby whose operator paces itself (Operator.paces_standby: Spark's feed) takes every
         # input on arrival: it skips none, and what waited here would be decoded and handed over only at a
         # takeover (docs/faults.md, the Spark window kills).
         wait = 0.0 if self.stateful and self.operator.paces_standby else self.forecast.defer
-        slow = self.cover_latency is not None and self.cover_latency >= wait
+        slow = self.inbound.cover_latency is not None and self.inbound.cover_latency >= wait
         if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
                 or self.clock() - head[1] >= wait):
             return None
         covered = self._covered[0].input_pos
-        excess = len(self.iq) + self._standby_room() - self.iq.capacity
+        excess = len(self.inbound.iq) + self._standby_room() - self.inbound.iq.capacity
         if excess > 0:
             # Short of room: the oldest `excess` inputs (fewer past a skip marker; the next pass sees the rest).
             # Taking all of IQ' here made the standby process most of a run whenever covering slowed down:
@@ -278,7 +278,7 @@ class StandbySide:
         that worked at half full processed 29 % of the inputs of a run at full speed, on the CPU the
         pipeline needed.)"""
         calls = 2 * self.cfg.max_batches_per_rpc * (self.cfg.bsize or 1)
-        return min(calls, self.iq.capacity // 2)
+        return min(calls, self.inbound.iq.capacity // 2)
 
     def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
         """A primary handing over says it has sent Nd its last frame: this standby heartbeats now rather
@@ -394,7 +394,8 @@ class StandbySide:
 
     def _backlog(self) -> Backlog:
         """Holding the lock: where a takeover by this node would start now."""
-        return Backlog(held=self.received_through, done=self._done_through(), primary_received=self.primary_received,
+        return Backlog(held=self.inbound.received_through, done=self._done_through(),
+                       primary_received=self.primary_received,
                        take=self.calls.take, own_cost=self.calls.cost.fit(),
                        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
                        restore_s=self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0,

@@ -77,7 +77,7 @@ class Takeover:
             epoch = self.state.epoch + 1
             self._become(Role.PROMOTING, epoch=epoch)
             # What this standby still had to process when it took over.
-            self._backlog_at_takeover = (max(0, self.received_through - self._done_through()),
+            self._backlog_at_takeover = (max(0, self.inbound.received_through - self._done_through()),
                                          self.calls.in_flight_tuples)
             self._gathering, self._gather = self.operator.takeover_gather, None
             self._working = False
@@ -116,7 +116,8 @@ class Takeover:
         with self.lock:
             self._on_level0(nd.delivered_through)
             return plan_takeover(epoch=epoch, delivered_through=nd.delivered_through,
-                                 received_through=self.received_through, oq_first=self.oq.first, oq_last=self.oq.last)
+                                 received_through=self.inbound.received_through, oq_first=self.oq.first,
+                                 oq_last=self.oq.last)
 
     def _connect_nu(self, req: m.TakeoverRequest, plan: TakeoverPlan) -> m.TakeoverReply | None:
         """5. connect Nu: it fences the old primary, stops the backup and resends what we lack."""
@@ -125,13 +126,13 @@ class Takeover:
         reply = self._retry(nu, "upstream", req)
         if reply is not None:
             with self.lock:
-                if self.stateful and reply.resend_from > self.received_through + 1:
+                if self.stateful and reply.resend_from > self.inbound.received_through + 1:
                     # Nu resends from after its trim point, which may lie before its checkpoint: the state is
                     # rebuilt from there.
                     self._jump(reply.checkpoint, reply.params, rebuild_from=reply.resend_from)
                 elif self.stateful:
                     self._note_covered(reply.checkpoint, reply.params)
-                elif reply.checkpoint.input_pos > self.received_through:
+                elif reply.checkpoint.input_pos > self.inbound.received_through:
                     self._jump(reply.checkpoint, reply.params)  # Nu resends from after its trim point
                 else:
                     self._note_covered(reply.checkpoint, reply.params)  # what we hold through it: skipped
@@ -264,7 +265,7 @@ class Takeover:
             return True
         if self.state.role is Role.PRIMARY and self._gather is not None:
             head, deadline = self._gather
-            if self.received_through < head and self.clock() < deadline:
+            if self.inbound.received_through < head and self.clock() < deadline:
                 return True
         self._gathering, self._gather = False, None
         return False

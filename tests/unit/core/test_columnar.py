@@ -632,7 +632,7 @@ def test_a_gathering_takeover_waits_for_nus_resend_or_its_deadline_and_no_longer
             n2._gathering = True
             n2.state.role = role  # the states of a takeover, set directly: the steps are tested elsewhere
             n2._gather = None if head is None else (head, t[0] + GATHER_MAX_S)
-            n2.received_through = received
+            n2.inbound.received_through = received
             return n2._still_gathering()
 
         assert gathering(Role.PROMOTING, None, 10)  # links being rebuilt: nothing is taken

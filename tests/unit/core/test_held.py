@@ -213,7 +213,8 @@ def test_a_standby_forgets_a_held_run_that_does_not_decode_and_takes_it_again_af
     assert send(net, [rs[0], garble(rs[1]), rs[2]]).applied_through == 3 * RUN  # accepted sealed
     loop_once(standby)  # run 0 processed; run 1 does not decode: 21.. forgotten
     assert standby.counters["backup_unreadable"] == 1
-    assert standby.received_through == RUN and len(standby.iq) == 0 and standby.processed.input_pos == RUN
+    assert standby.inbound.received_through == RUN and len(standby.inbound.iq) == 0
+    assert standby.processed.input_pos == RUN
     with pytest.raises(PeerError) as e:  # Nu's next run continues the old session: refused, Nu resets
         send(net, runs(enc, 1 + 3 * RUN, 1))
     assert e.value.status == "DATA_LOSS" and "new session" in e.value.message
@@ -254,12 +255,12 @@ def test_a_takeover_decodes_what_is_held_first_and_asks_nu_from_a_run_that_does_
         enc = RunEncoder(codec, bsize=10)
         rs = runs(enc, 1, 3)
         send(net, [rs[0], rs[1], garble(rs[2])])
-        assert n2.held.decoded_tuples == 0 and n2.received_through == 3 * RUN
+        assert n2.held.decoded_tuples == 0 and n2.inbound.received_through == 3 * RUN
         with n2.lock:
             n2.state.become(Role.PROMOTING, epoch=2)
         n2._unseal()
-        assert n2.received_through == 2 * RUN and n2.counters["backup_unreadable"] == 1
+        assert n2.inbound.received_through == 2 * RUN and n2.counters["backup_unreadable"] == 1
         assert n2.held.decoded_tuples == 2 * RUN  # runs 0 and 1 are decoded, ready for the operator
-        assert len(n2.iq) == 2 * RUN  # and still queued: only what it cannot decode is forgotten
+        assert len(n2.inbound.iq) == 2 * RUN  # and still queued: only what it cannot decode is forgotten
     finally:
         n2.stop()

@@ -35,7 +35,7 @@ def body_no_failure(transport):
         # The standby is caught up; positions that Level-1 acks trimmed before they were batched it skips
         # through a checkpoint jump instead of receiving them.
         n2 = t.nodes["n2"]
-        assert t.wait(lambda: n2.received_through == 5000)
+        assert t.wait(lambda: n2.inbound.received_through == 5000)
         assert n2.counters["backup_tuples"] > 0
         assert n2.counters["backup_tuples"] == 5000 or n2.counters["jumps"] > 0
 

@@ -42,7 +42,7 @@ def primary(net):
 
 
 def state(n):
-    return (n.received_through, len(n.iq), dict(n.seqcheck.last), n.state.role, n.state.epoch)
+    return (n.inbound.received_through, len(n.inbound.iq), dict(n.inbound.seqcheck.last), n.state.role, n.state.epoch)
 
 
 def push(net, msg):

@@ -52,13 +52,13 @@ def test_nu_sends_a_hint_alone_when_nothing_else_goes_and_not_more_often_than_it
     nu.backup.loop()
     nu.backup.loop()  # within HINT_EVERY_S of the first: nothing to send at Bsize inf
     assert len(calls) == 1 and calls[0].hint is not None and not calls[0].runs
-    assert standby.received_through == 0  # a hint moves nothing
+    assert standby.inbound.received_through == 0  # a hint moves nothing
 
 
 def standby_watching(standby, *, received, primary_received, hint, cost=(0.001, 2e-5)):
     standby.detector = FailureDetector(0.1, 3, now=0.0)
     standby.forecast.rtts.extend([0.001, 0.003, 0.002])
-    standby.received_through, standby.primary_received = received, primary_received
+    standby.inbound.received_through, standby.primary_received = received, primary_received
     standby.forecast.hint, standby.forecast.primary_cost = hint, cost
 
 
@@ -231,7 +231,8 @@ def test_a_warm_standby_defers_as_long_as_its_target_allows_and_a_passive_one_as
                                             replay_tuples=0)
                 n.forecast.primary_cost = (0.001, 2e-5)  # 50,000 tuples/s in large calls
                 n.forecast.tune(0.0, n._backlog())  # marks the rate
-                n.primary_received = n.received_through = round(10_000 * TUNE_EVERY_S)  # 10,000/s, all held here
+                # 10,000/s, all held here
+                n.primary_received = n.inbound.received_through = round(10_000 * TUNE_EVERY_S)
                 n.forecast.tune(TUNE_EVERY_S, n._backlog())
             ch = n.forecast.choice
             # 0.8 x 500 ms less 104 ms leaves ~296 ms of replay: about 14,800 inputs, 1.48 s of input

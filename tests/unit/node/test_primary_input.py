@@ -35,7 +35,7 @@ CASES = {
 
 def test_good_frames_are_queued_and_acked(net, primary):
     ack = push(net, frame(run(1, 5)))
-    assert ack.received_through == 5 and len(primary.iq) == 5
+    assert ack.received_through == 5 and len(primary.inbound.iq) == 5
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -53,11 +53,11 @@ def test_a_run_wholly_inside_its_checkpoint_is_a_jump_and_a_forged_one_is_still_
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 40)]))
     assert net.call_pb("s", "Backup", covered_frame(enc, run(61, 10), (80, 80))).applied_through == 80
-    assert standby.received_through == 80 and standby.counters["backup_covered_dropped"] == 10
+    assert standby.inbound.received_through == 80 and standby.counters["backup_covered_dropped"] == 10
     # A checkpoint past what the primary's heartbeats say it holds is not trusted: the skip is refused.
     with pytest.raises(PeerError) as e:
         net.call_pb("s", "Backup", covered_frame(enc, run(91, 20), (100, 100)))
-    assert e.value.status == "OUT_OF_RANGE" and standby.received_through == 80
+    assert e.value.status == "OUT_OF_RANGE" and standby.inbound.received_through == 80
 
 
 def test_a_checkpoint_that_counts_too_few_outputs_is_not_skipped_to(net, standby, caplog):

@@ -28,10 +28,10 @@ def test_a_deferring_standby_skips_what_acks_cover_and_processes_the_rest_only_w
     n2, t = lazy
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
-    assert n2.cover_latency == 0.0  # 10 was covered the moment it arrived
+    assert n2.inbound.cover_latency == 0.0  # 10 was covered the moment it arrived
     loop_once(n2)  # 1..10 covered: skipped; 11..20 arrived just now: they wait
     assert n2.counters["skipped_tuples"] == 10 and n2.counters["processed_tuples"] == 0
-    assert len(n2.iq) == 10 and n2.processed.input_pos == 10
+    assert len(n2.inbound.iq) == 10 and n2.processed.input_pos == 10
     assert n2.standby_lag()[0] == 990  # the primary holds 1000; 1..10 need no work
     t[0] += 1.0  # waited standby_defer: processed, numbered on from the checkpoint
     loop_once(n2)
@@ -54,12 +54,12 @@ def test_a_checkpoint_ahead_of_the_backup_covers_it_once_the_backup_gets_there(n
 
 def test_a_deferring_standby_short_of_room_takes_its_oldest_inputs_and_everything_at_a_takeover(net, lazy):
     n2, t = lazy
-    n2.cover_latency = 0.0  # inputs are covered quickly: deferring pays
+    n2.inbound.cover_latency = 0.0  # inputs are covered quickly: deferring pays
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 60)]))  # room kept: half of IQ''s 100
     loop_once(n2)  # 10 beyond what fits: the oldest 10 are processed, the rest waits for acks
     assert n2.counters["processed_tuples"] == 10 and n2.counters["skipped_tuples"] == 0
-    assert len(n2.iq) == 50 and n2.processed.input_pos == 10
+    assert len(n2.inbound.iq) == 50 and n2.processed.input_pos == 10
     net.call_pb("s", "Backup", backup_frame(enc, [run(61, 10)]))
     with n2.lock:
         n2.state.become(Role.PROMOTING, epoch=1)  # a takeover needs every answer now
@@ -78,7 +78,7 @@ def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net)
     n2.primary_received = 100_000
     net.register("s", n2)
     try:
-        n2.cover_latency = 0.0
+        n2.inbound.cover_latency = 0.0
         enc = BatchEncoder(CodecName.ZSTD_STREAM)
         net.call_pb("s", "Backup", backup_frame(enc, [run(1, 6_000)]))
         net.call_pb("s", "Backup", backup_frame(enc, [run(6_001, 3_000)]))
@@ -89,7 +89,7 @@ def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net)
             assert n2._deferred_through() == 500  # 500 beyond what fits: the oldest 500
         loop_once(n2)
         assert n2.counters["processed_tuples"] == 500 and n2.processed.input_pos == 500
-        assert len(n2.iq) == 9_000
+        assert len(n2.inbound.iq) == 9_000
     finally:
         n2.stop()
 
@@ -100,8 +100,8 @@ def test_a_standby_holds_more_than_the_primary_whose_inputs_it_backs_up(net):
     cfgs = {role: NodeConfig(role=role, listen=role, iq_capacity=1_000) for role in ("primary", "standby")}
     nodes = {role: OperatorNode(cfg, Selection("price > 1"), net.peer) for role, cfg in cfgs.items()}
     try:
-        assert nodes["primary"].iq.capacity == 1_000
-        assert nodes["standby"].iq.capacity == STANDBY_IQ_FACTOR * 1_000 and STANDBY_IQ_FACTOR >= 2
+        assert nodes["primary"].inbound.iq.capacity == 1_000
+        assert nodes["standby"].inbound.iq.capacity == STANDBY_IQ_FACTOR * 1_000 and STANDBY_IQ_FACTOR >= 2
     finally:
         for n in nodes.values():
             n.stop()
@@ -115,7 +115,7 @@ def test_a_standby_defers_before_the_first_cover_but_not_while_covering_takes_lo
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 10)]))
     with n2.lock:
-        assert n2.cover_latency is None and n2._deferred_through() == 0  # nothing covered yet: they wait
+        assert n2.inbound.cover_latency is None and n2._deferred_through() == 0  # nothing covered yet: they wait
     t[0] += 1.0
     loop_once(n2)  # waited standby_defer
     assert n2.counters["processed_tuples"] == 10
@@ -123,9 +123,9 @@ def test_a_standby_defers_before_the_first_cover_but_not_while_covering_takes_lo
     t[0] += 1.5
     # The newest run the checkpoint covers whole, 1..10, arrived 2.5 s ago (11..20 1.5 s ago).
     net.call_pb("s", "Backup", covered_frame(enc, run(21, 10), (15, 15)))
-    assert n2.cover_latency == 2.5
+    assert n2.inbound.cover_latency == 2.5
     loop_once(n2)
-    assert len(n2.iq) == 0 and n2.processed.input_pos == 30  # nothing waits (11..15, covered, skipped)
+    assert len(n2.inbound.iq) == 0 and n2.processed.input_pos == 30  # nothing waits (11..15, covered, skipped)
     assert n2.counters["processed_tuples"] == 25 and n2.counters["skipped_tuples"] == 5
 
 

@@ -34,4 +34,4 @@ def test_a_backup_from_an_older_epoch_is_refused(net, standby):
     old.epoch = 1
     with pytest.raises(PeerError) as e:
         net.call_pb("s", "Backup", old)
-    assert e.value.status == "ABORTED" and standby.received_through == 0
+    assert e.value.status == "ABORTED" and standby.inbound.received_through == 0

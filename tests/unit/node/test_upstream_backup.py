@@ -100,7 +100,7 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
         assert nu.standby.address == "s2" and nu.backup.retry_at == 0.0 and nu.backup.resync
         nu.backup.loop()  # asks the newcomer where it stands: nowhere
         nu.backup.loop()
-        assert newcomer.counters["backup_tuples"] == 40 and newcomer.received_through == 40
+        assert newcomer.counters["backup_tuples"] == 40 and newcomer.inbound.received_through == 40
     finally:
         nu.stop()
         newcomer.stop()
@@ -114,13 +114,13 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
     nu = upstream_holding(net.peer, "s2")
     try:
         nu.backup.loop()
-        assert s2.received_through == 40
+        assert s2.inbound.received_through == 40
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
         assert nu.backup.resync
         nu.backup.loop()  # the resync: N' answers 40, and Nu cuts on from there
         assert not nu.backup.resync and nu.backup.batcher.batched_through == 40
         assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
-        assert s2.received_through == 40 and s2.counters["backup_tuples"] == 40
+        assert s2.inbound.received_through == 40 and s2.counters["backup_tuples"] == 40
     finally:
         nu.stop()
         s2.stop()
@@ -175,7 +175,7 @@ def test_a_standby_registering_while_its_backup_is_in_flight_loses_none_of_it(ne
         for _ in range(3):
             nu.backup.loop()  # 41-80 sent, then the resync
         assert nu.backup.batcher.skipped == 0 and nu.backup.batcher.confirmed_through == 80
-        assert s2.received_through == 80 and s2.counters["backup_tuples"] == 80
+        assert s2.inbound.received_through == 80 and s2.counters["backup_tuples"] == 80
         assert nu.counters["backup_tuples"] == 80
         assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
     finally:
@@ -195,13 +195,14 @@ def test_a_resync_only_asks_and_skips_no_standby_past_what_nu_can_still_send(net
     nu = upstream_holding(net.peer, "s2", total=80, max_batches_per_rpc=4, backup_linger_ms=0)
     try:
         nu.backup.loop()
-        assert s2.received_through == 40
+        assert s2.inbound.received_through == 40
         nu.level1(nu.fence.epoch, Checkpoint(80, 0))
         assert nu.oqu.trimmed_through == 40  # bounded: 41-80 are not cut yet
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
         nu.backup.loop()  # the resync
         nu.backup.loop()
-        assert nu.backup.batcher.skipped == 0 and s2.received_through == 80 and s2.counters["backup_tuples"] == 80
+        assert nu.backup.batcher.skipped == 0 and s2.inbound.received_through == 80
+        assert s2.counters["backup_tuples"] == 80
         assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
     finally:
         nu.stop()
@@ -229,7 +230,7 @@ def test_a_standby_behind_the_trim_point_skips_to_the_checkpoint_its_first_run_c
         nu.checkpoint = Checkpoint(35, 14)  # a newer Level-1 ack before the run is cut
         nu.backup.loop()
         assert not s2.errors and not any(k.startswith("backup_error") for k in nu.counters)
-        assert s2.received_through == 40 and s2.counters["backup_tuples"] == 10 and s2.counters["jumps"] == 1
+        assert s2.inbound.received_through == 40 and s2.counters["backup_tuples"] == 10 and s2.counters["jumps"] == 1
     finally:
         nu.stop()
         s2.stop()
@@ -245,14 +246,15 @@ def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(fed
     s2.primary_received = 1000
     fill(nu, 15)
     nu.backup.loop()
-    assert s2.received_through == 10  # one whole batch; 11..15 wait for theirs
+    assert s2.inbound.received_through == 10  # one whole batch; 11..15 wait for theirs
     nu.level1(1, Checkpoint(15, 7))
     nu.backup.next_checkpoint_at = 0.0
     nu.backup.loop()
-    assert s2.received_through == 15 and nu.backup.batcher.batched_through == 15 and nu.backup.batcher.skipped == 5
+    assert s2.inbound.received_through == 15
+    assert nu.backup.batcher.batched_through == 15 and nu.backup.batcher.skipped == 5
     fill(nu, 25)
     nu.backup.loop()
-    assert s2.received_through == 25 and not s2.errors
+    assert s2.inbound.received_through == 25 and not s2.errors
     assert not any(k.startswith("backup_error") for k in nu.counters)
 
 
@@ -267,7 +269,7 @@ def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(
     s2, nu = fed_standby
     fill(nu, 10)
     nu.backup.loop()
-    assert s2.received_through == 10
+    assert s2.inbound.received_through == 10
     fill(nu, 40)
     net.down("s2")
     nu.backup.loop()
@@ -282,7 +284,7 @@ def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(
     nu.backup.loop()  # 36..45 is not a whole batch yet: the checkpoint alone, deferred by the standby
     nu.backup.loop()
     assert not s2.errors and not any(k.startswith("backup_error_out") for k in nu.counters)
-    assert s2.received_through == 55 and s2.counters["jumps"] == 1
+    assert s2.inbound.received_through == 55 and s2.counters["jumps"] == 1
     assert s2.counters["backup_tuples"] == 30  # 1..10, then 36..55: the two whole batches after the checkpoint
 
 
@@ -339,7 +341,7 @@ def test_a_standby_that_stops_answering_stops_holding_the_pipeline_back(net):
         nu.backup.loop()
         held[-1].answer()
         nu.backup.loop()
-        assert s2.received_through == 60 and s2.counters["jumps"] == 1 and not s2.errors
+        assert s2.inbound.received_through == 60 and s2.counters["jumps"] == 1 and not s2.errors
         assert nu.backup.room() == 30  # bounded again
     finally:
         nu.stop()
