@@ -16,30 +16,26 @@ changed by a handler before the whole frame is checked.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 
 from ..config import NodeConfig
 from ..core import messages as m
 from ..core.acks import Checkpoint, Level1Tracker, level1_from_level0
-from ..core.detector import FailureDetector
-from ..core.errors import ProbeFailed, UnknownEpoch, Unreadable
+from ..core.errors import UnknownEpoch, Unreadable
 from ..core.held import HeldRuns
 from ..core.queues import KeyedQueue
 from ..core.roles import Role
 from ..core.tuples import TupleBatch
-from ..operators.base import Operator, Outputs
+from ..operators.base import Operator
 from ..sources.base import DeadLetters
 from ..transport.peer import Peer
 from .common import IDLE_STANDBY_WAIT_S, NodeBase
 from .inbound import Inbound
 from .operator_calls import OperatorCalls
-from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
 from .operator_status import operator_status
 from .quarantine import Quarantine, Quarantined, bisect
-from .runs import Jump, _join_runs
+from .runs import Jump, _join_runs, outputs_of
 
 # Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
 # operator starts anyway: a resend comes tens of milliseconds after Nu's answer, and a lost one must not
@@ -71,31 +67,15 @@ class OperatorBase(NodeBase):
         self._init_positions()
         self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
         self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
-        self.primary: Peer | None = None
-        self.detector: FailureDetector | None = None
-        self.recovery: dict = {}
-        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
-        # Nd holds (Precise), and Nd's answer trims OQ.
-        self._resync_output = True
-        # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
-        # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
-        self._worked = False
-        self._heartbeat_at: float | None = None  # when the standby last asked (a primary's view)
-        self._standby_at = ""  # where that standby hears of a handover (a primary's view; "": not said)
-        self._handover = False  # a standby's view: the primary of this epoch said it is leaving
-        self._beat_now = threading.Event()  # a standby's view: its primary's handover notice came (or a stop)
-        self._init_calls(cfg, operator)
+        self.calls = OperatorCalls(cfg, operator, self.clock)
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
         else:
             self.state.become(Role.STANDBY, epoch=0)
-            self.primary = peers(cfg.primary) if cfg.primary else None
 
     def _init_positions(self) -> None:
         """Where this node stands in the link order and in its outputs: received, processed, covered, and
         acknowledged by Nd (Level-0) and to Nu (Level-1)."""
-        self.primary_received = 0  # standby: the primary's received_through, from its heartbeats
-        self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
         self.processed = Checkpoint()
         # When `processed` last moved (wall clock; None before): a frame finished, or a skip past covered
         # inputs. A reader polling between frames cannot tell from the count alone when it held.
@@ -110,19 +90,6 @@ class OperatorBase(NodeBase):
         self.level1 = Level1Tracker()
         self.level0 = 0
         self.sent_next = 1
-
-    def _init_calls(self, cfg: NodeConfig, operator: Operator) -> None:
-        """The operator's calls (OperatorCalls), a takeover's gathering, and what a primary hears of its
-        standby's prediction and interval."""
-        self.calls = OperatorCalls(cfg, operator, self.clock)
-        # A takeover by a gathering operator (Operator.takeover_gather): nothing is taken while PROMOTING,
-        # then nothing until the input through Nu's head at takeover is in or the deadline passes.
-        self._gather: tuple[int, float] | None = None  # (Nu's head, deadline) once PRIMARY
-        self._gathering = False
-        self.standby_predicted_s = 0.0  # a primary's view of its standby's prediction (from its heartbeats)
-        # In force: the setting, or the interval its Passive Standby chose for recovery_target_ms, told in
-        # the heartbeats (RecoveryForecast.tune).
-        self.snapshot_interval = cfg.snapshot_interval
 
     def stop(self, join_timeout: float = 5.0) -> None:
         self._beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
@@ -150,14 +117,6 @@ class OperatorBase(NodeBase):
         if self.cpu_at_first_input is None:
             self.cpu_at_first_input = time.process_time()
         self.lock.notify_all()
-
-    def _plausible(self, ckpt: Checkpoint) -> bool:
-        """A standby skips to a trim point that comes without batches only as far as the primary has
-        received (its heartbeats say): a Level-1 ack never covers a position the primary does not hold. One
-        past that (forged, or newer than the last heartbeat) is not applied, and the standby answers what
-        it holds; Nu sends its trim point again. (Batches that start just after their checkpoint are the
-        ordinary jump and are admitted as they come.)"""
-        return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
 
     def _jump(self, ckpt: Checkpoint, params: m.Params | None = None, *, rebuild_from: int | None = None) -> None:
         """Holding the lock: skip to a checkpoint whose inputs all produced outputs Nd holds (Inbound.jump)."""
@@ -398,32 +357,6 @@ class OperatorBase(NodeBase):
                 self.calls.answered(self.state.role is Role.PRIMARY)
                 self._finish(batch, selected)
 
-    def _probe_operator(self) -> None:
-        """A primary's operator probe: the first PROBES_AT_ONCE as soon as each has PROBE_MIN new inputs (a
-        crash may come early, and one probe held up by a busy core would set the slope alone), then one
-        every PROBE_EVERY_S; a copy of its operator times a call on its latest inputs
-        (node/operator_probe.py), added to the operator's cost as a kept probe."""
-        self.sleep(PROBE_POLL_S)
-        probe = self.calls.probe
-        with self.lock:
-            if probe is None or self.state.role is not Role.PRIMARY or self.clock() < self.calls.probe_due:
-                return
-        try:
-            timed = probe.run()
-        except ProbeFailed as e:
-            with self.lock:
-                self.counters["operator_probe_errors"] += 1
-                if self.counters["operator_probe_errors"] == 1:
-                    self.log.warning("%s: a copy of the operator failed on its latest inputs (%s); the "
-                                     "predicted replay stays on the live calls' cost", self.name, e)
-            return
-        with self.lock:
-            if timed is not None:
-                self.counters["operator_probes"] += 1
-                early = self.counters["operator_probes"] < PROBES_AT_ONCE
-                self.calls.probe_due = self.clock() + (0.0 if early else PROBE_EVERY_S)
-                self.calls.cost.add(*timed, keep=True)
-
     def _quarantine(self, found: list[Quarantined]) -> None:
         """Poison inputs found in a call: counted, listed, and for a primary written to the dead letters
         before the call's outputs enter OQ (node/quarantine.Quarantine)."""
@@ -445,7 +378,7 @@ class OperatorBase(NodeBase):
         """Holding the lock: the outputs of `batch`, numbered on from the last ones, into OQ."""
         self.counters["operator_batches"] += 1
         base = self.processed.output_count
-        out = self._outputs(batch, selected, base + 1)
+        out = outputs_of(batch, selected, base + 1)
         rebase = self._rebase
         if rebase is not None and batch.last <= rebase.input_pos:
             # Rebuilding: these outputs are held by Nd; numbering resumes after the checkpoint's count.
@@ -470,15 +403,6 @@ class OperatorBase(NodeBase):
         self._maybe_snapshot()
         self.lock.notify_all()
 
-    @staticmethod
-    def _outputs(batch: TupleBatch, selected, first: int) -> TupleBatch:
-        """The outputs of a call, numbered from `first`: the selected inputs, or a stateful operator's new
-        tuples (Outputs), each with the stream and seq of the input it is mapped to."""
-        if not isinstance(selected, Outputs):
-            return batch.select(selected, first=first)
-        at = selected.at
-        return TupleBatch._of(first, batch.streams[at], batch.seqs[at], selected.payloads, at + batch.first)
-
     def _operator_failed(self, e: Exception) -> None:
         """The operator loop ended with an error (a failed call: a Spark JVM that is gone): nothing will be
         processed here again. A primary says so at once in its heartbeats (OperatorWatch.fail), and the node
@@ -489,22 +413,6 @@ class OperatorBase(NodeBase):
             self.counters["operator_failures"] += 1
             self._stalled_s()  # said now, not at the next heartbeat
         self.fail(f"the operator failed ({why})")
-
-    def _stalled_s(self) -> float:
-        """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
-        operator_stall_max (OperatorCalls.stalled); 0 when it has not, or when this node is no primary. A
-        stall is said once when it begins and once when it ends."""
-        seconds, changed = self.calls.stalled(self.state.role is Role.PRIMARY)
-        watch = self.calls.watch
-        if changed == "began":
-            self.counters["operator_stalls"] += 1
-            what = (f"failed ({watch.failed})" if watch.failed else
-                    f"has left a call unanswered for {seconds:.1f} s (operator_stall_max {watch.limit:.1f} s)")
-            self.log.warning("%s: the operator %s: heartbeats say so from now, and Nd's lease is no longer renewed; a "
-                             "standby will take over", self.name, what)
-        elif changed == "ended":
-            self.log.warning("%s: the operator answers again", self.name)
-        return seconds
 
     def _processed_to(self, ckpt: Checkpoint) -> None:
         """Holding the lock: `processed` moves here only, with the time it moved (`processed_at`)."""
@@ -519,21 +427,6 @@ class OperatorBase(NodeBase):
         if self.stateful:
             return max(self.processed.input_pos, self._snapshot_through() or 0)
         return max(self.processed.input_pos, self._covered[0].input_pos)
-
-    def standby_lag(self) -> tuple[int, float]:
-        """How far this standby is behind the primary: inputs the primary holds that this node has not
-        processed yet and Nd's output does not cover (the work a takeover would start with), and for how
-        long the oldest of them has been there (seconds since the primary's heartbeats first showed it).
-        (0, 0.0) for a primary; a standby with about one operator call of work left takes over in about one
-        call."""
-        if self.state.role is not Role.STANDBY:
-            return 0, 0.0
-        done = self._done_through()
-        seen = self._primary_seen
-        while seen and seen[0][1] <= done:
-            seen.popleft()
-        behind = max(0, self.primary_received - done)
-        return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
 
     def snapshot(self) -> dict:
         return operator_status(self, super().snapshot())

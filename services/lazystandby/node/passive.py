@@ -47,6 +47,9 @@ class PassiveSide:
         self._snapshot_wake = threading.Event()
         self._snapshot_peer: tuple[str, Peer] | None = None
         self.snapshot_encode_s = 0.0  # the last snapshot's encoding time (a primary's; a standby's, as told)
+        # In force: the setting, or the interval its Passive Standby chose for recovery_target_ms, told in
+        # the heartbeats (RecoveryForecast.tune).
+        self.snapshot_interval = self.cfg.snapshot_interval
         self.recovery_load_s = 0.0  # a Passive Standby's snapshot load at its takeover
 
     # --- the primary's side --------------------------------------------------------------------------

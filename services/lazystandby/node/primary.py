@@ -1,6 +1,7 @@
 """The primary's side of an operator node (N): Push frames from Nu into IQ, Deliver OQ to Nd, Nd's
 Level-0 acks turned into the Level-1 acks that go back to Nu (Algorithm 4), heartbeats answered, and the
-planned handover when the primary is asked to stop.
+planned handover when the primary is asked to stop, the probe that times a copy of its operator, and the
+stall watch its heartbeats report.
 
 A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
 """
@@ -8,12 +9,13 @@ A mixin over `operator_base.OperatorBase`, whose state it reads and changes unde
 from __future__ import annotations
 
 from ..core import messages as m
-from ..core.errors import PeerError, Status, WrongRole
+from ..core.errors import PeerError, ProbeFailed, Status, WrongRole
 from ..core.reminder import Reminder
 from ..core.retry import fenced_by
 from ..core.roles import Role
 from ..transport.peer import Peer
 from .common import EXIT_FENCED, IDLE_STANDBY_WAIT_S, LINK_REMIND_S, Backoff
+from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
 
 
 class PrimarySide:
@@ -27,6 +29,15 @@ class PrimarySide:
         self._output_backoff = Backoff()
         self._last_push = self.clock()
         self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
+        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
+        # Nd holds (Precise), and Nd's answer trims OQ.
+        self._resync_output = True
+        # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
+        # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
+        self._worked = False
+        self._heartbeat_at: float | None = None  # when the standby last asked
+        self._standby_at = ""  # where that standby hears of a handover ("": not said)
+        self.standby_predicted_s = 0.0  # the standby's predicted recovery, from its heartbeats
 
 
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
@@ -274,3 +285,45 @@ class PrimarySide:
                                     received_through=self.inbound.received_through,
                                     stalled_ms=round(self._stalled_s() * 1000),
                                     operator_call_s=cost[0], operator_tuple_s=cost[1])
+
+    def _probe_operator(self) -> None:
+        """A primary's operator probe: the first PROBES_AT_ONCE as soon as each has PROBE_MIN new inputs (a
+        crash may come early, and one probe held up by a busy core would set the slope alone), then one
+        every PROBE_EVERY_S; a copy of its operator times a call on its latest inputs
+        (node/operator_probe.py), added to the operator's cost as a kept probe."""
+        self.sleep(PROBE_POLL_S)
+        probe = self.calls.probe
+        with self.lock:
+            if probe is None or self.state.role is not Role.PRIMARY or self.clock() < self.calls.probe_due:
+                return
+        try:
+            timed = probe.run()
+        except ProbeFailed as e:
+            with self.lock:
+                self.counters["operator_probe_errors"] += 1
+                if self.counters["operator_probe_errors"] == 1:
+                    self.log.warning("%s: a copy of the operator failed on its latest inputs (%s); the "
+                                     "predicted replay stays on the live calls' cost", self.name, e)
+            return
+        with self.lock:
+            if timed is not None:
+                self.counters["operator_probes"] += 1
+                early = self.counters["operator_probes"] < PROBES_AT_ONCE
+                self.calls.probe_due = self.clock() + (0.0 if early else PROBE_EVERY_S)
+                self.calls.cost.add(*timed, keep=True)
+
+    def _stalled_s(self) -> float:
+        """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
+        operator_stall_max (OperatorCalls.stalled); 0 when it has not, or when this node is no primary. A
+        stall is said once when it begins and once when it ends."""
+        seconds, changed = self.calls.stalled(self.state.role is Role.PRIMARY)
+        watch = self.calls.watch
+        if changed == "began":
+            self.counters["operator_stalls"] += 1
+            what = (f"failed ({watch.failed})" if watch.failed else
+                    f"has left a call unanswered for {seconds:.1f} s (operator_stall_max {watch.limit:.1f} s)")
+            self.log.warning("%s: the operator %s: heartbeats say so from now, and Nd's lease is no longer renewed; a "
+                             "standby will take over", self.name, what)
+        elif changed == "ended":
+            self.log.warning("%s: the operator answers again", self.name)
+        return seconds

@@ -9,6 +9,7 @@ from ..core import messages as m
 from ..core.acks import Checkpoint
 from ..core.held import Sealed
 from ..core.tuples import TupleBatch
+from ..operators.base import Outputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +67,12 @@ def _join_runs(items: list) -> list:
     if run:
         out.append(Run(run))
     return out
+
+
+def outputs_of(batch: TupleBatch, selected, first: int) -> TupleBatch:
+    """The outputs of a call, numbered from `first`: the selected inputs, or a stateful operator's new
+    tuples (Outputs), each with the stream and seq of the input it is mapped to."""
+    if not isinstance(selected, Outputs):
+        return batch.select(selected, first=first)
+    at = selected.at
+    return TupleBatch._of(first, batch.streams[at], batch.seqs[at], selected.payloads, at + batch.first)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 
 from ..core import messages as m
 from ..core import tuples
@@ -43,6 +44,14 @@ class StandbySide:
         self.connection = ConnectionWatch(self.clock, lambda: self._beat_now.set())
         self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
         self.registered = threading.Event()
+        # The primary watched (at first the configured one), and the detector once the watch starts.
+        self.primary: Peer | None = self.peers(self.cfg.primary) if self.cfg.primary and self.cfg.role != "primary" \
+            else None
+        self.detector: FailureDetector | None = None
+        self.primary_received = 0  # the primary's received_through, from its heartbeats
+        self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
+        self._handover = False  # the primary of this epoch said it is leaving
+        self._beat_now = threading.Event()  # the primary's handover notice came (or a stop)
         self._watching = False  # the registration and heartbeat loop are started (`_watch_as_standby`)
         self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
         self.forecast = RecoveryForecast(self.cfg, passive=self.cfg.standby_state == "snapshot")
@@ -280,18 +289,28 @@ class StandbySide:
         calls = 2 * self.cfg.max_batches_per_rpc * (self.cfg.bsize or 1)
         return min(calls, self.inbound.iq.capacity // 2)
 
-    def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
-        """A primary handing over says it has sent Nd its last frame: this standby heartbeats now rather
-        than at its next interval. The notice moves nothing by itself (a forged one costs one heartbeat):
-        the takeover waits for this node's own heartbeat to hear LEAVING from the primary it watches.
-        Ignored unless this node is a registered standby and the notice is of its epoch or a newer one."""
-        with self.lock:
-            beats = (self.state.role is Role.STANDBY and self.registered.is_set()
-                     and msg.epoch >= self.state.epoch)
-            self.counters["handover_notices" if beats else "handover_notices_ignored"] += 1
-            if beats:
-                self._beat_now.set()
-            return m.HandoverAck(node=self.name, role=self.state.role, epoch=self.state.epoch, beats=beats)
+    def _plausible(self, ckpt: Checkpoint) -> bool:
+        """A standby skips to a trim point that comes without batches only as far as the primary has
+        received (its heartbeats say): a Level-1 ack never covers a position the primary does not hold. One
+        past that (forged, or newer than the last heartbeat) is not applied, and the standby answers what
+        it holds; Nu sends its trim point again. (Batches that start just after their checkpoint are the
+        ordinary jump and are admitted as they come.)"""
+        return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
+
+    def standby_lag(self) -> tuple[int, float]:
+        """How far this standby is behind the primary: inputs the primary holds that this node has not
+        processed yet and Nd's output does not cover (the work a takeover would start with), and for how
+        long the oldest of them has been there (seconds since the primary's heartbeats first showed it).
+        (0, 0.0) for a primary; a standby with about one operator call of work left takes over in about one
+        call."""
+        if self.state.role is not Role.STANDBY:
+            return 0, 0.0
+        done = self._done_through()
+        seen = self._primary_seen
+        while seen and seen[0][1] <= done:
+            seen.popleft()
+        behind = max(0, self.primary_received - done)
+        return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
 
     def _heartbeat_loop(self) -> None:
         det = self.detector

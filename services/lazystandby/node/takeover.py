@@ -1,6 +1,6 @@
 """The takeover of an operator node, seed 000 section 3.6 made Precise: detect, fence, connect Nd, plan,
 connect Nu, replay, resume. Each step is a method named for it, numbered as in `take_over`; the rules
-they apply are core/recovery.py's.
+they apply are core/recovery.py's. A planned handover's notice (`handle_handover`) starts one at once.
 
 A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
 """
@@ -29,11 +29,29 @@ class Takeover:
     def _init_takeover(self) -> None:
         """A takeover's own state (OperatorNode calls it once the shared state is set)."""
         self._declined = Reminder(self.clock, LINK_REMIND_S)  # logs a declined takeover
+        self.recovery: dict = {}  # the last takeover's phases, for status
+        # A takeover by a gathering operator (Operator.takeover_gather): nothing is taken while PROMOTING,
+        # then nothing until the input through Nu's head at takeover is in or the deadline passes.
+        self._gather: tuple[int, float] | None = None  # (Nu's head, deadline) once PRIMARY
+        self._gathering = False
         self._backlog_at_takeover = (0, 0)
         self._wall_detected = 0.0
         self._working = False  # this takeover has started the operator on what it holds (_start_work)
         self.recovery_seconds = {p: Buckets(RECOVERY_BOUNDS) for p in ("detection", "reconnection", "data_recovery")}
 
+
+    def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
+        """A primary handing over says it has sent Nd its last frame: this standby heartbeats now rather
+        than at its next interval. The notice moves nothing by itself (a forged one costs one heartbeat):
+        the takeover waits for this node's own heartbeat to hear LEAVING from the primary it watches.
+        Ignored unless this node is a registered standby and the notice is of its epoch or a newer one."""
+        with self.lock:
+            beats = (self.state.role is Role.STANDBY and self.registered.is_set()
+                     and msg.epoch >= self.state.epoch)
+            self.counters["handover_notices" if beats else "handover_notices_ignored"] += 1
+            if beats:
+                self._beat_now.set()
+            return m.HandoverAck(node=self.name, role=self.state.role, epoch=self.state.epoch, beats=beats)
 
     def take_over(self) -> None:
         """Seed 000 section 3.6, made Precise: the steps of core/recovery.py, one method each."""
