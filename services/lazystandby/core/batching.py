@@ -28,8 +28,8 @@ DICT_SIZE = 2048
 
 # How often (in tuples) a streaming backup session opens a new zstd frame (EncodedRun.fresh). A standby
 # leaves the runs Nd's acks cover undecoded, but a run it needs decodes only from the last fresh run before
-# it: at most this many tuples of extra decoding (about 10 ms here), and the frames' restarts cost nothing
-# measurable in bytes at this spacing (a fresh frame every 200 tuples cost 0.018 of the raw bytes).
+# it: at most this many tuples of extra decoding (milliseconds), while at this spacing the frames' restarts
+# cost next to nothing in bytes (each restarts the window the codec compresses against).
 FRESH_EVERY = 65_536
 
 

@@ -295,7 +295,7 @@ class OperatorBase(NodeBase):
         """How many inputs the next operator call may take: at most one output per input, so never more
         than OQ has room for once what is in flight is answered, and never more in flight than the operator
         takes. A call sized to the room left cannot wait for room that will never come (an operator call's
-        outputs larger than the whole OQ once spun for ever); with OQ full, this waits for Nd's acks
+        outputs larger than the whole OQ would spin for ever); with OQ full, this waits for Nd's acks
         (backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED)."""
         while True:
             self._collect(block=False)

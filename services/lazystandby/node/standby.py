@@ -86,8 +86,8 @@ class StandbySide:
         if self.upstream is None:
             return
         # Retried every 50 ms at most: until it registers, this standby watches no primary, and a fresh Nu
-        # admits nothing (standby_wait). A refused call gets a new channel for the next try: gRPC's own
-        # reconnect backoff (up to 500 ms) kept the first registration up to 0.3 s after Nu listened. Nothing
+        # admits nothing (standby_wait). A refused call gets a new channel for the next try: on the old one,
+        # gRPC's own reconnect backoff (up to 500 ms) would hold the registration after Nu listens. Nothing
         # else uses the upstream channel before the registration (the heartbeat loop waits for it).
         backoff = Backoff(0.01, 0.05)
         said = None  # the status last logged: a line per change, not per try (the link's log adds when it recovers)
