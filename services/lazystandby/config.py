@@ -576,12 +576,13 @@ def _read_pipeline(path: str, stage: int = 0):
     """Stage `stage` of a pipeline file (0: its only one)."""
     from .formats.pipeline import choose
 
-    return choose(_read_stages(path), stage, path)
+    return choose(pipeline_stages(path), stage, path)
 
 
 @functools.lru_cache(maxsize=8)
-def _read_stages(path: str):
-    """A pipeline file's stages, read once per process (every node of a pipeline reads the same file)."""
+def pipeline_stages(path: str):
+    """A pipeline file's stages (formats/pipeline.read_stages), read once per process: every node of a
+    pipeline, and the harness that runs it, read the same file again and again."""
     from .formats.pipeline import read_stages
 
     return read_stages(path)
@@ -592,7 +593,7 @@ def pipeline_settings(path: str) -> dict[str, Any]:
     a value it does not accept, is a SettingError that names the file."""
     hints = get_type_hints(NodeConfig)
     try:
-        sets = _read_stages(path)[0].settings  # the file's, the same in every stage
+        sets = pipeline_stages(path)[0].settings  # the file's, the same in every stage
     except ValueError as e:
         raise SettingError(f"{_setting('pipeline')}: {e}") from None
     out = {}

@@ -25,12 +25,12 @@ from pathlib import Path
 
 from .. import config
 from ..core.batching import format_bsize
-from ..formats.pipeline import query_text, read_stages
+from ..formats.pipeline import query_text
 from . import results
 from .faults import Fault, Runner, for_runner
 from .launcher import pipeline_load_defaults, run_dir, run_trial
 from .operator_procs import no_process_left
-from .stages import name_of
+from .stages import count, first_stage_args, name_of
 
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
 CAMPAIGN_SETTINGS = ("codec", "bsize", "query", "pipeline")
@@ -111,12 +111,12 @@ def _campaign(argv: list[str]) -> int:
     try:  # typed and checked as the nodes would, before any broker starts
         given = [f"--{n}={getattr(a, n)}" for n in CAMPAIGN_SETTINGS if getattr(a, n) is not None]
         pipeline = a.pipeline or os.environ.get("LS_PIPELINE", "")
-        stages = len(read_stages(pipeline)) if pipeline else 1
-        cfg = config.load(given + (["--stage=1"] if stages > 1 else []), env=os.environ)  # as stage 1 takes them
+        staged = count(pipeline)
+        cfg = config.load(given + first_stage_args(pipeline), env=os.environ)  # as stage 1 takes them
     except ValueError as e:
         print(f"lazystandby chaos-campaign: {e}", file=sys.stderr, flush=True)
         return 2
-    load = pipeline_load_defaults(read_stages(pipeline)) if pipeline else {"total": 20_000, "rate": 10_000.0}
+    load = pipeline_load_defaults(config.pipeline_stages(pipeline)) if pipeline else {"total": 20_000, "rate": 10_000.0}
     a.total = a.total if a.total is not None else load["total"]
     a.rate = a.rate if a.rate is not None else load["rate"]
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
@@ -134,7 +134,7 @@ def _campaign(argv: list[str]) -> int:
     runs: list[dict] = []
     try:
         for i in range(a.runs):
-            fault = draw_staged(rng, i, catalog, stages) if stages > 1 else draw(rng, i, catalog)
+            fault = draw_staged(rng, i, catalog, staged) if staged > 1 else draw(rng, i, catalog)
             at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
             row = _one_run(i, fault, at, a, cfg, bootstrap, rng)
             runs.append(row)
@@ -192,7 +192,7 @@ def _summary(runs: list[dict], cfg, a, seed: int, t0: float) -> dict:
     summary = {
         "runs": len(runs), "lost": sum(r["lost"] for r in runs), "duplicated": sum(r["duplicated"] for r in runs),
         "wrong": sum(r["wrong"] for r in runs),
-        "query": query_text(read_stages(cfg.pipeline)) if cfg.pipeline else cfg.parsed_query.text(),
+        "query": query_text(config.pipeline_stages(cfg.pipeline)) if cfg.pipeline else cfg.parsed_query.text(),
         "pipeline": cfg.pipeline or None,
         "stalled": sum(r["stalled"] for r in runs), "double_faults": sum(r["double"] for r in runs),
         "across_stages": sum(r["across_stages"] for r in runs),

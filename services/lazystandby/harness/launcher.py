@@ -709,7 +709,7 @@ def run_trial(*, fault: str | Fault | dict[int, Fault] = "kill-primary", bsize: 
 
     Its phases (_Trial): the settings and the truth known before the run; the nodes started and the load
     on; the fault; the truth read from Kafka once the load is in; the pipeline settled; the verdict."""
-    if stages.is_staged(pipeline):
+    if stages.count(pipeline) > 1:
         if per_node or link or malformed_every or param_change_at or quiesce:
             raise ValueError("a pipeline of several stages runs with none of per_node, link, malformed_every, "
                              "param_change_at, quiesce")
@@ -752,8 +752,6 @@ def _staged_trial(*, pipeline: str, fault: str | Fault | dict[int, Fault], kafka
     is the stage as a file of its own with its topics under the run's prefix and its engine's own topics
     under the stage's part of it (as Topics.of_pipeline names them for a node given the whole file and
     its stage), and a Topology."""
-    from ..formats.pipeline import read_stages
-
     if not kafka:
         raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
     home = Path(tempfile.mkdtemp(prefix="lazystandby-stages-", dir=run_dir()))
@@ -770,7 +768,7 @@ def _staged_trial(*, pipeline: str, fault: str | Fault | dict[int, Fault], kafka
         return Topology(t.settings, t.workdir, tls_dir=t.workdir / "tls" if tls else None, cuttable=cuttable(t.f),
                         supervise=bool(t.settings.get("exit_when_fenced")))
 
-    return stages.run_stages(read_stages(pipeline), fault, trial=trial, topology=topology,
+    return stages.run_stages(config.pipeline_stages(pipeline), fault, trial=trial, topology=topology,
                              operator=(extra or {}).get("operator", "python"), kill_after=kill_after, timeout=timeout,
                              bad_records=bad_records, home=home, keep=keep)
 
@@ -1240,19 +1238,16 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
         args.kafka = True  # a pipeline's tables are Kafka topics
     _check_options(cmd, args)
     given = [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in NODE_SETTINGS if getattr(args, n) is not None]
-    staged = _stages_of(args.pipeline)
-    if staged > 1:
-        given.append("--stage=1")  # the settings checked as the first stage's node takes them; each stage its own
-    cfg = config.load(given, env=os.environ)  # validates every value, flags and env alike
+    staged = stages.count(args.pipeline)
+    # Every value validated, flags and env alike, as the first stage's node takes them.
+    cfg = config.load(given + stages.first_stage_args(args.pipeline), env=os.environ)
     explicit = {n for n in NODE_SETTINGS if getattr(args, n) is not None or f"LS_{n.upper()}" in os.environ}
     settings = {n: getattr(cfg, n) for n in NODE_SETTINGS}
     # These commands supervise their nodes (Topology.supervise), as the compose stack does: a fenced node
     # exits, is started again, and rejoins as the standby.
     defaults = {"total": 40_000, "rate": 20_000.0, "exit_when_fenced": True}
     if cfg.pipeline_spec is not None:
-        from ..formats.pipeline import read_stages
-
-        defaults.update(pipeline_load_defaults(read_stages(args.pipeline), cfg.operator))
+        defaults.update(pipeline_load_defaults(config.pipeline_stages(args.pipeline), cfg.operator))
     if cfg.operator == "spark":
         defaults.update(SPARK_DETECTOR)
     settings.update({k: v for k, v in defaults.items() if k not in explicit})
@@ -1266,19 +1261,6 @@ def _args(cmd: str, argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]
         raise config.SettingError(f"total and rate (--total, --rate): expected numbers > 0 for a run with a fault, "
                                   f"got {settings['total']} and {settings['rate']}")
     return args, settings
-
-
-def _stages_of(pipeline: str | None) -> int:
-    """How many stages a pipeline file runs (0 without one); a file that does not read is the node
-    settings' to refuse."""
-    if not pipeline:
-        return 0
-    from ..formats.pipeline import read_stages
-
-    try:
-        return len(read_stages(pipeline))
-    except ValueError:
-        return 1
 
 
 def _parser(cmd: str) -> argparse.ArgumentParser:
@@ -1387,11 +1369,11 @@ def _standby_target(r: dict) -> dict:
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
-    from ..formats.pipeline import query_text, read_stages
+    from ..formats.pipeline import query_text
 
     return {"bsize": format_bsize(settings["bsize"]), "codec": str(settings["codec"]),
             "operator": settings["operator"], "kafka": bool(bootstrap), "predicate": settings["predicate"],
-            "query": (query_text(read_stages(settings["pipeline"]))
+            "query": (query_text(config.pipeline_stages(settings["pipeline"]))
                       if settings.get("pipeline") else
                       config.NodeConfig(query=settings.get("query", ""),
                                         predicate=settings["predicate"]).parsed_query.text()),
@@ -1468,9 +1450,7 @@ def _run_until_stopped(args, settings: dict[str, Any], bootstrap: str) -> int:
     """`lazystandby run PIPELINE.sql` without a fault: Nu, N, N' and Nd on this machine against the cluster
     at `bootstrap`, reading the pipeline's source topics and writing its sink, until SIGINT or SIGTERM; a
     node that ends itself is started again (the supervisor), as the compose stack does."""
-    from ..formats.pipeline import read_stages
-
-    specs = read_stages(settings["pipeline"])
+    specs = config.pipeline_stages(settings["pipeline"])
     node = {k: v for k, v in settings.items() if k not in ("total", "rate", "predicate", "query", "seed", "keys")}
     node["kafka_bootstrap"] = bootstrap
     workdir = Path(tempfile.mkdtemp(prefix="lazystandby-run-", dir=run_dir()))
@@ -1510,7 +1490,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
     rng = random.Random(settings["seed"])
     trials, rec, lost, dup, failed = [], [], 0, 0, []
     duration = settings["total"] / settings["rate"]
-    staged = _stages_of(settings.get("pipeline"))
+    staged = stages.count(settings.get("pipeline"))
     for i in range(args.kills):
         kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
         # A pipeline of several stages: each trial's fault hits a stage drawn at random, unless it names one.

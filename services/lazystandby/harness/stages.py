@@ -19,8 +19,9 @@ from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Protocol
 
+from ..config import pipeline_stages
 from ..core.errors import SettingError
-from ..formats.pipeline import Pipeline, read_stages
+from ..formats.pipeline import Pipeline
 from .faults import Fault, Runner, for_runner
 from .wait import wait_until
 
@@ -75,9 +76,21 @@ def name_of(hit: Mapping[int, Fault]) -> str:
     return "+".join(f"{f.name}@{k}" for k, f in hit.items())
 
 
-def is_staged(pipeline: str) -> bool:
-    """Whether the pipeline file runs several stages."""
-    return bool(pipeline) and len(read_stages(pipeline)) > 1
+def count(pipeline: str | None) -> int:
+    """How many stages a pipeline file runs: 0 without one, 1 for a file that does not read (its error is
+    the node settings' to say, in one line)."""
+    if not pipeline:
+        return 0
+    try:
+        return len(pipeline_stages(pipeline))
+    except ValueError:
+        return 1
+
+
+def first_stage_args(pipeline: str | None) -> list[str]:
+    """The node flag a pipeline's settings are checked with before a run: as its first stage's node takes
+    them when the file has several (each stage's nodes then check their own)."""
+    return ["--stage=1"] if count(pipeline) > 1 else []
 
 
 class StageTrial(Protocol):

@@ -199,3 +199,17 @@ def test_a_fault_hits_the_node_in_the_role_it_names_when_it_starts():
     assert (swapped["primary"], swapped["standby"], swapped["upstream"]) == ("n2", "n", "nu")
     # A fault that cuts links keeps the places its relays were laid between.
     assert places_at_fault(Roles("primary"), FAULTS["isolate-primary"])["primary"] == "n"
+
+
+def test_the_stages_of_a_pipeline_are_counted_once_and_checked_as_the_first_stage_takes_them(tmp_path):
+    from lazystandby.harness.stages import count, first_stage_args
+
+    root = Path(__file__).resolve().parents[3] / "examples"
+    assert count(str(root / "nexmark-hot-auctions.sql")) == 3 and count(str(root / "nexmark-q0.sql")) == 1
+    assert count("") == 0 and first_stage_args("") == [] and first_stage_args(str(root / "nexmark-q0.sql")) == []
+    assert first_stage_args(str(root / "nexmark-q5.sql")) == ["--stage=1"]
+    bad = tmp_path / "bad.sql"
+    bad.write_text("SELECT nonsense;")
+    assert count(str(bad)) == 1  # the node settings say what is wrong with it, in one line
+    with pytest.raises(config.SettingError, match="pipeline"):
+        config.load(["--pipeline", str(bad)], env={})
