@@ -13,10 +13,11 @@ from pathlib import Path
 from . import results
 from .launcher import ROOT, Topology, scratch
 from .local_prometheus import LocalPrometheus
+from .places import N2, ND, ROLE_AT_START, N
 from .wait import wait_until
 
 DASHBOARDS = ROOT / "grafana" / "dashboards"
-JOBS = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
+JOBS = ROLE_AT_START
 
 
 def concrete(expr: str) -> str:
@@ -51,16 +52,16 @@ def _run(work: Path, render: Path | None, settle: float) -> dict:
             t0 = time.time()
             time.sleep(settle / 2)
             say("killing N; waiting for N' to take over")
-            topo.signal("n", signal.SIGKILL)
-            wait_until(lambda: bool(topo.status("n2")["recovery"].get("live_at")), 30)
+            topo.signal(N, signal.SIGKILL)
+            wait_until(lambda: bool(topo.status(N2)["recovery"].get("live_at")), 30)
             # N back as the new primary's standby: the predicted-recovery panels then have a standby to show.
-            topo.procs["n"].wait()
-            topo.start("n", role="standby", name="N-2")
-            topo.wait_ready("n")
+            topo.procs[N].wait()
+            topo.start(N, role="standby", name="N-2")
+            topo.wait_ready(N)
             say(f"failed over; letting Prometheus scrape for {settle:g} s")
             time.sleep(settle)
             say("running every panel query")
-            summary["failovers"] = int(topo.status("nd")["counters"].get("takeovers", 0))
+            summary["failovers"] = int(topo.status(ND)["counters"].get("takeovers", 0))
             files = sorted(DASHBOARDS.glob("*.json"))
             summary["dashboards"] = len(files)
             for f in files:

@@ -15,6 +15,7 @@ from ..sinks.base import MemorySink
 from ..sources.base import GeneratorSource, Source
 from ..transport.grpc_transport import GrpcPeer, serve
 from ..transport.memory import MemoryNetwork
+from .places import N2, ND, NU, N
 from .wait import wait_until
 
 
@@ -28,12 +29,12 @@ class InProcessTopology:
         self.net = MemoryNetwork()
         self.servers: dict = {}
         if transport == "memory":
-            self.addr = {k: k for k in ("nu", "n", "n2", "nd")}
+            self.addr = {k: k for k in (NU, N, N2, ND)}
             peers: Callable = self.net.peer
         else:
             from .launcher import free_ports
 
-            self.addr = {k: f"127.0.0.1:{p}" for k, p in zip(("nu", "n", "n2", "nd"), free_ports(4), strict=True)}
+            self.addr = {k: f"127.0.0.1:{p}" for k, p in zip((NU, N, N2, ND), free_ports(4), strict=True)}
             peers = GrpcPeer
         a = self.addr
         s = self.settings
@@ -41,12 +42,12 @@ class InProcessTopology:
         self.sink = MemorySink()
         self.source = source or GeneratorSource(["I1", "I2"], total=s["total"], rate=s["rate"])
         self.nodes = {
-            "nd": DownstreamNode(NodeConfig(role="downstream", listen=a["nd"], **s), self.sink),
-            "n": OperatorNode(NodeConfig(role="primary", listen=a["n"], upstream=a["nu"], downstream=a["nd"], **s),
+            ND: DownstreamNode(NodeConfig(role="downstream", listen=a[ND], **s), self.sink),
+            N: OperatorNode(NodeConfig(role="primary", listen=a[N], upstream=a[NU], downstream=a[ND], **s),
                               operator(predicate), peers),
-            "n2": OperatorNode(NodeConfig(role="standby", listen=a["n2"], upstream=a["nu"], downstream=a["nd"],
-                                          primary=a["n"], **s), operator(predicate), peers),
-            "nu": UpstreamNode(NodeConfig(role="upstream", listen=a["nu"], primary=a["n"], standby=a["n2"], **s),
+            N2: OperatorNode(NodeConfig(role="standby", listen=a[N2], upstream=a[NU], downstream=a[ND],
+                                          primary=a[N], **s), operator(predicate), peers),
+            NU: UpstreamNode(NodeConfig(role="upstream", listen=a[NU], primary=a[N], standby=a[N2], **s),
                                self.source, peers),
         }
 
@@ -58,7 +59,7 @@ class InProcessTopology:
                 self.net.register(self.addr[key], node)
             else:
                 self.servers[key] = serve(node, self.addr[key])
-        for key in ("nd", "n", "n2", "nu"):
+        for key in (ND, N, N2, NU):
             self.nodes[key].start()
         return self
 

@@ -54,6 +54,7 @@ from .faults import Action, Fault, Runner, Step, for_runner, standby_back
 from .links import ShapedNetwork, parse_link
 from .operator_procs import hang, kill_all, no_process_left
 from .partition import LinkRelay
+from .places import N2, NAME, ND, NU, OPERATORS, PLACE_OF_ROLE, ROLE_AT_START, N
 from .wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -215,7 +216,7 @@ def _start(topo: Topology, key: str, step: Step) -> dict:
     """A node again in a place whose node was killed; in an operator place, a new, empty standby that
     learns the primary from Nu (as a spare does), so that it can take over from a dead primary."""
     topo.procs[key].wait()
-    if key in ("n", "n2"):
+    if key in OPERATORS:
         topo.start(key, role="standby", name=f"{topo.NAMES[key]}-{len(topo.restarts) + 2}")
     else:
         topo.start(key)
@@ -223,7 +224,7 @@ def _start(topo: Topology, key: str, step: Step) -> dict:
 
 
 def _links(topo: Topology, key: str, step: Step) -> list[LinkRelay]:
-    peer = "*" if step.peer == "*" else KEY_OF_ROLE[step.peer]
+    peer = "*" if step.peer == "*" else PLACE_OF_ROLE[step.peer]
     links = topo.links(key, peer)
     if not links:
         raise ValueError(f"no link between {key} and {peer} can be cut: the topology was started without relays")
@@ -256,8 +257,8 @@ def cuttable(fault: Fault) -> frozenset[frozenset[str]]:
     pairs = set()
     for s in fault.steps:
         if s.action in (Action.PARTITION, Action.CUT):
-            key = KEY_OF_ROLE[s.target]
-            others = [k for k in Topology.ROLES if k != key] if s.peer == "*" else [KEY_OF_ROLE[s.peer]]
+            key = PLACE_OF_ROLE[s.target]
+            others = [k for k in Topology.ROLES if k != key] if s.peer == "*" else [PLACE_OF_ROLE[s.peer]]
             pairs.update(frozenset((key, o)) for o in others)
     return frozenset(pairs)
 
@@ -266,7 +267,7 @@ def _forge(call: Callable[..., forge.Answer], epoch_delta: int) -> Callable[[Top
     def act(topo: Topology, key: str, step: Step) -> dict:
         # The epoch in force, from Nd (which may be restarting after an earlier step: wait for it).
         seen: list[int] = []
-        wait_until(lambda: seen.append(topo.status("nd")["epoch"]) is None, 60)
+        wait_until(lambda: seen.append(topo.status(ND)["epoch"]) is None, 60)
         epoch = (seen[0] if seen else 1) + epoch_delta
         rss_before = topo.rss_mb(key) if step.action is Action.BOMB else None
         a = call(topo.addrs[key], epoch, ca=topo.tls.ca if topo.tls else "")
@@ -297,7 +298,6 @@ ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.KILL_OPERATOR: _kill_operator, Action.LOOP_DIES: _loop_dies,
 }
 FAULTS = for_runner(Runner.PROCESSES)
-KEY_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n2", "downstream": "nd"}
 FORGED = frozenset({Action.FORGE_DELIVER, Action.FORGE_PUSH, Action.FORGE_BACKUP, Action.FORGE_HANDOVER,
                     Action.BOMB})
 
@@ -307,12 +307,12 @@ def places_at_fault(topo: Topology, fault: Fault) -> dict[str, str]:
     node in N''s place is the primary (it took over before the fault: on a saturated machine a detector
     may time out on a live primary), so that `kill-primary` kills the primary. A fault that cuts links
     keeps the places it was set up with (its relays are laid between them before the run)."""
-    places = dict(KEY_OF_ROLE)
-    if cuttable(fault) or not topo.alive("n2"):
+    places = dict(PLACE_OF_ROLE)
+    if cuttable(fault) or not topo.alive(N2):
         return places
     try:
-        if topo.status("n2").get("role") == "primary":
-            places.update(primary="n2", standby="n")
+        if topo.status(N2).get("role") == "primary":
+            places.update(primary=N2, standby=N)
     except PeerError:
         pass  # not answering: it is no primary that a fault should hit
     return places
@@ -324,11 +324,11 @@ def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
     events = []
     for step in fault.steps:
         if step.after == "takeover":
-            wait_until(lambda: bool(topo.status("nu")["takeovers"]), timeout, step=0.005)
+            wait_until(lambda: bool(topo.status(NU)["takeovers"]), timeout, step=0.005)
         elif step.after == "standby":
             # Nu's word alone is not enough for a step that needs the standby (a handover tells the standby
             # that heartbeats): its first heartbeat may not have reached the primary yet.
-            wait_until(lambda: standby_back(topo.status("nu")) and _standby_hears_primary(topo), timeout, step=0.05)
+            wait_until(lambda: standby_back(topo.status(NU)) and _standby_hears_primary(topo), timeout, step=0.05)
         if step.delay:
             time.sleep(step.delay)
         at = time.time()
@@ -340,7 +340,7 @@ def inject(topo: Topology, fault: Fault, timeout: float) -> list[dict]:
 
 def _standby_hears_primary(topo: Topology) -> bool:
     """A node in an operator place is the standby and its heartbeats reach the primary."""
-    for key in ("n", "n2"):
+    for key in OPERATORS:
         if topo.alive(key):
             s = topo.status(key)
             if s.get("role") == "standby" and s.get("primary_heard") is True:
@@ -407,8 +407,8 @@ class Topology:
     link: str = ""
     net: ShapedNetwork | None = None
 
-    ROLES = {"nu": "upstream", "n": "primary", "n2": "standby", "nd": "downstream"}
-    NAMES = {"nu": "Nu", "n": "N", "n2": "N'", "nd": "Nd"}
+    ROLES = ROLE_AT_START
+    NAMES = NAME
 
     def __post_init__(self) -> None:
         ports = free_ports(2 * len(self.ROLES))
@@ -439,7 +439,7 @@ class Topology:
 
     # Who calls whom: Nu pushes to N and backs up to N'; N delivers to Nd; N' watches N, registers and takes
     # over at Nu and Nd (an operator node keeps its Nu address for when it is a standby).
-    DIALS = (("nu", "n"), ("nu", "n2"), ("n", "nu"), ("n", "nd"), ("n2", "nu"), ("n2", "nd"), ("n2", "n"))
+    DIALS = ((NU, N), (NU, N2), (N, NU), (N, ND), (N2, NU), (N2, ND), (N2, N))
 
     def dial(self, client: str, server: str) -> str:
         """The address `client` reaches `server` at: a relay's, when that link can be cut."""
@@ -473,18 +473,18 @@ class Topology:
 
         role = role or self.ROLES[key]
         peers = {
-            "upstream": {"primary": to("n"), "standby": to("n2") if self.with_standby else ""},
-            "primary": {"upstream": to("nu"), "downstream": to("nd")},
-            "standby": {"upstream": to("nu"), "downstream": to("nd"),
-                        "primary": to("n") if key == "n2" and not name else ""},
+            "upstream": {"primary": to(N), "standby": to(N2) if self.with_standby else ""},
+            "primary": {"upstream": to(NU), "downstream": to(ND)},
+            "standby": {"upstream": to(NU), "downstream": to(ND),
+                        "primary": to(N) if key == N2 and not name else ""},
             "downstream": {"sink": self.sink},
         }[role]
         opts = {"role": role, "name": name or self.NAMES[key], "listen": a[key],
                 "metrics_port": self.metrics_ports[key], **peers, **self.settings, **self.per_node.get(key, {})}
-        if ("nu", key) in self.relays:
+        if (NU, key) in self.relays:
             # An operator node names itself to Nu (registering, taking over, announcing) by the address Nu
             # reaches it at, as it would behind any network: Nu's relay to it.
-            opts["advertise"] = self.dial("nu", key)
+            opts["advertise"] = self.dial(NU, key)
         if self.tls_dir is not None:
             opts.update(tls_ca=str(self.tls_dir / "ca.crt"), tls_cert=str(self.tls_dir / f"{key}.crt"),
                         tls_key=str(self.tls_dir / f"{key}.key"))
@@ -566,13 +566,13 @@ class Topology:
 
     def start_all(self) -> None:
         # Downstream first, upstream last: the source starts only when the path to Nd exists.
-        keys = ("nd", "n", "n2") if self.with_standby else ("nd", "n")
+        keys = (ND, N, N2) if self.with_standby else (ND, N)
         for key in keys:
             self.start(key)
         for key in keys:
             self.wait_ready(key)
-        self.start("nu")
-        self.wait_ready("nu")
+        self.start(NU)
+        self.wait_ready(NU)
         if self.supervise and self._supervisor is None:
             self._supervisor = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
             self._supervisor.start()
@@ -856,25 +856,25 @@ class _Trial:
         self.say(f"nodes ready; load on; {self.f.name} in {kill_after:.1f} s")
         if quiesce:
             # Let the source finish and the backup drain: the figures then count the mechanism alone.
-            wait_until(lambda: topo.status("nu")["source_exhausted"] and
-                       topo.status("nu")["oqu_unbatched"] < (self.bsize or 10**12), self.timeout)
+            wait_until(lambda: topo.status(NU)["source_exhausted"] and
+                       topo.status(NU)["oqu_unbatched"] < (self.bsize or 10**12), self.timeout)
             time.sleep(0.3)
         else:
             time.sleep(max(0.0, kill_after - (time.monotonic() - self.t_start)))
         # Faults hit a running pipeline: a standby that has not heard from its primary yet takes it for
         # one that is only starting (heartbeat_grace), and a pause shorter than the grace then causes
         # no takeover; on a busy machine N' may register only a moment before the fault.
-        wait_until(lambda: topo.status("n2").get("primary_heard") is not False, self.timeout, step=0.01)
+        wait_until(lambda: topo.status(N2).get("primary_heard") is not False, self.timeout, step=0.01)
 
     def inject(self, topo: Topology) -> None:
-        self.before = {k: _status_or_none(topo, k) for k in ("nu", "n", "n2", "nd")}
+        self.before = {k: _status_or_none(topo, k) for k in (NU, N, N2, ND)}
         self.t_fault = time.time()
         events = inject(topo, self.f, self.timeout)
         self.say(f"{self.f.name} injected: " + ", ".join(f"{e['action']} {e['target']}" for e in events))
-        if not (topo.alive("n") or topo.alive("n2")):
+        if not (topo.alive(N) or topo.alive(N2)):
             # Both operators gone (faults composed at random): a new standby in N's place takes over.
             events.append({"at": time.time(), "target": "primary", "action": "start (repair)",
-                           **_start(topo, "n", Step("primary", Action.START))})
+                           **_start(topo, N, Step("primary", Action.START))})
         self.result["fault_at"] = self.t_fault
         self.result["events"] = self.events = events
 
@@ -918,7 +918,7 @@ class _Trial:
             if "started" in e:
                 topo.wait_ready(e["started"])
         self.delivered = self.admitted and wait_until(
-            _reporting(lambda: topo.status("nd")["delivered_through"], len(self.expected), self.say), self.timeout)
+            _reporting(lambda: topo.status(ND)["delivered_through"], len(self.expected), self.say), self.timeout)
         self.took_over, self.settled = _fault_over(topo, self.f, self.timeout)
         if self.kafka:
             # Every record the truth table refuses is a dead letter, once (by key: a restarted Nu may
@@ -971,7 +971,7 @@ class _Trial:
         # Nu's late inputs are counted against the truth's (late: its count, or the late (stream, seq) it
         # expects from Kafka); a selection has none. Nu counts what it dropped; a Nu started again counts
         # again from its restored position.
-        nu_after = after.get("nu", {}).get("counters", {})
+        nu_after = after.get(NU, {}).get("counters", {})
         verdict["late"] = len(self.late)
         nu_restarted = any(e.get("target") == "upstream" for e in self.events)
         verdict["late_exact"] = self.result.get("late_letters_exact", True) and (
@@ -1031,7 +1031,7 @@ def _admitted_all(topo: Topology) -> bool:
     lag is measured apart from the admission: the last poll may still be on its way into the link log)."""
     def look() -> tuple[bool, int]:
         try:
-            s = topo.status("nu")
+            s = topo.status(NU)
         except Exception:  # noqa: BLE001 - a Nu being restarted answers nothing yet
             return False, -1
         return nu_read_all(s), int(s.get("head", -1))
@@ -1071,21 +1071,21 @@ def _failover_figures(topo: Topology, before: dict, after: dict, t_fault: float)
     """What a trial's summary says of its failover, from the nodes' status before the fault and after."""
     live = _live_primary(topo, after)
     rec = (after[live].get("recovery") or {}) if live else {}
-    nd = after.get("nd", {})
+    nd = after.get(ND, {})
     out = {"before": {k: _brief(v) for k, v in before.items()}, "after": {k: _brief(v) for k, v in after.items()},
            "recovery": rec, "failovers": len(nd.get("takeovers") or []),
            # Takeovers Nd declined (its primary still delivered): none after a crash, unless Nd handled a
            # frame the dead primary sent within takeover_lease of the standby's suspicion.
            "takeovers_declined": sum(v.get("counters", {}).get("takeovers_declined", 0)
-                                     for k, v in after.items() if k not in ("nu", "nd")),
+                                     for k, v in after.items() if k not in (NU, ND)),
            # What a working primary's lease must outlast (a standby cut off from it is declined while it holds).
            "primary_longest_silence_ms": nd.get("primary_longest_silence_ms", 0.0),
            "takeover_lease_ms": nd.get("takeover_lease_ms", 0.0)}
     if rec.get("live_at"):
         out["recovery_ms"] = (rec["live_at"] - t_fault) * 1000
-    out["standby_cpu_ratio"] = standby_cpu_ratio(before.get("n") or {}, before.get("n2") or {})
+    out["standby_cpu_ratio"] = standby_cpu_ratio(before.get(N) or {}, before.get(N2) or {})
     # What the standby predicted just before the fault (core.recovery_model), to weigh against the above.
-    predicted = (before.get("n2") or {}).get("predicted_recovery") or {}
+    predicted = (before.get(N2) or {}).get("predicted_recovery") or {}
     out["predicted_recovery"] = predicted
     if predicted.get("seconds") is not None:
         out["predicted_recovery_ms"] = predicted["seconds"] * 1000
@@ -1134,7 +1134,7 @@ def _reporting(held: Callable[[], int], want: int, say: Callable[[str], None], e
 def _live_primary(topo: Topology, statuses: dict[str, dict] | None = None) -> str | None:
     """The operator place whose node took over most recently and is live, if any."""
     best, at = None, 0.0
-    for key in ("n", "n2"):
+    for key in OPERATORS:
         if not topo.alive(key):
             continue
         s = statuses[key] if statuses is not None else topo.status(key)
@@ -1148,15 +1148,15 @@ def _settled(topo: Topology) -> bool:
     """No operator node is fenced, behind Nd's epoch, or waiting to be started again; and once the supervisor
     started one again, Nu backs up to a standby in sync (the pipeline has its standby back). A node that
     does not answer (starting again, or still paused) raises PeerError: wait_until's "not yet"."""
-    epoch = topo.status("nd")["epoch"]
-    for key in ("n", "n2"):
+    epoch = topo.status(ND)["epoch"]
+    for key in OPERATORS:
         if topo.waiting_restart(key):
             return False
         if topo.alive(key):
             s = topo.status(key)
             if s.get("role") == "fenced" or s.get("epoch", 0) < epoch:
                 return False
-    return not topo.supervisor_restarts or standby_back(topo.status("nu"))
+    return not topo.supervisor_restarts or standby_back(topo.status(NU))
 
 
 def _status_or_none(topo: Topology, key: str) -> dict:
@@ -1187,7 +1187,7 @@ def _quarantined(r: dict) -> dict[str, list[int]]:
     """Per operator place, the input positions its node quarantined (its latest status: after the trial,
     else at the fault)."""
     out = {}
-    for key in ("n", "n2"):
+    for key in OPERATORS:
         s = r.get("after", {}).get(key) or r.get("before", {}).get(key) or {}
         if s.get("quarantined"):
             out[key] = s["quarantined"]
@@ -1365,7 +1365,7 @@ def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
 
 def _standby_target(r: dict) -> dict:
     """The standby's recovery_target status at the fault ({} without one)."""
-    return (r.get("before", {}).get("n2") or {}).get("recovery_target") or {}
+    return (r.get("before", {}).get(N2) or {}).get("recovery_target") or {}
 
 
 def _what_ran(args, settings: dict[str, Any], bootstrap: str) -> dict[str, Any]:
@@ -1400,7 +1400,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
                   else 0, bad_records=bad,
                   timeout=300.0, progress=_stderr_progress(), tls=not args.insecure, link=args.link,
                   **_trial_args(settings))
-    nu = r.get("after", {}).get("nu", {})
+    nu = r.get("after", {}).get(NU, {})
     summary = {
         "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
         "lost": r["lost"], "duplicated": r["duplicated"], "out_of_order": r.get("out_of_order", 0),
@@ -1414,8 +1414,8 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         # With recovery_target_ms: the Bsize Nu chose for it (in force at the fault: it is Nu's choice until
         # the standby takes over) and whether its prediction met the target.
         "recovery_target_ms": settings.get("recovery_target_ms") or None,
-        "bsize_chosen": ((r.get("before", {}).get("nu") or {}).get("recovery_target") or {}).get("bsize"),
-        "target_met": ((r.get("before", {}).get("nu") or {}).get("recovery_target") or {}).get("met"),
+        "bsize_chosen": ((r.get("before", {}).get(NU) or {}).get("recovery_target") or {}).get("bsize"),
+        "target_met": ((r.get("before", {}).get(NU) or {}).get("recovery_target") or {}).get("met"),
         # ... and what the standby chose for it: its standby_defer (warm) or its primary's snapshot_interval.
         "standby_defer_chosen": _standby_target(r).get("standby_defer"),
         "snapshot_interval_chosen": _standby_target(r).get("snapshot_interval"),
@@ -1473,7 +1473,7 @@ def _run_until_stopped(args, settings: dict[str, Any], bootstrap: str) -> int:
         print("run: Ctrl-C stops", file=sys.stderr, flush=True)
         while not stop.wait(10.0):
             for spec, topo in zip(specs, topos, strict=True):
-                nu, nd = topo.status("nu"), topo.status("nd")
+                nu, nd = topo.status(NU), topo.status(ND)
                 admitted = nu.get("counters", {}).get("admitted_tuples", nu.get("head", 0))
                 print(f"run: stage {spec.stage}: admitted {admitted}, delivered {nd.get('delivered_through', 0)}, "
                       f"dead letters {nu.get('counters', {}).get('dead_letters', 0)}", file=sys.stderr, flush=True)

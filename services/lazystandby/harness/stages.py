@@ -23,6 +23,7 @@ from ..config import pipeline_stages
 from ..core.errors import SettingError
 from ..formats.pipeline import Pipeline
 from .faults import Fault, Runner, for_runner
+from .places import NU
 from .wait import wait_until
 
 FAULTS = for_runner(Runner.PROCESSES)
@@ -156,7 +157,7 @@ def run_stages(specs: tuple[Pipeline, ...], fault: str | Fault | Mapping[int, Fa
 def _has_input(topo, timeout: float) -> None:
     """Wait until the stage's Nu has admitted a record: a later stage's input starts only when the stage
     before it delivers its first result (a window's, once the watermark passes the window's end)."""
-    if not wait_until(lambda: topo.status("nu")["head"] > 0, timeout, step=0.05):
+    if not wait_until(lambda: topo.status(NU)["head"] > 0, timeout, step=0.05):
         raise RuntimeError(f"the stage's Nu admitted nothing in {timeout:.0f} s: the stage before it delivered "
                            f"no result")
     time.sleep(0.2)  # the fault hits a stage at work, not one that has just seen its first record
