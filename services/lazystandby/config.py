@@ -42,8 +42,8 @@ def setting(default: Any, help: str, *, low: float | None = None, high: float | 
     if not help:
         raise ValueError("a setting says what it means")
     kind = "a whole number" if isinstance(default, int) and not isinstance(default, bool) else "a number"
-    if choices:
-        said = ", ".join(map(str, choices[:-1])) + f" or {choices[-1]}"
+    if choices:  # "a or b"; "one of a, b, c" past two
+        said = f"{choices[0]} or {choices[1]}" if len(choices) == 2 else "one of " + ", ".join(map(str, choices))
     elif low is not None and high is not None:
         said = f"{kind} {low:,}-{high:,}"
     elif low is not None:

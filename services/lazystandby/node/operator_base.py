@@ -34,6 +34,7 @@ from .common import IDLE_STANDBY_WAIT_S, NodeBase
 from .inbound import Inbound
 from .operator_calls import OperatorCalls
 from .operator_status import operator_status
+from .passive import PassiveStandby
 from .quarantine import Quarantine, Quarantined, bisect
 from .runs import Jump, _join_runs, outputs_of
 
@@ -68,6 +69,8 @@ class OperatorBase(NodeBase):
         self.downstream: Peer | None = peers(cfg.downstream) if cfg.downstream else None
         self.upstream: Peer | None = peers(cfg.upstream) if cfg.upstream else None
         self.calls = OperatorCalls(cfg, operator, self.clock)
+        self.passive = cfg.standby_state == "snapshot"  # a Passive Standby pair (seed 001)
+        self.snapshots = PassiveStandby(self)
         if cfg.role == "primary":
             self.state.become(Role.PRIMARY, epoch=1)
         else:
@@ -101,7 +104,7 @@ class OperatorBase(NodeBase):
         self.spawn("output", self._output_loop)
         self.spawn("announce", self._announce_loop)
         if self.passive:
-            self.spawn("snapshot", self._snapshot_loop)
+            self.spawn("snapshot", self.snapshots.send_loop)
         if self.calls.probe is not None:
             self.spawn("operator-probe", self._probe_operator)
         if standby:
@@ -153,9 +156,9 @@ class OperatorBase(NodeBase):
         items = self._take_items()
         self._collect(block=False)
         with self.lock:
-            load = self._snapshot_due()
+            load = self.snapshots.due()
         if load:
-            self._load_snapshot()
+            self.snapshots.load()
         if self.quarantine.unwritten:
             self._write_quarantined()  # a standby drops those covered since (a takeover writes the rest first)
         # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
@@ -181,7 +184,7 @@ class OperatorBase(NodeBase):
                 if self.operator.failure is not None:
                     raise self.operator.failure  # ends this loop, as a failed call does (_operator_failed)
                 self.dying_point("operator")  # an idle standby may wait here for long
-                if self._snapshot_due():
+                if self.snapshots.due():
                     take = False
                     break  # a Passive Standby that took over: its snapshot is loaded first (`_operator_loop`)
                 if self.inbound.iq.empty():
@@ -212,7 +215,7 @@ class OperatorBase(NodeBase):
             with self.lock:
                 covered, params = self._covered
                 rebase = self._rebase
-                snap_through = self._snapshot_through()
+                snap_through = self.snapshots.through()
             if snap_through is not None and start <= snap_through:
                 # In the snapshot: a Passive Standby's backup up to it is needed no more.
                 with self.lock:
@@ -267,7 +270,7 @@ class OperatorBase(NodeBase):
         self.operator.restore(start - 1, jump.params)
         with self.lock:
             self.counters["rebuilds"] += 1
-            self._forget_snapshot()
+            self.snapshots.forget()
             self._processed_to(Checkpoint(start - 1, ckpt.output_count))
             self._rebase = ckpt if ckpt.input_pos >= start else None
             self.oq.trim(ckpt.output_count)
@@ -400,7 +403,7 @@ class OperatorBase(NodeBase):
         self._processed_to(Checkpoint(batch.last, base + len(out)))
         if self.first_processed_at is None:
             self.first_processed_at = self.processed_at
-        self._maybe_snapshot()
+        self.snapshots.maybe_take()
         self.lock.notify_all()
 
     def _operator_failed(self, e: Exception) -> None:
@@ -425,8 +428,11 @@ class OperatorBase(NodeBase):
         """The last input that needs no more work here: processed, or covered by Nd's output (skipped; a
         stateful node skips nothing)."""
         if self.stateful:
-            return max(self.processed.input_pos, self._snapshot_through() or 0)
+            return max(self.processed.input_pos, self.snapshots.through() or 0)
         return max(self.processed.input_pos, self._covered[0].input_pos)
+
+    def handle_snapshot(self, msg: m.SnapshotFrame) -> m.SnapshotAck:
+        return self.snapshots.handle(msg)
 
     def snapshot(self) -> dict:
         return operator_status(self, super().snapshot())

@@ -17,7 +17,6 @@ numbered steps).
 from __future__ import annotations
 
 from .operator_base import GATHER_MAX_S, OperatorBase
-from .passive import PassiveSide
 from .primary import PrimarySide
 from .runs import Jump, Run, _join_runs
 from .standby import StandbySide
@@ -26,7 +25,7 @@ from .takeover import Takeover
 __all__ = ["GATHER_MAX_S", "Jump", "OperatorNode", "Run", "_join_runs"]
 
 
-class OperatorNode(PrimarySide, StandbySide, PassiveSide, Takeover, OperatorBase):
+class OperatorNode(PrimarySide, StandbySide, Takeover, OperatorBase):
     """N (role primary) or N' (role standby). One object carries every side: a standby becomes the primary
     at a takeover, and a primary shown a newer epoch before it has worked rejoins as a standby."""
 
@@ -34,5 +33,4 @@ class OperatorNode(PrimarySide, StandbySide, PassiveSide, Takeover, OperatorBase
         super().__init__(*args, **kw)  # OperatorBase: the state every side shares, and the role it starts in
         self._init_primary()
         self._init_standby()
-        self._init_passive()
         self._init_takeover()

@@ -42,7 +42,7 @@ def operator_status(n, s: dict) -> dict:
         "quarantined": list(n.quarantine.listed),
         "recovery": n.recovery,
         "predicted_recovery": _predicted(n),
-        "snapshot": n.snapshot_status(),
+        "snapshot": n.snapshots.status(),
         "recovery_target": n.forecast.target_status(),
         "heartbeat_rtt_ms": n.detector.last_rtt * 1000 if n.detector else 0.0,
         "heartbeat_misses_total": n.detector.total_misses if n.detector else 0,

@@ -274,7 +274,7 @@ class PrimarySide:
             self._heartbeat_at = self.clock()
             self.standby_predicted_s = msg.predicted_recovery_s
             if self.passive and msg.snapshot_interval_s > 0:
-                self.snapshot_interval = msg.snapshot_interval_s  # chosen by the standby for its target
+                self.snapshots.interval = msg.snapshot_interval_s  # chosen by the standby for its target
             cost = self.calls.cost.fit() or (0.0, 0.0)
             if msg.address:
                 self._standby_at = msg.address

@@ -261,7 +261,7 @@ class StandbySide:
         inputs wait as if covering kept up: at full speed a standby that took everything until then did
         the work of the run's first 200,000 inputs, all of them covered soon after."""
         if self.passive and self.state.role is Role.STANDBY:
-            return self._snapshot_through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
+            return self.snapshots.through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
         head = self.inbound.iq.head()
         # A stateful standby whose operator paces itself (Operator.paces_standby: Spark's feed) takes every
         # input on arrival: it skips none, and what waited here would be decoded and handed over only at a
@@ -417,7 +417,7 @@ class StandbySide:
                        primary_received=self.primary_received,
                        take=self.calls.take, own_cost=self.calls.cost.fit(),
                        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
-                       restore_s=self.snapshot_encode_s if self.passive and self.snapshot_held is not None else 0.0,
+                       restore_s=self.snapshots.encode_s if self.passive and self.snapshots.held is not None else 0.0,
                        notice_hold_s=self.detector.notice_hold if self.connection.notices and self.detector else None,
                        paced=self.stateful and self.operator.paces_standby)
 

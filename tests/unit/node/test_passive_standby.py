@@ -56,9 +56,9 @@ def test_the_standby_holds_the_snapshot_does_no_work_and_makes_the_primarys_outp
         primary._standby_at = "s"
         net.call_pb("n", "Push", frame(link(1, 400)))
         loop_once(primary)
-        primary._snapshot_loop()  # the snapshot taken after the call goes to "s"
+        primary.snapshots.send_loop()  # the snapshot taken after the call goes to "s"
         at = primary.processed
-        assert standby.snapshot_held is not None and standby.snapshot_held.at == at and at.input_pos == 400
+        assert standby.snapshots.held is not None and standby.snapshots.held.at == at and at.input_pos == 400
         enc = BatchEncoder(CodecName.ZSTD_STREAM)
         net.call_pb("s", "Backup", backup_frame(enc, [link(1, 400)]))
         loop_once(standby)
@@ -100,7 +100,7 @@ def primary_takes(net, primary, first, n):
     """Positions first.. reach the primary, which processes them, then takes and sends a snapshot."""
     net.call_pb("n", "Push", frame(link(first, n)))
     loop_once(primary)
-    primary._snapshot_loop()
+    primary.snapshots.send_loop()
 
 
 def test_deltas_after_a_full_snapshot_make_a_chain_the_takeover_loads_whole(net):
@@ -113,10 +113,10 @@ def test_deltas_after_a_full_snapshot_make_a_chain_the_takeover_loads_whole(net)
                 net.call_pb("n", "Push", frame(link(first, n)))
                 loop_once(primary)
             net.call_pb("s", "Backup", backup_frame(enc, [link(first, n)]))
-        frames = standby.snapshot_chain.frames()
-        assert [f.base for f in frames] == [0, 400, 700] and standby._snapshot_through() == 950
+        frames = standby.snapshots.chain.frames()
+        assert [f.base for f in frames] == [0, 400, 700] and standby.snapshots.through() == 950
         assert primary.counters["snapshot_deltas_sent"] == 2 and standby.counters["snapshot_deltas"] == 2
-        assert standby.snapshot_status()["held_deltas"] == 2
+        assert standby.snapshots.status()["held_deltas"] == 2
         standby.state.become(Role.PROMOTING, epoch=2)
         loop_once(standby)
         loop_once(standby)
@@ -129,20 +129,20 @@ def test_deltas_after_a_full_snapshot_make_a_chain_the_takeover_loads_whole(net)
 def test_a_delta_the_standby_cannot_chain_is_refused_and_the_next_snapshot_is_full(net):
     with pair(net) as (primary, standby):
         primary_takes(net, primary, 1, 400)
-        standby.snapshot_chain.clear()  # the standby lost what the delta builds on (it restarted, say)
+        standby.snapshots.chain.clear()  # the standby lost what the delta builds on (it restarted, say)
         primary_takes(net, primary, 401, 100)
-        assert standby.snapshot_held is None and standby.counters["snapshots_refused"] == 1
+        assert standby.snapshots.held is None and standby.counters["snapshots_refused"] == 1
         assert primary.counters["snapshots_refused"] == 1
         primary_takes(net, primary, 501, 100)
-        assert [f.base for f in standby.snapshot_chain.frames()] == [0]  # full again
-        assert standby._snapshot_through() == 600
+        assert [f.base for f in standby.snapshots.chain.frames()] == [0]  # full again
+        assert standby.snapshots.through() == 600
         # A delta that never arrives: the next one is full too.
         net.down("s")
         primary_takes(net, primary, 601, 100)
         assert primary.counters["snapshot_errors"] == 1
         net.up("s")
         primary_takes(net, primary, 701, 100)
-        assert [f.base for f in standby.snapshot_chain.frames()] == [0] and standby._snapshot_through() == 800
+        assert [f.base for f in standby.snapshots.chain.frames()] == [0] and standby.snapshots.through() == 800
 
 
 def test_a_due_snapshot_waits_a_little_for_nd_to_acknowledge_the_outputs_it_would_carry(net):
@@ -152,27 +152,27 @@ def test_a_due_snapshot_waits_a_little_for_nd_to_acknowledge_the_outputs_it_woul
         net.call_pb("n", "Push", frame(link(1, 400)))
         now = [100.0]
         primary.clock = lambda: now[0]
-        primary._snapshot_due_at = 100.0
+        primary.snapshots.due_at = 100.0
         loop_once(primary)  # the watermarks closed windows: outputs Nd has not acknowledged
         made = primary.processed.output_count
         assert made > primary.level0 == 0
         with primary.lock:
-            primary._maybe_snapshot()
-            assert primary._snapshot_job is None and primary.counters["snapshots_waited"] == 1
+            primary.snapshots.maybe_take()
+            assert primary.snapshots.job is None and primary.counters["snapshots_waited"] == 1
             primary._on_level0(made)  # Nd has them all now
-            primary._maybe_snapshot()
-            job, primary._snapshot_job = primary._snapshot_job, None
+            primary.snapshots.maybe_take()
+            job, primary.snapshots.job = primary.snapshots.job, None
             assert job is not None and job[2] is None  # taken, with no tail to carry
             now[0] += 10.0  # the next is due; Nd acknowledges nothing more
             net.call_pb("n", "Push", frame(link(401, 200)))
         loop_once(primary)
         with primary.lock:
             assert primary.processed.output_count > made
-            primary._maybe_snapshot()
-            assert primary._snapshot_job is None and primary.counters["snapshots_waited"] == 2
+            primary.snapshots.maybe_take()
+            assert primary.snapshots.job is None and primary.counters["snapshots_waited"] == 2
             now[0] += TAIL_WAIT_S
-            primary._maybe_snapshot()
-            assert primary._snapshot_job is not None and len(primary._snapshot_job[2]) > 0  # carries its tail
+            primary.snapshots.maybe_take()
+            assert primary.snapshots.job is not None and len(primary.snapshots.job[2]) > 0  # carries its tail
     finally:
         primary.stop()
 
@@ -183,7 +183,7 @@ def test_a_snapshot_older_than_the_one_held_is_not_taken_and_a_warm_standby_or_a
         new = m.SnapshotFrame(epoch=0, sender="N", at=m.Checkpoint(50, 3), state=b"x")
         assert standby.handle_snapshot(new).held_through == 50
         old = m.SnapshotFrame(epoch=0, sender="N", at=m.Checkpoint(20, 1), state=b"y")
-        assert standby.handle_snapshot(old).held_through == 50 and standby.snapshot_held.state == b"x"
+        assert standby.handle_snapshot(old).held_through == 50 and standby.snapshots.held.state == b"x"
         standby.state.become(Role.PROMOTING, epoch=1)
         with pytest.raises(WrongRole):
             standby.handle_snapshot(new)
@@ -203,8 +203,8 @@ def test_a_rebuild_from_nu_forgets_the_snapshot(net):
     try:
         standby.handle_snapshot(m.SnapshotFrame(epoch=0, sender="N", at=m.Checkpoint(50, 3), state=b"x"))
         with standby.lock:
-            standby._forget_snapshot()
-            assert standby.snapshot_held is None and not standby._snapshot_due()
+            standby.snapshots.forget()
+            assert standby.snapshots.held is None and not standby.snapshots.due()
     finally:
         standby.stop()
 

@@ -255,9 +255,9 @@ def test_the_primary_takes_the_snapshot_interval_its_passive_standby_asks_for(ne
                      WindowAggregate(parse_query(q)), net.peer)
     try:
         n.handle_heartbeat(m.HeartbeatRequest(sender="N'", epoch=1, snapshot_interval_s=5.0))
-        assert n.snapshot_interval == 5.0
+        assert n.snapshots.interval == 5.0
         n.handle_heartbeat(m.HeartbeatRequest(sender="N'", epoch=1))  # 0: no choice; the last one stands
-        assert n.snapshot_interval == 5.0
+        assert n.snapshots.interval == 5.0
     finally:
         n.stop()
 
