@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..config import NodeConfig
+
 
 class ConnectionWatch:
     """The primary's connection, watched once per peer."""
@@ -34,3 +36,11 @@ class ConnectionWatch:
         """When the watched connection was last lost, once (None: not since the last take)."""
         lost_at, self._lost_at = self._lost_at, None
         return lost_at
+
+
+def notice_hold_s(cfg: NodeConfig) -> float:
+    """How long after the notice of a lost connection to the primary a refusal suspects it
+    (core.detector): its lease at Nd, which runs at most that long after its last frame, and a tenth of
+    an interval for that frame's arrival (Nd takes its time once its handler runs, later than the
+    frame was sent on a busy node) against a takeover that would be declined and cost a whole round."""
+    return min(cfg.lease_s + cfg.heartbeat_interval / 10, cfg.heartbeat_interval)

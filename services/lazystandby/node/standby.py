@@ -28,7 +28,7 @@ from ..core.roles import Role
 from ..core.tuples import TupleBatch
 from ..transport.peer import Peer
 from .common import LINK_REMIND_S, Backoff
-from .connection_watch import ConnectionWatch
+from .connection_watch import ConnectionWatch, notice_hold_s
 from .covering import PendingCovers
 from .forecast import Backlog, RecoveryForecast
 
@@ -69,16 +69,9 @@ class StandbySide:
         t.start()
         self._threads.append(t)
         self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock(),
-                                        self.cfg.heartbeat_grace, notice_hold=self._notice_hold())
+                                        self.cfg.heartbeat_grace, notice_hold=notice_hold_s(self.cfg))
         self.operator.lazy(True)  # only a takeover needs a standby's answers
         self.spawn("heartbeat", self._heartbeat_loop)
-
-    def _notice_hold(self) -> float:
-        """How long after the notice of a lost connection to the primary a refusal suspects it
-        (core.detector): its lease at Nd, which runs at most that long after its last frame, and a tenth of
-        an interval for that frame's arrival (Nd takes its time once its handler runs, later than the
-        frame was sent on a busy node) against a takeover that would be declined and cost a whole round."""
-        return min(self.cfg.lease_s + self.cfg.heartbeat_interval / 10, self.cfg.heartbeat_interval)
 
     def _register_with_upstream(self) -> None:
         """A standby starts empty: Nu re-cuts its backup from the trim point for it. Nu (started last) holds

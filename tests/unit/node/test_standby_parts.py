@@ -77,3 +77,11 @@ def test_the_forecast_predicts_from_the_values_it_is_handed():
     assert f.refresh(0.0, backlog(), watching=True) == t and f.view.backlog == 500
     assert f.standby_view(backlog(done=200)).backlog == 300
     assert f.refresh(0.0, backlog(), watching=False) is None and f.view is None  # no standby watching now
+
+
+def test_a_lost_connections_notice_is_held_for_the_lease_and_a_tenth_of_an_interval_at_most_an_interval():
+    from lazystandby.node.connection_watch import notice_hold_s
+
+    cfg = NodeConfig(role="standby")  # lease auto: 75 ms of a 100 ms interval
+    assert notice_hold_s(cfg) == pytest.approx(0.075 + 0.01)
+    assert notice_hold_s(NodeConfig(role="standby", takeover_lease=0.099)) == pytest.approx(0.1)
