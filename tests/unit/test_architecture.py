@@ -1,6 +1,6 @@
 """The layering, checked on the source: the import graph of the runtime has no cycle (imports inside
 functions count), core/ is pure, node/ sees no wire format, nothing in the runtime imports the harness, and
-no comment tells what happened in a run.
+no comment tells what happened in a run, and no class in services/ is over 400 lines or function over 60.
 
 Run it alone with `pytest tests/unit/test_architecture.py`; on failure it names the modules involved."""
 
@@ -140,3 +140,26 @@ def test_no_comment_tells_what_happened_in_a_run():
              for n, line in enumerate(p.read_text().splitlines(), 1) if HISTORY.search(line)]
     assert found == []
     assert HISTORY.search("# which once read as 150 MB/s") and HISTORY.search("# in 3 runs")
+
+
+CLASS_MAX, FUNCTION_MAX = 400, 60
+
+
+def _too_long(tree: ast.AST, where: str) -> list[str]:
+    out = []
+    for n in ast.walk(tree):
+        limit = CLASS_MAX if isinstance(n, ast.ClassDef) else \
+            FUNCTION_MAX if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) else None
+        if limit is not None and n.end_lineno - n.lineno + 1 > limit:
+            out.append(f"{where}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines, at most {limit})")
+    return out
+
+
+def test_no_class_over_400_lines_and_no_function_over_60_in_services():
+    """A newcomer reads a class in one sitting and a function on one screen: a longer one is split into
+    parts that hold their own state (node/: inbound, operator_calls, forecast, ...)."""
+    found = [line for p in (ROOT / "services").rglob("*.py") if "v1" not in p.parts
+             for line in _too_long(ast.parse(p.read_text()), str(p.relative_to(ROOT)))]
+    assert found == []
+    made_up = "class A:\n" + "    x = 1\n" * CLASS_MAX + "def f():\n" + "    y = 1\n" * FUNCTION_MAX
+    assert [s.split()[1] for s in _too_long(ast.parse(made_up), "m")] == ["A", "f"]
