@@ -120,10 +120,12 @@ _NODE_METRIC = re.compile(r"\b(lazystandby_[a-z0-9_]+)(\{([^}]*)\})?")
 
 
 def by_node(expr: str) -> str:
-    """Every lazystandby_* selector narrowed to the nodes picked in the dashboard's `node` variable."""
+    """Every lazystandby_* selector narrowed to the nodes and pipeline stages picked in the dashboard's
+    `node` and `stage` variables (a node of a pipeline of one stage has no `pipeline_stage` label, which
+    "All" matches)."""
     def add(m: re.Match) -> str:
         inner = m.group(3)
-        return f'{m.group(1)}{{node=~"$node"{"," + inner if inner else ""}}}'
+        return f'{m.group(1)}{{node=~"$node",pipeline_stage=~"$stage"{"," + inner if inner else ""}}}'
     return _NODE_METRIC.sub(add, expr)
 
 
@@ -142,6 +144,11 @@ TEMPLATING = {"list": [
      "hide": 0},
     {"name": "node", "label": "Node", "type": "query", "datasource": DS,
      "query": "label_values(lazystandby_epoch, node)", "definition": "label_values(lazystandby_epoch, node)",
+     "refresh": 2, "multi": True, "includeAll": True, "allValue": ".*",
+     "current": {"text": "All", "value": "$__all"}, "hide": 0},
+    {"name": "stage", "label": "Pipeline stage", "type": "query", "datasource": DS,
+     "query": "label_values(lazystandby_epoch, pipeline_stage)",
+     "definition": "label_values(lazystandby_epoch, pipeline_stage)",
      "refresh": 2, "multi": True, "includeAll": True, "allValue": ".*",
      "current": {"text": "All", "value": "$__all"}, "hide": 0},
 ]}

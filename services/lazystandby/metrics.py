@@ -1,7 +1,9 @@
 """Every metric a node exports, declared here, read from the node's snapshot at scrape time.
 
 A collector rather than counters bumped in the hot paths: the protocol code keeps plain counters (one dict
-increment) and Prometheus sees them only when it asks. Labels: `node` (Nu, N, N', Nd) and `role`.
+increment) and Prometheus sees them only when it asks. Labels: `node` (Nu, N, N', Nd) and `role`; a node
+of a pipeline of several stages (setting `stage`) adds `pipeline_stage` to every series, so that each
+stage's nodes, whose names are the same in every stage, stay apart in one Prometheus.
 """
 
 from __future__ import annotations
@@ -50,16 +52,11 @@ class NodeCollector(Collector):
         """Every metric of the node, from one snapshot (NodeBase.status_snapshot: under its lock when that
         comes within a quarter second); the families in the order below."""
         s = self.node.status_snapshot()
-        yield from self._flow(s)
-        yield from self._role(s)
-        yield from self._operator(s)
-        yield from self._lease(s)
-        yield from self._standby(s)
-        yield from self._failovers(s)
-        yield from self._source(s)
-        yield from self._histograms(s)
-        yield from self._refusals(s)
-        yield from self._links(s)
+        stage = getattr(self.node.cfg, "stage", 0)
+        for part in (self._flow, self._role, self._operator, self._lease, self._standby, self._failovers,
+                     self._source, self._histograms, self._refusals, self._links):
+            for family in part(s):
+                yield _in_stage(family, stage) if stage else family
 
     def _flow(self, s: dict) -> Iterator:
         """Tuples, bytes and queue depths along the data path; the source's lag (Nu)."""
@@ -274,6 +271,12 @@ class NodeCollector(Collector):
             for status, n in sorted({"UNAVAILABLE": 0, **link["failures"]}.items()):
                 fails.add_metric([name, peer, status], n)
         yield fails
+
+
+def _in_stage(family, stage: int):
+    """`family` with every series labelled by the pipeline stage its node runs."""
+    family.samples = [x._replace(labels={**x.labels, "pipeline_stage": str(stage)}) for x in family.samples]
+    return family
 
 
 def _gauge(metric: str, doc: str, node: str, value: float) -> GaugeMetricFamily:

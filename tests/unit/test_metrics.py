@@ -17,6 +17,9 @@ def scrape(node) -> dict[str, float]:
 def test_metrics_follow_a_failover():
     with InProcessTopology("memory", total=20_000, rate=20_000.0, bsize="10") as t:
         assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 2000)
+        # Nd's acks have covered some of the backup before the kill: a heartbeat after the data began told
+        # the standby how far the primary got (a busy machine may delay it past 2,000 results).
+        assert t.wait(lambda: t.nodes["n2"].snapshot()["cover_latency_s"] is not None, 10)
         t.kill("n")
         assert t.wait(lambda: bool(t.nodes["n2"].recovery.get("data_recovery_ms") is not None), 20)
         nu, n2, nd = scrape(t.nodes["nu"]), scrape(t.nodes["n2"]), scrape(t.nodes["nd"])
@@ -93,3 +96,16 @@ def test_nu_exports_its_wait_for_the_standby_to_register():
     finally:
         nu.stop()
     assert nu.oqu.last == 0 and m['lazystandby_source_waits_total{node="Nu",reason="standby"}'] == 3
+
+
+def test_a_stage_of_a_pipeline_labels_every_series_of_its_nodes_and_a_node_of_one_stage_none():
+    with InProcessTopology("memory", total=200, rate=0.0, bsize="10") as t:
+        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 10)
+        alone = generate_latest(registry_for(t.nodes["n"])).decode()
+        t.nodes["n"].cfg.stage = 2  # as a node of stage 2 of a pipeline file of several is configured
+        staged = generate_latest(registry_for(t.nodes["n"])).decode()
+    assert "pipeline_stage" not in alone
+    ours = [line for line in staged.splitlines() if line.startswith("lazystandby_")]
+    assert ours and all('pipeline_stage="2"' in line for line in ours)
+    assert 'lazystandby_role{node="N",pipeline_stage="2",role="primary"} 1.0' in ours
+    assert all("pipeline_stage" not in line for line in staged.splitlines() if line.startswith("process_"))

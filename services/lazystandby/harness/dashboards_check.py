@@ -21,8 +21,9 @@ JOBS = ROLE_AT_START
 
 
 def concrete(expr: str) -> str:
-    """An expression with Grafana's variables as Grafana would fill them (every node)."""
-    return expr.replace("$__rate_interval", "10s").replace('node=~"$node"', 'node=~".*"')
+    """An expression with Grafana's variables as Grafana would fill them (every node, every stage)."""
+    return (expr.replace("$__rate_interval", "10s").replace('node=~"$node"', 'node=~".*"')
+            .replace('pipeline_stage=~"$stage"', 'pipeline_stage=~".*"'))
 
 
 def panel_queries(path: Path) -> list[tuple[str, str]]:

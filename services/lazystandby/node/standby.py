@@ -408,7 +408,9 @@ class StandbySide:
         """Holding the lock: where a takeover by this node would start now."""
         return Backlog(held=self.inbound.received_through, done=self._done_through(),
                        primary_received=self.primary_received,
-                       take=self.calls.take, own_cost=self.calls.cost.fit(),
+                       take=self.calls.take,
+                       # Its own only where the primary's is unknown (RecoveryForecast.cost).
+                       own_cost=None if any(self.forecast.primary_cost) else self.calls.cost.fit(),
                        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
                        restore_s=self.snapshots.encode_s if self.passive and self.snapshots.held is not None else 0.0,
                        notice_hold_s=self.detector.notice_hold if self.connection.notices and self.detector else None,
