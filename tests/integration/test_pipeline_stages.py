@@ -32,15 +32,49 @@ def test_nexmark_q5_in_two_stages_survives_killed_primaries_exactly(kafka, fault
     assert r["failovers"] >= len(hit) and r["recovery_ms"] > 0, r
 
 
+def each_stages_nodes_in_prometheus(lines: list[bytes], work) -> dict[str, tuple[int, int, int]]:
+    """A real Prometheus scraping every node `run` said it serves metrics on: per pipeline_stage, how many
+    primaries and standbys it sees, and the failovers counted."""
+    import re
+    import time
+
+    from lazystandby.harness.local_prometheus import LocalPrometheus
+
+    targets = {}
+    for line in b"".join(lines).decode(errors="replace").splitlines():
+        if m := re.match(r"run: stage (\d+) metrics: (.*)", line):
+            for name, addr in re.findall(r"(\S+) (127\.0\.0\.1:\d+)", m.group(2)):
+                targets[f"stage{m.group(1)}-{name.replace(chr(39), '2')}"] = addr
+    assert len(targets) == 8, targets
+
+    def per_stage(expr: str) -> dict[str, int]:
+        r = prom.query(expr)["data"]["result"]
+        return {x["metric"]["pipeline_stage"]: int(float(x["value"][1])) for x in r}
+
+    with LocalPrometheus(work, targets) as prom:
+        deadline, got = time.monotonic() + 60, {}
+        while time.monotonic() < deadline:
+            prim = per_stage('sum by (pipeline_stage) (lazystandby_role{role="primary"})')
+            stby = per_stage('sum by (pipeline_stage) (lazystandby_role{role="standby"}) '
+                             'and on (pipeline_stage) max by (pipeline_stage) (lazystandby_standby_lag_tuples) >= 0')
+            fail = per_stage("sum by (pipeline_stage) (lazystandby_failovers_total)")
+            got = {k: (prim.get(k, 0), stby.get(k, 0), fail.get(k, -1)) for k in ("1", "2")}
+            if got == {"1": (1, 1, 0), "2": (1, 1, 0)}:
+                break
+            time.sleep(1)
+    return got
+
+
 def test_run_without_a_fault_runs_every_stage_until_stopped(kafka, tmp_path):
     """`lazystandby run FILE` against a cluster: a Nu, N, N' and Nd per stage, each node given the whole
-    file and its stage; the first stage reads the bids, the last writes q5's results; SIGTERM stops every
-    process it started."""
+    file and its stage; the first stage reads the bids, the last writes q5's results; each stage's nodes
+    are apart in one Prometheus (pipeline_stage); SIGTERM stops every process it started."""
     import os
     import random
     import signal
     import subprocess
     import sys
+    import threading
     import time
     from pathlib import Path
 
@@ -59,6 +93,9 @@ def test_run_without_a_fault_runs_every_stage_until_stopped(kafka, tmp_path):
            "PYTHONPATH": os.pathsep.join(["services", "spark", "."])}
     proc = subprocess.Popen([sys.executable, "-m", "lazystandby.cli", "run", str(path), "--insecure"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
+    reader.start()
     from confluent_kafka.admin import AdminClient
 
     def held(topic):  # what the topic holds, once a node has made it (reading one that is not there waits)
@@ -72,8 +109,13 @@ def test_run_without_a_fault_runs_every_stage_until_stopped(kafka, tmp_path):
             rows = held(f"{prefix}q5")
         assert rows, f"no q5 result; run exited {proc.poll()}"
         assert held(f"{prefix}auction_bids"), "the view is the deployment's own topic"
+        per_stage = each_stages_nodes_in_prometheus(lines, tmp_path / "prom")
     finally:
         proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=120)[0].decode(errors="replace")
+        proc.wait(timeout=120)
+        reader.join(timeout=10)
+        out = b"".join(lines).decode(errors="replace")
     assert proc.returncode == 0, out[-2000:]
+    # Each stage's nodes apart in one Prometheus: its primary, its standby (in sync, its lag), no failover.
+    assert per_stage == {"1": (1, 1, 0), "2": (1, 1, 0)}, per_stage
     assert "stage 1/2" in out and "stage 2/2" in out and "every node was stopped" in out

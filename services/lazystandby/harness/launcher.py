@@ -1470,6 +1470,9 @@ def _run_until_stopped(args, settings: dict[str, Any], bootstrap: str) -> int:
                   f"{', '.join(t.topic for t in spec.sources)} -> "
                   f"{spec.sink_topic or settings.get('topic_prefix', 'ls.') + 'results'} ({settings['operator']} "
                   f"operator, Bsize {format_bsize(settings['bsize'])}); logs in {here}", file=sys.stderr, flush=True)
+            # Where Prometheus scrapes this stage's nodes (each series labelled pipeline_stage with several).
+            print(f"run: stage {spec.stage} metrics: " + ", ".join(
+                f"{NAME[k]} 127.0.0.1:{port}" for k, port in topo.metrics_ports.items()), file=sys.stderr, flush=True)
         print("run: Ctrl-C stops", file=sys.stderr, flush=True)
         while not stop.wait(10.0):
             for spec, topo in zip(specs, topos, strict=True):
