@@ -102,7 +102,7 @@ class NodeConfig:
         parse=parse_bsize, format=format_bsize, accepts="a whole number >= 1, or inf")
     codec: CodecName = setting(CodecName.ZSTD_STREAM_DICT, "backup codec: none, zlib, zstd, zstd-dict, zstd-stream, "
                                "zstd-stream-dict (streaming: a session's history compresses each batch against "
-                               "the ones before)", choices=tuple(CodecName))
+                               "the ones before)", choices=tuple(CodecName), parse=CodecName)
     codec_level: int = setting(0, "zstd level; 0 = by codec and Bsize (streaming codecs: 9 at Bsize 1-2, where it "
                                "is cheap, else 1; per-batch frames 3)", low=0)
     dict_samples: int = setting(DICT_SAMPLES, "single tuples sampled before a dictionary codec trains its "
@@ -291,19 +291,11 @@ class NodeConfig:
     def __post_init__(self) -> None:
         """Every value checked here, once, with an error that names the setting (SettingError): first what
         each setting declares it accepts, then what one setting asks of another."""
-        try:
-            self.codec = CodecName(self.codec)
-        except ValueError:
-            raise refuse("codec", "one of " + ", ".join(CodecName), self.codec) from None
-        try:
-            self.bsize = parse_bsize(self.bsize)
-        except (TypeError, ValueError):
-            raise refuse("bsize", _FIELDS["bsize"].metadata["accepts"], self.bsize) from None
-        try:
-            self.takeover_lease = parse_lease(self.takeover_lease)
-        except (TypeError, ValueError):
-            raise refuse("takeover_lease", _FIELDS["takeover_lease"].metadata["accepts"],
-                         self.takeover_lease) from None
+        for name in ("codec", "bsize", "takeover_lease"):  # given as their text or as their value
+            try:
+                setattr(self, name, _FIELDS[name].metadata["parse"](getattr(self, name)))
+            except (TypeError, ValueError):
+                raise refuse(name, _accepts(name), getattr(self, name)) from None
         for f in fields(self):
             _check_declared(f, getattr(self, f.name))
         if self.chaos_poison and self.operator != "python":
@@ -478,6 +470,7 @@ def settings_markdown() -> str:
 
 
 _FIELDS = {f.name: f for f in fields(NodeConfig)}
+_HINTS = get_type_hints(NodeConfig)  # each setting's type, the annotations read once
 
 
 def parse_spark_conf(text: str) -> tuple[str, ...]:
@@ -497,7 +490,7 @@ _ACCEPTS = {int: "a whole number", float: "a number", str: "text", bool: "true o
 def _accepts(name: str) -> str:
     """What setting `name` accepts, in words: its declared bounds or choices, else its type's."""
     m = _FIELDS[name].metadata
-    return m["accepts"] or _ACCEPTS.get(get_type_hints(NodeConfig)[name], "text")
+    return m["accepts"] or _ACCEPTS.get(_HINTS[name], "text")
 
 
 def _convert(name: str, typ: Any, text: str) -> Any:
@@ -538,13 +531,12 @@ class OneLineParser(argparse.ArgumentParser):
 def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> NodeConfig:
     """Defaults, then LS_* environment variables, then command-line flags."""
     env = os.environ if env is None else env
-    hints = get_type_hints(NodeConfig)
     parser = OneLineParser(prog="lazystandby node", description=NodeConfig.__doc__)
     values: dict[str, Any] = {}
     for f in fields(NodeConfig):
         if f.name == "extra":
             continue
-        typ = hints[f.name]
+        typ = _HINTS[f.name]
         envname = f"LS_{f.name.upper()}"
         if envname in env:
             values[f.name] = _convert(f.name, typ, env[envname])
@@ -557,7 +549,7 @@ def load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> No
     for f in fields(NodeConfig):
         given = getattr(args, f.name, None) if f.name != "extra" else None
         if given is not None:
-            values[f.name] = _convert(f.name, hints[f.name], ";".join(given) if f.metadata.get("repeat") else given)
+            values[f.name] = _convert(f.name, _HINTS[f.name], ";".join(given) if f.metadata.get("repeat") else given)
     if values.get("pipeline"):
         values = {**pipeline_settings(values["pipeline"]), **values}
     return NodeConfig(**values)
@@ -591,7 +583,6 @@ def pipeline_stages(path: str):
 def pipeline_settings(path: str) -> dict[str, Any]:
     """The settings a pipeline file SETs, typed (below any flag or env var); a name that is no setting, or
     a value it does not accept, is a SettingError that names the file."""
-    hints = get_type_hints(NodeConfig)
     try:
         sets = pipeline_stages(path)[0].settings  # the file's, the same in every stage
     except ValueError as e:
@@ -600,7 +591,7 @@ def pipeline_settings(path: str) -> dict[str, Any]:
     for name, text in sets:
         if name not in _FIELDS or name in ("extra", "pipeline", "stage"):
             raise SettingError(f"{path}: SET {name}: no such setting (lazystandby node --help)")
-        out[name] = _convert(name, hints[name], text)
+        out[name] = _convert(name, _HINTS[name], text)
     return out
 
 

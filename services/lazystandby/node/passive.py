@@ -39,7 +39,6 @@ class PassiveStandby:
 
     def __init__(self, node) -> None:
         self.node = node
-        self.enabled = node.passive
         self.chain: SnapshotChain[m.SnapshotFrame] = SnapshotChain()  # a standby's full one and deltas
         self._plan = SnapshotPlan()  # a primary's: full or delta next
         self.loaded = True  # nothing held to load
@@ -56,6 +55,11 @@ class PassiveStandby:
         self.load_s = 0.0  # a Passive Standby's snapshot load at its takeover
 
     # --- the primary's side --------------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """Whether the node is of a Passive Standby pair (its `passive`, from standby_state)."""
+        return self.node.passive
+
     def maybe_take(self) -> None:
         """Holding the lock, at a call boundary (nothing in flight): when a snapshot is due and the standby's
         address is known (its heartbeats say it), the state's view, the checkpoint it stands at and the tail

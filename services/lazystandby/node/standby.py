@@ -54,7 +54,7 @@ class StandbySide:
         self._beat_now = threading.Event()  # the primary's handover notice came (or a stop)
         self._watching = False  # the registration and heartbeat loop are started (`_watch_as_standby`)
         self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
-        self.forecast = RecoveryForecast(self.cfg, passive=self.cfg.standby_state == "snapshot")
+        self.forecast = RecoveryForecast(self.cfg, passive=self.passive)
 
     def _watch_as_standby(self) -> None:
         """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy.
