@@ -10,6 +10,14 @@ are kept in run/chaos-logs/<fault>/<service>.log.
 
 LS_LINK (a preset of harness/links.py, or RATE[:DELAY_MS]) shapes the nodes' links for each fault, as
 `lazystandby launch --link` does for processes.
+
+A pipeline of several stages (LS_PIPELINE=examples/nexmark-q5.sql) runs each stage on nodes of its own
+(harness/compose_stages.py: stage K's services are sK-nu, sK-n, ...). Faults are then named by stage, as
+`launch` names them: `kill-primary@2`, `kill-primary@1+2` (every step at both stages at once); a name
+without `@` hits stage 1. After the fault each stage is checked in order against the truth of what it
+read (the stage before it's view), and the fault is exact when every stage is. `all` runs the catalog's
+faults at the stages in turn (the first at stage 1, the next at stage 2, ...) and then kill-primary at
+every stage at once.
 """
 
 from __future__ import annotations
@@ -20,20 +28,23 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 import docker
 
 from lazystandby.config import NodeConfig
 from lazystandby.core.errors import LinkError, SettingError
-from lazystandby.harness import results
+from lazystandby.harness import compose_stages, results
+from lazystandby.harness.compose_stages import service
 from lazystandby.harness.faults import Action, Fault, Runner, Step, for_runner, standby_back
 from lazystandby.harness.links import parse_link, shape_device
 from lazystandby.harness.operator_procs import hang, kill_all, no_process_left
+from lazystandby.harness.stages import staged
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "lazystandby"
-FILES = ["-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "deploy" / "docker" / "compose.local.yml")]
 LOGS = ROOT / "run" / "chaos-logs"
 
 
@@ -45,15 +56,38 @@ FAULTS = for_runner(Runner.CONTAINERS)
 SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "downstream": "nd"}
 
 NETWORK = "pipeline"  # docker-compose.yml's network; compose names it <project>_pipeline
-SERVICES = ["kafka", "nd", "n", "n-standby", "nu", "prometheus"]
 OPERATOR_SERVICES = ("n", "n-standby", "n-standby-2", "n-standby-3")
-# What a fault on a shared stack starts afresh; the broker, Prometheus, the Spark cluster and the TLS
-# material stay up from one fault to the next.
-NODE_SERVICES = ("nd", *OPERATOR_SERVICES, "nu", "generator")
 RATE = "4000"
 
 # Set for every compose call of the fault under way: a shared stack gives each fault topics of its own.
 FAULT_ENV: dict[str, str] = {}
+
+
+def stages() -> int:
+    """How many stages the stack's pipeline runs (1: the tick example or a pipeline of one)."""
+    return compose_stages.stage_count({**os.environ, **FAULT_ENV})
+
+
+@lru_cache
+def files(count: int) -> tuple[str, ...]:
+    """The compose -f flags of a stack of `count` stages (its override written once per run)."""
+    return tuple(compose_stages.write(count))
+
+
+def services() -> list[str]:
+    """What a fault starts before its load: the broker, every stage's nodes, Prometheus."""
+    return ["kafka", *compose_stages.services(stages()), "prometheus"]
+
+
+def node_services() -> tuple[str, ...]:
+    """What a fault on a shared stack starts afresh (every stage's nodes, spares included, and the
+    generator); the broker, Prometheus, the Spark cluster and the TLS material stay up from one fault to
+    the next."""
+    return (*compose_stages.services(stages(), compose_stages.NODES), "generator")
+
+
+def operator_services() -> list[str]:
+    return compose_stages.services(stages(), OPERATOR_SERVICES)
 
 
 def compose(*args: str, check: bool = True, total: int = 40_000) -> subprocess.CompletedProcess:
@@ -61,8 +95,8 @@ def compose(*args: str, check: bool = True, total: int = 40_000) -> subprocess.C
     # The operator is the stack's own (compose's LS_OPERATOR, spark by default), unless the caller sets it.
     env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": RATE,
            "COMPOSE_PROFILES": "spares", **os.environ, **FAULT_ENV}
-    out = subprocess.run(["docker", "compose", "-p", PROJECT, *FILES, *args], check=False, capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run(["docker", "compose", "-p", PROJECT, *files(stages()), *args], check=False,
+                         capture_output=True, text=True, env=env)
     if check and out.returncode != 0:
         # Compose says why on stderr (a container unhealthy, a port taken, an image missing): the fault's
         # result carries its last lines, not just the exit status.
@@ -83,9 +117,15 @@ def container(client: docker.DockerClient, service: str):
     return found[0]
 
 
-def stack_check() -> dict:
-    nodes = "N=n:50051,N'=n-standby:50051,N2=n-standby-2:50051,N3=n-standby-3:50051,Nd=nd:50051,Nu=nu:50051"
-    out = compose("run", "--rm", "--no-deps", "--entrypoint", "python", "generator", "-m", "lazystandby.cli",
+NODE_NAMES = {"N": "n", "N'": "n-standby", "N2": "n-standby-2", "N3": "n-standby-3", "Nd": "nd", "Nu": "nu"}
+
+
+def stack_check(k: int = 1) -> dict:
+    """Stage `k`'s truth-table check (the stack's only one for 1 without a pipeline of several) and its
+    nodes' status, named N, N', N2, N3, Nd and Nu."""
+    nodes = ",".join(f"{name}={service(s, k)}:50051" for name, s in NODE_NAMES.items())
+    stage = ["-e", f"LS_STAGE={k}"] if stages() > 1 else []
+    out = compose("run", "--rm", "--no-deps", *stage, "--entrypoint", "python", "generator", "-m", "lazystandby.cli",
                   "stack-check", "--prefix", topic_prefix(), "--status", nodes, check=False)
     if out.returncode != 0:
         # A check can fail while the stack is still settling (a broker busy, a node restarting): try again.
@@ -123,18 +163,23 @@ def took_over(service: str) -> dict:
     return s if live_primary(s) else {}
 
 
-def seeded(spare: str) -> dict:
-    if node_status("nu").get("standby") != f"{spare}:50051":
+def seeded(spare: str, k: int = 1) -> dict:
+    if node_status(service("nu", k)).get("standby") != f"{spare}:50051":
         return {}
     s = node_status(spare)
     return s if s.get("role") == "standby" and s.get("received_through", 0) > 0 else {}
 
 
-def kill_repeatedly(client: docker.DockerClient, t_first: float) -> list[dict]:
+def chain(k: int) -> list[tuple[str, str, str | None]]:
+    """CHAIN at stage `k`."""
+    return [(service(a, k), service(b, k), service(c, k) if c else None) for a, b, c in CHAIN]
+
+
+def kill_repeatedly(client: docker.DockerClient, t_first: float, k: int = 1) -> list[dict]:
     """Kill the primary, let the standby take over, start a spare standby, wait until Nu backs up to it;
     again, down the chain. Returns per round: the epoch reached and kill -> new primary live."""
     rounds = []
-    for victim, successor, spare in CHAIN:
+    for victim, successor, spare in chain(k):
         t0 = time.time() if rounds else t_first
         container(client, victim).kill()
         s = wait_for(f"{successor} to take over from {victim}", lambda succ=successor: took_over(succ))
@@ -143,7 +188,7 @@ def kill_repeatedly(client: docker.DockerClient, t_first: float) -> list[dict]:
         if spare:
             compose("up", "-d", "--wait", "--wait-timeout", "120", "--no-deps", spare)
             # Seeded: Nu backs up to it and it holds tuples past the trim point (it started empty).
-            wait_for(f"Nu to back up to {spare}", lambda sp=spare: seeded(sp))
+            wait_for(f"Nu to back up to {spare}", lambda sp=spare: seeded(sp, k))
     return rounds
 
 
@@ -166,10 +211,10 @@ def say(msg: str) -> None:
     print(f"[{time.monotonic() - STARTED:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
-def start_spare(client: docker.DockerClient) -> str:
+def start_spare(client: docker.DockerClient, k: int = 1) -> str:
     """A new, empty standby in a place whose node was killed: the first spare not running yet. It registers
     with Nu and learns the primary from it, as the process runner's START does."""
-    for _, _, spare in CHAIN:
+    for _, _, spare in chain(k):
         if spare is None:
             break
         try:
@@ -225,7 +270,7 @@ def _firewall(c, peer, cut: bool) -> None:
             raise LinkCutUnavailable(f"iptables in {c.name}'s network namespace failed: {done.stderr.strip()}")
 
 
-SHAPED_SERVICES = ("nu", *OPERATOR_SERVICES, "nd")  # the pipeline's nodes: their links carry what a failover moves
+SHAPED_SERVICES = ("nu", *OPERATOR_SERVICES, "nd")  # a stage's nodes: their links carry what a failover moves
 
 
 def shape(client: docker.DockerClient, spec: str) -> dict:
@@ -240,9 +285,9 @@ def shape(client: docker.DockerClient, spec: str) -> dict:
         raise LinkError(f"shaping the stack's links needs root and nsenter and tc on the Docker host "
                         f"(iproute2){': missing ' + ', '.join(missing) if missing else ''}")
     shaped, delay = [], []
-    for service in SHAPED_SERVICES:
+    for svc in compose_stages.services(stages(), SHAPED_SERVICES):
         try:
-            c = container(client, service)
+            c = container(client, svc)
         except RuntimeError:
             continue  # a spare not started
         c.reload()
@@ -252,25 +297,25 @@ def shape(client: docker.DockerClient, spec: str) -> dict:
         delay.append(shape_device(tc, "eth0", preset))
         shown = subprocess.run([*tc, "qdisc", "show", "dev", "eth0"], capture_output=True, text=True).stdout
         if "tbf" not in shown:
-            raise LinkError(f"{service}: eth0 shows no rate after shaping: {shown.strip()!r}")
-        shaped.append(service)
+            raise LinkError(f"{svc}: eth0 shows no rate after shaping: {shown.strip()!r}")
+        shaped.append(svc)
     if not shaped:
         raise LinkError("no node container is running to shape (make up first)")
     return {"preset": preset.name, "rate_bps": preset.rate_bps, "delay_ms": preset.delay_ms,
             "delay_applied": all(delay), "services": shaped}
 
 
-def cut(step: Step, client: docker.DockerClient, c, heal: bool = False) -> None:
+def cut(step: Step, client: docker.DockerClient, c, heal: bool = False, k: int = 1) -> None:
     """Cut (or heal) the links of `step`: every link of the target ("*": off the network and back under
     its service name, as a real host goes away), or the one link to `step.peer` (a firewall rule)."""
     if step.peer == "*":
         net = client.networks.get(f"{PROJECT}_{NETWORK}")
         if heal:
-            net.connect(c, aliases=[SERVICE_OF_ROLE[step.target]])
+            net.connect(c, aliases=[service(SERVICE_OF_ROLE[step.target], k)])
         else:
             net.disconnect(c)
     else:
-        _firewall(c, container(client, SERVICE_OF_ROLE[step.peer]), cut=not heal)
+        _firewall(c, container(client, service(SERVICE_OF_ROLE[step.peer], k)), cut=not heal)
 
 
 FREEZE_TRIES = 5
@@ -290,13 +335,13 @@ def pause(c) -> None:
             time.sleep(0.2)
 
 
-def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
-    """One step of a fault on its container; what it did, for the fault's report."""
+def apply(step: Step, client: docker.DockerClient, t_first: float, k: int = 1) -> dict:
+    """One step of a fault on its container at stage `k`; what it did, for the fault's report."""
     if step.action is Action.KILL_REPEATEDLY:
-        return {"rounds": kill_repeatedly(client, t_first)}
+        return {"rounds": kill_repeatedly(client, t_first, k)}
     if step.action is Action.START:
-        return {"started": start_spare(client)}
-    c = container(client, SERVICE_OF_ROLE[step.target])
+        return {"started": start_spare(client, k)}
+    c = container(client, service(SERVICE_OF_ROLE[step.target], k))
     if step.action is Action.KILL:
         c.kill()
     elif step.action is Action.STOP:
@@ -309,11 +354,11 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
         time.sleep(lasting(step))
         c.unpause()
     elif step.action is Action.PARTITION:
-        cut(step, client, c)
+        cut(step, client, c, k=k)
         time.sleep(lasting(step))
-        cut(step, client, c, heal=True)
+        cut(step, client, c, heal=True, k=k)
     elif step.action in (Action.CUT, Action.HEAL):
-        cut(step, client, c, heal=step.action is Action.HEAL)
+        cut(step, client, c, heal=step.action is Action.HEAL, k=k)
     elif step.action is Action.HANG:
         # The node's own processes (its Spark driver JVM and workers), by their host PIDs: root on the host.
         c.reload()
@@ -331,23 +376,35 @@ def apply(step: Step, client: docker.DockerClient, t_first: float) -> dict:
     return {}
 
 
-def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0) -> tuple[float, list[dict]]:
-    """`fault`'s steps in order, with their timings (as the process runner's `inject`): the time of the
-    first step and one event per step."""
+def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0, k: int = 1) -> tuple[float, list[dict]]:
+    """`fault`'s steps in order at stage `k`, with their timings (as the process runner's `inject`): the
+    time of the first step and one event per step."""
     t_first, events = 0.0, []
+    nu = service("nu", k)
     for step in fault.steps:
         if step.after == "takeover":
-            wait_for("Nu to accept a takeover", lambda: bool(node_status("nu").get("takeovers")), timeout, 0.05)
+            wait_for("Nu to accept a takeover", lambda: bool(node_status(nu).get("takeovers")), timeout, 0.05)
         elif step.after == "standby":
-            wait_for("Nu to back up to a standby again", lambda: standby_back(node_status("nu")), timeout, 0.1)
+            wait_for("Nu to back up to a standby again", lambda: standby_back(node_status(nu)), timeout, 0.1)
         if step.delay:
             time.sleep(step.delay)
         at = time.time()
         t_first = t_first or at
-        out = apply(step, client, t_first)
-        events.append({"at": at, "target": step.target, "action": str(step.action), **out})
-        say(f"{fault.name}: {step.action} {step.target} done")
+        out = apply(step, client, t_first, k)
+        events.append({"at": at, "target": step.target, "action": str(step.action), **({"stage": k} if k > 1 else {}),
+                       **out})
+        say(f"{fault.name}: {step.action} {service(SERVICE_OF_ROLE[step.target], k)} done")
     return t_first, events
+
+
+def inject_at(fault: Fault, client: docker.DockerClient, at: tuple[int, ...]) -> tuple[float, list[dict]]:
+    """`fault` at each stage of `at` at once (a thread per stage: a pause or a partition lasts, and the
+    stages' must overlap): the first step's time and every stage's events in the order they happened."""
+    if at == (1,):
+        return inject(fault, client)
+    with ThreadPoolExecutor(len(at)) as pool:
+        done = list(pool.map(lambda k: inject(fault, client, k=k), at))
+    return min(t for t, _ in done), sorted((e for _, ev in done for e in ev), key=lambda e: e["at"])
 
 
 def took_over_last(nodes: dict, t0: float) -> tuple[str | None, float | None]:
@@ -361,18 +418,55 @@ def took_over_last(nodes: dict, t0: float) -> tuple[str | None, float | None]:
     return name, round((at - t0) * 1000, 1)
 
 
-def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> dict:
-    say(f"{fault.name}: starting the stack (operator {os.environ.get('LS_OPERATOR', 'the compose default')})")
-    compose("up", "-d", "--wait", "--wait-timeout", "300", *SERVICES, total=fault.load)
+def exact(result: dict) -> bool:
+    """A stage's check found its results topic equal to its truth."""
+    return (result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0
+            and not result.get("wrong") and not result.get("unexpected") and result.get("admitted_all", True))
+
+
+def check_stages(name: str, deadline: float) -> dict[int, dict]:
+    """Each stage's check, in order, once its results topic holds what its truth expects (or at
+    `deadline`): a stage's truth is what the stage before it delivered, complete only once that one is."""
+    count, checks = stages(), {}
+    for k in range(1, count + 1):
+        where = f"stage {k}'s " if count > 1 else ""
+        result: dict = {}
+        while time.monotonic() < deadline:
+            result = stack_check(k)
+            say(f"{name}: {where}results topic holds {result['got']:,} of {result['expected']:,} expected outputs")
+            if result["got"] >= result["expected"] > 0 and result.get("admitted_all", True):
+                break
+            time.sleep(3)
+        checks[k] = result
+    return checks
+
+
+def _summed(checks: dict[int, dict], key: str):
+    values = [r.get(key) for r in checks.values()]
+    return None if any(v is None for v in values) else sum(values)
+
+
+def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: tuple[int, ...] = (1,),
+        name: str = "") -> dict:
+    """`fault` at the stages `at` (1: the stack's only one without a pipeline of several) under a load of
+    its own; the stack's checks after it and the failover's figures (of the stage whose takeover came last)."""
+    name = name or fault.name
+    say(f"{name}: starting the stack (operator {os.environ.get('LS_OPERATOR', 'the compose default')})")
+    compose("up", "-d", "--wait", "--wait-timeout", "300", *services(), total=fault.load)
     link = shape(client, os.environ["LS_LINK"]) if os.environ.get("LS_LINK") else None
     if link:
-        say(f"{fault.name}: links of {', '.join(link['services'])} shaped to {link['preset']}")
+        say(f"{name}: links of {', '.join(link['services'])} shaped to {link['preset']}")
     compose("up", "-d", "generator", total=fault.load)
-    say(f"{fault.name}: stack healthy; load of {fault.load:,} records on")
+    say(f"{name}: stack healthy; load of {int(os.environ.get('LS_GEN_TOTAL', fault.load)):,} records on")
     time.sleep(4)  # load on
-    t0, events = inject(fault, client)
-    rounds: list[dict] = next((e["rounds"] for e in events if "rounds" in e), [])
-    say(f"{fault.name}: every step done; waiting for the load to finish")
+    for k in at:
+        if k > 1:  # a later stage's input starts when the stage before it delivers (a window's, when one closes)
+            wait_for(f"stage {k}'s Nu to admit a record", lambda k=k: node_status(service("nu", k)).get("head", 0) > 0,
+                     timeout=120.0)
+            say(f"{name}: stage {k} at work")
+    t0, events = inject_at(fault, client, at)
+    rounds: list[dict] = [r for e in events if "rounds" in e for r in e["rounds"]]
+    say(f"{name}: every step done; waiting for the load to finish")
     gen = container(client, "generator")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -380,23 +474,23 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
         if gen.status == "exited":
             break
         time.sleep(2)
-    result: dict = {}
-    while time.monotonic() < deadline:
-        result = stack_check()
-        say(f"{fault.name}: results topic holds {result['got']:,} of {result['expected']:,} expected outputs")
-        if result["got"] >= result["expected"] > 0 and result.get("admitted_all", True):
-            break
-        time.sleep(3)
+    checks = check_stages(name, deadline)
+    took_at = {k: took_over_last(checks[k].get("nodes", {}), t0) for k in at}
+    hit = max(at, key=lambda k: -1.0 if took_at[k][1] is None else took_at[k][1])
+    result, last = checks[hit], checks[max(checks)]
     nu = result.get("nodes", {}).get("Nu", {}) or {}
     nodes = result.get("nodes", {})
-    new_primary, took = took_over_last(nodes, t0)
+    new_primary, took = took_at[hit]
     live = (nodes.get(new_primary) or {}) if new_primary else {}
     if rounds:
         took = max(r["recovery_ms"] for r in rounds)
-    out = {"fault": fault.name, "expect": fault.expect, "pipeline": os.environ.get("LS_PIPELINE") or None,
-           "lost": result.get("lost"),
-           "duplicated": result.get("duplicated"), "expected": result.get("expected"), "got": result.get("got"),
-           "recovery_ms": took, "new_primary": new_primary, "check_error": result.get("check_error"),
+    several = len(checks) > 1
+    out = {"fault": name, "expect": fault.expect, "pipeline": os.environ.get("LS_PIPELINE") or None,
+           # Summed over the stages; the outputs expected and got are the last stage's (the pipeline's).
+           "lost": _summed(checks, "lost"), "duplicated": _summed(checks, "duplicated"),
+           "expected": last.get("expected"), "got": last.get("got"),
+           "recovery_ms": took, "new_primary": f"{new_primary}@{hit}" if several and new_primary else new_primary,
+           "check_error": next((r["check_error"] for r in checks.values() if r.get("check_error")), None),
            # What made the last takeover: "detector" or "handover" (the launcher's key of the same name).
            "failover_cause": (live.get("recovery") or {}).get("cause", ""),
            # Handovers Nd took (a primary's last frame ended its lease): one per stopped primary.
@@ -409,49 +503,52 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0) -> di
            "standby_in_sync": nu.get("standby_in_sync"),
            "codec_backend": nu.get("codec_backend"),  # what compressed Nu's backup in its container
            # Each node's role at the end (a demoted primary that ran on, isolated, ends fenced).
-           "roles": {name: s.get("role") for name, s in result.get("nodes", {}).items() if isinstance(s, dict)},
+           "roles": {node: s.get("role") for node, s in nodes.items() if isinstance(s, dict)},
            # Takeovers Nd declined while the primary still delivered (the launcher's key of the same name).
            "takeovers_declined": sum((s.get("counters") or {}).get("takeovers_declined", 0)
-                                     for s in result.get("nodes", {}).values() if isinstance(s, dict)),
+                                     for s in nodes.values() if isinstance(s, dict)),
            # How close a working primary came to losing its lease at Nd (the launcher's key of the same name).
-           "primary_longest_silence_ms": (result.get("nodes", {}).get("Nd") or {}).get("primary_longest_silence_ms"),
-           "wrong": result.get("wrong", 0),
+           "primary_longest_silence_ms": (nodes.get("Nd") or {}).get("primary_longest_silence_ms"),
+           "wrong": _summed(checks, "wrong") or 0,
            "link": link,
-           "ok": result.get("lost") == 0 and result.get("duplicated") == 0 and result.get("expected", 0) > 0
-           and not result.get("wrong") and not result.get("unexpected") and result.get("admitted_all", True)}
+           "ok": all(exact(r) for r in checks.values())}
+    if several:
+        out["stages"] = [{"stage": k, **{key: r.get(key) for key in ("expected", "got", "lost", "duplicated", "wrong")},
+                          "recovery_ms": took_at[k][1] if k in took_at else None} for k, r in checks.items()]
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
-        out["ok"] = out["ok"] and took is not None
+        out["ok"] = out["ok"] and all(took_at[k][1] is not None for k in at)
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
-                     **{k: e[k] for k in ("started", "stopped", "killed", "exit_code", "stopped_ms") if k in e}}
+                     **{k: e[k] for k in ("stage", "started", "stopped", "killed", "exit_code", "stopped_ms")
+                        if k in e}}
                     for e in events]
     if rounds:
         out["rounds"] = rounds
-        out["ok"] = out["ok"] and [r["epoch"] for r in rounds] == [2, 3, 4]
+        out["ok"] = out["ok"] and all([r["epoch"] for r in e["rounds"]] == [2, 3, 4] for e in events if "rounds" in e)
     # An operator node that ended on its own (exit 70: its operator failed; 75: fenced) is started again by
     # compose (restart: on-failure) and must come back as the standby Nu backs up to: not down, not fenced.
-    restarted = [service for service in OPERATOR_SERVICES if restarts(client, service)]
+    restarted = [svc for svc in operator_services() if restarts(client, svc)]
     if restarted:
         out["restarted"] = {}
-        for service in restarted:
-            seen = rejoined(service, deadline)
+        for svc in restarted:
+            seen = rejoined(svc, deadline)
             # Counted once it has rejoined: a node started again meanwhile shows as one more restart.
-            out["restarted"][service] = {"restarts": restarts(client, service), **seen}
+            out["restarted"][svc] = {"restarts": restarts(client, svc), **seen}
         out["ok"] = out["ok"] and all(r["role"] == "standby" and r["backed_up"] for r in out["restarted"].values())
     return out
 
 
-def restarts(client: docker.DockerClient, service: str) -> int:
-    """How often docker started `service`'s container again by its restart policy (0: never, or no such
+def restarts(client: docker.DockerClient, svc: str) -> int:
+    """How often docker started `svc`'s container again by its restart policy (0: never, or no such
     container: a spare not started)."""
     try:
-        c = container(client, service)
+        c = container(client, svc)
     except RuntimeError:
         return 0
     c.reload()
     return int(c.attrs.get("RestartCount", 0))
 
 
-def rejoined(service: str, deadline: float) -> dict:
+def rejoined(svc: str, deadline: float) -> dict:
     """Wait (until `deadline`) for a restarted operator node to be a standby Nu backs up to, in sync, in the
     epoch in force (Nu's); its role, epoch and whether Nu backs up to it, as they are then.
 
@@ -461,10 +558,10 @@ def rejoined(service: str, deadline: float) -> dict:
     node was read before its registration reached Nu (with the load over, Nu has a new standby in sync at
     once), or a node started once more next to the registration of the one before."""
     def back() -> tuple[dict, bool]:
-        nu = node_status("nu")
-        s = node_status(service)
+        nu = node_status(service("nu", compose_stages.stage_of(svc)))
+        s = node_status(svc)
         seen = {"role": s.get("role"), "epoch": s.get("epoch"),
-                "backed_up": standby_back(nu) and nu["standby"] == f"{service}:50051"}
+                "backed_up": standby_back(nu) and nu["standby"] == f"{svc}:50051"}
         return seen, seen["role"] == "standby" and seen["backed_up"] and seen["epoch"] == nu.get("epoch")
 
     seen, done = back()
@@ -475,9 +572,11 @@ def rejoined(service: str, deadline: float) -> dict:
 
 
 def _run_logged(name: str, client: docker.DockerClient) -> dict:
-    """One fault on the stack as it is; every container's logs kept if it failed."""
+    """One fault on the stack as it is (`name`: of the catalog, at stages as `staged` reads them); every
+    container's logs kept if it failed."""
     try:
-        r = run(FAULTS[name], client)
+        fault, at = staged(name, stages(), FAULTS)
+        r = run(fault, client, at=at, name=name)
     except Exception as e:
         r = {"fault": name, "error": str(e)[:500], "ok": False}
     if not r["ok"]:
@@ -494,34 +593,28 @@ def run_clean(name: str, client: docker.DockerClient) -> dict:
         compose("down", "-v", "--remove-orphans", check=False)
 
 
-def pipeline_file() -> Path | None:
-    """The host's copy of the stack's pipeline (LS_PIPELINE, `examples/<file>`, read from LS_PIPELINE_DIR as
-    the containers read it); None for the tick example. SettingError says what is wrong with it."""
-    name = os.environ.get("LS_PIPELINE", "")
-    if not name:
-        return None
-    rel = Path(name)
-    if rel.parts[:1] != ("examples",) or len(rel.parts) < 2:
-        raise SettingError(f"LS_PIPELINE={name!r}: the stack reads a pipeline as examples/<file> (the host's "
-                           f"LS_PIPELINE_DIR, ./examples by default, mounted at /app/examples)")
-    path = Path(os.environ.get("LS_PIPELINE_DIR") or ROOT / "examples").joinpath(*rel.parts[1:])
-    if not path.is_file():
-        raise SettingError(f"LS_PIPELINE={name!r}: no such file {path}")
-    return path
-
-
 def own_pipeline(prefix: str) -> Path | None:
     """A directory holding the stack's pipeline with every topic it names under `prefix` (the fault's own,
     as the engine's topics are), to be mounted as the containers' examples/; None for the tick example."""
-    path = pipeline_file()
+    path = compose_stages.host_pipeline()
     if path is None:
         return None
-    from lazystandby.formats.pipeline import read_pipeline
+    from lazystandby.formats.pipeline import file_text, read_stages
 
     out = ROOT / "run" / "chaos-pipelines" / prefix.rstrip(".")
     out.mkdir(parents=True, exist_ok=True)
-    (out / path.name).write_text(read_pipeline(path).text(prefix))
+    (out / path.name).write_text(file_text(read_stages(path), prefix))
     return out
+
+
+def remove_other_stages(client: docker.DockerClient) -> None:
+    """Remove the node containers of stages the stack's pipeline does not run (a fault before this one ran a
+    pipeline of more stages on the shared stack)."""
+    keep = set(node_services())
+    for c in client.containers.list(all=True, filters={"label": f"com.docker.compose.project={PROJECT}"}):
+        svc = c.labels.get("com.docker.compose.service", "")
+        if compose_stages.stage_of(svc) > 1 and svc not in keep:
+            c.remove(force=True)
 
 
 def run_shared(name: str, client: docker.DockerClient, prefix: str) -> dict:
@@ -529,8 +622,9 @@ def run_shared(name: str, client: docker.DockerClient, prefix: str) -> dict:
     the TLS material are kept; every node and the generator are started afresh, over topics (and so a
     consumer group and a results topic) under `prefix`, which no fault before used. A fault that failed
     takes the whole stack down, so that the next one starts from nothing."""
-    compose("kill", *NODE_SERVICES, check=False)
-    compose("rm", "-f", "-v", *NODE_SERVICES, check=False)
+    compose("kill", *node_services(), check=False)
+    compose("rm", "-f", "-v", *node_services(), check=False)
+    remove_other_stages(client)
     FAULT_ENV["LS_TOPIC_PREFIX"] = prefix
     if (own := own_pipeline(prefix)) is not None:  # a pipeline's source topics are its file's, not prefixed
         FAULT_ENV["LS_PIPELINE_DIR"] = str(own)
@@ -539,10 +633,19 @@ def run_shared(name: str, client: docker.DockerClient, prefix: str) -> dict:
     finally:
         FAULT_ENV.pop("LS_TOPIC_PREFIX", None)
         FAULT_ENV.pop("LS_PIPELINE_DIR", None)
-        compose("kill", *NODE_SERVICES, check=False)
+        compose("kill", *node_services(), check=False)
     if not r["ok"]:
         compose("down", "-v", "--remove-orphans", check=False)
     return r
+
+
+def everything(count: int) -> list[str]:
+    """FAULT=all: the catalog, at the stages in turn for a pipeline of `count` stages, then kill-primary at
+    every stage at once."""
+    if count <= 1:
+        return list(FAULTS)
+    return ([f"{n}@{i % count + 1}" for i, n in enumerate(FAULTS)]
+            + [f"kill-primary@{'+'.join(str(k) for k in range(1, count + 1))}"])
 
 
 def main(argv: list[str]) -> int:
@@ -556,18 +659,16 @@ def main(argv: list[str]) -> int:
             print(f"chaos shape: {e}", file=sys.stderr)
             return 3
         return 0
-    names = list(FAULTS) if not argv or argv[0] == "all" else argv
-    unknown = [n for n in names if n not in FAULTS]
-    if unknown:
-        print(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)} or all", file=sys.stderr)
-        return 2
     try:
-        pipeline_file()
+        count = stages()
+        names = everything(count) if not argv or argv[0] == "all" else argv
+        for n in names:
+            staged(n, count, FAULTS)
     except SettingError as e:
         print(f"chaos: {e}", file=sys.stderr)
         return 2
     operator = os.environ.get("LS_OPERATOR", "spark")  # the compose file's default
-    needs_spark = {n: why for n in names if (why := FAULTS[n].unfit_for(operator))}
+    needs_spark = {n: why for n in names if (why := staged(n, count, FAULTS)[0].unfit_for(operator))}
     if needs_spark:
         if argv and argv[0] != "all":
             for why in needs_spark.values():

@@ -6,6 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 flags=$(bash deploy/docker/build.sh)  # a failed build stops here (set -e)
+# A pipeline of several stages (LS_PIPELINE): each later stage's nodes come from a generated override
+# (harness/compose_stages.py), which also says which node services every stage runs.
+py=.venv/bin/python
+[[ -x "$py" ]] || py=python3
+nodes=(nd n n-standby nu)
+if [[ -n "${LS_PIPELINE:-}" ]]; then
+  flags=$(PYTHONPATH=services "$py" -m lazystandby.harness.compose_stages flags)
+  read -ra nodes <<< "$(PYTHONPATH=services "$py" -m lazystandby.harness.compose_stages services)"
+fi
 read -ra files <<< "$flags"
 compose=(docker compose -p lazystandby "${files[@]}")
 if [[ "${LS_LOCAL_IMAGES:-1}" == "1" ]]; then
@@ -22,6 +31,6 @@ fail() {
   exit 1
 }
 # Everything healthy first; then the generator (it exits when its load is written, so it is not waited on).
-"${compose[@]}" up -d --wait --wait-timeout 600 kafka nd n n-standby nu prometheus || fail
+"${compose[@]}" up -d --wait --wait-timeout 600 kafka "${nodes[@]}" prometheus || fail
 "${compose[@]}" up -d generator || fail
 "${compose[@]}" ps

@@ -1,4 +1,5 @@
 import itertools
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,4 +48,8 @@ def chaos_run(stack_images):
     client = docker.from_env()
     chaos.compose("down", "-v", "--remove-orphans", check=False)
     count = itertools.count(1)
-    return lambda fault: chaos.run_shared(fault, client, prefix=f"t{next(count)}-{fault}.")
+    def run(fault: str) -> dict:
+        topics = re.sub(r"[^\w.-]", "-", fault)  # kill-primary@1+2: Kafka refuses @ and + in a topic's name
+        return chaos.run_shared(fault, client, prefix=f"t{next(count)}-{topics}.")
+
+    return run

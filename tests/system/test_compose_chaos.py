@@ -54,6 +54,23 @@ def test_a_pipeline_file_through_a_killed_primary_container_is_exact(chaos_run, 
     assert r["recovery_ms"] is not None
 
 
+def test_a_pipeline_of_two_stages_with_both_primaries_killed_at_once_is_exact(chaos_run, monkeypatch):
+    """LS_PIPELINE=examples/nexmark-q5.sql: each stage on containers of its own (stage 2's are s2-nu, s2-n,
+    s2-n-standby, s2-nd; the nexmark generator's bids), both stages' primaries killed at once while stage 2
+    is at work: each stage's standby takes over, and each stage's topic holds exactly the truth of what it
+    read (the second's, the first's view)."""
+    monkeypatch.setenv("LS_PIPELINE", "examples/nexmark-q5.sql")
+    monkeypatch.setenv("LS_GEN_TOTAL", "240000")  # 24 s of event time: stage 1's 10 s windows close
+    monkeypatch.setenv("LS_GEN_RATE", "10000")
+    r = chaos_run("kill-primary@1+2")
+    assert r["ok"] and r["fault"] == "kill-primary@1+2", r
+    assert [s["stage"] for s in r["stages"]] == [1, 2], r
+    for s in r["stages"]:
+        assert s["got"] == s["expected"] > 0 and s["lost"] == 0 and s["duplicated"] == 0 and s["wrong"] == 0, r
+        assert s["recovery_ms"] is not None, r  # both stages' standbys took over
+    assert sorted(s.get("stage", 1) for s in r["steps"]) == [1, 2] and r["new_primary"].startswith("N'@"), r
+
+
 def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(chaos_run):
     """docker pause of N' for 2 s under load: Nu stops waiting for it (out of sync) and takes it back."""
     r = chaos_run("pause-standby")

@@ -67,6 +67,15 @@ class Pipeline:
     def text(self, topic_prefix: str = "") -> str:
         """The pipeline (this stage, of several) as a file of its own again, every topic it names under
         `topic_prefix` (a test's own topics)."""
+        return ";\n".join([*self.declarations(topic_prefix), self.statement]) + ";\n"
+
+    @property
+    def statement(self) -> str:
+        """The query as the file states it: INSERT INTO its sink, or a SELECT into the default results."""
+        return f"INSERT INTO {self.sink_name} {self.plan.text}" if self.sink_name else self.plan.text
+
+    def declarations(self, topic_prefix: str = "") -> list[str]:
+        """Its tables, its sink and its settings, as statements, every topic under `topic_prefix`."""
         stmts = []
         for t in self.tables:
             opts = tuple((k, topic_prefix + v if k == "topic" else v) for k, v in t.options)
@@ -76,8 +85,7 @@ class Pipeline:
         if self.sink_name:
             stmts.append(f"CREATE TABLE {self.sink_name} WITH ('topic' = '{topic_prefix}{self.sink_topic}')")
         stmts.extend(f"SET {k} = '{v}'" for k, v in self.settings)
-        stmts.append(f"INSERT INTO {self.sink_name} {self.plan.text}" if self.sink_name else self.plan.text)
-        return ";\n".join(stmts) + ";\n"
+        return stmts
 
     @property
     def sources(self) -> tuple[Schema, ...]:
@@ -118,6 +126,19 @@ def read_stages(path: str | Path) -> tuple[Pipeline, ...]:
     except (OSError, UnicodeDecodeError) as e:
         raise PipelineError(f"{path}: cannot read the pipeline file: {e}") from None
     return parse_stages(text, str(path))
+
+
+def file_text(stages: tuple[Pipeline, ...], topic_prefix: str = "") -> str:
+    """A pipeline of several stages (read_stages) as one file again, every topic its tables and its sink
+    name under `topic_prefix` (a test's own topics; its views' topics lie under the deployment's prefix
+    already). Of one stage, Pipeline.text."""
+    if len(stages) == 1:
+        return stages[0].text(topic_prefix)
+    last = stages[-1]
+    # The first stage reads the file's own tables only; the last one names the sink.
+    head = dataclasses.replace(stages[0], sink_name=last.sink_name, sink_topic=last.sink_topic)
+    views = [f"CREATE VIEW {s.sink_name} AS {s.plan.text}" for s in stages[:-1]]
+    return ";\n".join([*head.declarations(topic_prefix), *views, last.statement]) + ";\n"
 
 
 def query_text(stages: tuple[Pipeline, ...]) -> str:

@@ -175,6 +175,10 @@ SUMMARIES: dict[str, Summary] = {
                  "delay_applied, services); null: unshaped"),
         ("rounds", "`kill-primary-repeatedly`: the epoch and recovery of each round"),
         ("restarted", "operator nodes compose started again: restarts, role, epoch, backed_up"),
+        ("stages", "a pipeline of several stages (LS_PIPELINE): per stage, `stage`, its check's `expected`, `got`, "
+                   "`lost`, `duplicated`, `wrong`, and `recovery_ms` where the fault hit it (null elsewhere); "
+                   "`lost`, `duplicated` and `wrong` above are summed over the stages, `expected` and `got` are "
+                   "the last stage's, the failover figures the stage's whose takeover came last"),
         ("logs", "where every container's logs went (a failed fault)"),
         ("error", "what broke the runner (a failed fault)"),
     )),

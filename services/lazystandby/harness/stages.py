@@ -38,14 +38,15 @@ FAILOVER = ("recovery", "recovery_ms", "before", "after", "events", "standby_cpu
             "predicted_recovery_ms", "primary_longest_silence_ms", "takeover_lease_ms", "restarted", "exited")
 
 
-def staged(name: str, stages: int) -> tuple[Fault, tuple[int, ...]]:
-    """The fault `name` names and the stages (from 1) it hits: NAME, NAME@K or NAME@K+L."""
+def staged(name: str, stages: int, catalog: Mapping[str, Fault] = FAULTS) -> tuple[Fault, tuple[int, ...]]:
+    """The fault of `catalog` (the process runner's by default) `name` names and the stages (from 1) it
+    hits: NAME, NAME@K or NAME@K+L."""
     base, at, where = name.partition("@")
-    if base not in FAULTS:
-        raise SettingError(f"fault (--fault): expected one of {', '.join(sorted(FAULTS))}, optionally @STAGE, got "
+    if base not in catalog:
+        raise SettingError(f"fault (--fault): expected one of {', '.join(sorted(catalog))}, optionally @STAGE, got "
                            f"{name!r}")
     if not at:
-        return FAULTS[base], (1,)
+        return catalog[base], (1,)
     try:
         targets = tuple(sorted({int(k) for k in where.split("+")}))
     except ValueError:
@@ -53,7 +54,7 @@ def staged(name: str, stages: int) -> tuple[Fault, tuple[int, ...]]:
     if not targets or not all(1 <= k <= stages for k in targets):
         raise SettingError(f"fault (--fault): {name!r}: expected {base}@K or {base}@K+L with stages K, L in "
                            f"1..{stages} (the pipeline's stages)")
-    return FAULTS[base], targets
+    return catalog[base], targets
 
 
 def hits(fault: str | Fault | Mapping[int, Fault], stages: int) -> dict[int, Fault]:

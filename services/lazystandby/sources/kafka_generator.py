@@ -121,11 +121,11 @@ def main(argv: list[str] | None = None) -> int:
                          "generator (default: LS_PIPELINE; none: the ticks)")
     a = ap.parse_args(argv)
     if a.pipeline:
-        from ..formats.pipeline import read_pipeline
+        from ..formats.pipeline import read_stages
         from .pipeline_load import write_load
 
         try:
-            spec = read_pipeline(a.pipeline)
+            spec = read_stages(a.pipeline)[0]  # of several stages, the load is what the first one reads
         except ValueError as e:  # PipelineError, SchemaError, UnsupportedSql: the file names what is wrong
             print(f"lazystandby-generator: {e}", file=sys.stderr)
             return 2

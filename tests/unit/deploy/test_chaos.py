@@ -371,3 +371,112 @@ def test_each_fault_reads_the_pipeline_over_topics_of_its_own(monkeypatch, tmp_p
     assert spec.plan.spec == first.plan.spec and spec.plan.key_names == first.plan.key_names
     monkeypatch.delenv("LS_PIPELINE")
     assert chaos.own_pipeline("t2.") is None
+
+
+@pytest.fixture
+def two_stages(monkeypatch):
+    """The stack runs examples/nexmark-q5.sql: two stages."""
+    monkeypatch.setenv("LS_PIPELINE", "examples/nexmark-q5.sql")
+    monkeypatch.delenv("LS_PIPELINE_DIR", raising=False)
+    assert chaos.stages() == 2
+
+
+def test_a_fault_at_a_later_stage_hits_that_stages_containers_and_asks_its_nu(fake, monkeypatch, two_stages):
+    log, running = fake
+    running |= {"s2-nu", "s2-n", "s2-n-standby", "s2-nd"}
+    asked = []
+    monkeypatch.setattr(chaos, "node_status", lambda service: asked.append(service) or {"takeovers": [{"epoch": 2}]})
+    fault, at = chaos.staged("kill-primary-then-upstream@2", 2, chaos.FAULTS)
+    assert at == (2,)
+    _, events = chaos.inject_at(fault, None, at)
+    assert [(w, s) for _, w, s in log] == [("kill", "s2-n"), ("kill", "s2-nu"), ("start", "s2-nu")]
+    assert set(asked) == {"s2-nu"} and [e["stage"] for e in events] == [2, 2]
+    assert chaos.apply(Step("primary", Action.START), None, 0.0, k=2) == {"started": "s2-n-standby-2"}
+
+
+def test_a_fault_at_two_stages_runs_at_both_at_once(fake, monkeypatch, two_stages):
+    log, running = fake
+    running |= {"s2-n", "s2-n-standby"}
+    fault = Fault("t", "", (Step("standby", Action.PAUSE, duration=0.3), Step("primary", Action.KILL)))
+    t0 = time.monotonic()
+    _, events = chaos.inject_at(fault, None, (1, 2))
+    assert time.monotonic() - t0 < 0.55  # the two pauses overlapped
+    assert sorted((w, s) for _, w, s in log) == sorted(
+        [("pause", "n-standby"), ("unpause", "n-standby"), ("kill", "n"),
+         ("pause", "s2-n-standby"), ("unpause", "s2-n-standby"), ("kill", "s2-n")])
+    assert sorted(e.get("stage", 1) for e in events) == [1, 1, 2, 2]
+    assert [e["at"] for e in events] == sorted(e["at"] for e in events)
+
+
+def test_all_runs_the_catalog_at_the_stages_in_turn_then_every_primary_at_once(monkeypatch, two_stages, capsys):
+    names = chaos.everything(2)
+    assert names[-1] == "kill-primary@1+2" and len(names) == len(chaos.FAULTS) + 1
+    assert [n.rpartition("@")[2] for n in names[:4]] == ["1", "2", "1", "2"]
+    assert {n.partition("@")[0] for n in names} == set(chaos.FAULTS)
+    assert chaos.everything(1) == list(chaos.FAULTS)
+    ran = []
+    monkeypatch.setattr(chaos.docker, "from_env", lambda: None)
+    monkeypatch.setattr(chaos, "run_clean", lambda name, client: ran.append(name) or {"ok": True})
+    monkeypatch.setenv("LS_OPERATOR", "python")
+    assert chaos.main(["kill-primary@2", "kill-primary@1+2"]) == 0 and ran == ["kill-primary@2", "kill-primary@1+2"]
+    assert chaos.main(["kill-primary@3"]) == 2 and "stages K, L in 1..2" in capsys.readouterr().err
+    assert chaos.main(["hang-operator@2"]) == 2 and "needs the Spark operator" in capsys.readouterr().err
+
+
+def test_each_stage_is_checked_in_order_and_the_fault_is_exact_only_when_every_stage_is(monkeypatch, two_stages):
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    answers = {1: iter([{"got": 5, "expected": 9}, {"got": 9, "expected": 9, "lost": 0, "duplicated": 0}]),
+               2: iter([{"got": 3, "expected": 3, "lost": 1, "duplicated": 0}])}
+    order = []
+    monkeypatch.setattr(chaos, "stack_check", lambda k: order.append(k) or next(answers[k]))
+    checks = chaos.check_stages("kill-primary@2", time.monotonic() + 60)
+    assert order == [1, 1, 2]  # stage 2's truth is complete only once stage 1's output is
+    assert chaos.exact(checks[1]) and not chaos.exact(checks[2])
+    assert chaos._summed(checks, "lost") == 1 and chaos._summed(checks, "wrong") is None
+
+
+def test_the_check_of_a_later_stage_runs_with_its_stage_and_names_its_nodes(monkeypatch, two_stages):
+    calls = []
+
+    def compose(*args, **kw):
+        calls.append(args)
+        return type("Done", (), {"returncode": 0, "stdout": '{"got": 1, "expected": 1}'})()
+
+    monkeypatch.setattr(chaos, "compose", compose)
+    assert chaos.stack_check(2) == {"got": 1, "expected": 1}
+    args = calls[0]
+    assert args[args.index("-e") + 1] == "LS_STAGE=2"
+    status = args[args.index("--status") + 1]
+    assert "N=s2-n:50051" in status and "Nu=s2-nu:50051" in status and "N'=s2-n-standby:50051" in status
+
+
+class Labelled:
+    def __init__(self, service):
+        self.labels, self.removed = {"com.docker.compose.service": service}, False
+
+    def remove(self, force):
+        self.removed = force
+
+
+def test_a_shared_stack_drops_the_nodes_of_stages_the_next_pipeline_does_not_run(monkeypatch):
+    boxes = [Labelled(s) for s in ("nu", "kafka", "s2-nu", "s2-n-standby-2", "s3-nd")]
+    client = type("Client", (), {"containers": type("C", (), {"list": staticmethod(lambda **kw: boxes)})()})()
+    monkeypatch.setenv("LS_PIPELINE", "examples/sensors.sql")  # one stage
+    chaos.remove_other_stages(client)
+    assert [b.labels["com.docker.compose.service"] for b in boxes if b.removed] == ["s2-nu", "s2-n-standby-2", "s3-nd"]
+    for b in boxes:
+        b.removed = False
+    monkeypatch.setenv("LS_PIPELINE", "examples/nexmark-q5.sql")  # two: stage 2's are its own
+    chaos.remove_other_stages(client)
+    assert [b.labels["com.docker.compose.service"] for b in boxes if b.removed] == ["s3-nd"]
+
+
+def test_a_pipeline_of_several_stages_gets_topics_of_its_own_for_each_fault(monkeypatch, tmp_path, two_stages):
+    monkeypatch.setattr(chaos, "ROOT", tmp_path)
+    from lazystandby.formats.pipeline import read_stages
+
+    own = read_stages(chaos.own_pipeline("t1.") / "nexmark-q5.sql")
+    first = read_stages(ROOT / "examples" / "nexmark-q5.sql")
+    assert [t.topic for t in own[0].sources] == ["t1.bid"] and own[-1].sink_topic == "t1.nexmark-q5"
+    assert [s.plan.text for s in own] == [s.plan.text for s in first]
+    assert own[1].sources[0].topic == "auction_bids"  # a view's topic: under the fault's LS_TOPIC_PREFIX

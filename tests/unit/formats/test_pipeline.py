@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from lazystandby.core.errors import PipelineError, UnsupportedSql
-from lazystandby.formats.pipeline import parse_pipeline, parse_stages, read_pipeline, read_stages, statements
+from lazystandby.formats.pipeline import file_text, parse_pipeline, parse_stages, read_pipeline, read_stages, statements
 
 EXAMPLES = sorted((Path(__file__).parents[3] / "examples").glob("*.sql"))
 TABLE = "CREATE TABLE t (a BIGINT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('topic' = 't');"
@@ -73,6 +73,19 @@ def test_a_stage_is_a_pipeline_file_of_its_own_under_a_prefix():
     assert alone.plan.names == second.plan.names and alone.sink_topic == "x.o"
     assert alone.sources[0].topic == "x.counts" and alone.sources[0].event_time == "window_end"
     assert alone.stages == 1 and alone.stage_prefix == ""
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_a_whole_file_is_written_again_with_its_tables_and_sink_under_a_prefix(path):
+    """Every stage reads as it did; the file's tables and its sink lie under the prefix, a view's topic
+    does not (it lies under the deployment's prefix already)."""
+    first = read_stages(path)
+    again = parse_stages(file_text(first, "x."))
+    assert [s.plan.text for s in again] == [s.plan.text for s in first]
+    assert [s.settings for s in again] == [s.settings for s in first]
+    for a, b in zip(again, first, strict=True):
+        assert [t.topic for t in a.tables] == [t.topic if t.table in b.views else "x." + t.topic for t in b.tables]
+        assert a.sink_topic == (b.sink_topic if b.sink_name in b.views else "x." + b.sink_topic if b.sink_name else "")
 
 
 def test_a_selections_view_keeps_its_sources_event_time_if_it_selects_it():
