@@ -90,10 +90,26 @@ def operator_services() -> list[str]:
     return compose_stages.services(stages(), OPERATOR_SERVICES)
 
 
-def compose(*args: str, check: bool = True, total: int = 40_000) -> subprocess.CompletedProcess:
+def load(fault: Fault) -> tuple[int, float]:
+    """The records a fault's generator writes and their rate a second: the fault's load at RATE; for a
+    pipeline of several stages the load `lazystandby run` gives it (enough event time for each window
+    stage's windows to close in turn, at a rate split over the stages' nodes). LS_GEN_TOTAL and
+    LS_GEN_RATE override both."""
+    if stages() < 2:
+        return fault.load, float(RATE)
+    from lazystandby.config import pipeline_stages
+    from lazystandby.harness.launcher import pipeline_load_defaults
+
+    d = pipeline_load_defaults(pipeline_stages(str(compose_stages.host_pipeline({**os.environ, **FAULT_ENV}))),
+                               os.environ.get("LS_OPERATOR", "spark"))
+    return max(fault.load, d["total"]), d["rate"]
+
+
+def compose(*args: str, check: bool = True, total: int = 40_000, rate: float = float(RATE)
+            ) -> subprocess.CompletedProcess:
     # A finite load for each fault (the compose default is a long one); the environment may override it.
     # The operator is the stack's own (compose's LS_OPERATOR, spark by default), unless the caller sets it.
-    env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": RATE,
+    env = {"LS_GEN_TOTAL": str(total), "LS_GEN_RATE": f"{rate:g}",
            "COMPOSE_PROFILES": "spares", **os.environ, **FAULT_ENV}
     out = subprocess.run(["docker", "compose", "-p", PROJECT, *files(stages()), *args], check=False,
                          capture_output=True, text=True, env=env)
@@ -452,12 +468,13 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
     its own; the stack's checks after it and the failover's figures (of the stage whose takeover came last)."""
     name = name or fault.name
     say(f"{name}: starting the stack (operator {os.environ.get('LS_OPERATOR', 'the compose default')})")
-    compose("up", "-d", "--wait", "--wait-timeout", "300", *services(), total=fault.load)
+    total, rate = load(fault)
+    compose("up", "-d", "--wait", "--wait-timeout", "300", *services(), total=total, rate=rate)
     link = shape(client, os.environ["LS_LINK"]) if os.environ.get("LS_LINK") else None
     if link:
         say(f"{name}: links of {', '.join(link['services'])} shaped to {link['preset']}")
-    compose("up", "-d", "generator", total=fault.load)
-    say(f"{name}: stack healthy; load of {int(os.environ.get('LS_GEN_TOTAL', fault.load)):,} records on")
+    compose("up", "-d", "generator", total=total, rate=rate)
+    say(f"{name}: stack healthy; load of {int(os.environ.get('LS_GEN_TOTAL', total)):,} records on")
     time.sleep(4)  # load on
     for k in at:
         if k > 1:  # a later stage's input starts when the stage before it delivers (a window's, when one closes)

@@ -480,3 +480,15 @@ def test_a_pipeline_of_several_stages_gets_topics_of_its_own_for_each_fault(monk
     assert [t.topic for t in own[0].sources] == ["t1.bid"] and own[-1].sink_topic == "t1.nexmark-q5"
     assert [s.plan.text for s in own] == [s.plan.text for s in first]
     assert own[1].sources[0].topic == "auction_bids"  # a view's topic: under the fault's LS_TOPIC_PREFIX
+
+
+def test_a_pipeline_of_several_stages_gets_the_load_its_windows_need(monkeypatch, two_stages):
+    from lazystandby.config import pipeline_stages
+    from lazystandby.harness.launcher import pipeline_load_defaults
+
+    monkeypatch.setenv("LS_OPERATOR", "python")
+    want = pipeline_load_defaults(pipeline_stages(str(ROOT / "examples" / "nexmark-q5.sql")), "python")
+    assert chaos.load(CATALOG["kill-primary"]) == (want["total"], want["rate"])
+    assert want["total"] > CATALOG["kill-primary"].load  # 40,000 bids close no 10 s window
+    monkeypatch.setenv("LS_PIPELINE", "examples/sensors.sql")  # one stage: the fault's load
+    assert chaos.load(CATALOG["kill-primary"]) == (CATALOG["kill-primary"].load, float(chaos.RATE))
