@@ -242,7 +242,7 @@ class NodeCollector(Collector):
             yield h
             rh = HistogramMetricFamily("lazystandby_recovery_seconds", "Failover phases, one observation per takeover",
                                        labels=[*lbl, "phase"])
-            for phase, b in self.node.recovery_seconds.items():
+            for phase, b in self.node.takeover.recovery_seconds.items():
                 rh.add_metric([name, phase], b.cumulative(), b.sum)
             yield rh
     def _refusals(self, s: dict) -> Iterator:

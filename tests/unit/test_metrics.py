@@ -21,7 +21,7 @@ def test_metrics_follow_a_failover():
         # the standby how far the primary got (a busy machine may delay it past 2,000 results).
         assert t.wait(lambda: t.nodes["n2"].snapshot()["cover_latency_s"] is not None, 10)
         t.kill("n")
-        assert t.wait(lambda: bool(t.nodes["n2"].recovery.get("data_recovery_ms") is not None), 20)
+        assert t.wait(lambda: bool(t.nodes["n2"].takeover.recovery.get("data_recovery_ms") is not None), 20)
         nu, n2, nd = scrape(t.nodes["nu"]), scrape(t.nodes["n2"]), scrape(t.nodes["nd"])
     assert nu['lazystandby_tuples_total{node="Nu",stage="source"}'] > 0
     assert nu['lazystandby_e2e_commit_seconds_count{node="Nu"}'] > 0
@@ -52,7 +52,7 @@ def test_histograms_count_batches_and_each_takeover():
     with InProcessTopology("memory", total=8_000, rate=8_000.0, bsize="10") as t:
         assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 500)
         t.kill("n")
-        assert t.wait(lambda: bool(t.nodes["n2"].recovery.get("data_recovery_ms") is not None), 20)
+        assert t.wait(lambda: bool(t.nodes["n2"].takeover.recovery.get("data_recovery_ms") is not None), 20)
         m = scrape(t.nodes["n2"])
     assert m['lazystandby_recovery_seconds_count{node="N\'",phase="detection"}'] == 1
     assert m['lazystandby_recovery_seconds_bucket{le="+Inf",node="N\'",phase="reconnection"}'] == 1

@@ -192,7 +192,7 @@ class OperatorBase(NodeBase):
                         break
                     self._wait_for_work(0.1)
                     continue
-                if self._gathering and self._still_gathering():
+                if self.takeover.gathering and self.takeover.still_gathering():
                     take = False
                     if self._head_done():
                         break  # answers to collect; nothing taken yet

@@ -10,12 +10,13 @@ Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat`
 (standby only). Handlers validate a whole frame before changing anything, so bad input leaves state as it was.
 
 One module per side: `operator_base` (the shared state and the operator loop), `primary`, `standby`
-(with its composed parts: `forecast`, `covering`, `connection_watch`), `passive`, `takeover` (the
-numbered steps).
+(with its composed parts: `forecast`, `covering`, `connection_watch`), `passive`, `takeover` (a part:
+the numbered steps).
 """
 
 from __future__ import annotations
 
+from ..core import messages as m
 from .operator_base import GATHER_MAX_S, OperatorBase
 from .primary import PrimarySide
 from .runs import Jump, Run, _join_runs
@@ -25,12 +26,17 @@ from .takeover import Takeover
 __all__ = ["GATHER_MAX_S", "Jump", "OperatorNode", "Run", "_join_runs"]
 
 
-class OperatorNode(PrimarySide, StandbySide, Takeover, OperatorBase):
+class OperatorNode(PrimarySide, StandbySide, OperatorBase):
     """N (role primary) or N' (role standby). One object carries every side: a standby becomes the primary
-    at a takeover, and a primary shown a newer epoch before it has worked rejoins as a standby."""
+    at a takeover (its part `takeover`), and a primary shown a newer epoch before it has worked rejoins as a
+    standby."""
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)  # OperatorBase: the state every side shares, and the role it starts in
         self._init_primary()
         self._init_standby()
-        self._init_takeover()
+        self.takeover = Takeover(self)
+
+    def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
+        """The gRPC handler of a primary's handover notice: the takeover part answers it."""
+        return self.takeover.handle_handover(msg)

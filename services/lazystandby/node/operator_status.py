@@ -40,7 +40,7 @@ def operator_status(n, s: dict) -> dict:
         "state_lag_tuples": max(0, n.inbound.received_through - n.processed.input_pos) if n.stateful else 0,
         "operator_switches": getattr(n.operator, "switches", []),
         "quarantined": list(n.quarantine.listed),
-        "recovery": n.recovery,
+        "recovery": n.takeover.recovery,
         "predicted_recovery": _predicted(n),
         "snapshot": n.snapshots.status(),
         "recovery_target": n.forecast.target_status(),

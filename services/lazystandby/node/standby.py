@@ -357,7 +357,7 @@ class StandbySide:
             self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
                              "primary is watched again from now", self.name, det.stall_after)
         if suspected:
-            self.take_over()
+            self.takeover.run()
             return
         self._beat_due = t0 + det.next_beat_in(t0)
         self._beat_now.wait(max(0.0, self._beat_due - self.clock()))

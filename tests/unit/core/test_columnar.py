@@ -629,18 +629,18 @@ def test_a_gathering_takeover_waits_for_nus_resend_or_its_deadline_and_no_longer
     n2 = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 1"), _Net(), clock=lambda: t[0])
     try:
         def gathering(role: Role, head: int | None, received: int) -> bool:
-            n2._gathering = True
+            n2.takeover.gathering = True
             n2.state.role = role  # the states of a takeover, set directly: the steps are tested elsewhere
-            n2._gather = None if head is None else (head, t[0] + GATHER_MAX_S)
+            n2.takeover.gather = None if head is None else (head, t[0] + GATHER_MAX_S)
             n2.inbound.received_through = received
-            return n2._still_gathering()
+            return n2.takeover.still_gathering()
 
         assert gathering(Role.PROMOTING, None, 10)  # links being rebuilt: nothing is taken
         assert gathering(Role.PRIMARY, 50, 10)  # Nu's resend through 50 not in yet
-        assert not gathering(Role.PRIMARY, 50, 50) and not n2._gathering  # it is: take everything
+        assert not gathering(Role.PRIMARY, 50, 50) and not n2.takeover.gathering  # it is: take everything
         assert gathering(Role.PRIMARY, 50, 10)
         t[0] += GATHER_MAX_S  # a resend that never comes holds the operator this long, no longer
-        assert not n2._still_gathering() and n2._gather is None
+        assert not n2.takeover.still_gathering() and n2.takeover.gather is None
         assert not gathering(Role.STANDBY, None, 10)  # refused by Nd: back to standby, nothing held
     finally:
         n2.stop()

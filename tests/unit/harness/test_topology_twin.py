@@ -51,7 +51,7 @@ def body_kill_primary(transport, bsize, codec="zstd-stream-dict"):
         assert res.ok, res
         assert t.nodes["n2"].state.role == "primary" and t.nodes["n2"].state.epoch == 2
         assert t.nodes["nd"].counters["duplicates_dropped"] == 0  # Precise: nothing sent twice
-        return t.nodes["n2"].recovery
+        return t.nodes["n2"].takeover.recovery
 
 
 def test_no_failure_memory():
@@ -235,7 +235,7 @@ def test_a_standby_is_lazy_until_it_takes_over_and_then_answers_at_once():
         res = compare(exp, output(t))
         assert res.ok, res
         assert n2.operator.lazy_calls == [True, False]
-        assert n2.recovery["catch_up_ms"] < 0.5 * Lazy.HOLD * 1000, "the takeover did not wait out the hold"
+        assert n2.takeover.recovery["catch_up_ms"] < 0.5 * Lazy.HOLD * 1000, "the takeover did not wait out the hold"
 
 
 class Sluggish(Selection):
@@ -350,10 +350,10 @@ def test_a_gathering_operator_gets_the_held_inputs_and_nus_resend_in_one_call_at
         calls = n2.operator.calls
         assert not [c for c in calls if c[0] == "promoting"], "nothing is taken while the links are rebuilt"
         first = next(c for c in calls if c[0] == "primary")
-        head = n2.recovery["head_at_takeover"]
-        assert first[2] - 1 >= head, (first, n2.recovery)  # the held inputs and Nu's resend, one call
-        assert n2.recovery["catch_up_ms"] < GATHER_WAIT_BOUND_MS
-        assert not n2._gathering
+        head = n2.takeover.recovery["head_at_takeover"]
+        assert first[2] - 1 >= head, (first, n2.takeover.recovery)  # the held inputs and Nu's resend, one call
+        assert n2.takeover.recovery["catch_up_ms"] < GATHER_WAIT_BOUND_MS
+        assert not n2.takeover.gathering
 
 
 GATHER_WAIT_BOUND_MS = 2_000  # generous: the wait ends on the resend's arrival, at most 250 ms after PRIMARY

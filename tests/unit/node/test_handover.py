@@ -37,13 +37,13 @@ def test_a_primary_asked_to_stop_hands_over_at_once_and_the_output_is_exact():
         except WrongRole as e:
             assert "hands over" in str(e)
         t.kill("n")  # the process exits once its standby has heard it
-        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.takeover.recovery.get("live_at") is not None, 5)
         live_s = time.monotonic() - t0
         assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
         res = compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows])
         assert res.ok, res
         assert live_s < 1.0, f"N' was live {live_s:.2f} s after the handover: it waited for its detector"
-        assert n2.recovery["cause"] == "handover" and n2.counters["takeovers_declined"] == 0
+        assert n2.takeover.recovery["cause"] == "handover" and n2.counters["takeovers_declined"] == 0
         assert nd.counters["lease_released"] == 1 and nd.counters["duplicates_dropped"] == 0
         assert nd.takeovers.last is not None and nd.takeovers.last.facts["handed_over"] is True
         assert n.counters["handovers"] == 1
@@ -64,11 +64,11 @@ def test_the_primary_tells_its_standby_to_heartbeat_now_so_the_takeover_waits_fo
         assert n.hand_over() == "told"
         told_s = time.monotonic() - t0
         t.kill("n")
-        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.takeover.recovery.get("live_at") is not None, 5)
         live_s = time.monotonic() - t0
         assert told_s < 1.0 and live_s < 1.0, f"told after {told_s:.2f} s, live after {live_s:.2f} s"
         assert n.counters["handover_notices_heard"] == 1 and n2.counters["handover_notices"] == 1
-        assert n2.recovery["cause"] == "handover" and nd.counters["lease_released"] == 1
+        assert n2.takeover.recovery["cause"] == "handover" and nd.counters["lease_released"] == 1
         assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
         assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
 
@@ -86,7 +86,7 @@ def test_a_handover_notice_alone_moves_nothing_and_a_stale_one_is_ignored():
         assert t.wait(lambda: n.counters["heartbeats_answered"] > beats, 1)  # now, not 3 s later
         time.sleep(0.3)
         assert n2.state.role is Role.STANDBY and n.state.role is Role.PRIMARY and nd.fence.epoch == 1
-        assert n2.recovery == {} and n2.counters["heartbeat_primary_leaving"] == 0
+        assert n2.takeover.recovery == {} and n2.counters["heartbeat_primary_leaving"] == 0
         to_primary = t.net.call_pb("n", "Handover", pb.HandoverNotice(sender="mallory", epoch=1))
         assert not to_primary.beats and to_primary.role == pb.ROLE_PRIMARY
         with pytest.raises(PeerError) as e:
@@ -110,8 +110,8 @@ def test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat(caplog):
         said = [r.getMessage() for r in caplog.records if "handover notice" in r.getMessage()]
         assert len(said) == 1 and "failed after" in said[0] and "not now" in said[0], said  # N says why
         t.kill("n")
-        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
-        assert n2.recovery["cause"] == "handover"  # on its own heartbeat's LEAVING
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.takeover.recovery.get("live_at") is not None, 5)
+        assert n2.takeover.recovery["cause"] == "handover"  # on its own heartbeat's LEAVING
         assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
         assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
 
@@ -158,11 +158,11 @@ def test_a_takeover_declined_before_the_lease_ended_is_asked_again_at_the_next_l
         assert not nd.lease.released
         t.net.up("nd")
         t.kill("n")
-        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.recovery.get("live_at") is not None, 5)
+        assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.takeover.recovery.get("live_at") is not None, 5)
         assert time.monotonic() - t0 < 1.5
         assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
         assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
-        assert n2.recovery["cause"] == "handover"  # asked again on N's word, not on its detector's
+        assert n2.takeover.recovery["cause"] == "handover"  # asked again on N's word, not on its detector's
 
 
 def test_the_stop_signal_hands_over_once_and_a_second_one_stops_at_once():

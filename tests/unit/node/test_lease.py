@@ -62,10 +62,10 @@ def test_a_standby_says_how_long_it_has_surely_not_heard_its_primary():
     s = OperatorNode(NodeConfig(role="standby", name="N'", listen="s", heartbeat_interval=0.2,
                                 heartbeat_misses=5), Selection("price > 100"), MemoryNetwork().peer)
     s.detector = FailureDetector(0.2, 5, now=0.0)
-    assert s._unheard_ms(RecoveryTimes(last_ok=0.0, detected=1.0)) == 0  # never heard
+    assert s.takeover._unheard_ms(RecoveryTimes(last_ok=0.0, detected=1.0)) == 0  # never heard
     s.detector.ok(0.5, 0.001)
-    assert s._unheard_ms(RecoveryTimes(last_ok=0.5, detected=1.5)) == 800
-    assert s._unheard_ms(RecoveryTimes(last_ok=0.5, detected=0.6)) == 0  # within an interval: says nothing
+    assert s.takeover._unheard_ms(RecoveryTimes(last_ok=0.5, detected=1.5)) == 800
+    assert s.takeover._unheard_ms(RecoveryTimes(last_ok=0.5, detected=0.6)) == 0  # within an interval: says nothing
 
 
 def test_a_takeover_queued_behind_a_slow_delivery_finds_the_lease_renewed_by_it(net):
@@ -134,7 +134,7 @@ def test_a_declined_standby_withdraws_its_epoch_and_keeps_taking_the_backup(net,
     s.state.fence.advance(1)
     unsealed = []
     s._unseal = lambda: unsealed.append(1)
-    s.take_over()
+    s.takeover.run()
     assert s.state.role == "standby" and s.state.epoch == 1
     assert s.counters["takeovers_declined"] == 1 and s.counters["takeovers"] == 0
     assert unsealed == []  # declined at Nd's first answer: nothing held was decoded for it
@@ -151,7 +151,7 @@ def test_a_standby_with_a_stale_epoch_steps_back_instead_of_fencing_itself(net, 
     s = OperatorNode(NodeConfig(role="standby", listen="s", downstream="nd", upstream="nu"), Selection("price > 1"),
                      net.peer)
     s.state.fence.advance(1)
-    s.take_over()
+    s.takeover.run()
     assert s.state.role == "standby" and s.state.epoch == 3
     assert s.counters["takeovers_refused"] == 1
     s.stop()

@@ -181,7 +181,7 @@ def test_a_promoted_standby_times_its_calls_from_its_promotion():
     assert s.handle_heartbeat(m.HeartbeatRequest(sender="x", epoch=0)).stalled_ms == 0  # a standby: never
     s.state.fence.advance(1)
     s.state.become(Role.PROMOTING, epoch=2)
-    s._replay(plan_takeover(epoch=2, delivered_through=0, received_through=5, oq_first=1, oq_last=0),
+    s.takeover._replay(plan_takeover(epoch=2, delivered_through=0, received_through=5, oq_first=1, oq_last=0),
               m.TakeoverReply(epoch=2))
     assert s.state.role is Role.PRIMARY
     now[0] = 31.0

@@ -84,7 +84,7 @@ def test_a_fenced_primary_answering_heartbeats_counts_as_a_failure(net, primary)
 
     s.detector = FailureDetector(0.01, 2, s.clock())
     s.registered.set()
-    s.take_over = lambda: s.counters.update(["suspected"])  # the suspicion is what this test is about
+    s.takeover.run = lambda: s.counters.update(["suspected"])  # the suspicion is what this test is about
     try:
         primary.state.become(Role.FENCED)
         s._heartbeat_loop()

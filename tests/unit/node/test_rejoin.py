@@ -101,7 +101,7 @@ def test_a_promoted_standby_refused_before_its_first_delivery_is_fenced_not_rejo
                      net.peer)
     nodes.append(s)
     s.state.become(Role.PROMOTING, epoch=2)
-    s._replay(plan_takeover(epoch=2, delivered_through=0, received_through=0, oq_first=1, oq_last=0),
+    s.takeover._replay(plan_takeover(epoch=2, delivered_through=0, received_through=0, oq_first=1, oq_last=0),
               m.TakeoverReply(epoch=2))
     with s.lock:
         s._fence("Nd refused epoch 2")  # it holds IQ' and OQ' of a deposed epoch
