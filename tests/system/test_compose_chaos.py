@@ -69,6 +69,27 @@ def test_a_pipeline_of_two_stages_with_both_primaries_killed_at_once_is_exact(ch
         assert s["got"] == s["expected"] > 0 and s["lost"] == 0 and s["duplicated"] == 0 and s["wrong"] == 0, r
         assert s["recovery_ms"] is not None, r  # both stages' standbys took over
     assert sorted(s.get("stage", 1) for s in r["steps"]) == [1, 2] and r["new_primary"].startswith("N'@"), r
+    # The stack's Prometheus scraped every stage's nodes, each series labelled with its stage: a failover
+    # in each, counted by the stage's new primary (stage 2's in s2-n-standby's container).
+    failovers = prometheus("max by (pipeline_stage, instance) (max_over_time(lazystandby_failovers_total[10m]))")
+    assert {(x["metric"]["pipeline_stage"], x["metric"]["instance"]) for x in failovers
+            if float(x["value"][1]) >= 1} >= {("1", "n-standby:9100"), ("2", "s2-n-standby:9100")}, failovers
+    up = prometheus('max_over_time(up{instance=~"s2-.*"}[10m])')
+    assert {x["metric"]["instance"] for x in up if x["value"][1] == "1"} >= {
+        "s2-nu:9100", "s2-n:9100", "s2-n-standby:9100", "s2-nd:9100"}, up
+
+
+def prometheus(expr: str) -> list[dict]:
+    """An instant query to the stack's Prometheus (published on the host's LS_PROMETHEUS_PORT)."""
+    import json
+    import os
+    import urllib.parse
+    import urllib.request
+
+    port = os.environ.get("LS_PROMETHEUS_PORT", "9090")
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)["data"]["result"]
 
 
 def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(chaos_run):
