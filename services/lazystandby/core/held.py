@@ -5,7 +5,7 @@ Most of what a standby receives is covered by Nd's acks before it would process 
 `standby_defer`), and a covered input is never processed; decoding it anyway was most of the standby's
 CPU. So a run is checked on arrival in everything that needs no decoding (its place in the codec session,
 its positions, its declared sizes) and queued sealed: `Sealed` items in IQ'. A run is decoded when the
-operator takes one of its inputs, or when a takeover starts (`OperatorNode._unseal`). A streaming session
+operator takes one of its inputs, or when a takeover starts (`StandbySide.unseal`). A streaming session
 decodes only forward from a fresh run (`EncodedRun.fresh`, every `batching.FRESH_EVERY` tuples), so the
 runs from the last fresh one before the oldest input not covered yet stay held, sealed. The other codecs
 compress every batch on its own, so each of their runs is held as fresh: it decodes without the ones

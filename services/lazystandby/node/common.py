@@ -77,6 +77,13 @@ class NodeBase:
         t.start()
         self._threads.append(t)
 
+    def run_once(self, name: str, work: Callable[[], None]) -> None:
+        """Run `work` once in a thread of its own, joined at stop like the loops (a registration that waits
+        for its peer must not hold up the caller)."""
+        t = threading.Thread(target=work, name=f"{self.name}:{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
     def die_in_loop(self, name: str = "") -> None:
         """Make loop `name` (MAIN_LOOP when empty) raise LoopTold at its next turn: the chaos test of a loop
         that ends by an exception (SIGUSR1 to the process, cli.run_node). Safe from a signal handler."""

@@ -3,10 +3,12 @@ OQ, the Level-1 point, and the parts it is composed of, each holding its own sta
 (`inbound.Inbound`: IQ and what is held), the operator's calls (`operator_calls.OperatorCalls`), the
 quarantine (`quarantine.Quarantine`); what it reports is `operator_status`.
 
-The role-specific sides act on this state: `primary.PrimarySide` (Push in, Deliver out, the planned
-handover), `standby.StandbySide` (the backup in, lazily; the heartbeats that watch the primary) and
-`takeover.Takeover` (seed 000 section 3.6, made Precise, as numbered steps). `operator_node.OperatorNode`
-joins them: a node changes role at run time, so one object carries every side.
+The role parts act on this state, each holding its own: `primary.PrimarySide` (`primary_side`: Push in,
+Deliver out, the planned handover), `standby.StandbySide` (`standby_side`: the backup in, lazily; the
+heartbeats that watch the primary) and `takeover.Takeover` (`takeover`: seed 000 section 3.6, made
+Precise, as numbered steps). A node changes role at run time, so it composes every part; the operator
+loop asks the standby's part what it may take (`deferred_through`) and the primary's whether its operator
+stalled (`stalled_s`). `operator_node.OperatorNode` is the node's face to the wire.
 
 Invariants the sides rely on: `inbound.received_through` is the last input position held; `processed`
 (moved only by `_processed_to`) the last one the operator answered, with the outputs made through it;
@@ -33,15 +35,12 @@ from ..transport.peer import Peer
 from .common import IDLE_STANDBY_WAIT_S, NodeBase
 from .inbound import Inbound
 from .operator_calls import OperatorCalls
-from .operator_status import operator_status
 from .passive import PassiveStandby
+from .primary import PrimarySide
 from .quarantine import Quarantine, Quarantined, bisect
 from .runs import Jump, _join_runs, outputs_of
-
-# Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
-# operator starts anyway: a resend comes tens of milliseconds after Nu's answer, and a lost one must not
-# hold the operator for good.
-GATHER_MAX_S = 0.25
+from .standby import StandbySide
+from .takeover import Takeover
 
 
 class OperatorBase(NodeBase):
@@ -75,6 +74,11 @@ class OperatorBase(NodeBase):
             self.state.become(Role.PRIMARY, epoch=1)
         else:
             self.state.become(Role.STANDBY, epoch=0)
+        # The role parts, each holding its own state and acting on this one: a node changes role at run time
+        # (a standby takes over, a primary shown a newer epoch rejoins as a standby), so it carries them all.
+        self.primary_side = PrimarySide(self)
+        self.standby_side = StandbySide(self)
+        self.takeover = Takeover(self)
 
     def _init_positions(self) -> None:
         """Where this node stands in the link order and in its outputs: received, processed, covered, and
@@ -95,20 +99,20 @@ class OperatorBase(NodeBase):
         self.sent_next = 1
 
     def stop(self, join_timeout: float = 5.0) -> None:
-        self._beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
+        self.standby_side.beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
         super().stop(join_timeout)
 
     def start(self) -> None:
         standby = self.state.role is Role.STANDBY  # before the loops: the output loop may make a primary rejoin
         self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
-        self.spawn("output", self._output_loop)
-        self.spawn("announce", self._announce_loop)
+        self.spawn("output", self.primary_side.output_loop)
+        self.spawn("announce", self.primary_side.announce_loop)
         if self.passive:
             self.spawn("snapshot", self.snapshots.send_loop)
         if self.calls.probe is not None:
-            self.spawn("operator-probe", self._probe_operator)
+            self.spawn("operator-probe", self.primary_side.probe_operator)
         if standby:
-            self._watch_as_standby()
+            self.standby_side.watch()
 
     # --- input: frames and batches -> IQ ---------------------------------------------------------------
     def _admit(self, batches: list, ckpt: Checkpoint, params: m.Params | None = None) -> None:
@@ -140,6 +144,15 @@ class OperatorBase(NodeBase):
             self.held.trim(self._done_through() if self.stateful else ckpt.input_pos)
             self.inbound.covered_through(ckpt.input_pos)
             self.lock.notify_all()  # a deferring operator loop may now skip
+
+    def on_level0(self, k: int) -> None:
+        """Holding the lock: Nd holds every output through `k` (its Level-0 ack, to the primary directly, to
+        the standby in the primary's heartbeat replies: Algorithm 3): OQ drops them, the Level-1 ack follows."""
+        if k > self.level0:
+            self.level0 = k
+        self.oq.trim(self.level0)
+        self._level1()
+        self.lock.notify_all()
 
     def _check_epoch(self, epoch: int, sender: str, what: str) -> None:
         """Calls from Nu speak for Nu's epoch: an older one is refused (StaleEpoch); a newer one moves
@@ -188,19 +201,19 @@ class OperatorBase(NodeBase):
                     take = False
                     break  # a Passive Standby that took over: its snapshot is loaded first (`_operator_loop`)
                 if self.inbound.iq.empty():
-                    if self._head_done():
+                    if self.calls.head_done():
                         break
                     self._wait_for_work(0.1)
                     continue
                 if self.takeover.gathering and self.takeover.still_gathering():
                     take = False
-                    if self._head_done():
+                    if self.calls.head_done():
                         break  # answers to collect; nothing taken yet
                     self.lock.wait(0.005)  # ends on an input's arrival or the deadline, not on a notify
                     continue
                 take = True
-                through = self._deferred_through()
-                if through is None or self.inbound.iq.head()[0].first <= through or self._head_done():  # type: ignore[index]
+                through = self.standby_side.deferred_through()
+                if through is None or self.inbound.iq.head()[0].first <= through or self.calls.head_done():  # type: ignore[index]
                     break  # something to take, or answers to collect (taking what may be taken now)
                 self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
             return _join_runs(self.inbound.iq.take_all(self.calls.take, through)) if take else []
@@ -208,7 +221,7 @@ class OperatorBase(NodeBase):
     def _process_run(self, it) -> bool:
         """A run taken from IQ, submitted from its first input in calls of the node's batch size, past what a
         snapshot or a covering checkpoint made needless; False when an input did not decode (the node
-        stops taking: `_unreadable`)."""
+        stops taking: StandbySide.unreadable)."""
         start = it.first
         while start < it.end and not self.stopped:
             room = self._room_for(it.end - start)
@@ -243,7 +256,7 @@ class OperatorBase(NodeBase):
                         self._submit(it.slice(start, at))
                     except Unreadable:
                         at = start  # that did not decode either: forgotten from `start`
-                self._unreadable(e.error, at)
+                self.standby_side.unreadable(e.error, at)
                 return False
             if len(piece):
                 self._submit(piece)
@@ -307,7 +320,7 @@ class OperatorBase(NodeBase):
                 if room > 0 or self.stopped:
                     return max(0, min(wanted, room))
                 self.counters["oq_full_waits" if self.oq.room() == 0 else "in_flight_waits"] += 1
-                if not self._head_done():
+                if not self.calls.head_done():
                     self.lock.wait(0.05)
 
     def _wait_for_work(self, seconds: float) -> None:
@@ -319,9 +332,6 @@ class OperatorBase(NodeBase):
             self.standby_wake.wait(IDLE_STANDBY_WAIT_S)
         else:
             self.lock.wait(seconds)
-
-    def _head_done(self) -> bool:
-        return self.calls.head_done()
 
     def _submit(self, batch: TupleBatch) -> None:
         t0 = self.calls.begin()
@@ -414,7 +424,7 @@ class OperatorBase(NodeBase):
         with self.lock:
             self.calls.watch.fail(why)
             self.counters["operator_failures"] += 1
-            self._stalled_s()  # said now, not at the next heartbeat
+            self.primary_side.stalled_s()  # said now, not at the next heartbeat
         self.fail(f"the operator failed ({why})")
 
     def _processed_to(self, ckpt: Checkpoint) -> None:
@@ -430,9 +440,3 @@ class OperatorBase(NodeBase):
         if self.stateful:
             return max(self.processed.input_pos, self.snapshots.through() or 0)
         return max(self.processed.input_pos, self._covered[0].input_pos)
-
-    def handle_snapshot(self, msg: m.SnapshotFrame) -> m.SnapshotAck:
-        return self.snapshots.handle(msg)
-
-    def snapshot(self) -> dict:
-        return operator_status(self, super().snapshot())

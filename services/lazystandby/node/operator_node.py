@@ -9,34 +9,46 @@
 Loops: `operator` drains IQ; `output` sends OQ to Nd (primary only); `heartbeat` watches the primary
 (standby only). Handlers validate a whole frame before changing anything, so bad input leaves state as it was.
 
-One module per side: `operator_base` (the shared state and the operator loop), `primary`, `standby`
-(with its composed parts: `forecast`, `covering`, `connection_watch`), `passive`, `takeover` (a part:
-the numbered steps).
+One module per part: `operator_base` (the shared state and the operator loop, which composes the rest),
+`primary` (`node.primary_side`), `standby` (`node.standby_side`, with its own parts: `forecast`, `covering`,
+`connection_watch`), `passive` (`node.snapshots`), `takeover` (`node.takeover`: the numbered steps). This
+module is the node's face to the wire: each call goes to the part that answers it.
 """
 
 from __future__ import annotations
 
 from ..core import messages as m
-from .operator_base import GATHER_MAX_S, OperatorBase
-from .primary import PrimarySide
+from .operator_base import OperatorBase
+from .operator_status import operator_status
 from .runs import Jump, Run, _join_runs
-from .standby import StandbySide
-from .takeover import Takeover
+from .takeover import GATHER_MAX_S
 
 __all__ = ["GATHER_MAX_S", "Jump", "OperatorNode", "Run", "_join_runs"]
 
 
-class OperatorNode(PrimarySide, StandbySide, OperatorBase):
-    """N (role primary) or N' (role standby). One object carries every side: a standby becomes the primary
-    at a takeover (its part `takeover`), and a primary shown a newer epoch before it has worked rejoins as a
-    standby."""
+class OperatorNode(OperatorBase):
+    """N (role primary) or N' (role standby): the calls its peers make, each answered by its part."""
 
-    def __init__(self, *args, **kw) -> None:
-        super().__init__(*args, **kw)  # OperatorBase: the state every side shares, and the role it starts in
-        self._init_primary()
-        self._init_standby()
-        self.takeover = Takeover(self)
+    def handle_push(self, msg: m.Frame) -> m.FrameAck:
+        return self.primary_side.handle_push(msg)
+
+    def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
+        return self.primary_side.handle_heartbeat(msg)
+
+    def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
+        return self.standby_side.handle_backup(msg)
 
     def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
-        """The gRPC handler of a primary's handover notice: the takeover part answers it."""
+        """A primary's handover notice: the takeover part answers it."""
         return self.takeover.handle_handover(msg)
+
+    def handle_snapshot(self, msg: m.SnapshotFrame) -> m.SnapshotAck:
+        return self.snapshots.handle(msg)
+
+    def snapshot(self) -> dict:
+        """What the node says of itself (node/operator_status.py)."""
+        return operator_status(self, super().snapshot())
+
+    def hand_over(self, timeout: float | None = None) -> str:
+        """Asked to stop (SIGTERM): a primary hands its work to the standby (PrimarySide.hand_over)."""
+        return self.primary_side.hand_over(timeout)

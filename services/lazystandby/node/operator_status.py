@@ -11,7 +11,7 @@ from ..core.roles import Role
 
 def operator_status(n, s: dict) -> dict:
     """Node `n`'s status: `s` (NodeBase's counters and gauges) with the operator node's own added."""
-    lag_tuples, lag_seconds = n.standby_lag()
+    lag_tuples, lag_seconds = n.standby_side.standby_lag()
     oldest = n.calls.oldest()
     s["counters"]["backup_decoded_tuples"] = n.held.decoded_tuples
     s.update({
@@ -43,11 +43,11 @@ def operator_status(n, s: dict) -> dict:
         "recovery": n.takeover.recovery,
         "predicted_recovery": _predicted(n),
         "snapshot": n.snapshots.status(),
-        "recovery_target": n.forecast.target_status(),
-        "heartbeat_rtt_ms": n.detector.last_rtt * 1000 if n.detector else 0.0,
-        "heartbeat_misses_total": n.detector.total_misses if n.detector else 0,
-        "heartbeat_stalls": n.detector.stalls if n.detector else 0,
-        "primary_heard": n.detector.heard if n.detector else None,
+        "recovery_target": n.standby_side.forecast.target_status(),
+        "heartbeat_rtt_ms": n.standby_side.detector.last_rtt * 1000 if n.standby_side.detector else 0.0,
+        "heartbeat_misses_total": n.standby_side.detector.total_misses if n.standby_side.detector else 0,
+        "heartbeat_stalls": n.standby_side.detector.stalls if n.standby_side.detector else 0,
+        "primary_heard": n.standby_side.detector.heard if n.standby_side.detector else None,
         "operator_oldest_call_s": 0.0 if oldest is None else round(n.clock() - oldest, 3),
         "operator_stalled": n.calls.watch.stalled,
         "operator_failed": n.calls.watch.failed,
@@ -61,6 +61,6 @@ def _predicted(n) -> dict | None:
     """The predicted recovery: a standby's own terms (its latest heartbeat's); a primary's, its standby's
     figure while that standby's heartbeats come (None otherwise, and for other roles)."""
     if n.state.role is Role.STANDBY:
-        p = n.forecast.predicted
+        p = n.standby_side.forecast.predicted
         return p.as_dict() if p is not None else None
-    return n.standbys_prediction() if n.state.role is Role.PRIMARY else None
+    return n.primary_side.standbys_prediction() if n.state.role is Role.PRIMARY else None

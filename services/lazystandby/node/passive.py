@@ -71,7 +71,7 @@ class PassiveStandby:
         million keys, most of the snapshot's bytes). The wait is short: what a takeover replays grows
         with the snapshot's age."""
         n = self.node
-        if not self.enabled or n.state.role is not Role.PRIMARY or n.calls or not n._standby_at:
+        if not self.enabled or n.state.role is not Role.PRIMARY or n.calls or not n.primary_side.standby_at:
             return
         now = n.clock()
         due = self.due_at
@@ -84,7 +84,7 @@ class PassiveStandby:
             return
         self.due_at = now + self.interval
         tail = n.oq.read(n.level0 + 1, at.output_count - n.level0) if at.output_count > n.level0 else None
-        plan, address = self._plan, n._standby_at
+        plan, address = self._plan, n.primary_side.standby_at
         view = n.operator.state_view(plan.next_full(address))
         full = n.operator.view_is_full(view)
         base = plan.taken(at.input_pos, full, address)

@@ -3,10 +3,14 @@ Level-0 acks turned into the Level-1 acks that go back to Nu (Algorithm 4), hear
 planned handover when the primary is asked to stop, the probe that times a copy of its operator, and the
 stall watch its heartbeats report.
 
-A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock.
+A part of the operator node (`node.primary_side`), holding the primary's own state (the handover under
+way, the output link's resync, the standby last heard); it reads and changes the node's (`self.n`: IQ, OQ,
+its role, its links) under the node's lock.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ..core import messages as m
 from ..core.errors import PeerError, ProbeFailed, Status, WrongRole
@@ -17,177 +21,174 @@ from ..transport.peer import Peer
 from .common import EXIT_FENCED, IDLE_STANDBY_WAIT_S, LINK_REMIND_S, Backoff
 from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
 
+if TYPE_CHECKING:
+    from .operator_base import OperatorBase
+
 
 class PrimarySide:
     """N as the primary: input from Nu, output to Nd, fencing, the handover to the standby."""
 
-    def _init_primary(self) -> None:
-        """The primary's own state (OperatorNode calls it once the shared state is set)."""
+    def __init__(self, node: OperatorBase) -> None:
+        """`node`: the operator node whose primary this side is, its shared state set."""
+        self.n = node
         # A planned handover (hand_over): no input is taken, and the output loop sends its last frame.
         self._leaving = False
         self._told_leaving = False  # a heartbeat reply has said LEAVING to the standby
         self._output_backoff = Backoff()
-        self._last_push = self.clock()
-        self._announce_refused = Reminder(self.clock, LINK_REMIND_S)  # logs a refused announcement
+        self._last_push = self.n.clock()
+        self._announce_refused = Reminder(self.n.clock, LINK_REMIND_S)  # logs a refused announcement
         # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
         # Nd holds (Precise), and Nd's answer trims OQ.
-        self._resync_output = True
+        self.resync_output = True
         # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
         # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
-        self._worked = False
-        self._heartbeat_at: float | None = None  # when the standby last asked
-        self._standby_at = ""  # where that standby hears of a handover ("": not said)
+        self.worked = False
+        self.heartbeat_at: float | None = None  # when the standby last asked
+        self.standby_at = ""  # where that standby hears of a handover ("": not said)
         self.standby_predicted_s = 0.0  # the standby's predicted recovery, from its heartbeats
 
 
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
-        with self.lock:
-            role = self.state.role
+        with self.n.lock:
+            role = self.n.state.role
             if self._leaving:
-                raise WrongRole(f"{self.name}: hands over to its standby and takes no more input")
+                raise WrongRole(f"{self.n.name}: hands over to its standby and takes no more input")
             if role not in (Role.PRIMARY, Role.PROMOTING):
-                raise self._wrong("Push")
-            self._check_epoch(msg.epoch, msg.sender, "frame")
-        self._last_push = self.clock()
+                raise self.n._wrong("Push")
+            self.n._check_epoch(msg.epoch, msg.sender, "frame")
+        self._last_push = self.n.clock()
         if msg.batch is not None:
-            batch = self.inbound.check_tuples(msg.batch, f"frame {msg.batch.first}")
-            with self.lock:
-                self._admit([batch], msg.checkpoint, msg.params)
-                self.counters["input_tuples"] += len(batch)
-                self._worked = True
-        with self.lock:
-            return m.FrameAck(epoch=self.state.epoch, level1=self._level1(),
-                              received_through=self.inbound.received_through)
+            batch = self.n.inbound.check_tuples(msg.batch, f"frame {msg.batch.first}")
+            with self.n.lock:
+                self.n._admit([batch], msg.checkpoint, msg.params)
+                self.n.counters["input_tuples"] += len(batch)
+                self.worked = True
+        with self.n.lock:
+            return m.FrameAck(epoch=self.n.state.epoch, level1=self.n._level1(),
+                              received_through=self.n.inbound.received_through)
 
     # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
-    def _output_loop(self) -> None:
-        idle = self.cfg.idle_frame_s
-        with self.lock:
-            deadline = self.clock() + idle
+    def output_loop(self) -> None:
+        idle = self.n.cfg.idle_frame_s
+        with self.n.lock:
+            deadline = self.n.clock() + idle
             # An idle primary still sends an empty frame now and then: it renews its lease at Nd, a primary
             # that was paused and replaced learns at once that it is fenced, and a restarted Nd is found again.
-            while not self.stopped and (self.state.role is not Role.PRIMARY or
-                                        (not self._leaving and not self._resync_output
-                                         and self.oq.last < self.sent_next and self.clock() < deadline)):
-                if self.state.role is not Role.PRIMARY:
+            while not self.n.stopped and (self.n.state.role is not Role.PRIMARY or
+                                          (not self._leaving and not self.resync_output
+                                           and self.n.oq.last < self.n.sent_next and self.n.clock() < deadline)):
+                if self.n.state.role is not Role.PRIMARY:
                     # Nothing to send until this node is primary: it says so (standby_wake), and the
                     # timeout only bounds what a wake missed would cost.
-                    self.standby_wake.wait(IDLE_STANDBY_WAIT_S)
-                    deadline = self.clock() + idle
+                    self.n.standby_wake.wait(IDLE_STANDBY_WAIT_S)
+                    deadline = self.n.clock() + idle
                     continue
                 # Up to the deadline, not a whole interval past a notify that came just before it, which
                 # would space the empty frames up to twice ack_poll_ms apart.
-                self.lock.wait(max(0.001, deadline - self.clock()))
-            if self.stopped or self.downstream is None:
+                self.n.lock.wait(max(0.001, deadline - self.n.clock()))
+            if self.n.stopped or self.n.downstream is None:
                 return
             leaving = self._leaving
-            if not leaving and (self._resync_output or self.oq.last < self.sent_next) and self._stalled_s():
+            if not leaving and (self.resync_output or self.n.oq.last < self.n.sent_next) and self.stalled_s():
                 # An empty frame would renew this primary's lease at Nd, and its operator has stalled: the
                 # standby's takeover must not be declined.
-                self.counters["idle_frames_withheld"] += 1
+                self.n.counters["idle_frames_withheld"] += 1
                 return
-            batch = None if self._resync_output else self.oq.read(self.sent_next, self.cfg.frame_max)
-            epoch, peer = self.state.epoch, self.downstream
-        frame = m.OutputFrame(epoch=epoch, sender=self.name, batch=batch, leaving=leaving)
+            batch = None if self.resync_output else self.n.oq.read(self.n.sent_next, self.n.cfg.frame_max)
+            epoch, peer = self.n.state.epoch, self.n.downstream
+        frame = m.OutputFrame(epoch=epoch, sender=self.n.name, batch=batch, leaving=leaving)
         try:
-            ack = peer.deliver(frame, self.cfg.rpc_timeout)
+            ack = peer.deliver(frame, self.n.cfg.rpc_timeout)
         except PeerError as e:
-            self.links.note("downstream", peer.address, e)
-            with self.lock:
-                self.counters[f"deliver_error_{e.status.lower()}"] += 1
+            self.n.links.note("downstream", peer.address, e)
+            with self.n.lock:
+                self.n.counters[f"deliver_error_{e.status.lower()}"] += 1
                 if fenced_by(e.status):
-                    self._fence(f"Nd refused epoch {epoch}: {e.message}")
+                    self.fence(f"Nd refused epoch {epoch}: {e.message}")
                     return
                 if leaving:
                     # Tried once: the lease then ends by itself within takeover_lease, before the standby's
                     # takeover is asked again (a declined one is, at its next heartbeat).
                     self._left(f"its last frame failed ({e.status})")
                     return
-                self._resync_output = True
+                self.resync_output = True
             if e.status is Status.FAILED_PRECONDITION:
-                self._announce(peer, epoch)  # Nd does not know this epoch (it restarted): tell it
-            self.sleep(self._output_backoff.next())
+                self.announce(peer, epoch)  # Nd does not know this epoch (it restarted): tell it
+            self.n.sleep(self._output_backoff.next())
             return
-        self.links.note("downstream", peer.address, None)
-        with self.lock:
+        self.n.links.note("downstream", peer.address, None)
+        with self.n.lock:
             self._output_backoff.reset()
-            self._resync_output = False
-            self._worked = True
-            self.counters["output_bytes"] += ack.wire_bytes
+            self.resync_output = False
+            self.worked = True
+            self.n.counters["output_bytes"] += ack.wire_bytes
             if batch is not None:
-                self.counters["delivered_tuples"] += len(batch)
-            self._on_level0(ack.received_through)
-            self.sent_next = ack.received_through + 1
+                self.n.counters["delivered_tuples"] += len(batch)
+            self.n.on_level0(ack.received_through)
+            self.n.sent_next = ack.received_through + 1
             if leaving:
                 self._left(f"Nd holds its outputs through {ack.received_through}")
 
-    def _announce_loop(self) -> None:
+    def announce_loop(self) -> None:
         """A live Nu pushes to its primary at least every ack_poll_ms. A primary that hears nothing for a
         while announces itself to Nu: a Nu restarted without knowing this primary learns it; a Nu that knows
         it answers and changes nothing; a Nu in a newer epoch refuses, and this node is fenced."""
-        self.sleep(1.0)
-        silent = max(1.0, 20 * self.cfg.ack_poll_ms / 1000)
-        with self.lock:
-            due = (self.state.role is Role.PRIMARY and self.upstream is not None
-                   and self.clock() - self._last_push > silent)
-            epoch = self.state.epoch
+        self.n.sleep(1.0)
+        silent = max(1.0, 20 * self.n.cfg.ack_poll_ms / 1000)
+        with self.n.lock:
+            due = (self.n.state.role is Role.PRIMARY and self.n.upstream is not None
+                   and self.n.clock() - self._last_push > silent)
+            epoch = self.n.state.epoch
         if due:
-            assert self.upstream is not None
-            self._announce(self.upstream, epoch)
+            assert self.n.upstream is not None
+            self.announce(self.n.upstream, epoch)
 
-    def _announce(self, peer: Peer, epoch: int) -> None:
+    def announce(self, peer: Peer, epoch: int) -> None:
         """Tell a peer that restarted without knowing it which primary runs `epoch`: the same Takeover this
         node made (or, for the first primary, would have made), which the peer accepts once."""
-        req = m.TakeoverRequest(node=self.name, epoch=epoch, address=self.cfg.advertise,
-                                resend_from=self.inbound.received_through + 1)
-        role = "upstream" if peer is self.upstream else "downstream"
+        req = m.TakeoverRequest(node=self.n.name, epoch=epoch, address=self.n.cfg.advertise,
+                                resend_from=self.n.inbound.received_through + 1)
+        role = "upstream" if peer is self.n.upstream else "downstream"
         try:
-            peer.takeover(req, self.cfg.rpc_timeout)
+            peer.takeover(req, self.n.cfg.rpc_timeout)
         except PeerError as e:
-            self.links.note(role, peer.address, e)
+            self.n.links.note(role, peer.address, e)
             if fenced_by(e.status):
-                self.log.warning("%s: %s refused the announcement of epoch %d: %s", self.name, peer.address, epoch, e)
-                with self.lock:
-                    self._fence(f"{peer.address} refused epoch {epoch}: {e.message}")
+                self.n.log.warning("%s: %s refused the announcement of epoch %d: %s", self.n.name, peer.address,
+                                   epoch, e)
+                with self.n.lock:
+                    self.fence(f"{peer.address} refused epoch {epoch}: {e.message}")
             elif not e.unreachable:
                 # Refused without a newer epoch (Nu knows this epoch's primary at another address): not
                 # fenced, but said, since the peer will not learn this node from it.
                 # Announced every second while Nu stays silent: one line, then one every LINK_REMIND_S.
-                self.counters["announce_refused"] += 1
+                self.n.counters["announce_refused"] += 1
                 if self._announce_refused.due():
-                    self.log.warning("%s: %s did not take the announcement of epoch %d: %s", self.name,
-                                     peer.address, epoch, e)
+                    self.n.log.warning("%s: %s did not take the announcement of epoch %d: %s", self.n.name,
+                                       peer.address, epoch, e)
             return
-        self.links.note(role, peer.address, None)
-        self.counters["announced"] += 1
-        self.log.warning("%s: announced itself to %s as the primary of epoch %d", self.name, peer.address, epoch)
+        self.n.links.note(role, peer.address, None)
+        self.n.counters["announced"] += 1
+        self.n.log.warning("%s: announced itself to %s as the primary of epoch %d", self.n.name, peer.address, epoch)
 
-    def _on_level0(self, k: int) -> None:
-        """Algorithm 3 (and the primary's own OQ): drop outputs Nd holds; refresh the Level-1 ack."""
-        if k > self.level0:
-            self.level0 = k
-        self.oq.trim(self.level0)
-        self._level1()
-        self.lock.notify_all()
-
-    def _fence(self, why: str) -> None:
-        if self.state.role is Role.PRIMARY and not self._worked and self.upstream is not None:
+    def fence(self, why: str) -> None:
+        if self.n.state.role is Role.PRIMARY and not self.worked and self.n.upstream is not None:
             self._rejoin(why)
-        elif self.state.role in (Role.PRIMARY, Role.PROMOTING):
-            self.log.warning("%s: fenced (%s); stops sending", self.name, why)
-            self._become(Role.FENCED)
-            self.counters["fenced"] += 1
-            if self.cfg.exit_when_fenced:  # to be started again, and rejoin as the standby
-                self.fail(f"fenced ({why})", EXIT_FENCED)
+        elif self.n.state.role in (Role.PRIMARY, Role.PROMOTING):
+            self.n.log.warning("%s: fenced (%s); stops sending", self.n.name, why)
+            self.n._become(Role.FENCED)
+            self.n.counters["fenced"] += 1
+            if self.n.cfg.exit_when_fenced:  # to be started again, and rejoin as the standby
+                self.n.fail(f"fenced ({why})", EXIT_FENCED)
 
     def _rejoin(self, why: str) -> None:
         """Started as the primary into a pipeline that failed over without this node (a restart with its old
         settings): it joins as a standby, learns the primary from Nu, and can take over at the next failure."""
-        self.log.warning("%s: %s; it has delivered nothing in this life, so it joins as a standby", self.name, why)
-        self.state.rejoin(worked=self._worked)
-        self.counters["rejoined"] += 1
-        self.primary = None  # Nu names the primary in force when it answers the registration
-        self._watch_as_standby()
+        self.n.log.warning("%s: %s; it has delivered nothing in this life, so it joins as a standby", self.n.name, why)
+        self.n.state.rejoin(worked=self.worked)
+        self.n.counters["rejoined"] += 1
+        self.n.primary = None  # Nu names the primary in force when it answers the registration
+        self.n.standby_side.watch()
 
     # --- a planned handover (the primary asked to stop) ------------------------------------------------
     def hand_over(self, timeout: float | None = None) -> str:
@@ -203,127 +204,130 @@ class PrimarySide:
         for the detector's timeout, counted from the last that did, or from when this node became the
         primary: nobody to hand over to, and the lease has ended all the same),
         "timed out", or "not primary" (nothing done)."""
-        cfg = self.cfg
+        cfg = self.n.cfg
         wait = 2 * cfg.heartbeat_timeout + cfg.rpc_timeout if timeout is None else timeout
-        with self.lock:
-            if self.state.role is not Role.PRIMARY or self._leaving or self.downstream is None:
+        with self.n.lock:
+            if self.n.state.role is not Role.PRIMARY or self._leaving or self.n.downstream is None:
                 return "not primary"
             self._leaving = True
-            self.counters["handovers"] += 1
-            self.lock.notify_all()  # the output loop sends the last frame now
-            deadline = self.clock() + wait
-            while not self.stopped and self.state.role is Role.PRIMARY and self.clock() < deadline:
-                self.lock.wait(0.01)
-            if self.state.role is not Role.LEAVING:
-                return "not primary" if self.state.role is not Role.PRIMARY else "timed out"
-            standby = self._standby_at
+            self.n.counters["handovers"] += 1
+            self.n.lock.notify_all()  # the output loop sends the last frame now
+            deadline = self.n.clock() + wait
+            while not self.n.stopped and self.n.state.role is Role.PRIMARY and self.n.clock() < deadline:
+                self.n.lock.wait(0.01)
+            if self.n.state.role is not Role.LEAVING:
+                return "not primary" if self.n.state.role is not Role.PRIMARY else "timed out"
+            standby = self.standby_at
         if standby and not self._told_leaving:
             self._tell_standby(standby)  # outside the lock: the standby's heartbeat comes in meanwhile
-        with self.lock:
+        with self.n.lock:
             # A standby asks every heartbeat_interval; one that has not asked for the detector's timeout is
             # gone, and a primary no standby has asked since it became one (a pipeline run without one) has
             # nobody to wait for: it stops at once, not a timeout later. A standby that registers meanwhile
             # asks as soon as Nu answers it; if this node is gone by then, it takes over on its detector.
-            while not self.stopped and not self._told_leaving and self.clock() < deadline:
-                if self.clock() - max(self.calls.primary_since, self._heartbeat_at or 0.0) > cfg.heartbeat_timeout:
-                    self.log.warning("%s: no standby has asked for a heartbeat; stops without a handover", self.name)
+            while not self.n.stopped and not self._told_leaving and self.n.clock() < deadline:
+                if self.n.clock() - max(self.n.calls.primary_since, self.heartbeat_at or 0.0) > cfg.heartbeat_timeout:
+                    self.n.log.warning("%s: no standby has asked for a heartbeat; stops without a handover",
+                                       self.n.name)
                     return "no standby"
-                self.lock.wait(0.01)
+                self.n.lock.wait(0.01)
             return "told" if self._told_leaving else "timed out"
 
     def _tell_standby(self, address: str) -> None:
         """Tells the standby that asked last to heartbeat now (HandoverNotice). Best effort: a standby
         that does not hear it (gone, or one that never said where) hears LEAVING at its next heartbeat, so
         the notice is given no longer than that takes."""
-        peer = self.peers(address)
-        wait = min(self.cfg.rpc_timeout, self.cfg.heartbeat_interval)
-        t0 = self.clock()
+        peer = self.n.peers(address)
+        wait = min(self.n.cfg.rpc_timeout, self.n.cfg.heartbeat_interval)
+        t0 = self.n.clock()
         try:
-            ack = peer.handover(m.HandoverNotice(sender=self.name, epoch=self.state.epoch), wait)
+            ack = peer.handover(m.HandoverNotice(sender=self.n.name, epoch=self.n.state.epoch), wait)
         except PeerError as e:
-            self.links.note("standby", address, e)
-            self.counters["handover_notices_failed"] += 1
-            self.log.warning("%s: the handover notice to %s failed after %.0f ms: %s", self.name, address,
-                             (self.clock() - t0) * 1000, e)
+            self.n.links.note("standby", address, e)
+            self.n.counters["handover_notices_failed"] += 1
+            self.n.log.warning("%s: the handover notice to %s failed after %.0f ms: %s", self.n.name, address,
+                               (self.n.clock() - t0) * 1000, e)
         else:
-            self.links.note("standby", address, None)
-            self.counters["handover_notices_heard" if ack.beats else "handover_notices_ignored_there"] += 1
-            self.log.info("%s: the handover notice to %s %s in %.0f ms", self.name, address,
-                          "was heard" if ack.beats else "came after its heartbeat", (self.clock() - t0) * 1000)
+            self.n.links.note("standby", address, None)
+            self.n.counters["handover_notices_heard" if ack.beats else "handover_notices_ignored_there"] += 1
+            self.n.log.info("%s: the handover notice to %s %s in %.0f ms", self.n.name, address,
+                            "was heard" if ack.beats else "came after its heartbeat", (self.n.clock() - t0) * 1000)
         finally:
             peer.close()
 
     def _left(self, why: str) -> None:
         """Holding the lock: the last frame went (or failed): LEAVING from now on, which heartbeats say."""
-        self._become(Role.LEAVING)
-        self.log.warning("%s: hands over in epoch %d (%s); its standby takes over", self.name, self.state.epoch, why)
-        self.lock.notify_all()
+        self.n._become(Role.LEAVING)
+        self.n.log.warning("%s: hands over in epoch %d (%s); its standby takes over", self.n.name,
+                           self.n.state.epoch, why)
+        self.n.lock.notify_all()
 
     # --- heartbeats (standby) and failover -------------------------------------------------------------
     def standbys_prediction(self) -> dict | None:
         """Holding the lock: the standby's predicted recovery, as its heartbeats tell it, while they come
         (None once none came for heartbeat_timeout, or before any said one)."""
-        if self.standby_predicted_s and self._heartbeat_at is not None \
-                and self.clock() - self._heartbeat_at < self.cfg.heartbeat_timeout:
+        if self.standby_predicted_s and self.heartbeat_at is not None \
+                and self.n.clock() - self.heartbeat_at < self.n.cfg.heartbeat_timeout:
             return {"seconds": round(self.standby_predicted_s, 6), "of": "standby"}
         return None
 
     def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
-        with self.lock:
-            self.counters["heartbeats_answered"] += 1
-            self._heartbeat_at = self.clock()
+        with self.n.lock:
+            self.n.counters["heartbeats_answered"] += 1
+            self.heartbeat_at = self.n.clock()
             self.standby_predicted_s = msg.predicted_recovery_s
-            if self.passive and msg.snapshot_interval_s > 0:
-                self.snapshots.interval = msg.snapshot_interval_s  # chosen by the standby for its target
-            cost = self.calls.cost.fit() or (0.0, 0.0)
+            if self.n.passive and msg.snapshot_interval_s > 0:
+                self.n.snapshots.interval = msg.snapshot_interval_s  # chosen by the standby for its target
+            cost = self.n.calls.cost.fit() or (0.0, 0.0)
             if msg.address:
-                self._standby_at = msg.address
-            if self.state.role is Role.LEAVING and not self._told_leaving:
+                self.standby_at = msg.address
+            if self.n.state.role is Role.LEAVING and not self._told_leaving:
                 self._told_leaving = True
-                self.lock.notify_all()
-            return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch, level0=self.level0,
-                                    received_through=self.inbound.received_through,
-                                    stalled_ms=round(self._stalled_s() * 1000),
+                self.n.lock.notify_all()
+            return m.HeartbeatReply(node=self.n.name, role=self.n.state.role, epoch=self.n.state.epoch,
+                                    level0=self.n.level0,
+                                    received_through=self.n.inbound.received_through,
+                                    stalled_ms=round(self.stalled_s() * 1000),
                                     operator_call_s=cost[0], operator_tuple_s=cost[1])
 
-    def _probe_operator(self) -> None:
+    def probe_operator(self) -> None:
         """A primary's operator probe: the first PROBES_AT_ONCE as soon as each has PROBE_MIN new inputs (a
         crash may come early, and one probe held up by a busy core would set the slope alone), then one
         every PROBE_EVERY_S; a copy of its operator times a call on its latest inputs
         (node/operator_probe.py), added to the operator's cost as a kept probe."""
-        self.sleep(PROBE_POLL_S)
-        probe = self.calls.probe
-        with self.lock:
-            if probe is None or self.state.role is not Role.PRIMARY or self.clock() < self.calls.probe_due:
+        self.n.sleep(PROBE_POLL_S)
+        probe = self.n.calls.probe
+        with self.n.lock:
+            if probe is None or self.n.state.role is not Role.PRIMARY or self.n.clock() < self.n.calls.probe_due:
                 return
         try:
             timed = probe.run()
         except ProbeFailed as e:
-            with self.lock:
-                self.counters["operator_probe_errors"] += 1
-                if self.counters["operator_probe_errors"] == 1:
-                    self.log.warning("%s: a copy of the operator failed on its latest inputs (%s); the "
-                                     "predicted replay stays on the live calls' cost", self.name, e)
+            with self.n.lock:
+                self.n.counters["operator_probe_errors"] += 1
+                if self.n.counters["operator_probe_errors"] == 1:
+                    self.n.log.warning("%s: a copy of the operator failed on its latest inputs (%s); the "
+                                       "predicted replay stays on the live calls' cost", self.n.name, e)
             return
-        with self.lock:
+        with self.n.lock:
             if timed is not None:
-                self.counters["operator_probes"] += 1
-                early = self.counters["operator_probes"] < PROBES_AT_ONCE
-                self.calls.probe_due = self.clock() + (0.0 if early else PROBE_EVERY_S)
-                self.calls.cost.add(*timed, keep=True)
+                self.n.counters["operator_probes"] += 1
+                early = self.n.counters["operator_probes"] < PROBES_AT_ONCE
+                self.n.calls.probe_due = self.n.clock() + (0.0 if early else PROBE_EVERY_S)
+                self.n.calls.cost.add(*timed, keep=True)
 
-    def _stalled_s(self) -> float:
+    def stalled_s(self) -> float:
         """Holding the lock: for how long this primary's operator has left a call unanswered, once that is past
         operator_stall_max (OperatorCalls.stalled); 0 when it has not, or when this node is no primary. A
         stall is said once when it begins and once when it ends."""
-        seconds, changed = self.calls.stalled(self.state.role is Role.PRIMARY)
-        watch = self.calls.watch
+        seconds, changed = self.n.calls.stalled(self.n.state.role is Role.PRIMARY)
+        watch = self.n.calls.watch
         if changed == "began":
-            self.counters["operator_stalls"] += 1
+            self.n.counters["operator_stalls"] += 1
             what = (f"failed ({watch.failed})" if watch.failed else
                     f"has left a call unanswered for {seconds:.1f} s (operator_stall_max {watch.limit:.1f} s)")
-            self.log.warning("%s: the operator %s: heartbeats say so from now, and Nd's lease is no longer renewed; a "
-                             "standby will take over", self.name, what)
+            self.n.log.warning("%s: the operator %s: heartbeats say so from now, and Nd's lease is no longer "
+                               "renewed; a standby will take over", self.n.name, what)
         elif changed == "ended":
-            self.log.warning("%s: the operator answers again", self.name)
+            self.n.log.warning("%s: the operator answers again", self.n.name)
         return seconds

@@ -2,10 +2,12 @@
 sealed and decoded only when needed (Algorithm 2), covering by Nu's Level-1 point so that covered inputs
 are skipped (the lazy standby), and the heartbeats that watch the primary and start a takeover.
 
-A mixin over `operator_base.OperatorBase`, whose state it reads and changes under the node's lock. Three
-parts are objects of their own, each holding its state: the covering checkpoints not applied yet
-(covering.PendingCovers), the primary's connection watch (connection_watch.ConnectionWatch) and the
-forecast of its takeover (forecast.RecoveryForecast), which reads the node only through a Backlog.
+A part of the operator node (`node.standby_side`), holding the standby's own state (the primary it
+watches and its detector, the decoder, what the heartbeats said); it reads and changes the node's
+(`self.n`: IQ', OQ', its role, its links) under the node's lock. Three of its own parts are objects too,
+each holding its state: the covering checkpoints not applied yet (covering.PendingCovers), the primary's
+connection watch (connection_watch.ConnectionWatch) and the forecast of its takeover
+(forecast.RecoveryForecast), which reads the node only through a Backlog.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
 from ..core import messages as m
 from ..core import tuples
@@ -32,51 +35,53 @@ from .connection_watch import ConnectionWatch, notice_hold_s
 from .covering import PendingCovers
 from .forecast import Backlog, RecoveryForecast
 
+if TYPE_CHECKING:
+    from .operator_base import OperatorBase
+
 
 class StandbySide:
     """N' as the standby: the backup in, the primary watched."""
 
-    def _init_standby(self) -> None:
-        """The standby's own state (OperatorNode calls it once the shared state is set)."""
-        self.decoder = BatchDecoder(self.cfg.name, max_batch_bytes=self.cfg.max_message_bytes)
+    def __init__(self, node: OperatorBase) -> None:
+        """`node`: the operator node whose standby this side is, its shared state set."""
+        self.n = node
+        self.decoder = BatchDecoder(self.n.cfg.name, max_batch_bytes=self.n.cfg.max_message_bytes)
         self._decoding = threading.Lock()
-        self._covering = PendingCovers()
-        self.connection = ConnectionWatch(self.clock, lambda: self._beat_now.set())
-        self._primary_stalled = Reminder(self.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
+        self.covering = PendingCovers()
+        self.connection = ConnectionWatch(self.n.clock, lambda: self.beat_now.set())
+        self._primary_stalled = Reminder(self.n.clock, LINK_REMIND_S)  # logs a primary that says it is stalled
         self.registered = threading.Event()
         # The primary watched (at first the configured one), and the detector once the watch starts.
-        self.primary: Peer | None = self.peers(self.cfg.primary) if self.cfg.primary and self.cfg.role != "primary" \
-            else None
+        cfg = self.n.cfg
+        self.primary: Peer | None = self.n.peers(cfg.primary) if cfg.primary and cfg.role != "primary" else None
         self.detector: FailureDetector | None = None
         self.primary_received = 0  # the primary's received_through, from its heartbeats
-        self._primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
-        self._handover = False  # the primary of this epoch said it is leaving
-        self._beat_now = threading.Event()  # the primary's handover notice came (or a stop)
-        self._watching = False  # the registration and heartbeat loop are started (`_watch_as_standby`)
+        self.primary_seen: deque[tuple[float, int]] = deque(maxlen=4096)  # (when, primary_received)
+        self.handover = False  # the primary of this epoch said it is leaving
+        self.beat_now = threading.Event()  # the primary's handover notice came (or a stop)
+        self._watching = False  # the registration and heartbeat loop are started (`watch`)
         self._beat_due: float | None = None  # when the next heartbeat is due (None: none scheduled)
-        self.forecast = RecoveryForecast(self.cfg, passive=self.passive)
+        self.forecast = RecoveryForecast(self.n.cfg, passive=self.n.passive)
 
-    def _watch_as_standby(self) -> None:
+    def watch(self) -> None:
         """A standby's own work: register with Nu, watch the primary's heartbeats, keep the operator lazy.
         Once per life: a primary that rejoins while start() runs must not get a second heartbeat loop (two
         would both take over)."""
-        with self.lock:
+        with self.n.lock:
             if self._watching:
                 return
             self._watching = True
         # In the background: Nu may start after us, and registration waits for it.
-        t = threading.Thread(target=self._register_with_upstream, name=f"{self.name}:register", daemon=True)
-        t.start()
-        self._threads.append(t)
-        self.detector = FailureDetector(self.cfg.heartbeat_interval, self.cfg.heartbeat_misses, self.clock(),
-                                        self.cfg.heartbeat_grace, notice_hold=notice_hold_s(self.cfg))
-        self.operator.lazy(True)  # only a takeover needs a standby's answers
-        self.spawn("heartbeat", self._heartbeat_loop)
+        self.n.run_once("register", self.register_with_upstream)
+        self.detector = FailureDetector(self.n.cfg.heartbeat_interval, self.n.cfg.heartbeat_misses, self.n.clock(),
+                                        self.n.cfg.heartbeat_grace, notice_hold=notice_hold_s(self.n.cfg))
+        self.n.operator.lazy(True)  # only a takeover needs a standby's answers
+        self.n.spawn("heartbeat", self.heartbeat_loop)
 
-    def _register_with_upstream(self) -> None:
+    def register_with_upstream(self) -> None:
         """A standby starts empty: Nu re-cuts its backup from the trim point for it. Nu (started last) holds
         its source until this registration (standby_wait), so it should come as soon as Nu listens."""
-        if self.upstream is None:
+        if self.n.upstream is None:
             return
         # Retried every 50 ms at most: until it registers, this standby watches no primary, and a fresh Nu
         # admits nothing (standby_wait). A refused call gets a new channel for the next try: on the old one,
@@ -84,30 +89,30 @@ class StandbySide:
         # else uses the upstream channel before the registration (the heartbeat loop waits for it).
         backoff = Backoff(0.01, 0.05)
         said = None  # the status last logged: a line per change, not per try (the link's log adds when it recovers)
-        while not self.stopped:
+        while not self.n.stopped:
             try:
-                reply = self.upstream.register_standby(
-                    m.RegisterStandby(node=self.name, address=self.cfg.advertise), self.cfg.rpc_timeout)
+                reply = self.n.upstream.register_standby(
+                    m.RegisterStandby(node=self.n.name, address=self.n.cfg.advertise), self.n.cfg.rpc_timeout)
             except PeerError as e:
-                self.links.note("upstream", self.upstream.address, e)
+                self.n.links.note("upstream", self.n.upstream.address, e)
                 if e.status != said:
                     said = e.status
-                    self.log.info("%s: registering with Nu failed (%s); retrying", self.name, e)
+                    self.n.log.info("%s: registering with Nu failed (%s); retrying", self.n.name, e)
                 if e.refused:
-                    stale, self.upstream = self.upstream, self.peers(self.upstream.address)
+                    stale, self.n.upstream = self.n.upstream, self.n.peers(self.n.upstream.address)
                     stale.close()
-                self.sleep(backoff.next())
+                self.n.sleep(backoff.next())
                 continue
-            self.links.note("upstream", self.upstream.address, None)
-            if self.downstream is not None:
-                self.downstream.warm()  # its first call to Nd is its takeover's: connected before it is needed
-            with self.lock:
-                self.state.fence.advance(reply.epoch)
+            self.n.links.note("upstream", self.n.upstream.address, None)
+            if self.n.downstream is not None:
+                self.n.downstream.warm()  # its first call to Nd is its takeover's: connected before it is needed
+            with self.n.lock:
+                self.n.state.fence.advance(reply.epoch)
                 self._watch_primary_at(reply.primary_address, reply.epoch)
                 self.registered.set()
                 # The first heartbeat now: the primary learns where this standby hears of a handover
                 # before Nu, re-seeding the backup, reports it in sync.
-                self._beat_now.set()
+                self.beat_now.set()
             return
 
     def _watch_primary_at(self, address: str, epoch: int) -> None:
@@ -119,10 +124,10 @@ class StandbySide:
         if not address or (self.primary is not None and (epoch <= 1 or self.primary.address == address)):
             return
         if self.primary is not None:
-            self.log.warning("%s: Nu names %s the primary of epoch %d; the configured primary %s (the first "
-                             "primary's) is not watched", self.name, address, epoch, self.primary.address)
+            self.n.log.warning("%s: Nu names %s the primary of epoch %d; the configured primary %s (the first "
+                               "primary's) is not watched", self.n.name, address, epoch, self.primary.address)
             self.primary.close()
-        self.primary = self.peers(address)
+        self.primary = self.n.peers(address)
 
     def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
         """Algorithm 2: decompress each batch, then queue its tuples in IQ' in order.
@@ -130,116 +135,117 @@ class StandbySide:
         Decompression runs outside the node lock (heartbeats and the operator go on meanwhile), one backup
         call at a time, bounded by what each batch declares; the decoder moves on only when the batches
         are admitted."""
-        with self.lock:
-            if self.state.role is not Role.STANDBY:
-                raise self._wrong("Backup")
-            self._check_epoch(msg.epoch, msg.sender, "backup")
+        with self.n.lock:
+            if self.n.state.role is not Role.STANDBY:
+                raise self.n._wrong("Backup")
+            self.n._check_epoch(msg.epoch, msg.sender, "backup")
         with self._decoding:
             lazy = bool(msg.runs) and not msg.batches
             if lazy:  # Algorithm 2, decompressing later, if ever (core/held.py)
-                held, ledger = self.held.accept(msg.runs)
-                decoded: list = [Sealed(h, self.held, h.first, h.end) for h in held]
+                held, ledger = self.n.held.accept(msg.runs)
+                decoded: list = [Sealed(h, self.n.held, h.first, h.end) for h in held]
             else:
                 raws, position = self.decoder.decode_many([bb.encoded for bb in msg.batches])
-                decoded = [self.inbound.check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
-                                                                  what=f"{self.name}: backup batch {bb.first}"),
-                                              f"backup batch {bb.first}")
+                what = f"{self.n.name}: backup batch"
+                decoded = [self.n.inbound.check_tuples(tuples.decode_frame(raw, bb.first, bb.count,
+                                                                           what=f"{what} {bb.first}"),
+                                                       f"backup batch {bb.first}")
                            for bb, raw in zip(msg.batches, raws, strict=True)]
                 for run in msg.runs:
                     batch, position = self._decode_run(run, position)
                     decoded.append(batch)
-            with self.lock:
-                if self.state.role is not Role.STANDBY:
-                    raise self._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
+            with self.n.lock:
+                if self.n.state.role is not Role.STANDBY:
+                    raise self.n._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
                 if msg.hint is not None:
                     self.forecast.hint = msg.hint
                 if decoded and self._plausible(msg.checkpoint):
                     decoded = self._drop_covered(decoded, msg.checkpoint)
                 if decoded:
-                    self._admit(decoded, msg.checkpoint, msg.params)
-                    self.counters["backup_tuples"] += sum(map(len, decoded))
-                    self.counters["backup_batches"] += len(msg.batches) + sum(len(r.counts) for r in msg.runs)
-                elif msg.checkpoint.input_pos > self.inbound.received_through:
+                    self.n._admit(decoded, msg.checkpoint, msg.params)
+                    self.n.counters["backup_tuples"] += sum(map(len, decoded))
+                    self.n.counters["backup_batches"] += len(msg.batches) + sum(len(r.counts) for r in msg.runs)
+                elif msg.checkpoint.input_pos > self.n.inbound.received_through:
                     # Nu trimmed past what it batched for us: nothing before the checkpoint is needed any more
                     # (once the primary's heartbeat shows it got that far: a checkpoint is never ahead of it).
-                    if self.stateful:
+                    if self.n.stateful:
                         pass  # Nu may still hold inputs before it that the state needs: they come as runs
                     elif self._plausible(msg.checkpoint):
-                        self._jump(msg.checkpoint, msg.params)
+                        self.n._jump(msg.checkpoint, msg.params)
                     else:
-                        self.counters["checkpoints_deferred"] += 1
-                if decoded or msg.checkpoint.input_pos <= self.inbound.received_through:
-                    self._covering.hold(msg.checkpoint, msg.params, self._covered[0].input_pos)
+                        self.n.counters["checkpoints_deferred"] += 1
+                if decoded or msg.checkpoint.input_pos <= self.n.inbound.received_through:
+                    self.covering.hold(msg.checkpoint, msg.params, self.n._covered[0].input_pos)
                 self._apply_covering()
                 if lazy:
-                    self.held.commit(held, ledger)
+                    self.n.held.commit(held, ledger)
                 else:
                     self.decoder.commit(position)
                     if msg.runs or msg.batches:
-                        self.held.restart_session()  # the link's session moved on in the eager decoder
-                return m.BackupAck(applied_through=self.inbound.received_through, view=self.forecast.view)
+                        self.n.held.restart_session()  # the link's session moved on in the eager decoder
+                return m.BackupAck(applied_through=self.n.inbound.received_through, view=self.forecast.view)
 
     def _apply_covering(self) -> None:
         """Holding the lock: the newest kept checkpoint within both what this node holds and what the
         primary's heartbeats say it has received covers what it holds (older ones are covered by it)."""
-        if self.state.role is not Role.STANDBY:
+        if self.n.state.role is not Role.STANDBY:
             return
-        reached = self._covering.reached(min(self.inbound.received_through, self.primary_received))
+        reached = self.covering.reached(min(self.n.inbound.received_through, self.primary_received))
         if reached is not None:
-            self._note_covered(*reached)
+            self.n._note_covered(*reached)
 
     def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint) -> list[TupleBatch]:
         """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
         what this node holds (core.admission.covered_head); what is left starts just after the checkpoint,
         an ordinary jump. Nothing left: the frame is then one without batches, whose checkpoint jumps."""
-        n = covered_head(self.inbound.received_through, batches[0].first, ckpt)
-        if not n or self.stateful:
+        n = covered_head(self.n.inbound.received_through, batches[0].first, ckpt)
+        if not n or self.n.stateful:
             return batches  # a stateful node rebuilds from the covered inputs instead (`_admit`)
-        self.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
+        self.n.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
         cut = ckpt.input_pos + 1
         return [b.slice(cut, b.end) if b.first < cut else b for b in batches if b.end > cut]
 
     def _decode_run(self, run: m.BackupRun, position: DecoderPosition) -> tuple[TupleBatch, DecoderPosition]:
         """A run of backup batches decoded and checked as one batch (its batches are consecutive), and where
         the decoder will stand after it (nothing moves until the frame is admitted)."""
-        what = f"{self.name}: backup run {run.first}"
+        what = f"{self.n.name}: backup run {run.first}"
         raw, position = self.decoder.decode_run(run.encoded, position)
         batch = tuples.decode_counted(raw, run.first, run.counts, run.encoded.raw_sizes, what=what)
-        return self.inbound.check_tuples(batch, f"backup run {run.first}"), position
+        return self.n.inbound.check_tuples(batch, f"backup run {run.first}"), position
 
-    def _unreadable(self, err: LazyStandbyError, pos: int) -> None:
+    def unreadable(self, err: LazyStandbyError, pos: int) -> None:
         """A sealed backup run at or after `pos` did not decode (or its tuples were refused): forget what
         this standby holds from `pos` on, as if it had never come. Nu holds every input past its Level-1
         ack and sends them again: the standby's next backup call is refused (the session restarts there),
         and the resync that follows finds the standby at `pos` - 1. A node past its takeover's plan cannot
         do that (Nu was asked to resend from after what it held): the error stops its operator loop."""
-        with self.lock:
-            if self.state.role not in (Role.STANDBY, Role.PROMOTING):
+        with self.n.lock:
+            if self.n.state.role not in (Role.STANDBY, Role.PROMOTING):
                 raise err
-            self.counters["backup_unreadable"] += 1
-            if pos > self.inbound.received_through:
+            self.n.counters["backup_unreadable"] += 1
+            if pos > self.n.inbound.received_through:
                 return  # already forgotten (a takeover's unsealing got there first)
-            self.log.error("%s: held backup from input %d does not decode (%s); forgetting inputs %d..%d, "
-                           "Nu sends them again", self.name, pos, err, pos, self.inbound.received_through)
-            self.held.truncate(pos)
-            self.inbound.iq.drop_from(pos)
-            while self.inbound.arrived and self.inbound.arrived[-1][0] >= pos:
-                self.inbound.arrived.pop()
-            self.inbound.received_through = pos - 1
-            self.inbound.seqcheck.reset()
-            self.lock.notify_all()
+            self.n.log.error("%s: held backup from input %d does not decode (%s); forgetting inputs %d..%d, "
+                             "Nu sends them again", self.n.name, pos, err, pos, self.n.inbound.received_through)
+            self.n.held.truncate(pos)
+            self.n.inbound.iq.drop_from(pos)
+            while self.n.inbound.arrived and self.n.inbound.arrived[-1][0] >= pos:
+                self.n.inbound.arrived.pop()
+            self.n.inbound.received_through = pos - 1
+            self.n.inbound.seqcheck.reset()
+            self.n.lock.notify_all()
 
-    def _unseal(self) -> None:
+    def unseal(self) -> None:
         """Takeover, before its plan: decode every held input neither covered nor processed (in IQ', or
         taken by the operator loop), so that what this node tells Nu it holds is what it can process. A run
         that does not decode is forgotten with what follows it, and Nu resends from there."""
-        with self.lock:
-            done = self._done_through()
-        bad = self.held.unseal(done)
+        with self.n.lock:
+            done = self.n._done_through()
+        bad = self.n.held.unseal(done)
         if bad is not None:
-            self._unreadable(bad.error, bad.at)
+            self.unreadable(bad.error, bad.at)
 
-    def _deferred_through(self) -> int | None:
+    def deferred_through(self) -> int | None:
         """Holding the lock, IQ not empty: the last position the operator may take now, None for all.
 
         Lazy: a standby lets each input wait up to `standby_defer` seconds in IQ' before it runs the
@@ -253,19 +259,19 @@ class StandbySide:
         that at the moment): waiting would only leave the takeover more to do. Before the first cover,
         inputs wait as if covering kept up: at full speed a standby that took everything until then did
         the work of the run's first 200,000 inputs, all of them covered soon after."""
-        if self.passive and self.state.role is Role.STANDBY:
-            return self.snapshots.through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
-        head = self.inbound.iq.head()
+        if self.n.passive and self.n.state.role is Role.STANDBY:
+            return self.n.snapshots.through() or 0  # a Passive Standby takes only what a snapshot covers, to drop it
+        head = self.n.inbound.iq.head()
         # A stateful standby whose operator paces itself (Operator.paces_standby: Spark's feed) takes every
         # input on arrival: it skips none, and what waited here would be decoded and handed over only at a
         # takeover (docs/faults.md, the Spark window kills).
-        wait = 0.0 if self.stateful and self.operator.paces_standby else self.forecast.defer
-        slow = self.inbound.cover_latency is not None and self.inbound.cover_latency >= wait
-        if (self.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
-                or self.clock() - head[1] >= wait):
+        wait = 0.0 if self.n.stateful and self.n.operator.paces_standby else self.forecast.defer
+        slow = self.n.inbound.cover_latency is not None and self.n.inbound.cover_latency >= wait
+        if (self.n.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
+                or self.n.clock() - head[1] >= wait):
             return None
-        covered = self._covered[0].input_pos
-        excess = len(self.inbound.iq) + self._standby_room() - self.inbound.iq.capacity
+        covered = self.n._covered[0].input_pos
+        excess = len(self.n.inbound.iq) + self._standby_room() - self.n.inbound.iq.capacity
         if excess > 0:
             # Short of room: the oldest `excess` inputs (fewer past a skip marker; the next pass sees the rest).
             # Taking all of IQ' here made the standby process most of a run whenever covering slowed down:
@@ -279,8 +285,8 @@ class StandbySide:
         100,000 tuples by default, is what about 0.25 s of covering holds at 400,000 tuples/s: a standby
         that worked at half full processed 29 % of the inputs of a run at full speed, on the CPU the
         pipeline needed.)"""
-        calls = 2 * self.cfg.max_batches_per_rpc * (self.cfg.bsize or 1)
-        return min(calls, self.inbound.iq.capacity // 2)
+        calls = 2 * self.n.cfg.max_batches_per_rpc * (self.n.cfg.bsize or 1)
+        return min(calls, self.n.inbound.iq.capacity // 2)
 
     def _plausible(self, ckpt: Checkpoint) -> bool:
         """A standby skips to a trim point that comes without batches only as far as the primary has
@@ -288,7 +294,7 @@ class StandbySide:
         past that (forged, or newer than the last heartbeat) is not applied, and the standby answers what
         it holds; Nu sends its trim point again. (Batches that start just after their checkpoint are the
         ordinary jump and are admitted as they come.)"""
-        return self.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
+        return self.n.state.role is not Role.STANDBY or ckpt.input_pos <= self.primary_received
 
     def standby_lag(self) -> tuple[int, float]:
         """How far this standby is behind the primary: inputs the primary holds that this node has not
@@ -296,31 +302,31 @@ class StandbySide:
         long the oldest of them has been there (seconds since the primary's heartbeats first showed it).
         (0, 0.0) for a primary; a standby with about one operator call of work left takes over in about one
         call."""
-        if self.state.role is not Role.STANDBY:
+        if self.n.state.role is not Role.STANDBY:
             return 0, 0.0
-        done = self._done_through()
-        seen = self._primary_seen
+        done = self.n._done_through()
+        seen = self.primary_seen
         while seen and seen[0][1] <= done:
             seen.popleft()
         behind = max(0, self.primary_received - done)
-        return behind, (self.clock() - seen[0][0]) if (behind and seen) else 0.0
+        return behind, (self.n.clock() - seen[0][0]) if (behind and seen) else 0.0
 
-    def _heartbeat_loop(self) -> None:
+    def heartbeat_loop(self) -> None:
         det = self.detector
         assert det is not None
-        if self.state.role is not Role.STANDBY or not self.registered.is_set():
+        if self.n.state.role is not Role.STANDBY or not self.registered.is_set():
             # Until Nu has answered, this standby knows neither the epoch nor that the system runs. A wake
             # (the registration) is taken here, and cleared: a node that is no standby must not spin on it.
-            self._beat_now.wait(0.05)
-            self._beat_now.clear()
-            det.waiting(self.clock())
+            self.beat_now.wait(0.05)
+            self.beat_now.clear()
+            det.waiting(self.n.clock())
             self._beat_due = None
             return
-        t0 = self.clock()
+        t0 = self.n.clock()
         lost_at = self.connection.take_lost()
         if lost_at is not None:
             det.lost(lost_at)
-            self.counters["primary_connection_lost"] += 1
+            self.n.counters["primary_connection_lost"] += 1
         if self._beat_due is not None and t0 >= self._beat_due:
             # How late this heartbeat starts (the thread's wake-up on busy cores, the lock): a crash's
             # detection is made of such beats (core.recovery_model.crash_detection_s). One woken early (a
@@ -329,102 +335,103 @@ class StandbySide:
         self._beat_due = None
         stalls = det.stalls
         det.beat(t0)
-        self._beat_now.clear()  # a notice from now on is for the next beat
+        self.beat_now.clear()  # a notice from now on is for the next beat
         peer = self.primary
         self.connection.watch(peer)
         try:
             if peer is None:
                 raise PeerError(Status.UNAVAILABLE, "no primary known")
-            with self.lock:
-                predicted = self.forecast.refresh(t0, self._backlog(), self._watching_primary())
+            with self.n.lock:
+                predicted = self.forecast.refresh(t0, self.backlog(), self._watching_primary())
                 chosen = self.forecast.choice
-                interval = chosen.value if self.passive and chosen is not None else 0.0
-            reply = peer.heartbeat(m.HeartbeatRequest(sender=self.name, epoch=self.state.epoch,
-                                                      address=self.cfg.advertise,
+                interval = chosen.value if self.n.passive and chosen is not None else 0.0
+            reply = peer.heartbeat(m.HeartbeatRequest(sender=self.n.name, epoch=self.n.state.epoch,
+                                                      address=self.n.cfg.advertise,
                                                       predicted_recovery_s=predicted.seconds if predicted else 0.0,
                                                       snapshot_interval_s=interval),
-                                   self.cfg.heartbeat_interval)
+                                   self.n.cfg.heartbeat_interval)
         except PeerError as e:
-            self.links.note("primary", peer.address if peer is not None else "", e)
-            det.missed(self.clock(), refused=e.refused, started=t0)
-            self.counters["heartbeat_misses"] += 1
+            self.n.links.note("primary", peer.address if peer is not None else "", e)
+            det.missed(self.n.clock(), refused=e.refused, started=t0)
+            self.n.counters["heartbeat_misses"] += 1
             if e.refused:
-                self.counters["heartbeat_refused"] += 1
+                self.n.counters["heartbeat_refused"] += 1
         else:
             self._heartbeat_answered(peer, reply, t0)
-        suspected = self._handover or det.suspects_after_beat(self.clock())
+        suspected = self.handover or det.suspects_after_beat(self.n.clock())
         if det.stalls > stalls:
-            self.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
-                             "primary is watched again from now", self.name, det.stall_after)
+            self.n.log.warning("%s: this node stood still for more than %.1f s (paused, or starved of CPU); the "
+                               "primary is watched again from now", self.n.name, det.stall_after)
         if suspected:
-            self.takeover.run()
+            self.n.takeover.run()
             return
         self._beat_due = t0 + det.next_beat_in(t0)
-        self._beat_now.wait(max(0.0, self._beat_due - self.clock()))
+        self.beat_now.wait(max(0.0, self._beat_due - self.n.clock()))
 
     def _heartbeat_answered(self, peer: Peer, reply: m.HeartbeatReply, t0: float) -> None:
         """A heartbeat sent at `t0` was answered: by a primary (alive, leaving at its handover, or with its
         operator stalled, which counts as a miss) or by a node that is no primary (a miss)."""
         det = self.detector
         assert det is not None
-        self.links.note("primary", peer.address, None)
-        now = self.clock()
+        self.n.links.note("primary", peer.address, None)
+        now = self.n.clock()
         if reply.role in (Role.PRIMARY, Role.LEAVING):
             if reply.role is Role.LEAVING:
                 # Its handover (hand_over): it has sent Nd its last frame and ended its lease there.
                 det.ok(now, now - t0)
-                self._handover = True
-                self.counters["heartbeat_primary_leaving"] += 1
+                self.handover = True
+                self.n.counters["heartbeat_primary_leaving"] += 1
             elif reply.stalled_ms:
                 # Alive, but its operator has stopped (OperatorWatch): a primary that works no more.
                 det.missed(now, started=t0)
-                self.counters["heartbeat_primary_stalled"] += 1
+                self.n.counters["heartbeat_primary_stalled"] += 1
                 if self._primary_stalled.due():
-                    self.log.warning("%s: the primary says its operator stalled or failed (its oldest call "
-                                     "%.1f s old): counted as a missed heartbeat", self.name,
-                                     reply.stalled_ms / 1000)
+                    self.n.log.warning("%s: the primary says its operator stalled or failed (its oldest call "
+                                       "%.1f s old): counted as a missed heartbeat", self.n.name,
+                                       reply.stalled_ms / 1000)
             else:
                 det.ok(now, now - t0)
-            with self.lock:
-                self.counters["heartbeats"] += 1
+            with self.n.lock:
+                self.n.counters["heartbeats"] += 1
                 self.forecast.heard(now - t0, reply.operator_call_s, reply.operator_tuple_s)
-                self.state.fence.advance(reply.epoch)
-                self._primary_reached(reply.received_through, now)
-                self._on_level0(reply.level0)
+                self.n.state.fence.advance(reply.epoch)
+                self.primary_reached(reply.received_through, now)
+                self.n.on_level0(reply.level0)
         else:
             # A fenced (or demoted) node still answers, but it is no primary: count it as a failure.
             det.missed(now, started=t0)
-            self.counters["heartbeat_not_primary"] += 1
+            self.n.counters["heartbeat_not_primary"] += 1
 
     def predicted_recovery(self) -> RecoveryTerms | None:
         """Holding the lock: how long a takeover by this standby would take if its primary crashed now
         (RecoveryForecast.predict), or None when this node is no standby watching a primary."""
-        return self.forecast.predict(self._backlog()) if self._watching_primary() else None
+        return self.forecast.predict(self.backlog()) if self._watching_primary() else None
 
     def _watching_primary(self) -> bool:
-        return self.state.role is Role.STANDBY and self.detector is not None
+        return self.n.state.role is Role.STANDBY and self.detector is not None
 
-    def _backlog(self) -> Backlog:
+    def backlog(self) -> Backlog:
         """Holding the lock: where a takeover by this node would start now."""
-        return Backlog(held=self.inbound.received_through, done=self._done_through(),
+        snaps = self.n.snapshots
+        return Backlog(held=self.n.inbound.received_through, done=self.n._done_through(),
                        primary_received=self.primary_received,
-                       take=self.calls.take,
+                       take=self.n.calls.take,
                        # Its own only where the primary's is unknown (RecoveryForecast.cost).
-                       own_cost=None if any(self.forecast.primary_cost) else self.calls.cost.fit(),
+                       own_cost=None if any(self.forecast.primary_cost) else self.n.calls.cost.fit(),
                        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
-                       restore_s=self.snapshots.encode_s if self.passive and self.snapshots.held is not None else 0.0,
+                       restore_s=snaps.encode_s if self.n.passive and snaps.held is not None else 0.0,
                        notice_hold_s=self.detector.notice_hold if self.connection.notices and self.detector else None,
-                       paced=self.stateful and self.operator.paces_standby)
+                       paced=self.n.stateful and self.n.operator.paces_standby)
 
-    def _primary_reached(self, received: int, now: float) -> None:
+    def primary_reached(self, received: int, now: float) -> None:
         """Holding the lock: a heartbeat says the primary has received through `received`; a covering
         checkpoint that came before it and is now vouched for is applied (`_apply_covering`)."""
         if received > self.primary_received:
             self.primary_received = received
-            self._primary_seen.append((now, received))
-        if received > 0 and self.cpu_at_first_input is None:
+            self.primary_seen.append((now, received))
+        if received > 0 and self.n.cpu_at_first_input is None:
             # A standby sent no backup (Bsize inf: a Passive Standby holding only snapshots) learns here that
             # inputs flow, within a heartbeat of the primary's first: what it spends from then is the
             # pipeline's, over the same time as the primary's.
-            self.cpu_at_first_input = time.process_time()
+            self.n.cpu_at_first_input = time.process_time()
         self._apply_covering()

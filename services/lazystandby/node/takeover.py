@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..core import messages as m
 from ..core.errors import PeerError
@@ -22,7 +23,14 @@ from ..core.roles import Role
 from ..stats import RECOVERY_BOUNDS, Buckets
 from ..transport.peer import Peer
 from .common import LINK_REMIND_S, Backoff
-from .operator_base import GATHER_MAX_S, OperatorBase
+
+if TYPE_CHECKING:
+    from .operator_base import OperatorBase
+
+# Longest a gathering takeover (Operator.takeover_gather) waits, once PRIMARY, for Nu's resend before the
+# operator starts anyway: a resend comes tens of milliseconds after Nu's answer, and a lost one must not
+# hold the operator for good.
+GATHER_MAX_S = 0.25
 
 
 class Takeover:
@@ -49,11 +57,11 @@ class Takeover:
         the takeover waits for this node's own heartbeat to hear LEAVING from the primary it watches.
         Ignored unless this node is a registered standby and the notice is of its epoch or a newer one."""
         with self.n.lock:
-            beats = (self.n.state.role is Role.STANDBY and self.n.registered.is_set()
+            beats = (self.n.state.role is Role.STANDBY and self.n.standby_side.registered.is_set()
                      and msg.epoch >= self.n.state.epoch)
             self.n.counters["handover_notices" if beats else "handover_notices_ignored"] += 1
             if beats:
-                self.n._beat_now.set()
+                self.n.standby_side.beat_now.set()
             return m.HandoverAck(node=self.n.name, role=self.n.state.role, epoch=self.n.state.epoch, beats=beats)
 
     def run(self) -> None:
@@ -76,7 +84,7 @@ class Takeover:
 
     def _detect(self) -> RecoveryTimes:
         """1. detect: the detector suspects the primary; the recovery is timed from its last good heartbeat."""
-        det = self.n.detector
+        det = self.n.standby_side.detector
         now = self.n.clock()
         self._wall_detected = time.time()
         return RecoveryTimes(last_ok=det.last_ok if det else now, detected=now, noticed=det.lost_at if det else None)
@@ -86,7 +94,7 @@ class Takeover:
         last frame (core.recovery.PrimaryLease): since the last good heartbeat (or since the detector
         watched again), less one interval, the most a live primary's answers are apart. 0 when no answer
         came since this node started watching."""
-        det = self.n.detector
+        det = self.n.standby_side.detector
         if det is None or not det.heard:
             return 0
         unheard = times.detected - times.last_ok - self.n.cfg.heartbeat_interval
@@ -104,7 +112,7 @@ class Takeover:
             self._working = False
         # A standby cut off from a live primary tries again after each timeout: said once, as declines are.
         quiet = self._declined.recently()
-        if self.n._handover:
+        if self.n.standby_side.handover:
             self.n.log.warning("%s: the primary hands over; taking over in epoch %d", self.n.name, epoch)
         else:
             self.n.log.log(logging.INFO if quiet else logging.WARNING, "%s: primary suspected after %.0f ms; "
@@ -125,17 +133,17 @@ class Takeover:
         Operator.takeover_gather): once Nd has taken the takeover, or as soon as Nd keeps it waiting
         (unreachable, stopped). Not before Nd's first answer: a takeover Nd declines (its primary still
         delivers) then costs no decoding, and a standby cut off from a live primary for long tries again
-        after every detector timeout. Once per takeover, and before the plan (`_unseal`)."""
+        after every detector timeout. Once per takeover, and before the plan (StandbySide.unseal)."""
         if self._working:
             return
         self._working = True
-        self.n._unseal()
+        self.n.standby_side.unseal()
         self.n.operator.lazy(False)
 
     def _plan(self, epoch: int, nd: m.TakeoverReply) -> TakeoverPlan:
         """4. plan: replay OQ' beyond Nd's last; ask Nu for everything after what we received."""
         with self.n.lock:
-            self.n._on_level0(nd.delivered_through)
+            self.n.on_level0(nd.delivered_through)
             return plan_takeover(epoch=epoch, delivered_through=nd.delivered_through,
                                  received_through=self.n.inbound.received_through, oq_first=self.n.oq.first,
                                  oq_last=self.n.oq.last)
@@ -165,10 +173,10 @@ class Takeover:
         self.n._write_quarantined()
         with self.n.lock:
             self.n.sent_next = plan.delivered_through + 1
-            self.n._resync_output = False  # Nd just said where it stands (step 3)
+            self.n.primary_side.resync_output = False  # Nd just said where it stands (step 3)
             self.n._become(Role.PRIMARY)
             self.n.calls.primary_since = self.n.clock()
-            self.n._worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
+            self.n.primary_side.worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
             if self.gathering:
                 self.gather = (nu.head_pos, self.n.clock() + GATHER_MAX_S)
             self.n.counters["takeovers"] += 1
@@ -211,7 +219,7 @@ class Takeover:
                 # Detection's part after the transport's notice (the hold and the refused beat); the rest, from
                 # the crash to the notice, is the primary's end and the notice's way here.
                 self.recovery["notice_to_suspicion_ms"] = (times.detected - times.noticed) * 1000
-            self.recovery["cause"] = "handover" if self.n._handover else "detector"
+            self.recovery["cause"] = "handover" if self.n.standby_side.handover else "detector"
             self.recovery["live_at"] = self._wall_detected + (times.live - times.detected)
         self.n.log.warning("%s: live as primary in epoch %d: %s", self.n.name, plan.epoch, self.recovery)
 
@@ -224,10 +232,10 @@ class Takeover:
             epoch = self.n.state.epoch + 1
         with self.n.lock:
             self.n._become(Role.STANDBY, epoch=max(self.n.state.epoch, epoch))
-            self.n._handover = False
+            self.n.standby_side.handover = False
             self.n.operator.lazy(True)
-            if self.n.detector:
-                self.n.detector.restart(self.n.clock())
+            if self.n.standby_side.detector:
+                self.n.standby_side.detector.restart(self.n.clock())
         self.n.counters["takeovers_refused"] += 1
 
     def _withdraw(self, why: str) -> None:
@@ -240,8 +248,8 @@ class Takeover:
             # A primary that said it is leaving never works again: asked again at the next heartbeat (its lease
             # runs out within takeover_lease), answered or not, not after the detector's timeout.
             self.n.operator.lazy(True)
-            if self.n.detector:
-                self.n.detector.restart(self.n.clock())
+            if self.n.standby_side.detector:
+                self.n.standby_side.detector.restart(self.n.clock())
             self.n.counters["takeovers_declined"] += 1
             if self._declined.due():
                 self.n.log.warning("%s: takeover declined, %s; standby again in epoch %d (%d declined so far)",
@@ -271,7 +279,7 @@ class Takeover:
                         on_refusal()
                         return None
                     with self.n.lock:
-                        self.n._fence(f"{who} refused the takeover")
+                        self.n.primary_side.fence(f"{who} refused the takeover")
                     return None
                 self.n.counters[f"takeover_retry_{who}"] += 1
                 if on_wait is not None:

@@ -603,18 +603,18 @@ def test_a_standby_reports_how_far_it_is_behind_the_primary():
     t = [100.0]
     n2 = OperatorNode(NodeConfig(role="standby", listen="s"), Selection("price > 1"), _Net(), clock=lambda: t[0])
     try:
-        assert n2.standby_lag() == (0, 0.0)
-        n2.primary_received = 500
-        n2._primary_seen.extend([(100.0, 200), (101.0, 500)])
+        assert n2.standby_side.standby_lag() == (0, 0.0)
+        n2.standby_side.primary_received = 500
+        n2.standby_side.primary_seen.extend([(100.0, 200), (101.0, 500)])
         n2.processed = Checkpoint(150, 10)
         t[0] = 103.0
-        assert n2.standby_lag() == (350, 3.0)  # position 151 was at the primary from t=100 on
+        assert n2.standby_side.standby_lag() == (350, 3.0)  # position 151 was at the primary from t=100 on
         n2.processed = Checkpoint(300, 20)
-        assert n2.standby_lag() == (200, 2.0)  # 301 from t=101
+        assert n2.standby_side.standby_lag() == (200, 2.0)  # 301 from t=101
         n2._covered = (Checkpoint(400, 25), None)  # Nd's output covers through 400: no work left there
-        assert n2.standby_lag() == (100, 2.0)
+        assert n2.standby_side.standby_lag() == (100, 2.0)
         n2.processed = Checkpoint(500, 30)
-        assert n2.standby_lag() == (0, 0.0)
+        assert n2.standby_side.standby_lag() == (0, 0.0)
         assert n2.snapshot()["standby_lag_tuples"] == 0
     finally:
         n2.stop()

@@ -189,7 +189,7 @@ def net():
 @pytest.fixture
 def standby(net):
     n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=0), Selection("price > 100"), net.peer)
-    n.primary_received = 10_000
+    n.standby_side.primary_received = 10_000
     net.register("s", n)
     yield n
     n.stop()
@@ -233,7 +233,7 @@ def outputs(node) -> TupleBatch:
 def clean_standby(n: int) -> OperatorNode:
     net = MemoryNetwork()
     ref = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=0), Selection("price > 100"), net.peer)
-    ref.primary_received = 10_000
+    ref.standby_side.primary_received = 10_000
     net.register("s", ref)
     try:
         send(net, runs(RunEncoder(CodecName.ZSTD_STREAM, bsize=10), 1, n // RUN))
@@ -249,7 +249,7 @@ def test_a_takeover_decodes_what_is_held_first_and_asks_nu_from_a_run_that_does_
     t = [100.0]
     n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0), Selection("price > 100"), net.peer,
                       clock=lambda: t[0])
-    n2.primary_received = 10_000
+    n2.standby_side.primary_received = 10_000
     net.register("s", n2)
     try:
         enc = RunEncoder(codec, bsize=10)
@@ -258,7 +258,7 @@ def test_a_takeover_decodes_what_is_held_first_and_asks_nu_from_a_run_that_does_
         assert n2.held.decoded_tuples == 0 and n2.inbound.received_through == 3 * RUN
         with n2.lock:
             n2.state.become(Role.PROMOTING, epoch=2)
-        n2._unseal()
+        n2.standby_side.unseal()
         assert n2.inbound.received_through == 2 * RUN and n2.counters["backup_unreadable"] == 1
         assert n2.held.decoded_tuples == 2 * RUN  # runs 0 and 1 are decoded, ready for the operator
         assert len(n2.inbound.iq) == 2 * RUN  # and still queued: only what it cannot decode is forgotten

@@ -16,10 +16,10 @@ def test_a_primary_announces_itself_to_an_nd_that_does_not_know_its_epoch(net, n
         n.state.fence.advance(2)  # this primary took over in epoch 2; Nd restarted and knows epoch 1
         assert push(net, frame(run(1, 4), epoch=2)).received_through == 4
         n._operator_loop()
-        n._output_loop()  # refused (unknown epoch): announces itself
+        n.primary_side.output_loop()  # refused (unknown epoch): announces itself
         assert n.counters["announced"] == 1 and nd.fence.epoch == 2
-        n._output_loop()  # an empty frame learns where Nd stands
-        n._output_loop()
+        n.primary_side.output_loop()  # an empty frame learns where Nd stands
+        n.primary_side.output_loop()
         assert nd.dedup.delivered_through == 4 and nd.counters["takeovers"] == 1
     finally:
         n.stop()
@@ -35,16 +35,16 @@ def test_a_primary_nu_knows_by_another_address_is_told_so_and_not_fenced(net, ca
                      Selection("price > 100"), net.peer)
     try:
         with caplog.at_level("WARNING"):
-            n._announce(n.upstream, 1)
-            n._announce(n.upstream, 1)  # a second later: counted, not logged again
+            n.primary_side.announce(n.upstream, 1)
+            n.primary_side.announce(n.upstream, 1)  # a second later: counted, not logged again
         assert n.state.role is Role.PRIMARY and n.counters["fenced"] == 0
         assert n.counters["announce_refused"] == 2 and n.counters["announced"] == 0
         said = [r.getMessage() for r in caplog.records if "did not take the announcement" in r.getMessage()]
         assert len(said) == 1 and "set its advertise to n" in said[0]
         assert nu.errors["not_the_primary"] == 2 and nu.push.address == "n" and nu.fence.epoch == 1
         nu.fence.advance(2)  # a newer epoch in force at Nu still fences it, once it has worked (else: rejoins)
-        n._worked = True
-        n._announce(n.upstream, 1)
+        n.primary_side.worked = True
+        n.primary_side.announce(n.upstream, 1)
         assert n.state.role is Role.FENCED
     finally:
         n.stop()

@@ -78,7 +78,7 @@ def test_a_handover_notice_alone_moves_nothing_and_a_stale_one_is_ignored():
     most, and the takeover still waits for the primary it watches to say LEAVING."""
     with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **SLOW_BEATS) as t:
         n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
-        assert t.wait(lambda: n2.registered.is_set() and n.counters["heartbeats_answered"] > 0)
+        assert t.wait(lambda: n2.standby_side.registered.is_set() and n.counters["heartbeats_answered"] > 0)
         stale = t.net.call_pb("n2", "Handover", pb.HandoverNotice(sender="mallory", epoch=0))
         assert not stale.beats and stale.epoch == 1 and n2.counters["handover_notices_ignored"] == 1
         beats = n.counters["heartbeats_answered"]

@@ -61,9 +61,9 @@ def test_a_standby_says_how_long_it_has_surely_not_heard_its_primary():
 
     s = OperatorNode(NodeConfig(role="standby", name="N'", listen="s", heartbeat_interval=0.2,
                                 heartbeat_misses=5), Selection("price > 100"), MemoryNetwork().peer)
-    s.detector = FailureDetector(0.2, 5, now=0.0)
+    s.standby_side.detector = FailureDetector(0.2, 5, now=0.0)
     assert s.takeover._unheard_ms(RecoveryTimes(last_ok=0.0, detected=1.0)) == 0  # never heard
-    s.detector.ok(0.5, 0.001)
+    s.standby_side.detector.ok(0.5, 0.001)
     assert s.takeover._unheard_ms(RecoveryTimes(last_ok=0.5, detected=1.5)) == 800
     assert s.takeover._unheard_ms(RecoveryTimes(last_ok=0.5, detected=0.6)) == 0  # within an interval: says nothing
 
@@ -103,7 +103,7 @@ def test_an_idle_primary_renews_its_lease_three_times_per_lease_and_on_time(net,
                      Selection("price > 100"), net.peer, clock=lambda: now[0])
     net.register("n", n)
     try:
-        n._output_loop()  # the first frame: a resync
+        n.primary_side.output_loop()  # the first frame: a resync
         waits = []
 
         def wait(timeout=None):  # a notify 20 ms in, then nothing: time passes as far as the wait asked
@@ -112,7 +112,7 @@ def test_an_idle_primary_renews_its_lease_three_times_per_lease_and_on_time(net,
         n.lock.wait = wait
         nd.tick(1.0)
         sent_at = now[0]
-        n._output_loop()
+        n.primary_side.output_loop()
         assert now[0] - sent_at == pytest.approx(0.025) and waits == pytest.approx([0.025, 0.005])
         assert nd.counters["takeovers"] == 0 and nd.lease.renewed_at == nd.clock()
     finally:
@@ -133,7 +133,7 @@ def test_a_declined_standby_withdraws_its_epoch_and_keeps_taking_the_backup(net,
                      net.peer)
     s.state.fence.advance(1)
     unsealed = []
-    s._unseal = lambda: unsealed.append(1)
+    s.standby_side.unseal = lambda: unsealed.append(1)
     s.takeover.run()
     assert s.state.role == "standby" and s.state.epoch == 1
     assert s.counters["takeovers_declined"] == 1 and s.counters["takeovers"] == 0

@@ -27,4 +27,4 @@ def test_an_unknown_codec_enum_is_invalid_argument_and_changes_nothing(net, stan
     with pytest.raises(PeerError) as e:
         net.call_pb("s", "Backup", bad)
     assert e.value.status == "INVALID_ARGUMENT" and "unknown codec 42" in e.value.message
-    assert standby.inbound.received_through == 0 and standby.decoder.session == 0
+    assert standby.inbound.received_through == 0 and standby.standby_side.decoder.session == 0

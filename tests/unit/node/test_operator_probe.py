@@ -118,12 +118,12 @@ def test_a_primary_probes_a_copy_of_its_operator_and_its_fit_takes_it_in(net):
     try:
         assert n.calls.probe is not None
         n.calls.probe.least = 100
-        n._probe_operator()
+        n.primary_side.probe_operator()
         assert n.counters.get("operator_probes", 0) == 0  # nothing processed yet
         with n.lock:
             for first in range(1, 301, 50):
                 answered(n, ticks(first, 50), n.operator.process(ticks(first, 50)))
-        n._probe_operator()
+        n.primary_side.probe_operator()
         assert n.counters["operator_probes"] == 1 and len(n.calls.cost.kept) == 1
         assert n.calls.cost.kept[0][0] == 300
         first = 301
@@ -131,7 +131,7 @@ def test_a_primary_probes_a_copy_of_its_operator_and_its_fit_takes_it_in(net):
             with n.lock:
                 answered(n, ticks(first, 100), n.operator.process(ticks(first, 100)))
             first += 100
-            n._probe_operator()
+            n.primary_side.probe_operator()
             assert n.counters["operator_probes"] == min(k, PROBES_AT_ONCE)
         assert n.calls.probe_due == pytest.approx(n.clock() + PROBE_EVERY_S, abs=1.0)
     finally:
@@ -140,7 +140,7 @@ def test_a_primary_probes_a_copy_of_its_operator_and_its_fit_takes_it_in(net):
 
 def test_a_standby_and_an_engine_without_a_copy_do_not_probe(net, standby):
     standby.calls.probe.note(run(1, 2_000))
-    standby._probe_operator()
+    standby.primary_side.probe_operator()
     assert standby.state.role is Role.STANDBY and standby.counters.get("operator_probes", 0) == 0
 
     class Engine(Operator):
@@ -171,7 +171,7 @@ def test_a_primary_whose_copy_fails_counts_it_says_it_once_and_keeps_its_fit(net
             with n.lock:
                 answered(n, run(1 + 20 * k, 20), [])
             n.calls.probe_due = 0.0
-            n._probe_operator()
+            n.primary_side.probe_operator()
         assert n.counters["operator_probe_errors"] == 2 and not n.calls.cost.kept
         assert n.state.role is Role.PRIMARY and not n.fatal
         assert sum("a copy of the operator failed" in r.message for r in caplog.records) == 1

@@ -99,7 +99,7 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     n._submit(batch(1, 5))
     now[0] = 1.9
     assert beat().stalled_ms == 0 and not n.snapshot()["operator_stalled"]
-    n._output_loop()  # not stalled yet: the resync frame goes out and renews the lease
+    n.primary_side.output_loop()  # not stalled yet: the resync frame goes out and renews the lease
     assert nd.primary_node == "N" and nd.lease.renewed_at == 1.9
     now[0] = 2.5
     assert beat().stalled_ms == 2500
@@ -107,7 +107,7 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     s = n.snapshot()
     assert s["operator_stalled"] and s["operator_oldest_call_s"] == 2.5
     n.lock.wait = lambda timeout=None: now.__setitem__(0, now[0] + timeout)  # ack_poll_ms passes at once
-    n._output_loop()  # idle and stalled: no empty frame, so the lease runs out
+    n.primary_side.output_loop()  # idle and stalled: no empty frame, so the lease runs out
     assert n.counters["idle_frames_withheld"] == 1 and nd.lease.renewed_at == 1.9
     now[0] = 2.5
     assert n.state.role is Role.PRIMARY  # it does not fence itself: with no standby, waiting is better
@@ -215,14 +215,14 @@ def test_a_standby_counts_its_primary_s_stall_as_a_missed_heartbeat():
 
     s = OperatorNode(NodeConfig(role="standby", listen="s", primary="n", heartbeat_misses=3), Selection("price > 1"),
                      lambda a: Primary() if a == "n" else net.peer(a))
-    s.registered.set()
+    s.standby_side.registered.set()
     s.state.fence.advance(1)
-    s.detector = FailureDetector(0.1, 3, s.clock())
+    s.standby_side.detector = FailureDetector(0.1, 3, s.clock())
     s.sleep = lambda _: None
-    s._heartbeat_loop()
-    assert s.detector.misses == 1 and s.counters["heartbeat_primary_stalled"] == 1
-    s._heartbeat_loop()  # it answers again: the count starts over
-    assert s.detector.misses == 0 and s.state.role is Role.STANDBY
+    s.standby_side.heartbeat_loop()
+    assert s.standby_side.detector.misses == 1 and s.counters["heartbeat_primary_stalled"] == 1
+    s.standby_side.heartbeat_loop()  # it answers again: the count starts over
+    assert s.standby_side.detector.misses == 0 and s.state.role is Role.STANDBY
     s.stop()
 
 

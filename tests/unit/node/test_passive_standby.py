@@ -52,8 +52,8 @@ def outputs(n, first, last):
 def test_the_standby_holds_the_snapshot_does_no_work_and_makes_the_primarys_outputs_after_a_takeover(net):
     primary, standby = node(net, "primary", "n"), node(net, "standby", "s")
     try:
-        standby.registered.set()
-        primary._standby_at = "s"
+        standby.standby_side.registered.set()
+        primary.primary_side.standby_at = "s"
         net.call_pb("n", "Push", frame(link(1, 400)))
         loop_once(primary)
         primary.snapshots.send_loop()  # the snapshot taken after the call goes to "s"
@@ -88,8 +88,8 @@ def pair(net):
     """A primary and its passive standby, the primary knowing where the standby is."""
     primary, standby = node(net, "primary", "n"), node(net, "standby", "s")
     try:
-        standby.registered.set()
-        primary._standby_at = "s"
+        standby.standby_side.registered.set()
+        primary.primary_side.standby_at = "s"
         yield primary, standby
     finally:
         primary.stop()
@@ -148,7 +148,7 @@ def test_a_delta_the_standby_cannot_chain_is_refused_and_the_next_snapshot_is_fu
 def test_a_due_snapshot_waits_a_little_for_nd_to_acknowledge_the_outputs_it_would_carry(net):
     primary = node(net, "primary", "n", interval=10.0)
     try:
-        primary._standby_at = "s"
+        primary.primary_side.standby_at = "s"
         net.call_pb("n", "Push", frame(link(1, 400)))
         now = [100.0]
         primary.clock = lambda: now[0]
@@ -159,7 +159,7 @@ def test_a_due_snapshot_waits_a_little_for_nd_to_acknowledge_the_outputs_it_woul
         with primary.lock:
             primary.snapshots.maybe_take()
             assert primary.snapshots.job is None and primary.counters["snapshots_waited"] == 1
-            primary._on_level0(made)  # Nd has them all now
+            primary.on_level0(made)  # Nd has them all now
             primary.snapshots.maybe_take()
             job, primary.snapshots.job = primary.snapshots.job, None
             assert job is not None and job[2] is None  # taken, with no tail to carry

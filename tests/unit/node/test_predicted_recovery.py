@@ -27,11 +27,11 @@ def timed_pushes(nu, tuple_bytes=50):
 def test_nu_sends_its_hint_with_the_backup_once_its_pushes_were_timed(net, standby):
     nu = upstream_holding(net.peer, "s", total=40, backup_linger_ms=0)
     nu.backup.loop()
-    assert standby.forecast.hint is None  # no push timed yet: nothing to say
+    assert standby.standby_side.forecast.hint is None  # no push timed yet: nothing to say
     timed_pushes(nu)
     nu.backup.next_hint_at = 0.0
     nu.backup.loop()
-    h = standby.forecast.hint
+    h = standby.standby_side.forecast.hint
     assert h is not None and h.head_pos == 40 and h.frame_max == nu.cfg.frame_max
     assert h.per_byte_s == pytest.approx(1 / RATE_BPS) and h.per_call_s == pytest.approx(RTT)
     assert h.tuple_bytes == pytest.approx(50) and h.resend_floor == nu.checkpoint.input_pos + 1
@@ -56,10 +56,10 @@ def test_nu_sends_a_hint_alone_when_nothing_else_goes_and_not_more_often_than_it
 
 
 def standby_watching(standby, *, received, primary_received, hint, cost=(0.001, 2e-5)):
-    standby.detector = FailureDetector(0.1, 3, now=0.0)
-    standby.forecast.rtts.extend([0.001, 0.003, 0.002])
-    standby.inbound.received_through, standby.primary_received = received, primary_received
-    standby.forecast.hint, standby.forecast.primary_cost = hint, cost
+    standby.standby_side.detector = FailureDetector(0.1, 3, now=0.0)
+    standby.standby_side.forecast.rtts.extend([0.001, 0.003, 0.002])
+    standby.inbound.received_through, standby.standby_side.primary_received = received, primary_received
+    standby.standby_side.forecast.hint, standby.standby_side.forecast.primary_cost = hint, cost
 
 
 def test_the_standby_predicts_detection_reconnection_resend_and_replay(standby):
@@ -67,7 +67,7 @@ def test_the_standby_predicts_detection_reconnection_resend_and_replay(standby):
                           frame_max=4_096)
     standby_watching(standby, received=500, primary_received=10_000, hint=hint)
     standby.calls.take = 4_000
-    t = standby.predicted_recovery()
+    t = standby.standby_side.predicted_recovery()
     # Three misses a quarter interval apart after half an interval, the last call back a round trip later.
     assert t.detection_s == pytest.approx(0.05 + 0.05 + 0.002) and t.reconnection_s == pytest.approx(0.004)
     resend = 10_500 - 500  # Nu's head is newer than the primary's heartbeat
@@ -81,27 +81,27 @@ def test_a_standby_behind_nus_floor_rebuilds_from_it_and_its_backlog_does_not_co
     hint = m.RecoveryHint(head_pos=1_000, resend_floor=801, per_call_s=RTT, per_byte_s=0.0, tuple_bytes=50,
                           frame_max=4_096)
     standby_watching(standby, received=300, primary_received=1_000, hint=hint)
-    t = standby.predicted_recovery()
+    t = standby.standby_side.predicted_recovery()
     assert t.replay_tuples == 200 and t.resend_s == pytest.approx(RTT)
 
 
 def test_without_a_hint_or_a_timed_call_the_prediction_says_it_is_incomplete(standby):
     standby_watching(standby, received=100, primary_received=400, hint=None, cost=(0.0, 0.0))
-    t = standby.predicted_recovery()
+    t = standby.standby_side.predicted_recovery()
     assert t.resend_s == 0.0 and t.replay_s == 0.0 and t.replay_tuples == 300 + 100 and not t.complete
     # Its own calls, when the primary's are unknown.
     standby.calls.cost.samples.extend([(100, 0.002), (400, 0.005)] * 4)
-    assert standby.predicted_recovery().replay_s > 0
-    assert standby.predicted_recovery() is not None
+    assert standby.standby_side.predicted_recovery().replay_s > 0
+    assert standby.standby_side.predicted_recovery() is not None
     standby.state.become(Role.PROMOTING, epoch=1)
-    assert standby.predicted_recovery() is None  # no standby now
+    assert standby.standby_side.predicted_recovery() is None  # no standby now
 
 
 def test_the_primary_shows_its_standbys_figure_while_its_heartbeats_come(primary):
     reply = primary.handle_heartbeat(m.HeartbeatRequest(sender="N'", epoch=1, predicted_recovery_s=0.42))
     assert (reply.operator_call_s, reply.operator_tuple_s) == (0.0, 0.0)  # no call timed yet
     assert primary.snapshot()["predicted_recovery"] == {"seconds": 0.42, "of": "standby"}
-    primary._heartbeat_at -= 2 * primary.cfg.heartbeat_timeout
+    primary.primary_side.heartbeat_at -= 2 * primary.cfg.heartbeat_timeout
     assert primary.snapshot()["predicted_recovery"] is None
     for tuples in (100, 400) * 4:
         primary.calls.cost.add(tuples, 0.001 + tuples * 1e-5)
@@ -227,21 +227,21 @@ def test_a_warm_standby_defers_as_long_as_its_target_allows_and_a_passive_one_as
                          net.peer)
         try:
             with n.lock:
-                n.forecast.predicted = RecoveryTerms(detection_s=0.1, reconnection_s=0.004, resend_s=0.0, replay_s=0.0,
-                                            replay_tuples=0)
-                n.forecast.primary_cost = (0.001, 2e-5)  # 50,000 tuples/s in large calls
-                n.forecast.tune(0.0, n._backlog())  # marks the rate
+                n.standby_side.forecast.predicted = RecoveryTerms(detection_s=0.1, reconnection_s=0.004, resend_s=0.0,
+                                                                  replay_s=0.0, replay_tuples=0)
+                n.standby_side.forecast.primary_cost = (0.001, 2e-5)  # 50,000 tuples/s in large calls
+                n.standby_side.forecast.tune(0.0, n.standby_side.backlog())  # marks the rate
                 # 10,000/s, all held here
-                n.primary_received = n.inbound.received_through = round(10_000 * TUNE_EVERY_S)
-                n.forecast.tune(TUNE_EVERY_S, n._backlog())
-            ch = n.forecast.choice
+                n.standby_side.primary_received = n.inbound.received_through = round(10_000 * TUNE_EVERY_S)
+                n.standby_side.forecast.tune(TUNE_EVERY_S, n.standby_side.backlog())
+            ch = n.standby_side.forecast.choice
             # 0.8 x 500 ms less 104 ms leaves ~296 ms of replay: about 14,800 inputs, 1.48 s of input
             assert ch.met and ch.predicted_s <= 0.4 and ch.value == 1.0
             if passive:
-                assert n.forecast.defer == n.cfg.standby_defer  # the interval is the primary's to take
+                assert n.standby_side.forecast.defer == n.cfg.standby_defer  # the interval is the primary's to take
                 assert n.snapshot()["recovery_target"]["snapshot_interval"] == 1.0
             else:
-                assert n.forecast.defer == 1.0 and n.snapshot()["recovery_target"]["standby_defer"] == 1.0
+                assert n.standby_side.forecast.defer == 1.0 and n.snapshot()["recovery_target"]["standby_defer"] == 1.0
         finally:
             n.stop()
 
@@ -289,18 +289,18 @@ def test_a_standby_times_how_late_its_heartbeats_start_and_predicts_a_detection_
         def set(self):
             pass
 
-    standby.primary, standby.clock, standby._beat_now = Primary(), lambda: now[0], Beat()
-    standby.registered.set()
+    standby.standby_side.primary, standby.clock, standby.standby_side.beat_now = Primary(), lambda: now[0], Beat()
+    standby.standby_side.registered.set()
     standby.state.fence.advance(1)
-    standby.detector = FailureDetector(0.1, 3, now=0.0)
+    standby.standby_side.detector = FailureDetector(0.1, 3, now=0.0)
     for _ in range(4):
-        standby._heartbeat_loop()
-    assert list(standby.forecast.beat_late) == pytest.approx([0.007] * 3)
-    standby._beat_now.early = True  # from now a notice wakes it before the next beat is due
-    standby._heartbeat_loop()  # after an ordinary wait: a sample
-    standby._heartbeat_loop()  # woken early: none
-    assert len(standby.forecast.beat_late) == 4
-    t = standby.predicted_recovery()
+        standby.standby_side.heartbeat_loop()
+    assert list(standby.standby_side.forecast.beat_late) == pytest.approx([0.007] * 3)
+    standby.standby_side.beat_now.early = True  # from now a notice wakes it before the next beat is due
+    standby.standby_side.heartbeat_loop()  # after an ordinary wait: a sample
+    standby.standby_side.heartbeat_loop()  # woken early: none
+    assert len(standby.standby_side.forecast.beat_late) == 4
+    t = standby.standby_side.predicted_recovery()
     # Half a period of 107 ms, two polls of 25 + 7 ms, the last call back 2 ms later.
     assert t.detection_s == pytest.approx(0.0535 + 2 * 0.032 + 0.002)
 

@@ -82,13 +82,13 @@ def test_a_fenced_primary_answering_heartbeats_counts_as_a_failure(net, primary)
                      net.peer)
     from lazystandby.core.detector import FailureDetector
 
-    s.detector = FailureDetector(0.01, 2, s.clock())
-    s.registered.set()
+    s.standby_side.detector = FailureDetector(0.01, 2, s.clock())
+    s.standby_side.registered.set()
     s.takeover.run = lambda: s.counters.update(["suspected"])  # the suspicion is what this test is about
     try:
         primary.state.become(Role.FENCED)
-        s._heartbeat_loop()
-        s._heartbeat_loop()
+        s.standby_side.heartbeat_loop()
+        s.standby_side.heartbeat_loop()
         assert s.counters["heartbeat_not_primary"] == 2 and s.counters["suspected"] == 1
     finally:
         s.stop()

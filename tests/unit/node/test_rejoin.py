@@ -58,13 +58,13 @@ def test_a_primary_shown_a_newer_epoch_before_it_did_anything_rejoins_as_a_stand
     take()
     n = restarted_n(net, nodes)
     assert n.state.role is Role.PRIMARY and n.state.epoch == 1
-    n._output_loop()  # its first call: the resync with Nd, refused (epoch 2 is in force)
+    n.primary_side.output_loop()  # its first call: the resync with Nd, refused (epoch 2 is in force)
     assert n.state.role is Role.STANDBY and n.counters["rejoined"] == 1 and n.counters["fenced"] == 0
     # As a spare does: it registers with Nu, learns the primary and the epoch from it, and is backed up to.
-    assert wait_until(n.registered.is_set, 5)
+    assert wait_until(n.standby_side.registered.is_set, 5)
     assert nu.standby is not None and nu.standby.address == "n"
-    assert n.primary is not None and n.primary.address == "s" and n.state.epoch == 2
-    assert n.detector is not None
+    assert n.standby_side.primary is not None and n.standby_side.primary.address == "s" and n.state.epoch == 2
+    assert n.standby_side.detector is not None
     assert wait_until(lambda: n.counters["heartbeats"] + n.counters["heartbeat_misses"] > 0, 5)
     assert n.counters["heartbeat_misses"] == 0  # it watches N', the primary Nu named
     assert nd.dedup.delivered_through == 0 and nd.fence.epoch == 2  # and it sent Nd nothing
@@ -73,11 +73,11 @@ def test_a_primary_shown_a_newer_epoch_before_it_did_anything_rejoins_as_a_stand
 def test_a_primary_that_has_delivered_is_fenced_not_rejoined(moved_on):
     net, nd, nu, nodes, take = moved_on
     n = restarted_n(net, nodes)
-    n._output_loop()  # before the takeover: N's resync goes through
-    assert n.state.role is Role.PRIMARY and not n._resync_output
+    n.primary_side.output_loop()  # before the takeover: N's resync goes through
+    assert n.state.role is Role.PRIMARY and not n.primary_side.resync_output
     time.sleep(0.1)  # past N's lease at Nd (75 ms): Nd takes the takeover
     take()
-    n._output_loop()  # an idle frame, refused: its state belongs to epoch 1
+    n.primary_side.output_loop()  # an idle frame, refused: its state belongs to epoch 1
     assert n.state.role is Role.FENCED and n.counters["fenced"] == 1 and n.counters["rejoined"] == 0
 
 
@@ -90,7 +90,7 @@ def test_a_primary_that_took_a_frame_from_nu_is_fenced_not_rejoined(moved_on):
     n.handle_push(m.Frame(epoch=1, sender="Nu", checkpoint=Checkpoint(0, 0),
                           batch=TupleBatch(first=1, streams=[1], seqs=[1], payloads=[b"x"])))
     take()
-    n._output_loop()
+    n.primary_side.output_loop()
     assert n.state.role is Role.FENCED and n.counters["rejoined"] == 0
 
 
@@ -104,7 +104,7 @@ def test_a_promoted_standby_refused_before_its_first_delivery_is_fenced_not_rejo
     s.takeover._replay(plan_takeover(epoch=2, delivered_through=0, received_through=0, oq_first=1, oq_last=0),
               m.TakeoverReply(epoch=2))
     with s.lock:
-        s._fence("Nd refused epoch 2")  # it holds IQ' and OQ' of a deposed epoch
+        s.primary_side.fence("Nd refused epoch 2")  # it holds IQ' and OQ' of a deposed epoch
     assert s.state.role is Role.FENCED and s.counters["rejoined"] == 0
 
 
@@ -116,10 +116,10 @@ def test_a_fenced_primary_exits_to_be_started_again_only_when_told_to(moved_on, 
 
     net, nd, nu, nodes, take = moved_on
     n = restarted_n(net, nodes, exit_when_fenced=exit_when_fenced)
-    n._output_loop()
+    n.primary_side.output_loop()
     time.sleep(0.1)  # past N's lease at Nd
     take()
-    n._output_loop()
+    n.primary_side.output_loop()
     assert n.state.role is Role.FENCED
     assert n.halt.is_set() is exit_when_fenced
     assert (n.exit_code, n.fatal.startswith("fenced (Nd refused epoch 1")) == ((EXIT_FENCED, True) if exit_when_fenced
@@ -155,7 +155,7 @@ def standby_started_with(net, nodes, listen: str, primary: str) -> OperatorNode:
     net.register(listen, s2)
     nodes.append(s2)
     s2.start()
-    assert wait_until(s2.registered.is_set, 5)
+    assert wait_until(s2.standby_side.registered.is_set, 5)
     return s2
 
 
@@ -165,7 +165,7 @@ def test_a_standby_started_after_a_takeover_watches_the_primary_nu_names_not_its
     net, nd, nu, nodes, take = moved_on
     take()
     s2 = standby_started_with(net, nodes, "x", primary="n")
-    assert s2.primary is not None and s2.primary.address == "s" and s2.state.epoch == 2
+    assert s2.standby_side.primary is not None and s2.standby_side.primary.address == "s" and s2.state.epoch == 2
     assert wait_until(lambda: s2.counters["heartbeats"] >= 2, 5)
     assert s2.counters["heartbeat_misses"] == 0 and s2.state.role is Role.STANDBY
 
@@ -176,7 +176,7 @@ def test_in_the_first_epoch_a_standby_keeps_its_configured_route_to_the_primary(
     net, nd, nu, nodes, take = moved_on
     nu.standby = None  # no standby in place (one in sync and answering is not replaced: test_upstream_takeover)
     s2 = standby_started_with(net, nodes, "x", primary="s")
-    assert s2.primary is not None and s2.primary.address == "s" and s2.state.epoch == 1
+    assert s2.standby_side.primary is not None and s2.standby_side.primary.address == "s" and s2.state.epoch == 1
 
 
 def test_a_primary_that_rejoins_while_it_starts_watches_its_primary_once(moved_on):
@@ -192,12 +192,12 @@ def test_a_primary_that_rejoins_while_it_starts_watches_its_primary_once(moved_o
     def spawn_and_run_output_first(name, loop, on_crash=None):
         spawned.append(name)
         if name == "output":
-            n._output_loop()  # the refusal comes before start() goes on
+            n.primary_side.output_loop()  # the refusal comes before start() goes on
             assert n.state.role is Role.STANDBY
         spawn(name, loop, on_crash)
 
     n.spawn = spawn_and_run_output_first
     n.start()
     assert spawned.count("heartbeat") == 1, spawned
-    n._watch_as_standby()  # a second rejoin path, or a second call, watches nothing more
+    n.standby_side.watch()  # a second rejoin path, or a second call, watches nothing more
     assert spawned.count("heartbeat") == 1, spawned

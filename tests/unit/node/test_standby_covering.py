@@ -15,7 +15,7 @@ def test_a_standby_that_skips_a_parameter_change_still_switches_at_its_position(
     output followed the old predicate)."""
     from lazystandby.formats import control
 
-    standby.primary_received = 100  # the primary's heartbeats showed it got that far
+    standby.standby_side.primary_received = 100  # the primary's heartbeats showed it got that far
     frame_ = pb.BackupFrame(epoch=1, sender="Nu", checkpoint=pb.Level1Ack(epoch=1, input_pos=20, output_count=3),
                             params=pb.Params(pos=7, payload=control.encode("price < 5")))
     assert net.call_pb("s", "Backup", frame_).applied_through == 20
@@ -24,7 +24,7 @@ def test_a_standby_that_skips_a_parameter_change_still_switches_at_its_position(
 
 
 def test_a_standby_skips_inputs_a_checkpoint_covers_and_numbers_on_from_it(net, standby):
-    standby.primary_received = 100
+    standby.standby_side.primary_received = 100
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     assert net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10))).applied_through == 20
     standby._operator_loop()
@@ -37,7 +37,7 @@ def test_a_run_that_skips_ahead_into_its_checkpoint_jumps_there_and_drops_what_i
     """Nu re-cut its backup from its trim point, behind its checkpoint (a standby registered, a call in
     flight was lost): positions 41..60 never reached N', the run starts at 61, and the checkpoint covers
     through 70. N' jumps to 70 and takes 71..100; before, the gap was refused until Nu's trim caught up."""
-    standby.primary_received = 100
+    standby.standby_side.primary_received = 100
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 40)]))
     assert net.call_pb("s", "Backup", covered_frame(enc, run(61, 40), (70, 70))).applied_through == 100
@@ -49,7 +49,7 @@ def test_a_run_that_skips_ahead_into_its_checkpoint_jumps_there_and_drops_what_i
 
 
 def test_a_run_wholly_inside_its_checkpoint_is_a_jump_and_a_forged_one_is_still_a_gap(net, standby):
-    standby.primary_received = 80
+    standby.standby_side.primary_received = 80
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 40)]))
     assert net.call_pb("s", "Backup", covered_frame(enc, run(61, 10), (80, 80))).applied_through == 80
@@ -61,7 +61,7 @@ def test_a_run_wholly_inside_its_checkpoint_is_a_jump_and_a_forged_one_is_still_
 
 
 def test_a_checkpoint_that_counts_too_few_outputs_is_not_skipped_to(net, standby, caplog):
-    standby.primary_received = 100
+    standby.standby_side.primary_received = 100
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 10)]))
     standby._operator_loop()
@@ -75,7 +75,8 @@ def test_a_checkpoint_that_counts_too_few_outputs_is_not_skipped_to(net, standby
 
 
 def test_a_checkpoint_past_what_the_primary_holds_is_not_skipped_to(net, standby):
-    standby.primary_received = 5  # the heartbeats say the primary got only this far: the checkpoint is forged
+    # The heartbeats say the primary got only this far: the checkpoint is forged.
+    standby.standby_side.primary_received = 5
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
     standby._operator_loop()
@@ -86,22 +87,22 @@ def test_a_checkpoint_that_comes_before_the_heartbeat_vouching_for_it_is_applied
     """Covering is applied only up to what the primary's heartbeats show it received; a checkpoint that came
     first waits for that heartbeat instead of being dropped (covering then lagged by up to 0.7 s at
     10,000 tuples/s). One the primary never reaches is never applied."""
-    standby.primary_received = 5
+    standby.standby_side.primary_received = 5
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
     assert standby._covered[0].input_pos == 0
     with standby.lock:
-        standby._primary_reached(8, 0.0)
+        standby.standby_side.primary_reached(8, 0.0)
     assert standby._covered[0].input_pos == 0  # not there yet
     with standby.lock:
-        standby._primary_reached(12, 0.0)
-    assert standby._covered[0].input_pos == 10 and standby.primary_received == 12
+        standby.standby_side.primary_reached(12, 0.0)
+    assert standby._covered[0].input_pos == 10 and standby.standby_side.primary_received == 12
     standby._operator_loop()
     assert standby.counters["skipped_tuples"] == 10 and standby.counters["processed_tuples"] == 10
 
 
 def test_a_skip_past_covered_inputs_says_when_processed_moved_but_is_no_frame_run(net, standby):
-    standby.primary_received = 100
+    standby.standby_side.primary_received = 100
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (20, 20)))
     standby._operator_loop()
@@ -114,12 +115,12 @@ def test_a_standby_without_backup_counts_its_cpu_from_the_primarys_first_input(s
     """Bsize inf sends a Passive Standby no backup: the primary's heartbeat is what tells it inputs flow, so
     that its CPU and the primary's are counted over the same time (standby_cpu_ratio)."""
     with standby.lock:
-        standby._primary_reached(0, 0.0)
+        standby.standby_side.primary_reached(0, 0.0)
     assert standby.cpu_at_first_input is None
     with standby.lock:
-        standby._primary_reached(40, 0.1)
+        standby.standby_side.primary_reached(40, 0.1)
     first = standby.cpu_at_first_input
     assert first is not None
     with standby.lock:
-        standby._primary_reached(90, 0.2)
+        standby.standby_side.primary_reached(90, 0.2)
     assert standby.cpu_at_first_input == first

@@ -18,7 +18,7 @@ def lazy(net):
     t = [100.0]
     n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=100 // STANDBY_IQ_FACTOR),
                      Selection("price > 1"), net.peer, clock=lambda: t[0])
-    n.primary_received = 1000
+    n.standby_side.primary_received = 1000
     net.register("s", n)
     yield n, t
     n.stop()
@@ -32,7 +32,7 @@ def test_a_deferring_standby_skips_what_acks_cover_and_processes_the_rest_only_w
     loop_once(n2)  # 1..10 covered: skipped; 11..20 arrived just now: they wait
     assert n2.counters["skipped_tuples"] == 10 and n2.counters["processed_tuples"] == 0
     assert len(n2.inbound.iq) == 10 and n2.processed.input_pos == 10
-    assert n2.standby_lag()[0] == 990  # the primary holds 1000; 1..10 need no work
+    assert n2.standby_side.standby_lag()[0] == 990  # the primary holds 1000; 1..10 need no work
     t[0] += 1.0  # waited standby_defer: processed, numbered on from the checkpoint
     loop_once(n2)
     assert n2.counters["processed_tuples"] == 10 and n2.processed.input_pos == 20
@@ -49,7 +49,7 @@ def test_a_checkpoint_ahead_of_the_backup_covers_it_once_the_backup_gets_there(n
     loop_once(n2)  # 1..30 covered: skipped; 31..40 arrived just now: they wait
     assert n2.counters["skipped_tuples"] == 30 and n2.counters["processed_tuples"] == 0
     net.call_pb("s", "Backup", covered_frame(enc, run(41, 20), (50, 50)))
-    assert n2._covered[0].input_pos == 50 and not n2._covering
+    assert n2._covered[0].input_pos == 50 and not n2.standby_side.covering
 
 
 def test_a_deferring_standby_short_of_room_takes_its_oldest_inputs_and_everything_at_a_takeover(net, lazy):
@@ -75,7 +75,7 @@ def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net)
     n2 = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, iq_capacity=10_000 // STANDBY_IQ_FACTOR,
                                  max_batches_per_rpc=50, bsize=10), Selection("price > 1"), net.peer,
                       clock=lambda: t[0])
-    n2.primary_received = 100_000
+    n2.standby_side.primary_received = 100_000
     net.register("s", n2)
     try:
         n2.inbound.cover_latency = 0.0
@@ -83,10 +83,10 @@ def test_a_deferring_standby_keeps_room_for_two_backup_calls_not_half_of_iq(net)
         net.call_pb("s", "Backup", backup_frame(enc, [run(1, 6_000)]))
         net.call_pb("s", "Backup", backup_frame(enc, [run(6_001, 3_000)]))
         with n2.lock:
-            assert n2._deferred_through() == 0  # 9,000 held, 1,000 of room left: nothing may be taken yet
+            assert n2.standby_side.deferred_through() == 0  # 9,000 held, 1,000 of room left: nothing may be taken yet
         net.call_pb("s", "Backup", backup_frame(enc, [run(9_001, 500)]))
         with n2.lock:
-            assert n2._deferred_through() == 500  # 500 beyond what fits: the oldest 500
+            assert n2.standby_side.deferred_through() == 500  # 500 beyond what fits: the oldest 500
         loop_once(n2)
         assert n2.counters["processed_tuples"] == 500 and n2.processed.input_pos == 500
         assert len(n2.inbound.iq) == 9_000
@@ -115,7 +115,8 @@ def test_a_standby_defers_before_the_first_cover_but_not_while_covering_takes_lo
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", backup_frame(enc, [run(1, 10)]))
     with n2.lock:
-        assert n2.inbound.cover_latency is None and n2._deferred_through() == 0  # nothing covered yet: they wait
+        # Nothing covered yet: they wait.
+        assert n2.inbound.cover_latency is None and n2.standby_side.deferred_through() == 0
     t[0] += 1.0
     loop_once(n2)  # waited standby_defer
     assert n2.counters["processed_tuples"] == 10
@@ -142,12 +143,12 @@ def test_a_stateful_standby_whose_operator_paces_itself_hands_it_every_input_on_
     t = [100.0]
     n = OperatorNode(NodeConfig(role="standby", listen="s", standby_defer=1.0, query="window"),
                      Window(parse_query("window")), net.peer, clock=lambda: t[0])
-    n.primary_received = 1000
+    n.standby_side.primary_received = 1000
     net.register("s", n)
     try:
         net.call_pb("s", "Backup", backup_frame(BatchEncoder(CodecName.ZSTD_STREAM), [run(1, 10)]))
         with n.lock:
-            assert n._deferred_through() == (None if paces else 0)  # None: take everything now
+            assert n.standby_side.deferred_through() == (None if paces else 0)  # None: take everything now
         if not paces:
             t[0] += 1.0  # waited standby_defer
         loop_once(n)

@@ -221,7 +221,7 @@ def test_a_standby_behind_the_trim_point_skips_to_the_checkpoint_its_first_run_c
     net.register("s2", s2)
     nu = upstream_holding(net.peer, "s2")
     try:
-        assert s2.primary_received == 0  # no heartbeat yet: no checkpoint is vouched for
+        assert s2.standby_side.primary_received == 0  # no heartbeat yet: no checkpoint is vouched for
         nu.oqu.trim(20)
         nu.checkpoint = Checkpoint(30, 12)  # the trim point lags the checkpoint
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
@@ -243,7 +243,7 @@ def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(fed
     from lazystandby.core.messages import Checkpoint
 
     s2, nu = fed_standby
-    s2.primary_received = 1000
+    s2.standby_side.primary_received = 1000
     fill(nu, 15)
     nu.backup.loop()
     assert s2.inbound.received_through == 10  # one whole batch; 11..15 wait for theirs
@@ -279,7 +279,7 @@ def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(
     net.up("s2")
     nu.backup.retry_at = 0.0
     nu.level1(1, Checkpoint(35, 14))  # bounded again: the trim point stays behind the checkpoint
-    assert nu.oqu.trimmed_through == 30 and s2.primary_received == 0  # no heartbeat vouches for 35
+    assert nu.oqu.trimmed_through == 30 and s2.standby_side.primary_received == 0  # no heartbeat vouches for 35
     fill(nu, 55)
     nu.backup.loop()  # 36..45 is not a whole batch yet: the checkpoint alone, deferred by the standby
     nu.backup.loop()
@@ -384,12 +384,12 @@ def test_a_standby_registers_over_a_new_channel_after_each_refusal(caplog):
     n = OperatorNode(NodeConfig(role="standby", listen="s", upstream="nu"), Selection("price > 100"), peers)
     try:
         with caplog.at_level("INFO"):
-            n._register_with_upstream()
+            n.standby_side.register_with_upstream()
         # One line per change of the failure, not one per try.
         said = [r.getMessage().split(" (")[1].split(":")[0] for r in caplog.records
                 if "registering with Nu failed" in r.getMessage()]
         assert said == ["UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAVAILABLE"]
-        assert n.registered.is_set() and n.state.fence.epoch == 3 and n.primary.address == "n"
+        assert n.standby_side.registered.is_set() and n.state.fence.epoch == 3 and n.standby_side.primary.address == "n"
         assert len(made) == 3 and [p.closed for p in made] == [True, True, False] and n.upstream is made[2]
         assert not made[1].fails  # the timeout was retried on the same channel, the refusal on a new one
     finally:
@@ -421,8 +421,8 @@ def test_a_registered_standby_warms_its_channel_to_nd_before_any_takeover_needs_
     n = OperatorNode(NodeConfig(role="standby", listen="s", upstream="nu", downstream="nd"), Selection("price > 100"),
                      lambda a: made.get(a) or net.peer(a))
     try:
-        n._register_with_upstream()
-        assert n.registered.is_set() and calls == ["warm"]
+        n.standby_side.register_with_upstream()
+        assert n.standby_side.registered.is_set() and calls == ["warm"]
     finally:
         n.stop()
 
