@@ -83,15 +83,12 @@ def test_a_pipeline_of_two_stages_with_both_primaries_killed_at_once_is_exact(ch
 
 def prometheus(expr: str) -> list[dict]:
     """An instant query to the stack's Prometheus (published on the host's LS_PROMETHEUS_PORT)."""
-    import json
     import os
-    import urllib.parse
-    import urllib.request
+
+    from lazystandby.harness.local_prometheus import api
 
     port = os.environ.get("LS_PROMETHEUS_PORT", "9090")
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.load(r)["data"]["result"]
+    return api(f"http://127.0.0.1:{port}", "query", query=expr)["data"]["result"]
 
 
 def test_a_paused_standby_container_is_out_of_sync_then_back_and_the_output_is_exact(chaos_run):

@@ -25,6 +25,13 @@ def rules_with_short_for(text: str, seconds: int = 2) -> str:
     return re.sub(r"for: \d+[smh]", f"for: {seconds}s", text)
 
 
+def api(url: str, path: str, **params) -> dict:
+    """A call to the HTTP API of the Prometheus at `url` (`query`, `query_range`, `alerts`, ...): its JSON."""
+    q = urllib.parse.urlencode(params)
+    with urllib.request.urlopen(f"{url}/api/v1/{path}?{q}", timeout=10) as r:
+        return json.loads(r.read())
+
+
 class LocalPrometheus:
     def __init__(self, workdir: Path, targets: dict[str, str], *, scrape_interval: str = "1s",
                  short_for: bool = False) -> None:
@@ -69,9 +76,7 @@ class LocalPrometheus:
         raise TimeoutError(f"prometheus not ready after {timeout}s")
 
     def api(self, path: str, **params) -> dict:
-        q = urllib.parse.urlencode(params)
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{q}", timeout=10) as r:
-            return json.loads(r.read())
+        return api(self.url, path, **params)
 
     def query(self, expr: str) -> dict:
         try:
