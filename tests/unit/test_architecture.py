@@ -178,3 +178,31 @@ def test_no_class_over_400_lines_and_no_function_over_60_in_services():
     assert found == []
     made_up = "class A:\n" + "    x = 1\n" * CLASS_MAX + "def f():\n" + "    y = 1\n" * FUNCTION_MAX
     assert [s.split()[1] for s in _too_long(ast.parse(made_up), "m")] == ["A", "f"]
+
+
+# Private names that libraries declare as their API: a named tuple's `_replace`, librdkafka's error codes,
+# and the JVM handles PySpark gives no public name for.
+FOREIGN_PRIVATE = {"_replace", "_AUTO_OFFSET_RESET", "_jvm", "_jsparkSession", "_get_j_spark_session_class"}
+
+
+def _private_calls(tree: ast.AST, where: str) -> list[str]:
+    """`x._name` where x is not `self` or `cls`, nor a class of the same module: an object reaching into
+    another's private state instead of calling what that one declares."""
+    own = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__") \
+                and n.attr not in FOREIGN_PRIVATE \
+                and not (isinstance(n.value, ast.Name) and (n.value.id in ("self", "cls") or n.value.id in own)):
+            out.append(f"{where}:{n.lineno} {ast.unparse(n)}")
+    return out
+
+
+def test_no_object_reaches_into_another_objects_private_members():
+    """A part calls the node, and the node its parts, only through what each declares (its public
+    methods and attributes), so that a call can be followed from the file it is in."""
+    found = [line for base in PACKAGES.values() for p in base.rglob("*.py") if "v1" not in p.relative_to(base).parts
+             for line in _private_calls(ast.parse(p.read_text()), str(p.relative_to(ROOT)))]
+    assert found == []
+    made_up = "class A:\n    def f(self, n):\n        return self._x + A._y + n._z\n"
+    assert [s.split()[1] for s in _private_calls(ast.parse(made_up), "m")] == ["n._z"]

@@ -93,8 +93,8 @@ class TupleBatch:
                              f"{None if self.sources is None else len(self.sources)}")
 
     @classmethod
-    def _of(cls, first: int, streams: np.ndarray, seqs: np.ndarray, payloads: pa.BinaryArray,
-            sources: np.ndarray | None) -> TupleBatch:
+    def of_columns(cls, first: int, streams: np.ndarray, seqs: np.ndarray, payloads: pa.BinaryArray,
+                   sources: np.ndarray | None) -> TupleBatch:
         """Constructor for columns already of the right types (the data path: no checks, no copies)."""
         b = object.__new__(cls)
         b.first, b.streams, b.seqs, b.payloads, b.sources = first, streams, seqs, payloads, sources
@@ -139,16 +139,16 @@ class TupleBatch:
         lo = max(start_key, self.first) - self.first
         hi = min(stop_key, self.end) - self.first
         hi = max(hi, lo)
-        return TupleBatch._of(self.first + lo, self.streams[lo:hi], self.seqs[lo:hi],
-                              self.payloads.slice(lo, hi - lo),
-                              None if self.sources is None else self.sources[lo:hi])
+        return TupleBatch.of_columns(self.first + lo, self.streams[lo:hi], self.seqs[lo:hi],
+                                     self.payloads.slice(lo, hi - lo),
+                                     None if self.sources is None else self.sources[lo:hi])
 
     def select(self, indices: Any, first: int) -> TupleBatch:
         """Outputs made of the tuples at `indices`, renumbered from `first`, remembering their positions."""
         idx = np.asarray(indices, dtype=np.int64)
-        return TupleBatch._of(first, self.streams[idx], self.seqs[idx],
-                              self.payloads.take(pa.array(idx)) if len(idx) else _EMPTY_PAYLOADS,
-                              idx + self.first)
+        return TupleBatch.of_columns(first, self.streams[idx], self.seqs[idx],
+                                     self.payloads.take(pa.array(idx)) if len(idx) else _EMPTY_PAYLOADS,
+                                     idx + self.first)
 
     def max_payload_bytes(self) -> int:
         """Size of the largest payload (0 when empty)."""
@@ -173,7 +173,7 @@ class TupleBatch:
             if (b.sources is not None) != outputs:
                 raise ValueError("cannot join outputs with inputs")
             end = b.end
-        return TupleBatch._of(
+        return TupleBatch.of_columns(
             batches[0].first,
             np.concatenate([b.streams for b in batches]),
             np.concatenate([b.seqs for b in batches]),
@@ -299,7 +299,7 @@ def _inputs(batch: TupleBatch) -> TupleBatch:
 def _as_steps(batch: TupleBatch) -> TupleBatch:
     """`batch` with its seqs written as steps per stream (flag _SEQ_DELTAS)."""
     batch = _inputs(batch)
-    return TupleBatch._of(batch.first, batch.streams, seq_steps(batch.streams, batch.seqs), batch.payloads, None)
+    return TupleBatch.of_columns(batch.first, batch.streams, seq_steps(batch.streams, batch.seqs), batch.payloads, None)
 
 
 def _layout(batch: TupleBatch, size: int, seq_deltas: bool) -> RunLayout:
@@ -369,7 +369,7 @@ def decode_runs(data: bytes | memoryview, first: int, size: int, raw_sizes: Sequ
     seqs = fixed["seqs"].reshape(-1).view(KEY_DTYPE)
     if flags & _SEQ_DELTAS:
         seqs = seq_sums(streams, seqs)
-    return TupleBatch._of(first, streams, seqs, binary_from(offsets, payload), None)
+    return TupleBatch.of_columns(first, streams, seqs, binary_from(offsets, payload), None)
 
 
 def _split_heads(view: memoryview, sizes: np.ndarray, fs: int) -> tuple[memoryview, np.ndarray]:
@@ -422,7 +422,7 @@ def decode(data: bytes | memoryview, *, what: str = "batch") -> TupleBatch:
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(lens, out=offsets[1:], dtype=np.int32)
     payloads = binary_from(offsets, view[off:]) if n else _EMPTY_PAYLOADS
-    return TupleBatch._of(first, streams, seqs, payloads, sources)
+    return TupleBatch.of_columns(first, streams, seqs, payloads, sources)
 
 
 def decode_counted(data: bytes | memoryview, first: int, counts: Sequence[int], raw_sizes: Sequence[int], *,

@@ -35,7 +35,7 @@ class NodeBase:
         self.log = logging.getLogger(f"lazystandby.{cfg.name}")
         self.state = RoleState(cfg.name)
         self.lock = threading.Condition()
-        # Notified, besides the lock, at each change of role (`_become`), each snapshot a standby takes in,
+        # Notified, besides the lock, at each change of role (`become`), each snapshot a standby takes in,
         # and at stop.
         # The loops with nothing to do in a standby's steady state (its output loop; a Passive Standby's
         # operator loop) wait on it, not on the lock, which every backup call notifies: woken by every call,
@@ -116,7 +116,7 @@ class NodeBase:
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
 
-    def _become(self, role: Role, epoch: int | None = None) -> None:
+    def become(self, role: Role, epoch: int | None = None) -> None:
         """Holding the lock: this node's role changes (RoleState.become), and the loops waiting on
         standby_wake look again."""
         self.state.become(role, epoch=epoch)
@@ -181,32 +181,32 @@ class NodeBase:
         return m.ProbeAck(received=len(msg.padding))
 
     # --- refusals --------------------------------------------------------------------------------------
-    def _wrong(self, rpc: str) -> WrongRole:
+    def wrong_role(self, rpc: str) -> WrongRole:
         return WrongRole(f"{self.name}: {rpc} is not served by a node in role {self.state.role}")
 
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
-        raise self._wrong("Push")
+        raise self.wrong_role("Push")
 
     def handle_snapshot(self, msg: m.SnapshotFrame) -> m.SnapshotAck:
-        raise self._wrong("Snapshot")
+        raise self.wrong_role("Snapshot")
 
     def handle_backup(self, msg: m.BackupFrame) -> m.BackupAck:
-        raise self._wrong("Backup")
+        raise self.wrong_role("Backup")
 
     def handle_deliver(self, msg: m.OutputFrame) -> m.Level0Ack:
-        raise self._wrong("Deliver")
+        raise self.wrong_role("Deliver")
 
     def handle_heartbeat(self, msg: m.HeartbeatRequest) -> m.HeartbeatReply:
         return m.HeartbeatReply(node=self.name, role=self.state.role, epoch=self.state.epoch)
 
     def handle_takeover(self, msg: m.TakeoverRequest) -> m.TakeoverReply:
-        raise self._wrong("Takeover")
+        raise self.wrong_role("Takeover")
 
     def handle_register_standby(self, msg: m.RegisterStandby) -> m.RegisterStandbyReply:
-        raise self._wrong("RegisterStandby")
+        raise self.wrong_role("RegisterStandby")
 
     def handle_handover(self, msg: m.HandoverNotice) -> m.HandoverAck:
-        raise self._wrong("Handover")
+        raise self.wrong_role("Handover")
 
 
 LINK_REMIND_S = 30.0  # seconds between reminders of a condition that goes on (a link down, a refusal)

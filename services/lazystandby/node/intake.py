@@ -157,9 +157,8 @@ class Intake:
             lo = i + 1
         if lo < len(order):
             pieces.append(body.payloads.take(pa.array(order[lo:])))
-        out = TupleBatch._of(body.first, streams, seqs, pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0],
-                             None)
-        return out
+        payloads = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+        return TupleBatch.of_columns(body.first, streams, seqs, payloads, None)
 
     def event_times(self, batch: TupleBatch) -> np.ndarray:
         """The event times (ms) of admitted data tuples."""
@@ -195,7 +194,7 @@ class Intake:
         if not fast:
             return self._admit_one_by_one(records, first, refused)
         self.seqcheck.commit(pending)
-        return TupleBatch._of(first, sids.astype(STREAM_DTYPE), records.seqs, records.payloads, None)
+        return TupleBatch.of_columns(first, sids.astype(STREAM_DTYPE), records.seqs, records.payloads, None)
 
     def _admit_one_by_one(self, records: Records, first: int, refused: dict[int, str] | None = None) -> TupleBatch:
         """The slow path: a poll with at least one record to refuse; every record judged on its own

@@ -11,7 +11,7 @@ loop asks the standby's part what it may take (`deferred_through`) and the prima
 stalled (`stalled_s`). `operator_node.OperatorNode` is the node's face to the wire.
 
 Invariants the sides rely on: `inbound.received_through` is the last input position held; `processed`
-(moved only by `_processed_to`) the last one the operator answered, with the outputs made through it;
+(moved only by `processed_to`) the last one the operator answered, with the outputs made through it;
 every output in OQ is numbered on from the last, one per selected input, in input order; nothing is
 changed by a handler before the whole frame is checked.
 """
@@ -93,7 +93,7 @@ class OperatorBase(NodeBase):
         self.cpu_at_first_input: float | None = None
         # The newest checkpoint known to be covered by Nd's output (Nu's Level-1 point, sent with the backup
         # and with Nu's takeover answer), and the control record in force there.
-        self._covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
+        self.covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
         self.level1 = Level1Tracker()
         self.level0 = 0
         self.sent_next = 1
@@ -115,7 +115,7 @@ class OperatorBase(NodeBase):
             self.standby_side.watch()
 
     # --- input: frames and batches -> IQ ---------------------------------------------------------------
-    def _admit(self, batches: list, ckpt: Checkpoint, params: m.Params | None = None) -> None:
+    def admit(self, batches: list, ckpt: Checkpoint, params: m.Params | None = None) -> None:
         """Queue `batches` in IQ if they follow on from what this node holds (Inbound.admit: checked whole
         before anything changes)."""
         # Only a standby defers, and times covering for it.
@@ -125,23 +125,23 @@ class OperatorBase(NodeBase):
             self.cpu_at_first_input = time.process_time()
         self.lock.notify_all()
 
-    def _jump(self, ckpt: Checkpoint, params: m.Params | None = None, *, rebuild_from: int | None = None) -> None:
+    def jump(self, ckpt: Checkpoint, params: m.Params | None = None, *, rebuild_from: int | None = None) -> None:
         """Holding the lock: skip to a checkpoint whose inputs all produced outputs Nd holds (Inbound.jump)."""
         self.inbound.jump(ckpt, params, rebuild_from=rebuild_from)
         self.counters["jumps"] += 1
         self.lock.notify_all()
 
-    def _note_covered(self, ckpt: Checkpoint, params: m.Params | None) -> None:
+    def note_covered(self, ckpt: Checkpoint, params: m.Params | None) -> None:
         """Holding the lock: every input through `ckpt` is covered by outputs Nd holds, so nobody will ever
         need this node to process it. The operator loop skips those it has not submitted yet: a standby
         whose operator fell behind (Spark on a busy machine) catches up to the Level-1 point instead of
         working through inputs that only matter until the primary's outputs for them reach Nd."""
-        if ckpt.input_pos > self._covered[0].input_pos:
-            self._covered = (ckpt, params)
+        if ckpt.input_pos > self.covered[0].input_pos:
+            self.covered = (ckpt, params)
             if self.stateful:
                 # Nothing covered is skipped (every input feeds the state): what Nd holds is only not kept.
                 self.oq.trim(ckpt.output_count)
-            self.held.trim(self._done_through() if self.stateful else ckpt.input_pos)
+            self.held.trim(self.done_through() if self.stateful else ckpt.input_pos)
             self.inbound.covered_through(ckpt.input_pos)
             self.lock.notify_all()  # a deferring operator loop may now skip
 
@@ -151,10 +151,10 @@ class OperatorBase(NodeBase):
         if k > self.level0:
             self.level0 = k
         self.oq.trim(self.level0)
-        self._level1()
+        self.level1_now()
         self.lock.notify_all()
 
-    def _check_epoch(self, epoch: int, sender: str, what: str) -> None:
+    def check_epoch(self, epoch: int, sender: str, what: str) -> None:
         """Calls from Nu speak for Nu's epoch: an older one is refused (StaleEpoch); a newer one moves
         nothing here (only this node's own takeover, or what Nu and the primary tell it, moves its epoch)."""
         self.state.fence.check(epoch, sender=sender, what=what)
@@ -167,16 +167,16 @@ class OperatorBase(NodeBase):
         """One pass: what may be taken from IQ now (`_take_items`), the answers ready collected, a Passive
         Standby's snapshot loaded, then each run taken submitted in calls (`_process_run`)."""
         items = self._take_items()
-        self._collect(block=False)
+        self.collect(block=False)
         with self.lock:
             load = self.snapshots.due()
         if load:
             self.snapshots.load()
         if self.quarantine.unwritten:
-            self._write_quarantined()  # a standby drops those covered since (a takeover writes the rest first)
+            self.write_quarantined()  # a standby drops those covered since (a takeover writes the rest first)
         # Held runs this node has processed are needed no more than covered ones (their outputs are in OQ'),
         # except as the base later runs decode from; while Nd's acks lag, only this lets them go.
-        self.held.trim(self._done_through())
+        self.held.trim(self.done_through())
         for it in items:
             if isinstance(it, Jump):
                 if it.rebuild_from is not None:
@@ -215,7 +215,7 @@ class OperatorBase(NodeBase):
                 through = self.standby_side.deferred_through()
                 if through is None or self.inbound.iq.head()[0].first <= through or self.calls.head_done():  # type: ignore[index]
                     break  # something to take, or answers to collect (taking what may be taken now)
-                self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`_note_covered`) or a takeover starts
+                self._wait_for_work(0.02)  # wakes when Nd's acks cover more (`note_covered`) or a takeover starts
             return _join_runs(self.inbound.iq.take_all(self.calls.take, through)) if take else []
 
     def _process_run(self, it) -> bool:
@@ -226,7 +226,7 @@ class OperatorBase(NodeBase):
         while start < it.end and not self.stopped:
             room = self._room_for(it.end - start)
             with self.lock:
-                covered, params = self._covered
+                covered, params = self.covered
                 rebase = self._rebase
                 snap_through = self.snapshots.through()
             if snap_through is not None and start <= snap_through:
@@ -247,7 +247,7 @@ class OperatorBase(NodeBase):
                     # Let go since it was taken: covered meanwhile (a trim drops only covered or processed
                     # runs, and nothing from `start` on is processed), which the skip above now sees.
                     with self.lock:
-                        if self._covered[0].input_pos >= start:
+                        if self.covered[0].input_pos >= start:
                             continue
                     raise
                 at = e.at
@@ -265,10 +265,10 @@ class OperatorBase(NodeBase):
 
     def _restore(self, ckpt: Checkpoint, params: m.Params | None) -> None:
         """Resume the operator at `ckpt` (a Jump, or a skip over covered inputs)."""
-        self._collect(block=True)  # restore only with nothing in flight (the Operator contract)
+        self.collect(block=True)  # restore only with nothing in flight (the Operator contract)
         self.operator.restore(ckpt.input_pos, params)
         with self.lock:
-            self._processed_to(ckpt)
+            self.processed_to(ckpt)
             self.oq.trim(ckpt.output_count)
             self.lock.notify_all()
 
@@ -277,28 +277,28 @@ class OperatorBase(NodeBase):
         at the checkpoint (a watermark: windows final there take nothing more), and what it makes through
         the checkpoint is dropped (Nu trims no input that an undelivered result depends on, so every window
         open at the checkpoint is rebuilt whole)."""
-        self._collect(block=True)
+        self.collect(block=True)
         ckpt, start = jump.checkpoint, jump.rebuild_from
         assert start is not None
         self.operator.restore(start - 1, jump.params)
         with self.lock:
             self.counters["rebuilds"] += 1
             self.snapshots.forget()
-            self._processed_to(Checkpoint(start - 1, ckpt.output_count))
+            self.processed_to(Checkpoint(start - 1, ckpt.output_count))
             self._rebase = ckpt if ckpt.input_pos >= start else None
             self.oq.trim(ckpt.output_count)
             self.lock.notify_all()
 
     def _skip(self, covered: Checkpoint, params: m.Params | None, start: int, end: int) -> int:
-        """Inputs `start`..`covered` are not submitted (see `_note_covered`); returns the next position to
+        """Inputs `start`..`covered` are not submitted (see `note_covered`); returns the next position to
         submit. A checkpoint that counts fewer outputs than this node made before `start` cannot be true;
         it is dropped and nothing is skipped."""
         if covered.input_pos > self.processed.input_pos:
-            self._collect(block=True)
+            self.collect(block=True)
             with self.lock:
                 if covered.output_count < self.processed.output_count:
                     self.counters["skips_refused"] += 1
-                    self._covered = (Checkpoint(), None)
+                    self.covered = (Checkpoint(), None)
                     self.log.warning("%s: checkpoint %s counts fewer outputs than the %d made before input %d; "
                                      "not skipping", self.name, covered, self.processed.output_count, start)
                     return start
@@ -314,7 +314,7 @@ class OperatorBase(NodeBase):
         outputs larger than the whole OQ would spin for ever); with OQ full, this waits for Nd's acks
         (backpressure: IQ fills, then Nu is told RESOURCE_EXHAUSTED)."""
         while True:
-            self._collect(block=False)
+            self.collect(block=False)
             with self.lock:
                 room = self.calls.room(self.oq.room())
                 if room > 0 or self.stopped:
@@ -339,7 +339,7 @@ class OperatorBase(NodeBase):
         with self.lock:
             self.calls.made(batch, fut, t0)
         if fut.done():
-            self._collect(block=False)
+            self.collect(block=False)
         else:
             fut.add_done_callback(self._wake)
 
@@ -347,7 +347,7 @@ class OperatorBase(NodeBase):
         with self.lock:
             self.lock.notify_all()
 
-    def _collect(self, block: bool) -> None:
+    def collect(self, block: bool) -> None:
         """Takes the operator's answers in submission order: those ready, or (block) all in flight."""
         while self.calls and not self.stopped:
             batch, fut, _ = self.calls.in_flight[0]
@@ -378,13 +378,13 @@ class OperatorBase(NodeBase):
             self.quarantine.found(found, self.inbound.registry.names_by_id)
         self.log.error("%s: %d input(s) quarantined at positions %s: the operator fails on each alone (%s)",
                        self.name, len(found), [q.pos for q in found[:10]], found[0].error)
-        self._write_quarantined()
+        self.write_quarantined()
 
-    def _write_quarantined(self) -> None:
+    def write_quarantined(self) -> None:
         """A primary, or a standby taking over, writes the quarantined inputs not written yet (waiting for
         them); a standby drops those a covering checkpoint has passed."""
         with self.lock:
-            todo = self.quarantine.due(self.state.role in (Role.PRIMARY, Role.PROMOTING), self._covered[0].input_pos)
+            todo = self.quarantine.due(self.state.role in (Role.PRIMARY, Role.PROMOTING), self.covered[0].input_pos)
         self.quarantine.write(todo, self.inbound.registry.names_by_id, self.name)
 
     def _finish(self, batch: TupleBatch, selected) -> None:
@@ -397,7 +397,7 @@ class OperatorBase(NodeBase):
             # Rebuilding: these outputs are held by Nd; numbering resumes after the checkpoint's count.
             self.counters["rebuilt_tuples"] += len(batch)
             self.counters["processed_tuples"] += len(batch)
-            self._processed_to(Checkpoint(batch.last, rebase.output_count))
+            self.processed_to(Checkpoint(batch.last, rebase.output_count))
             if batch.last == rebase.input_pos:
                 self._rebase = None
             self.lock.notify_all()
@@ -410,7 +410,7 @@ class OperatorBase(NodeBase):
             self.oq.append(fresh, over=self.stateful)
         self.counters["processed_tuples"] += len(batch)
         self.counters["output_tuples"] += len(out)
-        self._processed_to(Checkpoint(batch.last, base + len(out)))
+        self.processed_to(Checkpoint(batch.last, base + len(out)))
         if self.first_processed_at is None:
             self.first_processed_at = self.processed_at
         self.snapshots.maybe_take()
@@ -427,16 +427,16 @@ class OperatorBase(NodeBase):
             self.primary_side.stalled_s()  # said now, not at the next heartbeat
         self.fail(f"the operator failed ({why})")
 
-    def _processed_to(self, ckpt: Checkpoint) -> None:
+    def processed_to(self, ckpt: Checkpoint) -> None:
         """Holding the lock: `processed` moves here only, with the time it moved (`processed_at`)."""
         self.processed, self.processed_at = ckpt, time.time()
 
-    def _level1(self) -> Checkpoint:
+    def level1_now(self) -> Checkpoint:
         return self.level1.update(level1_from_level0(self.level0, self.processed, self.oq, grouped=self.stateful))
 
-    def _done_through(self) -> int:
+    def done_through(self) -> int:
         """The last input that needs no more work here: processed, or covered by Nd's output (skipped; a
         stateful node skips nothing)."""
         if self.stateful:
             return max(self.processed.input_pos, self.snapshots.through() or 0)
-        return max(self.processed.input_pos, self._covered[0].input_pos)
+        return max(self.processed.input_pos, self.covered[0].input_pos)

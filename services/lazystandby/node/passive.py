@@ -146,11 +146,11 @@ class PassiveStandby:
         n = self.node
         with n.lock:
             if n.state.role is not Role.STANDBY:
-                raise n._wrong("Snapshot")
+                raise n.wrong_role("Snapshot")
             if not self.enabled:
                 raise WrongRole(f"{n.name}: Snapshot is for a standby with standby_state=snapshot; this one "
                                 f"keeps its state warm")
-            n._check_epoch(msg.epoch, msg.sender, "snapshot")
+            n.check_epoch(msg.epoch, msg.sender, "snapshot")
             chain = self.chain
             if chain.offer(msg.at.input_pos, msg.base, msg):
                 self.loaded = False
@@ -180,7 +180,7 @@ class PassiveStandby:
         node stands at its checkpoint, and OQ' holds the tail past what it holds (Nd gets from it what it
         lacks; a passive standby made no outputs, so OQ' holds nothing else)."""
         n = self.node
-        n._collect(block=True)
+        n.collect(block=True)
         with n.lock:
             frames = self.chain.frames()
             if not frames or self.loaded:
@@ -191,7 +191,7 @@ class PassiveStandby:
         with n.lock:
             self.loaded = True
             n.counters["snapshot_loads"] += 1
-            n._processed_to(snap.at)
+            n.processed_to(snap.at)
             tail, count = snap.tail, snap.at.output_count
             if n.oq.last < count:
                 if tail is not None and len(tail):

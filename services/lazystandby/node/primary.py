@@ -54,17 +54,17 @@ class PrimarySide:
             if self._leaving:
                 raise WrongRole(f"{self.n.name}: hands over to its standby and takes no more input")
             if role not in (Role.PRIMARY, Role.PROMOTING):
-                raise self.n._wrong("Push")
-            self.n._check_epoch(msg.epoch, msg.sender, "frame")
+                raise self.n.wrong_role("Push")
+            self.n.check_epoch(msg.epoch, msg.sender, "frame")
         self._last_push = self.n.clock()
         if msg.batch is not None:
             batch = self.n.inbound.check_tuples(msg.batch, f"frame {msg.batch.first}")
             with self.n.lock:
-                self.n._admit([batch], msg.checkpoint, msg.params)
+                self.n.admit([batch], msg.checkpoint, msg.params)
                 self.n.counters["input_tuples"] += len(batch)
                 self.worked = True
         with self.n.lock:
-            return m.FrameAck(epoch=self.n.state.epoch, level1=self.n._level1(),
+            return m.FrameAck(epoch=self.n.state.epoch, level1=self.n.level1_now(),
                               received_through=self.n.inbound.received_through)
 
     # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
@@ -176,7 +176,7 @@ class PrimarySide:
             self._rejoin(why)
         elif self.n.state.role in (Role.PRIMARY, Role.PROMOTING):
             self.n.log.warning("%s: fenced (%s); stops sending", self.n.name, why)
-            self.n._become(Role.FENCED)
+            self.n.become(Role.FENCED)
             self.n.counters["fenced"] += 1
             if self.n.cfg.exit_when_fenced:  # to be started again, and rejoin as the standby
                 self.n.fail(f"fenced ({why})", EXIT_FENCED)
@@ -257,7 +257,7 @@ class PrimarySide:
 
     def _left(self, why: str) -> None:
         """Holding the lock: the last frame went (or failed): LEAVING from now on, which heartbeats say."""
-        self.n._become(Role.LEAVING)
+        self.n.become(Role.LEAVING)
         self.n.log.warning("%s: hands over in epoch %d (%s); its standby takes over", self.n.name,
                            self.n.state.epoch, why)
         self.n.lock.notify_all()

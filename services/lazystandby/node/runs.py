@@ -75,4 +75,4 @@ def outputs_of(batch: TupleBatch, selected, first: int) -> TupleBatch:
     if not isinstance(selected, Outputs):
         return batch.select(selected, first=first)
     at = selected.at
-    return TupleBatch._of(first, batch.streams[at], batch.seqs[at], selected.payloads, at + batch.first)
+    return TupleBatch.of_columns(first, batch.streams[at], batch.seqs[at], selected.payloads, at + batch.first)

@@ -137,8 +137,8 @@ class StandbySide:
         are admitted."""
         with self.n.lock:
             if self.n.state.role is not Role.STANDBY:
-                raise self.n._wrong("Backup")
-            self.n._check_epoch(msg.epoch, msg.sender, "backup")
+                raise self.n.wrong_role("Backup")
+            self.n.check_epoch(msg.epoch, msg.sender, "backup")
         with self._decoding:
             lazy = bool(msg.runs) and not msg.batches
             if lazy:  # Algorithm 2, decompressing later, if ever (core/held.py)
@@ -156,13 +156,13 @@ class StandbySide:
                     decoded.append(batch)
             with self.n.lock:
                 if self.n.state.role is not Role.STANDBY:
-                    raise self.n._wrong("Backup")  # promoted while this call decoded: what we hold is frozen
+                    raise self.n.wrong_role("Backup")  # promoted while this call decoded: what we hold is frozen
                 if msg.hint is not None:
                     self.forecast.hint = msg.hint
                 if decoded and self._plausible(msg.checkpoint):
                     decoded = self._drop_covered(decoded, msg.checkpoint)
                 if decoded:
-                    self.n._admit(decoded, msg.checkpoint, msg.params)
+                    self.n.admit(decoded, msg.checkpoint, msg.params)
                     self.n.counters["backup_tuples"] += sum(map(len, decoded))
                     self.n.counters["backup_batches"] += len(msg.batches) + sum(len(r.counts) for r in msg.runs)
                 elif msg.checkpoint.input_pos > self.n.inbound.received_through:
@@ -171,11 +171,11 @@ class StandbySide:
                     if self.n.stateful:
                         pass  # Nu may still hold inputs before it that the state needs: they come as runs
                     elif self._plausible(msg.checkpoint):
-                        self.n._jump(msg.checkpoint, msg.params)
+                        self.n.jump(msg.checkpoint, msg.params)
                     else:
                         self.n.counters["checkpoints_deferred"] += 1
                 if decoded or msg.checkpoint.input_pos <= self.n.inbound.received_through:
-                    self.covering.hold(msg.checkpoint, msg.params, self.n._covered[0].input_pos)
+                    self.covering.hold(msg.checkpoint, msg.params, self.n.covered[0].input_pos)
                 self._apply_covering()
                 if lazy:
                     self.n.held.commit(held, ledger)
@@ -192,7 +192,7 @@ class StandbySide:
             return
         reached = self.covering.reached(min(self.n.inbound.received_through, self.primary_received))
         if reached is not None:
-            self.n._note_covered(*reached)
+            self.n.note_covered(*reached)
 
     def _drop_covered(self, batches: list[TupleBatch], ckpt: Checkpoint) -> list[TupleBatch]:
         """Holding the lock: `batches` without the leading positions `ckpt` covers when they skip ahead of
@@ -200,7 +200,7 @@ class StandbySide:
         an ordinary jump. Nothing left: the frame is then one without batches, whose checkpoint jumps."""
         n = covered_head(self.n.inbound.received_through, batches[0].first, ckpt)
         if not n or self.n.stateful:
-            return batches  # a stateful node rebuilds from the covered inputs instead (`_admit`)
+            return batches  # a stateful node rebuilds from the covered inputs instead (`admit`)
         self.n.counters["backup_covered_dropped"] += min(n, sum(map(len, batches)))
         cut = ckpt.input_pos + 1
         return [b.slice(cut, b.end) if b.first < cut else b for b in batches if b.end > cut]
@@ -240,7 +240,7 @@ class StandbySide:
         taken by the operator loop), so that what this node tells Nu it holds is what it can process. A run
         that does not decode is forgotten with what follows it, and Nu resends from there."""
         with self.n.lock:
-            done = self.n._done_through()
+            done = self.n.done_through()
         bad = self.n.held.unseal(done)
         if bad is not None:
             self.unreadable(bad.error, bad.at)
@@ -270,7 +270,7 @@ class StandbySide:
         if (self.n.state.role is not Role.STANDBY or wait <= 0 or head is None or not len(head[0]) or slow
                 or self.n.clock() - head[1] >= wait):
             return None
-        covered = self.n._covered[0].input_pos
+        covered = self.n.covered[0].input_pos
         excess = len(self.n.inbound.iq) + self._standby_room() - self.n.inbound.iq.capacity
         if excess > 0:
             # Short of room: the oldest `excess` inputs (fewer past a skip marker; the next pass sees the rest).
@@ -304,7 +304,7 @@ class StandbySide:
         call."""
         if self.n.state.role is not Role.STANDBY:
             return 0, 0.0
-        done = self.n._done_through()
+        done = self.n.done_through()
         seen = self.primary_seen
         while seen and seen[0][1] <= done:
             seen.popleft()
@@ -413,7 +413,7 @@ class StandbySide:
     def backlog(self) -> Backlog:
         """Holding the lock: where a takeover by this node would start now."""
         snaps = self.n.snapshots
-        return Backlog(held=self.n.inbound.received_through, done=self.n._done_through(),
+        return Backlog(held=self.n.inbound.received_through, done=self.n.done_through(),
                        primary_received=self.primary_received,
                        take=self.n.calls.take,
                        # Its own only where the primary's is unknown (RecoveryForecast.cost).

@@ -104,9 +104,9 @@ class Takeover:
         """2. fence: a new epoch; PROMOTING refuses further backup batches, so what we hold is frozen."""
         with self.n.lock:
             epoch = self.n.state.epoch + 1
-            self.n._become(Role.PROMOTING, epoch=epoch)
+            self.n.become(Role.PROMOTING, epoch=epoch)
             # What this standby still had to process when it took over.
-            self._backlog_at_takeover = (max(0, self.n.inbound.received_through - self.n._done_through()),
+            self._backlog_at_takeover = (max(0, self.n.inbound.received_through - self.n.done_through()),
                                          self.n.calls.in_flight_tuples)
             self.gathering, self.gather = self.n.operator.takeover_gather, None
             self._working = False
@@ -158,23 +158,23 @@ class Takeover:
                 if self.n.stateful and reply.resend_from > self.n.inbound.received_through + 1:
                     # Nu resends from after its trim point, which may lie before its checkpoint: the state is
                     # rebuilt from there.
-                    self.n._jump(reply.checkpoint, reply.params, rebuild_from=reply.resend_from)
+                    self.n.jump(reply.checkpoint, reply.params, rebuild_from=reply.resend_from)
                 elif self.n.stateful:
-                    self.n._note_covered(reply.checkpoint, reply.params)
+                    self.n.note_covered(reply.checkpoint, reply.params)
                 elif reply.checkpoint.input_pos > self.n.inbound.received_through:
-                    self.n._jump(reply.checkpoint, reply.params)  # Nu resends from after its trim point
+                    self.n.jump(reply.checkpoint, reply.params)  # Nu resends from after its trim point
                 else:
-                    self.n._note_covered(reply.checkpoint, reply.params)  # what we hold through it: skipped
+                    self.n.note_covered(reply.checkpoint, reply.params)  # what we hold through it: skipped
         return reply
 
     def _replay(self, plan: TakeoverPlan, nu: m.TakeoverReply) -> None:
         """6. replay: the output loop sends OQ' from Nd's last + 1 (never anything Nd holds), once the
-        inputs this node quarantined as a standby are dead letters (OperatorBase._write_quarantined)."""
-        self.n._write_quarantined()
+        inputs this node quarantined as a standby are dead letters (OperatorBase.write_quarantined)."""
+        self.n.write_quarantined()
         with self.n.lock:
             self.n.sent_next = plan.delivered_through + 1
             self.n.primary_side.resync_output = False  # Nd just said where it stands (step 3)
-            self.n._become(Role.PRIMARY)
+            self.n.become(Role.PRIMARY)
             self.n.calls.primary_since = self.n.clock()
             self.n.primary_side.worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined
             if self.gathering:
@@ -231,7 +231,7 @@ class Takeover:
         except PeerError:
             epoch = self.n.state.epoch + 1
         with self.n.lock:
-            self.n._become(Role.STANDBY, epoch=max(self.n.state.epoch, epoch))
+            self.n.become(Role.STANDBY, epoch=max(self.n.state.epoch, epoch))
             self.n.standby_side.handover = False
             self.n.operator.lazy(True)
             if self.n.standby_side.detector:

@@ -364,7 +364,7 @@ def snapshot_from_pb(msg: pb.SnapshotFrame, *, node: str = "") -> m.SnapshotFram
         sources = np.frombuffer(msg.tail_sources, "<i8")
         if len(sources) != len(tail):
             raise MalformedMessage(f"{node}: snapshot tail of {len(tail)} outputs with {len(sources)} sources")
-        tail = tuples.TupleBatch._of(tail.first, tail.streams, tail.seqs, tail.payloads, sources)
+        tail = tuples.TupleBatch.of_columns(tail.first, tail.streams, tail.seqs, tail.payloads, sources)
     return m.SnapshotFrame(epoch=msg.epoch, sender=msg.sender, at=checkpoint_from_pb(msg.at), state=msg.state,
                            tail=tail, encode_s=msg.encode_s, base=msg.base)
 

@@ -611,7 +611,7 @@ def test_a_standby_reports_how_far_it_is_behind_the_primary():
         assert n2.standby_side.standby_lag() == (350, 3.0)  # position 151 was at the primary from t=100 on
         n2.processed = Checkpoint(300, 20)
         assert n2.standby_side.standby_lag() == (200, 2.0)  # 301 from t=101
-        n2._covered = (Checkpoint(400, 25), None)  # Nd's output covers through 400: no work left there
+        n2.covered = (Checkpoint(400, 25), None)  # Nd's output covers through 400: no work left there
         assert n2.standby_side.standby_lag() == (100, 2.0)
         n2.processed = Checkpoint(500, 30)
         assert n2.standby_side.standby_lag() == (0, 0.0)

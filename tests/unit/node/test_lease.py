@@ -139,7 +139,7 @@ def test_a_declined_standby_withdraws_its_epoch_and_keeps_taking_the_backup(net,
     assert s.counters["takeovers_declined"] == 1 and s.counters["takeovers"] == 0
     assert unsealed == []  # declined at Nd's first answer: nothing held was decoded for it
     assert nd.fence.epoch == 1 and nd.primary_node == "N"
-    s._check_epoch(1, "Nu", "backup")  # Nu's backup in the epoch in force is taken again
+    s.check_epoch(1, "Nu", "backup")  # Nu's backup in the epoch in force is taken again
     nd.tick(0.1)  # N went silent: the next suspicion reaches Nd and takes over there
     nd.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s"))
     assert nd.fence.epoch == 2 and nd.primary_node == "N'"

@@ -114,7 +114,7 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     now[0] = 3.0
     assert beat().stalled_ms == 3000 and n.counters["operator_stalls"] == 1  # said once
     op.answer()
-    n._collect(block=False)
+    n.collect(block=False)
     assert beat().stalled_ms == 0 and not n.snapshot()["operator_stalled"]
     assert n.snapshot()["operator_slowest_call_s"] == 3.0
 
@@ -126,7 +126,7 @@ def test_a_primary_whose_operator_failed_says_so_at_once(stalled_setup):
     n._submit(batch(1, 5))
     op.futures[0].set_exception(RuntimeError("Spark's JVM cannot be reached"))
     with pytest.raises(RuntimeError):
-        n._collect(block=False)  # in the node, this ends the operator loop: spawn hands it to _operator_failed
+        n.collect(block=False)  # in the node, this ends the operator loop: spawn hands it to _operator_failed
     n._operator_failed(RuntimeError("Spark's JVM cannot be reached"))
     now[0] = 0.2  # far below operator_stall_max (2 s)
     assert net.call_pb("n", "Heartbeat", pb.HeartbeatRequest(sender="N'", epoch=1)).stalled_ms == 200

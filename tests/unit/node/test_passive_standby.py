@@ -63,7 +63,7 @@ def test_the_standby_holds_the_snapshot_does_no_work_and_makes_the_primarys_outp
         net.call_pb("s", "Backup", backup_frame(enc, [link(1, 400)]))
         loop_once(standby)
         assert standby.counters["snapshot_dropped"] == 400 and standby.counters["processed_tuples"] == 0
-        assert standby._done_through() == 400
+        assert standby.done_through() == 400
         # More input reaches both; the primary processes it, the standby only holds it.
         net.call_pb("n", "Push", frame(link(401, 300)))
         loop_once(primary)

@@ -90,13 +90,13 @@ def test_a_checkpoint_that_comes_before_the_heartbeat_vouching_for_it_is_applied
     standby.standby_side.primary_received = 5
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (10, 10)))
-    assert standby._covered[0].input_pos == 0
+    assert standby.covered[0].input_pos == 0
     with standby.lock:
         standby.standby_side.primary_reached(8, 0.0)
-    assert standby._covered[0].input_pos == 0  # not there yet
+    assert standby.covered[0].input_pos == 0  # not there yet
     with standby.lock:
         standby.standby_side.primary_reached(12, 0.0)
-    assert standby._covered[0].input_pos == 10 and standby.standby_side.primary_received == 12
+    assert standby.covered[0].input_pos == 10 and standby.standby_side.primary_received == 12
     standby._operator_loop()
     assert standby.counters["skipped_tuples"] == 10 and standby.counters["processed_tuples"] == 10
 

@@ -43,13 +43,13 @@ def test_a_checkpoint_ahead_of_the_backup_covers_it_once_the_backup_gets_there(n
     n2, t = lazy
     enc = BatchEncoder(CodecName.ZSTD_STREAM)
     net.call_pb("s", "Backup", covered_frame(enc, run(1, 20), (30, 30)))  # the primary runs ahead of the backup
-    assert n2._covered[0].input_pos == 0
+    assert n2.covered[0].input_pos == 0
     net.call_pb("s", "Backup", covered_frame(enc, run(21, 20), (50, 50)))
-    assert n2._covered[0].input_pos == 30  # the first one, reached; 50 waits for the backup to get there
+    assert n2.covered[0].input_pos == 30  # the first one, reached; 50 waits for the backup to get there
     loop_once(n2)  # 1..30 covered: skipped; 31..40 arrived just now: they wait
     assert n2.counters["skipped_tuples"] == 30 and n2.counters["processed_tuples"] == 0
     net.call_pb("s", "Backup", covered_frame(enc, run(41, 20), (50, 50)))
-    assert n2._covered[0].input_pos == 50 and not n2.standby_side.covering
+    assert n2.covered[0].input_pos == 50 and not n2.standby_side.covering
 
 
 def test_a_deferring_standby_short_of_room_takes_its_oldest_inputs_and_everything_at_a_takeover(net, lazy):
