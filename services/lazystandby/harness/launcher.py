@@ -748,21 +748,23 @@ def _staged_trial(*, pipeline: str, fault: str | Fault | dict[int, Fault], kafka
                   total: int, rate: float, kill_after: float, predicate: str, seed: int, timeout: float, keep: bool,
                   extra: dict[str, Any] | None, tls: bool, bad_records: list[bytes | None] | None,
                   progress: Callable[[str], None] | None) -> dict:
-    """run_trial for a pipeline of several stages (harness/stages.py): per stage a _Trial, whose pipeline
-    is the stage as a file of its own with its topics under the run's prefix and its engine's own topics
-    under the stage's part of it (as Topics.of_pipeline names them for a node given the whole file and
-    its stage), and a Topology."""
+    """run_trial for a pipeline of several stages (harness/stages.py): per stage a _Trial and a Topology
+    whose nodes are given the whole file, its tables' topics under the run's prefix, and their stage, as
+    `lazystandby run` and the compose stack give them: each stage's views and engine topics lie where
+    Topics.of_pipeline names them, and its metrics carry `pipeline_stage`."""
     if not kafka:
         raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
     home = Path(tempfile.mkdtemp(prefix="lazystandby-stages-", dir=run_dir()))
     base, say = f"t{random.getrandbits(40):x}.", progress or (lambda _: None)
+    from ..formats.pipeline import file_text
+
+    whole = home / Path(pipeline).name
+    whole.write_text(file_text(config.pipeline_stages(pipeline), base))
 
     def trial(k: int, spec, f: Fault) -> _Trial:
-        copy = home / f"stage{k}.sql"
-        copy.write_text(spec.text(base))
         return _Trial(f, parse_bsize(bsize), codec=codec, total=total, rate=rate, predicate=predicate, seed=seed,
-                      timeout=timeout, extra={**(extra or {}), "topic_prefix": base + spec.stage_prefix}, kafka=kafka,
-                      pipeline=str(copy), say=lambda m: say(f"stage {k}: {m}"), stage=k)
+                      timeout=timeout, extra={**(extra or {}), "topic_prefix": base}, kafka=kafka,
+                      pipeline=str(whole), say=lambda m: say(f"stage {k}: {m}"), stage=k)
 
     def topology(t: _Trial) -> Topology:
         return Topology(t.settings, t.workdir, tls_dir=t.workdir / "tls" if tls else None, cuttable=cuttable(t.f),
@@ -780,9 +782,9 @@ class _Trial:
                  seed: int, timeout: float, extra: dict[str, Any] | None, kafka: str, pipeline: str,
                  say: Callable[[str], None], stage: int = 0) -> None:
         """`stage`: 0, a pipeline whose topics the trial puts under its prefix and whose load it writes;
-        else the stage of that number of a pipeline of several (harness/stages.py), whose topics are
-        already the run's own, and whose load only the first stage writes (each later one reads the view
-        the stage before it writes)."""
+        else the stage of that number of a pipeline of several (harness/stages.py), whose tables' topics
+        are already the run's own, which its nodes run from the whole file, and whose load only the first
+        stage writes (each later one reads the view the stage before it writes)."""
         self.f, self.bsize, self.total, self.rate, self.seed = f, bsize, total, rate, seed
         self.fed = stage > 1
         self.predicate, self.timeout, self.kafka, self.say = predicate, timeout, kafka, say
@@ -795,7 +797,7 @@ class _Trial:
                 raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
             from ..formats.pipeline import read_pipeline
 
-            self.spec = read_pipeline(pipeline)
+            self.spec = read_pipeline(pipeline, stage)
             self.settings.pop("query", None)
         self.query = config.NodeConfig(**{k: self.settings[k] for k in ("predicate", "query", "watermark_every")
                                           if k in self.settings}).parsed_query
@@ -814,7 +816,7 @@ class _Trial:
                 self.spec = read_pipeline(copy)
                 self.settings["pipeline"] = str(copy)
             elif self.spec is not None:
-                self.settings["pipeline"] = pipeline
+                self.settings.update(pipeline=pipeline, stage=stage)
         else:
             self._truth_in_process()
         self.result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec,
@@ -923,7 +925,7 @@ class _Trial:
         if self.kafka:
             # Every record the truth table refuses is a dead letter, once (by key: a restarted Nu may
             # write one again), and nothing else is.
-            prefix = self.settings["topic_prefix"]
+            prefix = self._topics().prefix
             letters = set(dead_letter_keys(self.kafka, prefix))
             self.result["dead_letters"] = len(letters)
             self.result["dead_letters_exact"] = letters == set(self.malformed)
@@ -948,11 +950,16 @@ class _Trial:
         self.ok = (done and check_ok and _forged_refused(result, self.f, self.events) and _loops_failed(self.events)
                    and result.get("dead_letters_exact", True))
 
+    def _topics(self):
+        """The Kafka topics the nodes use (sources.kafka_source.Topics): a stage's under its part of the prefix."""
+        from ..sources.kafka_source import Topics
+
+        prefix = self.settings["topic_prefix"]
+        return Topics.of_pipeline(prefix, self.spec) if self.spec is not None else Topics(prefix)
+
     def _rows(self, topo: Topology) -> list:
-        if self.spec is not None:
-            return read_results(self.kafka, self.spec.sink_topic or f"{self.settings['topic_prefix']}results")
         if self.kafka:
-            return read_results(self.kafka, f"{self.settings['topic_prefix']}results")
+            return read_results(self.kafka, self._topics().results)
         return read_output_file(topo.sink)
 
     def _check(self, rows: list, after: dict) -> bool:
@@ -1171,9 +1178,9 @@ def _status_or_none(topo: Topology, key: str) -> dict:
 
 
 def _brief(s: dict) -> dict:
-    keys = ("role", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched", "received_through",
-            "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead", "compression_ratio",
-            "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
+    keys = ("role", "pipeline_stage", "epoch", "head", "trimmed_through", "oqu_depth", "oqu_unbatched",
+            "received_through", "processed", "level0", "level1", "oq_depth", "delivered_through", "overhead",
+            "compression_ratio", "counters", "errors", "operator_switches", "peers", "standby", "standby_in_sync",
             "primary_longest_silence_ms", "takeover_lease_ms", "takeovers", "state_keys", "state_bytes",
             "state_lag_tuples", "predicted_recovery", "snapshot", "cpu_seconds", "cpu_seconds_at_first_input",
             "bsize", "recovery_target", "push_cost", "standby_link_cost")

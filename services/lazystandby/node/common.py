@@ -141,6 +141,9 @@ class NodeBase:
         """Counters and gauges of this node (subclasses add theirs)."""
         return {
             "node": self.name,
+            # The stage of a pipeline of several this node runs (setting `stage`; 0: the only one), as its
+            # metrics' `pipeline_stage` label says it.
+            "pipeline_stage": self.cfg.stage,
             "role": str(self.state.role),
             "epoch": self.state.epoch,
             "counters": dict(self.counters),
