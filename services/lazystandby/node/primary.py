@@ -187,7 +187,7 @@ class PrimarySide:
         self.n.log.warning("%s: %s; it has delivered nothing in this life, so it joins as a standby", self.n.name, why)
         self.n.state.rejoin(worked=self.worked)
         self.n.counters["rejoined"] += 1
-        self.n.primary = None  # Nu names the primary in force when it answers the registration
+        self.n.standby_side.primary = None  # Nu names the primary in force when it answers the registration
         self.n.standby_side.watch()
 
     # --- a planned handover (the primary asked to stop) ------------------------------------------------
