@@ -1502,7 +1502,7 @@ def _stderr_progress() -> Callable[[str], None]:
 
 def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
     rng = random.Random(settings["seed"])
-    trials, rec, lost, dup, failed, logs = [], [], 0, 0, [], []
+    trials, rec, lost, dup, failed, logs = [], [], 0, 0, 0, []
     duration = settings["total"] / settings["rate"]
     staged = stages.count(settings.get("pipeline"))
     for i in range(args.kills):
@@ -1516,7 +1516,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
         if "recovery_ms" in r:
             rec.append(r["recovery_ms"])
         if not r["ok"]:
-            failed.append(r["workdir"])
+            failed += 1
             logs.extend(r.get("workdirs") or [r["workdir"]])  # a pipeline of several stages: each stage's
         trials.append(r)
         rc = r.get("recovery") or {}
@@ -1526,7 +1526,7 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
               f"backlog {rc.get('backlog_at_takeover', 0)}, resent {rc.get('resent_by_nu', 0)}) ok={r['ok']}",
               file=sys.stderr, flush=True)
     summary = {
-        "trials": args.kills, "lost": lost, "duplicated": dup, "failed_trials": len(failed),
+        "trials": args.kills, "lost": lost, "duplicated": dup, "failed_trials": failed,
         "wrong": sum(t.get("wrong", 0) for t in trials),
         "recovery_ms_p50": round(_pct(rec, 50), 1), "recovery_ms_p95": round(_pct(rec, 95), 1),
         "recovery_ms_max": round(max(rec), 1) if rec else 0.0,

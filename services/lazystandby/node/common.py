@@ -73,9 +73,7 @@ class NodeBase:
                     on_crash(e)
                 self.fail(f"loop {name} died ({type(e).__name__}: {e})"[:400])
 
-        t = threading.Thread(target=run, name=f"{self.name}:{name}", daemon=True)
-        t.start()
-        self._threads.append(t)
+        self.run_once(name, run)
 
     def run_once(self, name: str, work: Callable[[], None]) -> None:
         """Run `work` once in a thread of its own, joined at stop like the loops (a registration that waits

@@ -12,6 +12,7 @@ from ..core.roles import Role
 def operator_status(n, s: dict) -> dict:
     """Node `n`'s status: `s` (NodeBase's counters and gauges) with the operator node's own added."""
     lag_tuples, lag_seconds = n.standby_side.standby_lag()
+    det = n.standby_side.detector  # None until this node watches a primary
     oldest = n.calls.oldest()
     s["counters"]["backup_decoded_tuples"] = n.held.decoded_tuples
     s.update({
@@ -44,10 +45,10 @@ def operator_status(n, s: dict) -> dict:
         "predicted_recovery": _predicted(n),
         "snapshot": n.snapshots.status(),
         "recovery_target": n.standby_side.forecast.target_status(),
-        "heartbeat_rtt_ms": n.standby_side.detector.last_rtt * 1000 if n.standby_side.detector else 0.0,
-        "heartbeat_misses_total": n.standby_side.detector.total_misses if n.standby_side.detector else 0,
-        "heartbeat_stalls": n.standby_side.detector.stalls if n.standby_side.detector else 0,
-        "primary_heard": n.standby_side.detector.heard if n.standby_side.detector else None,
+        "heartbeat_rtt_ms": det.last_rtt * 1000 if det else 0.0,
+        "heartbeat_misses_total": det.total_misses if det else 0,
+        "heartbeat_stalls": det.stalls if det else 0,
+        "primary_heard": det.heard if det else None,
         "operator_oldest_call_s": 0.0 if oldest is None else round(n.clock() - oldest, 3),
         "operator_stalled": n.calls.watch.stalled,
         "operator_failed": n.calls.watch.failed,
