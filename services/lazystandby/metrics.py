@@ -224,7 +224,8 @@ class NodeCollector(Collector):
         """Latency histograms: commit (Nu), operator calls and failover phases (N, N')."""
         name = s["node"]
         lbl = ["node"]
-        e2e = getattr(self.node, "e2e_seconds", None)
+        outbound = getattr(self.node, "outbound", None)  # Nu (node/outbound.py)
+        e2e = outbound.e2e_seconds if outbound is not None else None
         if e2e is not None:
             h = HistogramMetricFamily("lazystandby_e2e_commit_seconds",
                                       "From entering Nu's OQu to the Level-1 ack that covers it (outputs in Nd)",

@@ -110,14 +110,16 @@ OPERATOR_SIDES = {f"lazystandby.node.{m}" for m in ("operator_base", "primary", 
                                                      "quarantine", "operator_probe", "forecast", "covering",
                                                      "connection_watch", "operator_calls", "operator_status", "inbound",
                                                      "runs")}
-# The parts Nu is composed of, each a module of its own mechanism that no other runtime sees.
-UPSTREAM_PARTS = {"lazystandby.node.intake", "lazystandby.node.bsize_tuning", "lazystandby.node.backup_link",
-                  "lazystandby.node.push_link"}
+# The outbound link and its parts: a sender any runtime may compose (Nu's is its source's).
+LINK_PARTS = {"lazystandby.node.outbound", "lazystandby.node.bsize_tuning", "lazystandby.node.backup_link",
+              "lazystandby.node.push_link"}
+# The parts only Nu is composed of.
+UPSTREAM_PARTS = {"lazystandby.node.intake"}
 
 
 def test_node_runtimes_see_no_wire_format_and_no_sibling_runtime():
     def allowed(n: str) -> set[str]:
-        shared = {"lazystandby.node", "lazystandby.node.common"}
+        shared = {"lazystandby.node", "lazystandby.node.common"} | LINK_PARTS
         if n in OPERATOR_SIDES | {"lazystandby.node.operator_node"}:
             return shared | OPERATOR_SIDES
         return shared | UPSTREAM_PARTS if n in UPSTREAM_PARTS | {"lazystandby.node.upstream"} else shared
@@ -137,8 +139,8 @@ def test_the_runtime_imports_nothing_of_the_harness():
 def test_the_checks_would_see_a_violation():
     """The checker itself: a cycle and a forbidden import, made up, are found."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
-    src = ROOT / "services" / "lazystandby" / "node" / "upstream.py"
-    deps = _imports("lazystandby.node.upstream", src, set(_modules()))
+    src = ROOT / "services" / "lazystandby" / "node" / "outbound.py"
+    deps = _imports("lazystandby.node.outbound", src, set(_modules()))
     assert "lazystandby.core.recovery" in deps and "lazystandby.transport.peer" in deps
     # A type named for annotations only is no dependency at run time; the imports beside it are.
     part = ROOT / "services" / "lazystandby" / "node" / "primary.py"

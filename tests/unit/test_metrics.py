@@ -95,7 +95,7 @@ def test_nu_exports_its_wait_for_the_standby_to_register():
         m = scrape(nu)
     finally:
         nu.stop()
-    assert nu.oqu.last == 0 and m['lazystandby_source_waits_total{node="Nu",reason="standby"}'] == 3
+    assert nu.outbound.oqu.last == 0 and m['lazystandby_source_waits_total{node="Nu",reason="standby"}'] == 3
 
 
 def test_a_stage_of_a_pipeline_labels_every_series_of_its_nodes_and_a_node_of_one_stage_none():

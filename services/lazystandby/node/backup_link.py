@@ -1,12 +1,13 @@
-"""Nu's link to the standby (seed 000 Algorithm 1): OQu's tuples cut into Bsize batches, compressed in runs
-by the codec, one backup call in flight while the next run is encoded, each carrying the Level-1
-checkpoint (and the control record in force there) so that the standby skips what Nd already covers.
+"""The outbound link's backup to the standby (seed 000 Algorithm 1): OQu's tuples cut into Bsize batches,
+compressed in runs by the codec, one backup call in flight while the next run is encoded, each carrying the
+Level-1 checkpoint (and the control record in force there) so that the standby skips what Nd already covers.
 
 What it keeps of its own: the Bsize in force, the batcher's watermarks over OQu (cut, confirmed), the codec
 session, the backup generation (a failed call, a new Bsize or a new standby starts one: the batches since
 the standby's last answer are cut again), whether the standby is in sync (backup_stall_max), when to retry
-it, and the cadence of checkpoints and recovery hints. What it reads of the node it sends for is `Sender`:
-the node's lock, OQu, its checkpoint and epoch, the standby in place, and its trim and skip points.
+it, and the cadence of checkpoints and recovery hints. What it reads of the outbound link it sends for
+(node/outbound.py) is `Sender`: the node's lock, OQu, its checkpoint and epoch, the standby in place, and its
+trim and skip points.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ HINT_EVERY_S = 0.5
 
 
 class Sender(Protocol):
-    """What the backup link reads and calls of the node it sends for; all of it holding `lock`, but `clock`
+    """What the backup link reads and calls of the outbound link it sends for; all of it holding `lock`, but `clock`
     and `sleep`."""
 
     name: str
@@ -75,9 +76,9 @@ class _BackupCall:
 class BackupLink:
     """The backup to the standby in place (`Sender.standby`); its loops are the node's `backup` and `probe`."""
 
-    def __init__(self, cfg: NodeConfig, nu: Sender, log) -> None:
+    def __init__(self, cfg: NodeConfig, out: Sender, log) -> None:
         self.cfg = cfg
-        self.nu = nu
+        self.out = out
         self.log = log
         # The Bsize in force: cfg.bsize, or the one chosen for recovery_target_ms (`tune`).
         self.bsize = cfg.bsize
@@ -110,9 +111,9 @@ class BackupLink:
         """Holding the lock: a standby registered (`new`: at another address than the one before, fed from the
         trim point); its first call asks where it stands, in a new codec session."""
         if new:
-            self.batcher.restart(self.nu.oqu.trimmed_through)
+            self.batcher.restart(self.out.oqu.trimmed_through)
             self.gen += 1
-            self.nu.tuning.new_standby()
+            self.out.tuning.new_standby()
         self.retry_at = 0.0
         self._standby_checkpoint = 0
         self._encoder_reset = True
@@ -127,7 +128,7 @@ class BackupLink:
     def standby_answers(self, standby: Peer) -> bool:
         """Without the lock: whether the standby in place answers a Status call within STANDBY_STATUS_S (the
         last answer is kept for a second: a refused standby retries every 50 ms)."""
-        now = self.nu.clock()
+        now = self.out.clock()
         seen = self._status_seen
         if seen is not None and seen[0] is standby and now - seen[1] < 1.0:
             return seen[2]
@@ -141,10 +142,10 @@ class BackupLink:
 
     def status(self) -> dict:
         """Holding the lock: the backup's part of Nu's status."""
-        unbatched = self.batcher.unbatched(self.nu.oqu)
+        unbatched = self.batcher.unbatched(self.out.oqu)
         return {
             "oqu_unbatched": unbatched,
-            "oqu_batched": len(self.nu.oqu) - unbatched,
+            "oqu_batched": len(self.out.oqu) - unbatched,
             "batched_through": self.batcher.batched_through,
             "backup_skipped": self.batcher.skipped,
             "backup_confirmed_through": self.batcher.confirmed_through,
@@ -158,8 +159,8 @@ class BackupLink:
     def bounded(self) -> bool:
         """Whether the backup holds the pipeline back (backup_lag_max): only while a standby answers. One
         that fails is retried later and holds up nothing (its backlog is trimmed by Level-1 acks meanwhile)."""
-        return bool(self.cfg.backup_lag_max and self.nu.standby is not None and self.bsize is not None
-                    and self.nu.clock() >= self.retry_at and self.in_sync())
+        return bool(self.cfg.backup_lag_max and self.out.standby is not None and self.bsize is not None
+                    and self.out.clock() >= self.retry_at and self.in_sync())
 
     def in_sync(self) -> bool:
         """Holding the lock: False from the moment a backup call has gone unanswered for backup_stall_max
@@ -170,13 +171,13 @@ class BackupLink:
         if self.out_of_sync_since is not None:
             return False
         since, stall = self.awaiting_since, self.cfg.backup_stall_max
-        if since is None or not stall or self.nu.clock() - since < stall:
+        if since is None or not stall or self.out.clock() - since < stall:
             return True
         self.out_of_sync_since = since
-        self.nu.counters["standby_out_of_sync"] += 1
+        self.out.counters["standby_out_of_sync"] += 1
         self.log.warning("%s: standby %s has not answered a backup call for %.1f s: out of sync, the source "
                          "and OQu's trim no longer wait for it (it catches up by a checkpoint when it answers)",
-                         self.nu.name, self.nu.standby.address if self.nu.standby else "", self.nu.clock() - since)
+                         self.out.name, self.out.standby.address if self.out.standby else "", self.out.clock() - since)
         return False
 
     def room(self) -> int:
@@ -184,7 +185,7 @@ class BackupLink:
         behind what it has acknowledged."""
         if not self.bounded():
             return 1 << 62
-        return max(0, self.cfg.backup_lag_max - (self.nu.oqu.last - self.batcher.confirmed_through))
+        return max(0, self.cfg.backup_lag_max - (self.out.oqu.last - self.batcher.confirmed_through))
 
     # --- the loops ---------------------------------------------------------------------------------------
     def loop(self) -> None:
@@ -198,10 +199,10 @@ class BackupLink:
             self._finish(inflight)
         if prepared is None:
             return
-        if prepared.peer is not self.nu.standby or prepared.gen != self.gen:
+        if prepared.peer is not self.out.standby or prepared.gen != self.gen:
             return  # a failure or a new standby since it was cut: the batcher was rewound meanwhile
-        prepared.sent_at = self.nu.clock()
-        with self.nu.lock:
+        prepared.sent_at = self.out.clock()
+        with self.out.lock:
             self.awaiting_since = prepared.sent_at
         prepared.pending = prepared.peer.backup_async(prepared.frame, self.cfg.rpc_timeout)
         if prepared.pending.done():  # a transport that answers at once (in memory): nothing to overlap
@@ -211,53 +212,53 @@ class BackupLink:
 
     def probe_loop(self) -> None:
         if not self.probe_link():
-            self.nu.sleep(0.05)
+            self.out.sleep(0.05)
 
     def probe_link(self) -> bool:
         """A probe of the standby's link when one is due and the backup link is idle: no call in flight,
         none to resync, no run due. Its time, against its size, goes into the standby link's cost
         (node/bsize_tuning.py). Whether one was sent. A link kept busy by the backup holds little unsent,
         and a takeover's resend over it is short: the push cost stands in until a probe gets through."""
-        with self.nu.lock:
-            now = self.nu.clock()
-            peer = self.nu.standby
+        with self.out.lock:
+            now = self.out.clock()
+            peer = self.out.standby
             busy = self.resync or self.awaiting_since is not None or (
-                self.bsize is not None and self.batcher.unbatched(self.nu.oqu) >= self.bsize)
+                self.bsize is not None and self.batcher.unbatched(self.out.oqu) >= self.bsize)
             if peer is None or now < self.retry_at or busy:
                 return False
-            padding = self.nu.tuning.next_probe(now, self.nu.counters["probes"])
+            padding = self.out.tuning.next_probe(now, self.out.counters["probes"])
             if padding is None:
                 return False
             size = len(padding)
-        t0 = self.nu.clock()
+        t0 = self.out.clock()
         try:
             peer.probe(m.Probe(padding=padding), self.cfg.rpc_timeout)
         except PeerError:
-            with self.nu.lock:
-                self.nu.counters["probe_errors"] += 1
+            with self.out.lock:
+                self.out.counters["probe_errors"] += 1
             return True
-        with self.nu.lock:
-            self.nu.tuning.standby_cost.add(size, self.nu.clock() - t0, keep=True)
-            self.nu.counters["probes"] += 1
-            self.nu.counters["probe_bytes"] += size
+        with self.out.lock:
+            self.out.tuning.standby_cost.add(size, self.out.clock() - t0, keep=True)
+            self.out.counters["probes"] += 1
+            self.out.counters["probe_bytes"] += size
         return True
 
     def _prepare(self, *, idle: bool) -> _BackupCall | None:
         """The next backup call, encoded (outside the lock), or None when there is nothing to send (after
         waiting a little when no call is in flight either)."""
-        with self.nu.lock:
-            now = self.nu.clock()
-            if self.nu.standby is None or now < self.retry_at:
+        with self.out.lock:
+            now = self.out.clock()
+            if self.out.standby is None or now < self.retry_at:
                 if idle:
-                    self.nu.lock.wait(0.05)
+                    self.out.lock.wait(0.05)
                 return None
             self.tune(now)
-            peer, epoch, ckpt, gen = self.nu.standby, self.nu.epoch, self.nu.checkpoint, self.gen
+            peer, epoch, ckpt, gen = self.out.standby, self.out.epoch, self.out.checkpoint, self.gen
             resync = self.resync
             gather = 0.0 if resync else self._gathering(now)
             if gather > 0:
                 if idle:
-                    self.nu.lock.wait(gather)
+                    self.out.lock.wait(gather)
                 return None
             run, ckpt = (None, ckpt) if resync else self._cut(ckpt)
             # With nothing to batch, still tell the standby when the trim point passed what it holds:
@@ -266,7 +267,7 @@ class BackupLink:
             hint = self._hint(now)
             if not resync and run is None and not advance and hint is None:
                 if idle:
-                    self.nu.lock.wait(self.cfg.linger_ms / 1000)
+                    self.out.lock.wait(self.cfg.linger_ms / 1000)
                 return None
             if resync:
                 # Only a question: where does the standby stand? A checkpoint here would move it, and a
@@ -279,12 +280,12 @@ class BackupLink:
                 # The standby skips to this checkpoint; what it covers but was not cut into batches yet (less
                 # than Bsize tuples) is never cut: the next run starts after it. (Cut later, that run repeated
                 # what the standby had skipped, and was refused.)
-                self.batcher.skip_covered(self.nu.skip_point())
+                self.batcher.skip_covered(self.out.skip_point())
             self._sent = (gen, now)
             reset, self._encoder_reset = self._encoder_reset, False
         # Outside the lock: compressing a run takes milliseconds, and the source and primary loops must not
         # wait for it. Only this thread uses the encoder (a registration asks for a reset through a flag).
-        t0 = self.nu.clock()
+        t0 = self.out.clock()
         if reset:
             self.run_encoder.reset()
         try:
@@ -292,18 +293,18 @@ class BackupLink:
         except (zstd.ZstdError, MemoryError) as e:
             self._encode_failed(gen, e)
             return None
-        frame = m.BackupFrame(epoch=epoch, sender=self.nu.name, checkpoint=ckpt, runs=runs,
-                              params=self.nu.params_at(ckpt.input_pos), hint=hint)
-        return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.nu.clock() - t0)
+        frame = m.BackupFrame(epoch=epoch, sender=self.out.name, checkpoint=ckpt, runs=runs,
+                              params=self.out.params_at(ckpt.input_pos), hint=hint)
+        return _BackupCall(peer, gen, resync, run.last if run is not None else 0, frame, encode_s=self.out.clock() - t0)
 
     def _cut(self, ckpt: Checkpoint):
         """Holding the lock: the run due now (None: none) and the checkpoint its frame carries, `ckpt` unless
         the standby must skip ahead (`skip_trimmed`)."""
         self.skip_trimmed()
-        run = self.batcher.due_run(self.nu.oqu, self.cfg.max_batches_per_rpc)
+        run = self.batcher.due_run(self.out.oqu, self.cfg.max_batches_per_rpc)
         jump = self._jump
         if run is not None:
-            self.nu.trim()  # what was held back for this run can go now (the run is a view of it)
+            self.out.trim()  # what was held back for this run can go now (the run is a view of it)
             self._jump = None
             if jump is not None and run.first == jump.input_pos + 1:
                 ckpt = jump  # the skip's own checkpoint (a later one may have come since the resync)
@@ -316,8 +317,8 @@ class BackupLink:
         timed pushes costs a little, and a backup call can be due every millisecond)."""
         if now < self.next_hint_at:
             return None
-        hint = self.nu.tuning.hint(head=self.nu.oqu.last, resend_floor=self.nu.resend_floor(),
-                                   tuple_bytes=self.nu.tuple_bytes())
+        hint = self.out.tuning.hint(head=self.out.oqu.last, resend_floor=self.out.resend_floor(),
+                                   tuple_bytes=self.out.tuple_bytes())
         if hint is not None:
             self.next_hint_at = now + HINT_EVERY_S
         return hint
@@ -330,12 +331,12 @@ class BackupLink:
     def tune(self, now: float) -> None:
         """Holding the lock, in the backup thread: with recovery_target_ms set, the Bsize chosen for it
         (node/bsize_tuning.py) from now on."""
-        choice = self.nu.tuning.choose(now, head=self.nu.oqu.last, resend_floor=self.nu.resend_floor(),
-                                       tuple_bytes=self.nu.tuple_bytes(), bsize=self.bsize,
-                                       changed_before=bool(self.nu.counters["bsize_changes"]))
+        choice = self.out.tuning.choose(now, head=self.out.oqu.last, resend_floor=self.out.resend_floor(),
+                                       tuple_bytes=self.out.tuple_bytes(), bsize=self.bsize,
+                                       changed_before=bool(self.out.counters["bsize_changes"]))
         if choice is None:
             return
-        self.log.info("%s: Bsize %s -> %s for recovery_target_ms %g (predicted %.0f ms%s)", self.nu.name,
+        self.log.info("%s: Bsize %s -> %s for recovery_target_ms %g (predicted %.0f ms%s)", self.out.name,
                       format_bsize(self.bsize), format_bsize(choice.value), self.cfg.recovery_target_ms,
                       choice.predicted_s * 1000, "" if choice.met else "; no Bsize meets the target")
         self.set_bsize(choice.value)
@@ -348,16 +349,16 @@ class BackupLink:
         self.batcher.bsize = bsize
         self.run_encoder = self._encoder_for(bsize)
         self.void(resync=False)
-        self.nu.counters["bsize_changes"] += 1
+        self.out.counters["bsize_changes"] += 1
 
     def _encode_failed(self, gen: int, error: Exception) -> None:
         """A run could not be compressed (zstd or memory): like a failed call, the batches cut since the
         standby's last answer are cut again, in a new codec session after a resync, and the loop goes on
         (the pipeline never waits on a backup that stopped)."""
         self.log.error("%s: compressing a backup run failed (%s): a new codec session after a resync",
-                       self.nu.name, error)
-        with self.nu.lock:
-            self.nu.counters["backup_encode_errors"] += 1
+                       self.out.name, error)
+        with self.out.lock:
+            self.out.counters["backup_encode_errors"] += 1
             if gen != self.gen:
                 return  # already void: the generation that cut it was rewound
             self.void(resync=True)
@@ -378,9 +379,9 @@ class BackupLink:
         trim point, which a bounded trim can leave behind the checkpoint, with the newest checkpoint, the
         run skipped into covered positions: refused as a gap whenever the standby's last heartbeat of the
         primary was older than that checkpoint, then a resync and a new codec session."""
-        ckpt = self.nu.checkpoint
-        if self.batcher.batched_through < self.nu.oqu.trimmed_through <= ckpt.input_pos:
-            self.batcher.skip_covered(self.nu.skip_point())
+        ckpt = self.out.checkpoint
+        if self.batcher.batched_through < self.out.oqu.trimmed_through <= ckpt.input_pos:
+            self.batcher.skip_covered(self.out.skip_point())
             self._jump = ckpt
 
     def _gathering(self, now: float) -> float:
@@ -393,7 +394,7 @@ class BackupLink:
         gen, sent_at = self._sent
         if not cfg.backup_linger_s or self.bsize is None or gen != self.gen:
             return 0.0
-        if self.batcher.unbatched(self.nu.oqu) >= cfg.max_batches_per_rpc * self.bsize:
+        if self.batcher.unbatched(self.out.oqu) >= cfg.max_batches_per_rpc * self.bsize:
             return 0.0
         return max(0.0, sent_at + cfg.backup_linger_s - now)
 
@@ -404,27 +405,27 @@ class BackupLink:
             ack = call.pending.result()
         except PeerError as e:
             self._answered(call, ok=False)
-            if peer is self.nu.standby:
-                self.nu.standby_link(peer.address, e)
-            with self.nu.lock:
-                self.nu.counters[f"backup_error_{e.status.lower()}"] += 1
-                if peer is not self.nu.standby or call.gen != self.gen:
+            if peer is self.out.standby:
+                self.out.standby_link(peer.address, e)
+            with self.out.lock:
+                self.out.counters[f"backup_error_{e.status.lower()}"] += 1
+                if peer is not self.out.standby or call.gen != self.gen:
                     # A new standby registered while this call was in flight (closing the old channel cancels
                     # it); the registration already re-cut the batches, and the newcomer is not to wait.
                     return
                 retry = after_backup_error(e.status)
                 self.void(resync=retry.resync)
-                self.retry_at = self.nu.clock() + retry.delay
-                self.nu.trim()  # the backup holds nothing back while the standby is not answering
+                self.retry_at = self.out.clock() + retry.delay
+                self.out.trim()  # the backup holds nothing back while the standby is not answering
             return
         self._answered(call, ok=True)
-        with self.nu.lock:
-            if peer is not self.nu.standby or call.gen != self.gen:
+        with self.out.lock:
+            if peer is not self.out.standby or call.gen != self.gen:
                 return
-            self.nu.standby_link(peer.address, None)
-            self.nu.counters["backup_bytes"] += ack.wire_bytes
+            self.out.standby_link(peer.address, None)
+            self.out.counters["backup_bytes"] += ack.wire_bytes
             if ack.view is not None:
-                self.nu.tuning.standby_view = ack.view
+                self.out.tuning.standby_view = ack.view
             self._standby_checkpoint = max(self._standby_checkpoint, min(ckpt.input_pos, ack.applied_through))
             if call.resync:
                 # The standby's applied position is the truth after an error or a registration; re-cut from
@@ -436,21 +437,21 @@ class BackupLink:
                 self.gen += 1
                 return
             self.batcher.confirm(min(ack.applied_through, call.last))
-            self.nu.lock.notify_all()  # the source may be waiting for the standby to catch up
-            self.nu.counters["backup_batches"] += sum(len(r.counts) for r in runs)
-            self.nu.counters["backup_tuples"] += sum(sum(r.counts) for r in runs)
-            self.nu.counters["backup_raw_bytes"] += sum(sum(r.encoded.raw_sizes) for r in runs)
-            self.nu.counters["backup_payload_bytes"] += sum(len(r.encoded.payload) for r in runs)
-            self.nu.counters["backup_rpcs"] += 1
+            self.out.lock.notify_all()  # the source may be waiting for the standby to catch up
+            self.out.counters["backup_batches"] += sum(len(r.counts) for r in runs)
+            self.out.counters["backup_tuples"] += sum(sum(r.counts) for r in runs)
+            self.out.counters["backup_raw_bytes"] += sum(sum(r.encoded.raw_sizes) for r in runs)
+            self.out.counters["backup_payload_bytes"] += sum(len(r.encoded.payload) for r in runs)
+            self.out.counters["backup_rpcs"] += 1
             self.encode_seconds += call.encode_s
-            self.call_seconds += self.nu.clock() - call.sent_at
+            self.call_seconds += self.out.clock() - call.sent_at
 
     def _answered(self, call: _BackupCall, *, ok: bool) -> None:
         """A backup call came back; one that succeeded brings an out-of-sync standby back in sync."""
-        with self.nu.lock:
+        with self.out.lock:
             if self.awaiting_since == call.sent_at:
                 self.awaiting_since = None
             if ok and self.out_of_sync_since is not None:
-                self.log.info("%s: standby %s answered again after %.1f s out of sync", self.nu.name,
-                              call.peer.address, self.nu.clock() - self.out_of_sync_since)
+                self.log.info("%s: standby %s answered again after %.1f s out of sync", self.out.name,
+                              call.peer.address, self.out.clock() - self.out_of_sync_since)
                 self.out_of_sync_since = None

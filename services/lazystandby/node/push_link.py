@@ -1,11 +1,13 @@
-"""Nu's link to the primary: every tuple of OQu pushed at once, in frames of up to frame_max tuples flushed
-after linger_ms (an empty frame every ack_poll_ms when none is due, so that Level-1 acks keep coming). Each
-reply says how far the primary has received (the next frame starts there) and carries its Level-1 ack,
-which the node applies (`Pusher.level1`). A failed push is retried after a backoff, from where the primary
-says it stands when the error leaves that in doubt; a takeover (`moved_to`) starts a new generation, whose
-frames go to the new primary from the position its resend starts at, and no reply of the old one counts.
+"""The outbound link's push to the primary: every tuple of OQu pushed at once, in frames of up to frame_max
+tuples flushed after linger_ms (an empty frame every ack_poll_ms when none is due, so that Level-1 acks keep
+coming). Each reply says how far the primary has received (the next frame starts there) and carries its
+Level-1 ack, which the link applies (`Pusher.level1`). A failed push is retried after a backoff, from where
+the primary says it stands when the error leaves that in doubt; a takeover (`moved_to`) starts a new
+generation, whose frames go to the new primary from the position its resend starts at, and no reply of the
+old one counts.
 
-What it reads of the node it pushes for is `Pusher`: its lock, OQu, checkpoint and epoch.
+What it reads of the outbound link it pushes for (node/outbound.py) is `Pusher`: its lock, OQu, checkpoint
+and epoch.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from .common import Backoff
 
 
 class Pusher(Protocol):
-    """What the push link reads and calls of the node it pushes for; all of it holding `lock`, but `clock`
+    """What the push link reads and calls of the outbound link it pushes for; all of it holding `lock`, but `clock`
     and `stopped`."""
 
     name: str
@@ -50,9 +52,9 @@ class Pusher(Protocol):
 class PushLink:
     """The push to the primary in force (`address`); its loop is the node's `primary`."""
 
-    def __init__(self, cfg: NodeConfig, nu: Pusher, peers: Callable[[str], Peer], log) -> None:
+    def __init__(self, cfg: NodeConfig, out: Pusher, peers: Callable[[str], Peer], log) -> None:
         self.cfg = cfg
-        self.nu = nu
+        self.out = out
         self.peers = peers
         self.log = log
         self.address = cfg.primary
@@ -61,7 +63,7 @@ class PushLink:
         self.generation = 0  # a takeover starts a new one: replies of an older one speak for a fenced primary
         self.received_by_primary = 0
         self.resync = False  # the next frame is empty: it asks where the primary stands
-        self._last_send = nu.clock()
+        self._last_send = out.clock()
         self._backoff = Backoff()
 
     def restored(self, address: str) -> None:
@@ -86,63 +88,64 @@ class PushLink:
         lag = self.cfg.primary_lag_max
         if not lag:
             return 1 << 62
-        return max(0, lag - (self.nu.oqu.last - (self.cursor - 1)))
+        return max(0, lag - (self.out.oqu.last - (self.cursor - 1)))
 
     def loop(self) -> None:
         """One frame: waits until one is due (full, lingered, a resync, or the ack poll), pushes it, and
         applies the reply."""
-        nu, cfg = self.nu, self.cfg
+        out, cfg = self.out, self.cfg
         linger, poll = cfg.linger_ms / 1000, cfg.ack_poll_ms / 1000
-        with nu.lock:
-            while not nu.stopped:
-                avail = nu.oqu.last - max(self.cursor, nu.oqu.first) + 1
-                idle = nu.clock() - self._last_send
+        with out.lock:
+            while not out.stopped:
+                avail = out.oqu.last - max(self.cursor, out.oqu.first) + 1
+                idle = out.clock() - self._last_send
                 if self.resync or avail >= cfg.frame_max or (avail > 0 and idle >= linger):
                     break
                 if idle >= poll:
                     break
-                nu.lock.wait(linger if avail > 0 else poll - idle)
-            if nu.stopped:
+                out.lock.wait(linger if avail > 0 else poll - idle)
+            if out.stopped:
                 return
-            batch = None if self.resync else nu.oqu.read(self.cursor, cfg.frame_max)
-            gen, peer, epoch, ckpt = self.generation, self.peer, nu.epoch, nu.checkpoint
-            self._last_send = nu.clock()
-        frame = m.Frame(epoch=epoch, sender=nu.name, checkpoint=ckpt, batch=batch, params=nu.params_at(ckpt.input_pos))
-        t0 = nu.clock()
+            batch = None if self.resync else out.oqu.read(self.cursor, cfg.frame_max)
+            gen, peer, epoch, ckpt = self.generation, self.peer, out.epoch, out.checkpoint
+            self._last_send = out.clock()
+        frame = m.Frame(epoch=epoch, sender=out.name, checkpoint=ckpt, batch=batch,
+                        params=out.params_at(ckpt.input_pos))
+        t0 = out.clock()
         try:
             ack = peer.push(frame, cfg.rpc_timeout)
         except PeerError as e:
-            nu.primary_link(peer.address, e)
+            out.primary_link(peer.address, e)
             self._failed(e, gen)
             return
-        nu.primary_link(peer.address, None)
-        with nu.lock:
-            nu.counters["primary_bytes"] += ack.wire_bytes
+        out.primary_link(peer.address, None)
+        with out.lock:
+            out.counters["primary_bytes"] += ack.wire_bytes
             if gen != self.generation:
                 return  # a takeover happened meanwhile: this reply speaks for a fenced primary
             self.resync = False
             self._backoff.reset()
             if batch is not None:
-                nu.counters["primary_tuples"] += len(batch)
-                nu.counters["primary_frames"] += 1
-                nu.tuning.push_cost.add(ack.wire_bytes, nu.clock() - t0)
+                out.counters["primary_tuples"] += len(batch)
+                out.counters["primary_frames"] += 1
+                out.tuning.push_cost.add(ack.wire_bytes, out.clock() - t0)
             self.received_by_primary = ack.received_through
             self.cursor = ack.received_through + 1
-            nu.level1(ack.epoch, ack.level1)
-            nu.lock.notify_all()
+            out.level1(ack.epoch, ack.level1)
+            out.lock.notify_all()
 
     def _failed(self, e: PeerError, gen: int) -> None:
-        nu = self.nu
-        with nu.lock:
+        out = self.out
+        with out.lock:
             if gen != self.generation:
                 return
-            nu.counters[f"primary_error_{e.status.lower()}"] += 1
+            out.counters[f"primary_error_{e.status.lower()}"] += 1
             # The receiver's received_through is the truth; an empty frame fetches it before resending.
             self.resync = after_push_error(e.status).resync
         if e.status is not Status.RESOURCE_EXHAUSTED:
-            self.log.debug("%s: push failed: %s", nu.name, e)
+            self.log.debug("%s: push failed: %s", out.name, e)
         delay = self._backoff.next()
-        with nu.lock:
+        with out.lock:
             # A takeover (a new generation) ends the wait: while the standby detected the crash, the backoff
             # grew to tens of ms, and the new primary's resend waited it out (20-30 ms of data recovery).
-            nu.lock.wait_for(lambda: self.generation != gen or nu.stopped, delay)
+            out.lock.wait_for(lambda: self.generation != gen or out.stopped, delay)

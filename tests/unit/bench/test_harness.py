@@ -57,10 +57,11 @@ def test_nu_reports_commit_latency_from_its_window():
 
     with InProcessTopology("memory", total=4000, rate=8000.0, bsize="10") as t:
         nu = t.nodes["nu"]
-        assert t.wait(lambda: nu.oqu.trimmed_through == 4000)
+        assert t.wait(lambda: nu.outbound.oqu.trimmed_through == 4000)
         s = nu.snapshot()
     assert 0 < s["e2e_commit_p50_ms"] <= s["e2e_commit_p99_ms"] < 5000
-    assert nu.e2e_seconds.count == len(nu.e2e_recent._values)  # one observation per admitted run in both
+    out = nu.outbound
+    assert out.e2e_seconds.count == len(out.e2e_recent._values)  # one observation per admitted run in both
 
 
 def test_throughput_reports_the_median_run_with_all_rates():

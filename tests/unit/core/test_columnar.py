@@ -297,13 +297,13 @@ def test_nu_admits_no_more_than_backup_lag_max_past_a_responsive_standby():
     nu = _nu(backup_lag_max=250)
     for _ in range(10):
         nu._source_loop()
-    assert nu.oqu.last == 250 and nu.counters["source_waited_for_backup"] >= 1
-    nu.backup.batcher.confirm(200)
+    assert nu.outbound.oqu.last == 250 and nu.counters["source_waited_for_backup"] >= 1
+    nu.outbound.backup.batcher.confirm(200)
     nu._source_loop()
-    assert nu.oqu.last == 350  # one frame's worth more, up to the bound again (frame_max 100)
-    nu.backup.retry_at = nu.clock() + 60  # a standby that does not answer holds nothing up
+    assert nu.outbound.oqu.last == 350  # one frame's worth more, up to the bound again (frame_max 100)
+    nu.outbound.backup.retry_at = nu.clock() + 60  # a standby that does not answer holds nothing up
     nu._source_loop()
-    assert nu.oqu.last == 450
+    assert nu.outbound.oqu.last == 450
 
 
 def _clocked_nu(now: list[float], source=None, **kw):
@@ -324,11 +324,11 @@ def test_a_fresh_nu_holds_its_source_until_its_standby_registers():
     nu._source_loop()
     now[0] += 0.5
     nu._source_loop()
-    assert nu.oqu.last == 0 and nu.counters["source_waited_for_standby"] == 2
+    assert nu.outbound.oqu.last == 0 and nu.counters["source_waited_for_standby"] == 2
     nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
     nu._source_loop()
-    assert nu.oqu.last == 100 and nu.counters["source_waited_for_standby"] == 2
-    assert nu.backup.resync  # the backup's first call asks the standby where it stands
+    assert nu.outbound.oqu.last == 100 and nu.counters["source_waited_for_standby"] == 2
+    assert nu.outbound.backup.resync  # the backup's first call asks the standby where it stands
 
 
 def test_nu_reports_when_it_started_and_when_it_first_admitted():
@@ -373,12 +373,12 @@ def test_a_fresh_nu_admits_without_a_standby_that_does_not_register_within_stand
     nu = _clocked_nu(now, standby_wait=1.0)
     nu._hold_source_for_standby()
     nu._source_loop()
-    assert nu.oqu.last == 0
+    assert nu.outbound.oqu.last == 0
     now[0] += 1.0
     with caplog.at_level("WARNING"):
         nu._source_loop()
         nu._source_loop()
-    assert nu.oqu.last == 200 and nu.counters["source_waited_for_standby"] == 1
+    assert nu.outbound.oqu.last == 200 and nu.counters["source_waited_for_standby"] == 1
     assert [r.getMessage() for r in caplog.records].count(
         "Nu: standby s did not register within standby_wait (1.0 s): admitting without waiting for it") == 1
 
@@ -398,7 +398,7 @@ def test_nu_does_not_wait_for_a_standby_when_restarted_or_told_not_to():
                _clocked_nu(now, standby_wait=1.0, standby="")):  # none configured
         nu._hold_source_for_standby()
         nu._source_loop()
-        assert nu.oqu.last == 100 and nu.counters["source_waited_for_standby"] == 0
+        assert nu.outbound.oqu.last == 100 and nu.counters["source_waited_for_standby"] == 0
 
 
 def test_nu_admits_no_more_than_primary_lag_max_past_what_the_primary_has_taken():
@@ -407,19 +407,19 @@ def test_nu_admits_no_more_than_primary_lag_max_past_what_the_primary_has_taken(
     nu = _nu(primary_lag_max=250, backup_lag_max=0)
     for _ in range(10):
         nu._source_loop()
-    assert nu.oqu.last == 250 and nu.counters["source_waited_for_primary"] >= 1
+    assert nu.outbound.oqu.last == 250 and nu.counters["source_waited_for_primary"] >= 1
     assert nu.counters["source_waited_for_backup"] == 0
-    nu.push.cursor = 201  # the primary took 1..200
+    nu.outbound.push.cursor = 201  # the primary took 1..200
     nu._source_loop()
-    assert nu.oqu.last == 350  # one frame's worth more (frame_max 100)
+    assert nu.outbound.oqu.last == 350  # one frame's worth more (frame_max 100)
     nu._source_loop()
-    assert nu.oqu.last == 450
+    assert nu.outbound.oqu.last == 450
     nu._source_loop()
-    assert nu.oqu.last == 450  # 250 past the primary again
+    assert nu.outbound.oqu.last == 450  # 250 past the primary again
     unbounded = _nu(primary_lag_max=0, backup_lag_max=0)
     for _ in range(10):
         unbounded._source_loop()
-    assert unbounded.oqu.last == 1000
+    assert unbounded.outbound.oqu.last == 1000
 
 
 def test_a_source_with_less_than_a_frame_is_polled_once_per_linger_ms_and_a_full_one_at_once():
@@ -443,26 +443,26 @@ def test_a_source_with_less_than_a_frame_is_polled_once_per_linger_ms_and_a_full
     # ... and each poll takes all that was made by then: the last one, at least what the source made (it
     # started before t0) until that poll began. (Against the end of the loop instead, a wait that
     # overslept on a loaded machine failed this once in a dozen runs.)
-    assert paced.oqu.last >= 50_000 * (last_poll - t0 - 0.005)
+    assert paced.outbound.oqu.last >= 50_000 * (last_poll - t0 - 0.005)
     backlog = _nu(linger_ms=200, primary_lag_max=0, backup_lag_max=0)  # frame_max 100, 10,000 made at once
     t0 = time.monotonic()
     for _ in range(10):
         backlog._source_loop()
-    assert backlog.oqu.last == 1000 and time.monotonic() - t0 < 0.2
+    assert backlog.outbound.oqu.last == 1000 and time.monotonic() - t0 < 0.2
 
 
 def test_nu_does_not_trim_past_what_the_backup_has_cut_while_the_standby_answers():
     nu = _nu()
-    while nu.oqu.last < 300:
+    while nu.outbound.oqu.last < 300:
         nu._source_loop()
-    nu.level1(1, m.Checkpoint(250, 90))
-    assert nu.checkpoint.input_pos == 250 and nu.oqu.trimmed_through == 0  # nothing cut yet
-    nu.backup.batcher.due_run(nu.oqu, 10)  # cuts 1..100
-    nu.trim()
-    assert nu.oqu.trimmed_through == 100
-    nu.standby = None  # no standby (a takeover): trims go all the way
-    nu.trim()
-    assert nu.oqu.trimmed_through == 250 and nu.backup.batcher.skipped == 0
+    nu.outbound.level1(1, m.Checkpoint(250, 90))
+    assert nu.outbound.checkpoint.input_pos == 250 and nu.outbound.oqu.trimmed_through == 0  # nothing cut yet
+    nu.outbound.backup.batcher.due_run(nu.outbound.oqu, 10)  # cuts 1..100
+    nu.outbound.trim()
+    assert nu.outbound.oqu.trimmed_through == 100
+    nu.outbound.standby = None  # no standby (a takeover): trims go all the way
+    nu.outbound.trim()
+    assert nu.outbound.oqu.trimmed_through == 250 and nu.outbound.backup.batcher.skipped == 0
 
 
 def _gathering_upstream(t: list[float], calls: list[int], **settings):
@@ -493,29 +493,29 @@ def test_the_backup_link_gathers_batches_for_backup_linger_ms_unless_a_full_run_
     nu = _gathering_upstream(t, calls, backup_linger_ms=20)
     try:
         nu._source_loop()
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50]  # the first call goes at once
         nu._source_loop()
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50]  # 50 more due, 5 of 10 batches: gathering
         t[0] += 0.019
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50]
         t[0] += 0.002
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50, 50]  # 21 ms after the last call
         nu._source_loop()
         nu._source_loop()
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50, 50, 100]  # a full run is due: no wait
-        nu.level1(1, m.Checkpoint(200, 80))
-        nu.trim()
+        nu.outbound.level1(1, m.Checkpoint(200, 80))
+        nu.outbound.trim()
         nu._source_loop()
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50, 50, 100, 0]  # a registration first asks where the standby stands
-        nu.backup.loop()
-        assert nu.oqu.trimmed_through == 200 and calls == [50, 50, 100, 0, 50]  # then its backlog, at once
+        nu.outbound.backup.loop()
+        assert nu.outbound.oqu.trimmed_through == 200 and calls == [50, 50, 100, 0, 50]  # then its backlog, at once
     finally:
         nu.stop()
 
@@ -531,14 +531,14 @@ def test_a_passive_standbys_backup_link_gathers_for_passive_backup_linger_ms():
     nu = _gathering_upstream(t, calls, query=query, standby_state="snapshot")
     try:
         nu._source_loop()
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50]
         nu._source_loop()
         t[0] += 0.021
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50]  # a warm standby's link would have called here
         t[0] += 0.08
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert calls == [50, 50]
     finally:
         nu.stop()
@@ -571,12 +571,12 @@ def test_a_standby_that_registers_holding_positions_is_not_sent_them_again():
     try:
         for _ in range(3):
             nu._source_loop()
-            nu.backup.loop()
-        assert held[0] == 150 and nu.oqu.trimmed_through == 0
+            nu.outbound.backup.loop()
+        assert held[0] == 150 and nu.outbound.oqu.trimmed_through == 0
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s"))
         nu._source_loop()
-        nu.backup.loop()  # the resync: no batches
-        nu.backup.loop()
+        nu.outbound.backup.loop()  # the resync: no batches
+        nu.outbound.backup.loop()
         assert calls[-1] == (151, 200) and held[0] == 200
         assert nu.counters["standby_registrations"] == 1
         assert not any(k.startswith("backup_error") for k in nu.counters)

@@ -30,7 +30,7 @@ def body_no_failure(transport):
     with InProcessTopology(transport, total=5000, rate=0.0, bsize="10") as t:
         exp = expected(5000)
         assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp))
-        assert t.wait(lambda: t.nodes["nu"].oqu.trimmed_through == 5000), "Level-1 acks must trim all of OQu"
+        assert t.wait(lambda: t.nodes["nu"].outbound.oqu.trimmed_through == 5000), "Level-1 acks must trim all of OQu"
         assert compare(exp, output(t)).ok
         # The standby is caught up; positions that Level-1 acks trimmed before they were batched it skips
         # through a checkpoint jump instead of receiving them.
@@ -69,7 +69,7 @@ def test_selection_of_one_percent_still_trims_upstream():
     """Acks cover dropped inputs: with almost nothing selected, OQu must still empty."""
     one_percent = "symbol = 'ACME' AND volume >= 4500"
     with InProcessTopology("memory", total=8000, rate=0.0, bsize="inf", predicate=one_percent) as t:
-        assert t.wait(lambda: t.nodes["nu"].oqu.trimmed_through == 8000)
+        assert t.wait(lambda: t.nodes["nu"].outbound.oqu.trimmed_through == 8000)
         assert 0 < len(t.sink.rows) < 0.02 * 8000
 
 
@@ -79,7 +79,7 @@ def test_backpressure_bounds_upstream_when_acks_stall():
         t.kill("nd")
         assert t.wait(lambda: t.nodes["nu"].counters["source_blocked"] > 0, 10)
         nu = t.nodes["nu"]
-        assert len(nu.oqu) <= 5000 and nu.oqu.last <= 5000 + nu.oqu.trimmed_through
+        assert len(nu.outbound.oqu) <= 5000 and nu.outbound.oqu.last <= 5000 + nu.outbound.oqu.trimmed_through
 
 
 class _GapAfter(GeneratorSource):
@@ -99,9 +99,9 @@ def test_a_source_gap_stops_admission_and_everything_before_it_is_delivered():
     with InProcessTopology("memory", source=_GapAfter(3000), bsize="10") as t:
         nu = t.nodes["nu"]
         assert t.wait(lambda: nu.counters["source_gaps"] == 1, 10)
-        assert t.wait(lambda: nu.oqu.trimmed_through == 3000, 20)  # all of it processed and acknowledged
+        assert t.wait(lambda: nu.outbound.oqu.trimmed_through == 3000, 20)  # all of it processed and acknowledged
         time.sleep(0.3)
-        assert nu.oqu.last == 3000 and nu.counters["source_gaps"] == 1  # nothing admitted after, asked once
+        assert nu.outbound.oqu.last == 3000 and nu.counters["source_gaps"] == 1  # nothing admitted after, asked once
         assert "I1 from seq 1501" in nu.snapshot()["source_gap"]
         exp = expected_outputs(["I1", "I2"], seed=7, total=3000, predicate="price > 100")
         assert compare(exp, output(t)).ok
@@ -366,7 +366,7 @@ def test_a_backup_run_that_fails_to_compress_is_cut_again_in_a_new_session_and_a
     total = 20_000
     with InProcessTopology("memory", total=total, rate=20_000.0, bsize="10") as t:
         nu, calls = t.nodes["nu"], [0]
-        encode = nu.backup.run_encoder.encode
+        encode = nu.outbound.backup.run_encoder.encode
 
         def failing_once(run):
             calls[0] += 1
@@ -374,7 +374,7 @@ def test_a_backup_run_that_fails_to_compress_is_cut_again_in_a_new_session_and_a
                 raise zstd.ZstdError("zstd compression failed")
             return encode(run)
 
-        nu.backup.run_encoder.encode = failing_once
+        nu.outbound.backup.run_encoder.encode = failing_once
         assert t.wait(lambda: nu.counters["backup_encode_errors"] == 1 and nu.counters["backup_tuples"] > 3000, 30)
         t.kill("n")
         exp = expected(total)

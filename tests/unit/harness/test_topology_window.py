@@ -43,12 +43,12 @@ def test_no_failure_every_result_once_and_nu_trims_only_what_no_open_window_need
         assert nu.counters["late_tuples"] == len(late)
         assert len(nu.late_data.items) == len(late)
         # The last windows are open: Nu keeps their inputs though Nd's acks cover every position.
-        assert t.wait(lambda: nu.checkpoint.input_pos == nu.oqu.last)
-        assert nu.oqu.trimmed_through < nu.checkpoint.input_pos
+        assert t.wait(lambda: nu.outbound.checkpoint.input_pos == nu.outbound.oqu.last)
+        assert nu.outbound.oqu.trimmed_through < nu.outbound.checkpoint.input_pos
         # The standby applied every input (its state is warm) and skipped none. Bsize 1: no partial batch
         # waits at Nu (Algorithm 1 cuts whole batches only), so every position reaches it.
         n2 = t.nodes["n2"]
-        assert t.wait(lambda: n2.processed.input_pos == nu.oqu.last)
+        assert t.wait(lambda: n2.processed.input_pos == nu.outbound.oqu.last)
         assert n2.counters["skipped_tuples"] == 0
         assert n2.operator.live_keys() == t.nodes["n"].operator.live_keys() > 0
         status = n2.snapshot()

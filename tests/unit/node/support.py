@@ -111,7 +111,7 @@ def nu_with(source, standby="s"):
 
     cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby=standby)
     nu = UpstreamNode(cfg, source, MemoryNetwork().peer)
-    while nu.oqu.last < 40:
+    while nu.outbound.oqu.last < 40:
         nu._source_loop()
     return nu
 

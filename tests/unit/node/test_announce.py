@@ -41,7 +41,7 @@ def test_a_primary_nu_knows_by_another_address_is_told_so_and_not_fenced(net, ca
         assert n.counters["announce_refused"] == 2 and n.counters["announced"] == 0
         said = [r.getMessage() for r in caplog.records if "did not take the announcement" in r.getMessage()]
         assert len(said) == 1 and "set its advertise to n" in said[0]
-        assert nu.errors["not_the_primary"] == 2 and nu.push.address == "n" and nu.fence.epoch == 1
+        assert nu.errors["not_the_primary"] == 2 and nu.outbound.push.address == "n" and nu.fence.epoch == 1
         nu.fence.advance(2)  # a newer epoch in force at Nu still fences it, once it has worked (else: rejoins)
         n.primary_side.worked = True
         n.primary_side.announce(n.upstream, 1)

@@ -19,22 +19,22 @@ RTT = 0.002
 def timed_pushes(nu, tuple_bytes=50):
     """Pushes to the primary as Nu times them, on a 10 Mbit/s link with a 2 ms round trip."""
     for n in (100, 400, 1_600) * 4:
-        nu.tuning.push_cost.add(n * tuple_bytes, RTT + n * tuple_bytes / RATE_BPS)
+        nu.outbound.tuning.push_cost.add(n * tuple_bytes, RTT + n * tuple_bytes / RATE_BPS)
     nu.counters["primary_tuples"] += 1_000
     nu.counters["primary_bytes"] += 1_000 * tuple_bytes
 
 
 def test_nu_sends_its_hint_with_the_backup_once_its_pushes_were_timed(net, standby):
     nu = upstream_holding(net.peer, "s", total=40, backup_linger_ms=0)
-    nu.backup.loop()
+    nu.outbound.backup.loop()
     assert standby.standby_side.forecast.hint is None  # no push timed yet: nothing to say
     timed_pushes(nu)
-    nu.backup.next_hint_at = 0.0
-    nu.backup.loop()
+    nu.outbound.backup.next_hint_at = 0.0
+    nu.outbound.backup.loop()
     h = standby.standby_side.forecast.hint
     assert h is not None and h.head_pos == 40 and h.frame_max == nu.cfg.frame_max
     assert h.per_byte_s == pytest.approx(1 / RATE_BPS) and h.per_call_s == pytest.approx(RTT)
-    assert h.tuple_bytes == pytest.approx(50) and h.resend_floor == nu.checkpoint.input_pos + 1
+    assert h.tuple_bytes == pytest.approx(50) and h.resend_floor == nu.outbound.checkpoint.input_pos + 1
 
 
 def test_nu_sends_a_hint_alone_when_nothing_else_goes_and_not_more_often_than_its_period(net, standby):
@@ -43,14 +43,14 @@ def test_nu_sends_a_hint_alone_when_nothing_else_goes_and_not_more_often_than_it
 
     nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="inf"),
                       GeneratorSource(["I1", "I2"], total=40, rate=0.0), net.peer)
-    while nu.oqu.last < 40:
+    while nu.outbound.oqu.last < 40:
         nu._source_loop()
     timed_pushes(nu)
     calls = []
     orig = standby.handle_backup
     standby.handle_backup = lambda msg: (calls.append(msg), orig(msg))[1]
-    nu.backup.loop()
-    nu.backup.loop()  # within HINT_EVERY_S of the first: nothing to send at Bsize inf
+    nu.outbound.backup.loop()
+    nu.outbound.backup.loop()  # within HINT_EVERY_S of the first: nothing to send at Bsize inf
     assert len(calls) == 1 and calls[0].hint is not None and not calls[0].runs
     assert standby.inbound.received_through == 0  # a hint moves nothing
 
@@ -119,7 +119,7 @@ def tuned_nu(net, target_ms, view):
                                  recovery_target_ms=target_ms), GeneratorSource(["I1", "I2"], total=0, rate=0.0),
                       net.peer, clock=lambda: t[0])
     timed_pushes(nu)
-    nu.tuning.standby_view = StandbyView(**view)
+    nu.outbound.tuning.standby_view = StandbyView(**view)
     return nu, t
 
 
@@ -128,9 +128,9 @@ def tune(nu, t, admitted):
     from lazystandby.core.recovery_model import TUNE_EVERY_S
 
     with nu.lock:
-        nu.oqu.last = getattr(nu, "_fake_head", 0) + admitted
-        nu._fake_head = nu.oqu.last
-        nu.backup.tune(t[0])
+        nu.outbound.oqu.last = getattr(nu, "_fake_head", 0) + admitted
+        nu._fake_head = nu.outbound.oqu.last
+        nu.outbound.backup.tune(t[0])
     t[0] += TUNE_EVERY_S
 
 
@@ -142,22 +142,23 @@ def test_nu_takes_its_first_choice_at_once_and_a_later_larger_one_once_two_choic
 
     monkeypatch.setattr(KeyedQueue, "last", 0, raising=False)
     nu, t = tuned_nu(net, 1_000, VIEW)
-    gen = nu.backup.gen
+    gen = nu.outbound.backup.gen
     tune(nu, t, 0)  # the first look only marks the rate
     tune(nu, t, 8_000)
-    first = nu.tuning.choice.value
-    assert nu.tuning.choice.met and (first is None or first > 10)  # less backup than the configured 10
-    assert nu.backup.bsize == first and nu.backup.batcher.bsize == first and nu.backup.run_encoder.bsize == first
-    assert nu.backup.gen > gen and nu.counters["bsize_changes"] == 1
+    first = nu.outbound.tuning.choice.value
+    assert nu.outbound.tuning.choice.met and (first is None or first > 10)  # less backup than the configured 10
+    backup = nu.outbound.backup
+    assert backup.bsize == first and backup.batcher.bsize == first and backup.run_encoder.bsize == first
+    assert nu.outbound.backup.gen > gen and nu.counters["bsize_changes"] == 1
     status = nu.snapshot()["recovery_target"]
     assert status["target_ms"] == 1_000 and status["met"] and status["predicted_ms"] <= 800
     # The rate falls: a larger Bsize would do, but is taken only when the next choice agrees.
-    nu.backup.set_bsize(100)
+    nu.outbound.backup.set_bsize(100)
     tune(nu, t, 100)
-    assert nu.tuning.choice.value != 100 and nu.backup.bsize == 100
-    later = nu.tuning.choice.value
+    assert nu.outbound.tuning.choice.value != 100 and nu.outbound.backup.bsize == 100
+    later = nu.outbound.tuning.choice.value
     tune(nu, t, 100)
-    assert nu.tuning.choice.value == later and nu.backup.bsize == later
+    assert nu.outbound.tuning.choice.value == later and nu.outbound.backup.bsize == later
 
 
 def test_nu_takes_bsize_1_at_once_for_a_target_nothing_meets_and_says_so(net, monkeypatch):
@@ -167,7 +168,7 @@ def test_nu_takes_bsize_1_at_once_for_a_target_nothing_meets_and_says_so(net, mo
     nu, t = tuned_nu(net, 50, VIEW)  # below the fixed terms alone (100 ms)
     tune(nu, t, 0)
     tune(nu, t, 8_000)
-    assert nu.backup.bsize == 1 and not nu.tuning.choice.met
+    assert nu.outbound.backup.bsize == 1 and not nu.outbound.tuning.choice.met
     assert nu.snapshot()["recovery_target"]["met"] is False
 
 
@@ -175,7 +176,8 @@ def test_without_a_target_nu_keeps_its_bsize_and_chooses_nothing(net):
     nu, t = tuned_nu(net, 0, VIEW)
     tune(nu, t, 0)
     tune(nu, t, 8_000)
-    assert nu.backup.bsize == 10 and nu.tuning.choice is None and nu.snapshot()["recovery_target"] is None
+    out = nu.outbound
+    assert out.backup.bsize == 10 and out.tuning.choice is None and nu.snapshot()["recovery_target"] is None
 
 
 def test_nu_probes_its_standbys_link_when_the_backup_is_idle_and_fits_the_resend_cost_from_it(net):
@@ -198,20 +200,20 @@ def test_nu_probes_its_standbys_link_when_the_backup_is_idle_and_fits_the_resend
     nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="inf"),
                       GeneratorSource(["I1", "I2"], total=0, rate=0.0), lambda a: Link() if a == "s" else net.peer(a),
                       clock=lambda: t[0])
-    nu.backup.resync = False
+    nu.outbound.backup.resync = False
     for _ in range(PROBES_AT_ONCE):
-        assert nu.backup.probe_link()
-    assert not nu.backup.probe_link()  # the next one waits PROBE_EVERY_S
+        assert nu.outbound.backup.probe_link()
+    assert not nu.outbound.backup.probe_link()  # the next one waits PROBE_EVERY_S
     assert sizes == [PROBE_BYTES[i % 2] for i in range(PROBES_AT_ONCE)]
-    per_call, per_byte = nu.tuning.standby_cost.fit()
+    per_call, per_byte = nu.outbound.tuning.standby_cost.fit()
     assert per_call == pytest.approx(RTT) and per_byte == pytest.approx(1 / RATE_BPS)
-    assert nu.tuning.resend_cost() is nu.tuning.standby_cost  # not the pushes' (none timed here)
+    assert nu.outbound.tuning.resend_cost() is nu.outbound.tuning.standby_cost  # not the pushes' (none timed here)
     assert nu.snapshot()["standby_link_cost"]["bytes_per_s"] == pytest.approx(RATE_BPS, rel=1e-6)
     t[0] += PROBE_EVERY_S
-    nu.backup.awaiting_since = t[0]  # a backup call in flight: the link is not idle
-    assert not nu.backup.probe_link()
-    nu.backup.awaiting_since = None
-    assert nu.backup.probe_link() and nu.counters["probes"] == PROBES_AT_ONCE + 1
+    nu.outbound.backup.awaiting_since = t[0]  # a backup call in flight: the link is not idle
+    assert not nu.outbound.backup.probe_link()
+    nu.outbound.backup.awaiting_since = None
+    assert nu.outbound.backup.probe_link() and nu.counters["probes"] == PROBES_AT_ONCE + 1
 
 
 def test_a_warm_standby_defers_as_long_as_its_target_allows_and_a_passive_one_asks_for_an_interval(net):
@@ -339,9 +341,9 @@ def test_nus_probes_of_a_fast_link_read_its_rate_where_32_kb_could_not(net):
     nu = UpstreamNode(NodeConfig(role="upstream", listen="nu", primary="n", standby="s", bsize="inf"),
                       GeneratorSource(["I1", "I2"], total=0, rate=0.0), lambda a: Link() if a == "s" else net.peer(a),
                       clock=lambda: t[0])
-    nu.backup.resync = False
+    nu.outbound.backup.resync = False
     for _ in range(12):
-        nu.backup.probe_link()
+        nu.outbound.backup.probe_link()
         t[0] += PROBE_EVERY_S
     assert max(sizes) > 150_000
-    assert 1 / nu.tuning.standby_cost.fit()[1] == pytest.approx(rate, rel=0.15)
+    assert 1 / nu.outbound.tuning.standby_cost.fit()[1] == pytest.approx(rate, rel=0.15)

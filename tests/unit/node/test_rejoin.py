@@ -62,7 +62,7 @@ def test_a_primary_shown_a_newer_epoch_before_it_did_anything_rejoins_as_a_stand
     assert n.state.role is Role.STANDBY and n.counters["rejoined"] == 1 and n.counters["fenced"] == 0
     # As a spare does: it registers with Nu, learns the primary and the epoch from it, and is backed up to.
     assert wait_until(n.standby_side.registered.is_set, 5)
-    assert nu.standby is not None and nu.standby.address == "n"
+    assert nu.outbound.standby is not None and nu.outbound.standby.address == "n"
     assert n.standby_side.primary is not None and n.standby_side.primary.address == "s" and n.state.epoch == 2
     assert n.standby_side.detector is not None
     assert wait_until(lambda: n.counters["heartbeats"] + n.counters["heartbeat_misses"] > 0, 5)
@@ -174,7 +174,8 @@ def test_in_the_first_epoch_a_standby_keeps_its_configured_route_to_the_primary(
     """Epoch 1: the configured primary is the first primary, reached perhaps by a route Nu does not use
     (a relay, another name): it is kept, though Nu names the primary "n"."""
     net, nd, nu, nodes, take = moved_on
-    nu.standby = None  # no standby in place (one in sync and answering is not replaced: test_upstream_takeover)
+    # No standby in place (one in sync and answering is not replaced: test_upstream_takeover).
+    nu.outbound.standby = None
     s2 = standby_started_with(net, nodes, "x", primary="s")
     assert s2.standby_side.primary is not None and s2.standby_side.primary.address == "s" and s2.state.epoch == 1
 

@@ -19,7 +19,7 @@ def upstream_holding(peers, standby, total=40, **settings):
 
     cfg = NodeConfig(role="upstream", listen="nu", primary="n", standby=standby, bsize="10", **settings)
     nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=total, rate=0.0), peers)
-    while nu.oqu.last < total:
+    while nu.outbound.oqu.last < total:
         nu._source_loop()
     return nu
 
@@ -43,7 +43,7 @@ def fed_standby(net):
 
 def fill(nu, through: int) -> None:
     nu.source.total = through
-    while nu.oqu.last < through:
+    while nu.outbound.oqu.last < through:
         nu._source_loop()
 
 
@@ -95,11 +95,11 @@ def test_a_backup_cancelled_by_a_new_standby_registering_does_not_delay_the_newc
     nu = upstream_holding(peers, "s1")
     nu_box.append(nu)
     try:
-        nu.backup.loop()  # goes to s1, which is replaced mid-call
+        nu.outbound.backup.loop()  # goes to s1, which is replaced mid-call
         assert nu.counters["backup_error_cancelled"] == 1
-        assert nu.standby.address == "s2" and nu.backup.retry_at == 0.0 and nu.backup.resync
-        nu.backup.loop()  # asks the newcomer where it stands: nowhere
-        nu.backup.loop()
+        assert nu.outbound.standby.address == "s2" and nu.outbound.backup.retry_at == 0.0 and nu.outbound.backup.resync
+        nu.outbound.backup.loop()  # asks the newcomer where it stands: nowhere
+        nu.outbound.backup.loop()
         assert newcomer.counters["backup_tuples"] == 40 and newcomer.inbound.received_through == 40
     finally:
         nu.stop()
@@ -113,12 +113,12 @@ def test_a_standby_ahead_of_the_cut_is_resynced_at_once_and_keeps_what_it_has(ne
     net.register("s2", s2)
     nu = upstream_holding(net.peer, "s2")
     try:
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert s2.inbound.received_through == 40
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
-        assert nu.backup.resync
-        nu.backup.loop()  # the resync: N' answers 40, and Nu cuts on from there
-        assert not nu.backup.resync and nu.backup.batcher.batched_through == 40
+        assert nu.outbound.backup.resync
+        nu.outbound.backup.loop()  # the resync: N' answers 40, and Nu cuts on from there
+        assert not nu.outbound.backup.resync and nu.outbound.backup.batcher.batched_through == 40
         assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
         assert s2.inbound.received_through == 40 and s2.counters["backup_tuples"] == 40
     finally:
@@ -168,13 +168,13 @@ def test_a_standby_registering_while_its_backup_is_in_flight_loses_none_of_it(ne
                           max_batches_per_rpc=4, backup_linger_ms=0)
     box[:] = [nu, False]
     try:
-        nu.backup.loop()  # 1-40 in flight
-        nu.level1(nu.fence.epoch, Checkpoint(80, 0))  # Nd holds all 80 outputs: OQu may trim what is cut
-        nu.backup.loop()  # 41-80 cut (and trimmed); 1-40 answered after the registration
+        nu.outbound.backup.loop()  # 1-40 in flight
+        nu.outbound.level1(nu.fence.epoch, Checkpoint(80, 0))  # Nd holds all 80 outputs: OQu may trim what is cut
+        nu.outbound.backup.loop()  # 41-80 cut (and trimmed); 1-40 answered after the registration
         assert box[1] and nu.counters["standby_registrations"] == 1
         for _ in range(3):
-            nu.backup.loop()  # 41-80 sent, then the resync
-        assert nu.backup.batcher.skipped == 0 and nu.backup.batcher.confirmed_through == 80
+            nu.outbound.backup.loop()  # 41-80 sent, then the resync
+        assert nu.outbound.backup.batcher.skipped == 0 and nu.outbound.backup.batcher.confirmed_through == 80
         assert s2.inbound.received_through == 80 and s2.counters["backup_tuples"] == 80
         assert nu.counters["backup_tuples"] == 80
         assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
@@ -194,14 +194,14 @@ def test_a_resync_only_asks_and_skips_no_standby_past_what_nu_can_still_send(net
     net.register("s2", s2)
     nu = upstream_holding(net.peer, "s2", total=80, max_batches_per_rpc=4, backup_linger_ms=0)
     try:
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert s2.inbound.received_through == 40
-        nu.level1(nu.fence.epoch, Checkpoint(80, 0))
-        assert nu.oqu.trimmed_through == 40  # bounded: 41-80 are not cut yet
+        nu.outbound.level1(nu.fence.epoch, Checkpoint(80, 0))
+        assert nu.outbound.oqu.trimmed_through == 40  # bounded: 41-80 are not cut yet
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
-        nu.backup.loop()  # the resync
-        nu.backup.loop()
-        assert nu.backup.batcher.skipped == 0 and s2.inbound.received_through == 80
+        nu.outbound.backup.loop()  # the resync
+        nu.outbound.backup.loop()
+        assert nu.outbound.backup.batcher.skipped == 0 and s2.inbound.received_through == 80
         assert s2.counters["backup_tuples"] == 80
         assert not any(k.startswith("backup_error") for k in nu.counters) and not s2.errors
     finally:
@@ -222,13 +222,13 @@ def test_a_standby_behind_the_trim_point_skips_to_the_checkpoint_its_first_run_c
     nu = upstream_holding(net.peer, "s2")
     try:
         assert s2.standby_side.primary_received == 0  # no heartbeat yet: no checkpoint is vouched for
-        nu.oqu.trim(20)
-        nu.checkpoint = Checkpoint(30, 12)  # the trim point lags the checkpoint
+        nu.outbound.oqu.trim(20)
+        nu.outbound.checkpoint = Checkpoint(30, 12)  # the trim point lags the checkpoint
         nu.handle_register_standby(m.RegisterStandby(node="N2", address="s2"))
-        nu.backup.loop()  # the resync: the standby holds nothing
-        assert nu.backup.batcher.batched_through == 30
-        nu.checkpoint = Checkpoint(35, 14)  # a newer Level-1 ack before the run is cut
-        nu.backup.loop()
+        nu.outbound.backup.loop()  # the resync: the standby holds nothing
+        assert nu.outbound.backup.batcher.batched_through == 30
+        nu.outbound.checkpoint = Checkpoint(35, 14)  # a newer Level-1 ack before the run is cut
+        nu.outbound.backup.loop()
         assert not s2.errors and not any(k.startswith("backup_error") for k in nu.counters)
         assert s2.inbound.received_through == 40 and s2.counters["backup_tuples"] == 10 and s2.counters["jumps"] == 1
     finally:
@@ -245,15 +245,15 @@ def test_a_checkpoint_past_the_last_whole_batch_skips_the_remainder_for_good(fed
     s2, nu = fed_standby
     s2.standby_side.primary_received = 1000
     fill(nu, 15)
-    nu.backup.loop()
+    nu.outbound.backup.loop()
     assert s2.inbound.received_through == 10  # one whole batch; 11..15 wait for theirs
-    nu.level1(1, Checkpoint(15, 7))
-    nu.backup.next_checkpoint_at = 0.0
-    nu.backup.loop()
+    nu.outbound.level1(1, Checkpoint(15, 7))
+    nu.outbound.backup.next_checkpoint_at = 0.0
+    nu.outbound.backup.loop()
     assert s2.inbound.received_through == 15
-    assert nu.backup.batcher.batched_through == 15 and nu.backup.batcher.skipped == 5
+    assert nu.outbound.backup.batcher.batched_through == 15 and nu.outbound.backup.batcher.skipped == 5
     fill(nu, 25)
-    nu.backup.loop()
+    nu.outbound.backup.loop()
     assert s2.inbound.received_through == 25 and not s2.errors
     assert not any(k.startswith("backup_error") for k in nu.counters)
 
@@ -268,21 +268,22 @@ def test_a_standby_that_missed_the_trim_while_unreachable_gets_an_ordinary_jump(
 
     s2, nu = fed_standby
     fill(nu, 10)
-    nu.backup.loop()
+    nu.outbound.backup.loop()
     assert s2.inbound.received_through == 10
     fill(nu, 40)
     net.down("s2")
-    nu.backup.loop()
+    nu.outbound.backup.loop()
     assert nu.counters["backup_error_unavailable"] == 1
-    nu.level1(1, Checkpoint(30, 12))  # the standby is not answering: the trim is not held back
-    assert nu.oqu.trimmed_through == 30
+    nu.outbound.level1(1, Checkpoint(30, 12))  # the standby is not answering: the trim is not held back
+    assert nu.outbound.oqu.trimmed_through == 30
     net.up("s2")
-    nu.backup.retry_at = 0.0
-    nu.level1(1, Checkpoint(35, 14))  # bounded again: the trim point stays behind the checkpoint
-    assert nu.oqu.trimmed_through == 30 and s2.standby_side.primary_received == 0  # no heartbeat vouches for 35
+    nu.outbound.backup.retry_at = 0.0
+    nu.outbound.level1(1, Checkpoint(35, 14))  # bounded again: the trim point stays behind the checkpoint
+    # No heartbeat vouches for 35.
+    assert nu.outbound.oqu.trimmed_through == 30 and s2.standby_side.primary_received == 0
     fill(nu, 55)
-    nu.backup.loop()  # 36..45 is not a whole batch yet: the checkpoint alone, deferred by the standby
-    nu.backup.loop()
+    nu.outbound.backup.loop()  # 36..45 is not a whole batch yet: the checkpoint alone, deferred by the standby
+    nu.outbound.backup.loop()
     assert not s2.errors and not any(k.startswith("backup_error_out") for k in nu.counters)
     assert s2.inbound.received_through == 55 and s2.counters["jumps"] == 1
     assert s2.counters["backup_tuples"] == 30  # 1..10, then 36..55: the two whole batches after the checkpoint
@@ -316,33 +317,34 @@ def test_a_standby_that_stops_answering_stops_holding_the_pipeline_back(net):
                       lambda a: Stalling() if a == "s2" else net.peer(a), clock=lambda: now[0])
     try:
         fill(nu, 20)
-        nu.backup.loop()  # 1..20 sent; no answer
+        nu.outbound.backup.loop()  # 1..20 sent; no answer
         nu.source.total = 100
         for _ in range(20):
             nu._source_loop()
-        assert nu.oqu.last == 30 and nu.backup.room() == 0  # backup_lag_max: the source waits for the standby
-        nu.level1(1, Checkpoint(25, 10))
-        assert nu.oqu.trimmed_through == 20  # held at what was cut for the standby
+        # backup_lag_max: the source waits for the standby.
+        assert nu.outbound.oqu.last == 30 and nu.outbound.backup.room() == 0
+        nu.outbound.level1(1, Checkpoint(25, 10))
+        assert nu.outbound.oqu.trimmed_through == 20  # held at what was cut for the standby
         now[0] += 0.6
-        assert nu.backup.room() > 1000 and nu.counters["standby_out_of_sync"] == 1
+        assert nu.outbound.backup.room() > 1000 and nu.counters["standby_out_of_sync"] == 1
         assert nu.snapshot()["standby_in_sync"] is False
         fill(nu, 60)
-        nu.level1(1, Checkpoint(50, 20))
-        assert nu.oqu.trimmed_through == 50  # the trim no longer waits either
+        nu.outbound.level1(1, Checkpoint(50, 20))
+        assert nu.outbound.oqu.trimmed_through == 50  # the trim no longer waits either
         held[0].fail("DEADLINE_EXCEEDED")
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         now[0] += 0.3  # past the retry delay: a resync call goes, and hangs as well
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert held[-1].call is not None and not held[-1].answered and len(held) == 2
-        assert nu.backup.room() > 1000 and nu.counters["standby_out_of_sync"] == 1  # still out of sync
+        assert nu.outbound.backup.room() > 1000 and nu.counters["standby_out_of_sync"] == 1  # still out of sync
         held[-1].answer()
-        nu.backup.loop()  # the resync: the standby holds 20, behind the trim point
+        nu.outbound.backup.loop()  # the resync: the standby holds 20, behind the trim point
         assert nu.snapshot()["standby_in_sync"] is True
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         held[-1].answer()
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert s2.inbound.received_through == 60 and s2.counters["jumps"] == 1 and not s2.errors
-        assert nu.backup.room() == 30  # bounded again
+        assert nu.outbound.backup.room() == 30  # bounded again
     finally:
         nu.stop()
         s2.stop()
@@ -439,11 +441,11 @@ def test_a_standby_that_is_gone_is_not_reported_in_sync(net):
     nu = UpstreamNode(cfg, GeneratorSource(["I1", "I2"], total=0, rate=0.0), net.peer)
     try:
         fill(nu, 20)
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         assert nu.snapshot()["standby_in_sync"] is True
         net.down("s2")
         fill(nu, 40)
-        nu.backup.loop()
+        nu.outbound.backup.loop()
         snap = nu.snapshot()
         assert snap["peers"]["standby"]["alive"] is False and snap["standby_in_sync"] is False
     finally:
@@ -461,13 +463,13 @@ def test_a_takeover_ends_nus_backoff_after_failed_pushes_at_once(net):
     nu = upstream_holding(net.peer, "s2", total=40)
     try:
         for _ in range(6):
-            nu.push._backoff.next()  # 0.32 s next
-        gen = nu.push.generation
-        t = threading.Timer(0.05, lambda: (nu.lock.acquire(), setattr(nu.push, "generation", gen + 1),
+            nu.outbound.push._backoff.next()  # 0.32 s next
+        gen = nu.outbound.push.generation
+        t = threading.Timer(0.05, lambda: (nu.lock.acquire(), setattr(nu.outbound.push, "generation", gen + 1),
                                            nu.lock.notify_all(), nu.lock.release()))
         t.start()
         t0 = time.monotonic()
-        nu.push._failed(PeerError(Status.UNAVAILABLE, "refused", refused=True), gen)
+        nu.outbound.push._failed(PeerError(Status.UNAVAILABLE, "refused", refused=True), gen)
         assert time.monotonic() - t0 < 0.25
         t.join()
     finally:

@@ -17,7 +17,7 @@ def test_nu_makes_a_takeover_durable_before_answering_and_again_on_a_retry():
         nu.handle_takeover(req)
     assert e.value.status == "UNAVAILABLE" and "not yet durable" in e.value.message and src.recorded == []
     reply = nu.handle_takeover(req)  # the standby's retry
-    assert reply.resend_from == 11 and nu.push.address == "s" and nu.fence.epoch == 2
+    assert reply.resend_from == 11 and nu.outbound.push.address == "s" and nu.fence.epoch == 2
     assert [(x.epoch, x.primary, x.standby) for x in src.recorded] == [(2, "s", "")]
     assert nu.handle_takeover(req) == reply and len(src.recorded) == 1  # durable already: nothing more
     nu.stop()
@@ -38,7 +38,8 @@ def test_nu_refuses_a_takeover_it_cannot_trust_and_changes_nothing(req, status, 
     with pytest.raises(LazyStandbyError) as e:
         nu.handle_takeover(req)
     assert e.value.status == status and text in e.value.message
-    assert nu.fence.epoch == 1 and nu.push.address == "n" and nu.standby.address == "s" and src.recorded == []
+    out = nu.outbound
+    assert nu.fence.epoch == 1 and out.push.address == "n" and out.standby.address == "s" and src.recorded == []
     nu.stop()
 
 
@@ -52,7 +53,7 @@ def test_a_restarted_nu_restores_the_takeover_and_the_standby():
                             last_seqs={}, standby="spare")
 
     nu = nu_with(Restarted())
-    assert nu.fence.epoch == 2 and nu.push.address == "s" and nu.standby.address == "spare"
+    assert nu.fence.epoch == 2 and nu.outbound.push.address == "s" and nu.outbound.standby.address == "spare"
     # The primary of epoch 2 announcing itself to this Nu changes nothing.
     reply = nu.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=5))
     assert reply.epoch == 2 and nu.counters["takeovers"] == 0
@@ -78,12 +79,12 @@ def test_a_registration_never_replaces_a_standby_in_sync_that_answers(net):
         with pytest.raises(LazyStandbyError) as e:
             nu.handle_register_standby(m.RegisterStandby(node="mallory", address="127.0.0.1:9"))
         assert e.value.status == "ALREADY_EXISTS" and "s2 is registered, in sync and answering" in e.value.message
-        assert nu.standby.address == "s2" and nu.counters["standby_registrations_refused"] == 1
+        assert nu.outbound.standby.address == "s2" and nu.counters["standby_registrations_refused"] == 1
         nu.handle_register_standby(m.RegisterStandby(node="N'", address="s2"))  # itself again: taken
         net.down("s2")
-        nu.backup._status_seen = None  # the last answer is kept for a second; the standby has gone since
+        nu.outbound.backup._status_seen = None  # the last answer is kept for a second; the standby has gone since
         nu.handle_register_standby(m.RegisterStandby(node="spare", address="s3"))  # the one in place is gone
-        assert nu.standby.address == "s3"
+        assert nu.outbound.standby.address == "s3"
     finally:
         nu.stop()
 
@@ -119,10 +120,11 @@ def test_a_takeover_retried_at_a_restarted_nu_is_resent_from_what_the_standby_la
     restarted Nu's cursor happens to be (a standby that holds its state would drop it)."""
     nu = _restarted_window_nu(trimmed=15, checkpoint=20, head=40)
     try:
-        assert nu.oqu.trimmed_through == 15 and nu.oqu.last == 40 and nu.checkpoint.input_pos == 20
-        nu.push.cursor = 41  # where a push to the new primary may have left it
+        out = nu.outbound
+        assert out.oqu.trimmed_through == 15 and out.oqu.last == 40 and out.checkpoint.input_pos == 20
+        nu.outbound.push.cursor = 41  # where a push to the new primary may have left it
         reply = nu.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s", resend_from=asked))
         assert (reply.resend_from, reply.checkpoint.input_pos, reply.head_pos) == (resent, 20, 40)
-        assert nu.push.cursor == resent and nu.fence.epoch == 2 and nu.counters["takeovers"] == 0
+        assert nu.outbound.push.cursor == resent and nu.fence.epoch == 2 and nu.counters["takeovers"] == 0
     finally:
         nu.stop()

@@ -82,12 +82,12 @@ def test_records_at_their_positions_and_late_ticks_out():
 def test_oqu_keeps_the_inputs_of_windows_not_delivered():
     n = nu(every=8)
     batch = n.intake.place(ticks(1, [1000, 1010, 1100, 1110, 1120, 1200, 1210, 1220, 1230]))
-    n.oqu.append(batch)
+    n.outbound.oqu.append(batch)
     # Nd holds everything through position 8 (the record at 8, watermark 1210, closed [1000, 1100) and
     # [1100, 1200)); the window [1200, 1300) from position 6 on is open: positions 6 on stay.
-    n.checkpoint = Checkpoint(8, 2)
-    n.trim()
-    assert n.oqu.trimmed_through == 5
+    n.outbound.checkpoint = Checkpoint(8, 2)
+    n.outbound.trim()
+    assert n.outbound.oqu.trimmed_through == 5
 
 
 def test_a_predicate_switch_is_refused_for_a_window_query():
