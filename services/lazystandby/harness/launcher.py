@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from .links import ShapedNetwork, parse_link
 from .operator_procs import hang, kill_all, no_process_left
 from .partition import LinkRelay
 from .places import N2, NAME, ND, NU, OPERATORS, PLACE_OF_ROLE, ROLE_AT_START, N
+from .trial_spec import TrialSpec
 from .wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -692,105 +693,79 @@ class _KafkaLoad(threading.Thread):
         generate(bootstrap, ["I1", "I2"], total, start=at, **kw)
 
 
-def run_trial(*, fault: str | Fault | dict[int, Fault] = "kill-primary", bsize: int | str | None = 10,
-              codec: str = "zstd-stream-dict", total: int = 40_000, rate: float = 20_000, kill_after: float = 1.0,
-              predicate: str = "price > 100", seed: int = 7, quiesce: bool = False, timeout: float = 60.0,
-              keep: bool = False, extra: dict[str, Any] | None = None, kafka: str = "", malformed_every: int = 0,
-              bad_records: list[bytes | None] | None = None,
-              param_change_at: tuple[int, str] | None = None, tls: bool = False,
-              per_node: dict[str, dict[str, Any]] | None = None, progress: Callable[[str], None] | None = None,
-              link: str = "", pipeline: str = "") -> dict:
-    """One trial; returns the check result, recovery figures and node counters. `bsize` is a number of
-    tuples or None/'inf'; `extra` holds further NodeConfig settings, typed; `progress` hears what the trial
-    is doing, every few seconds while it waits; `link` runs the nodes behind shaped links (Topology.link);
-    `pipeline` runs a pipeline file's tables and query through Kafka (`kafka`), with `total` records of
-    each table's load (sources/pipeline_load.py), checked against DuckDB's truth (harness/pipeline_check.py);
-    of a pipeline of several stages, `fault` may name its stages or give a fault per stage (harness/stages.py).
+def run_trial(spec: TrialSpec | None = None, /, *, progress: Callable[[str], None] | None = None,
+              **fields: Any) -> dict:
+    """One trial (`spec`, or a TrialSpec of `fields`, or `spec` with `fields` replaced); returns the check
+    result, recovery figures and node counters. `progress` hears what the trial is doing, every few
+    seconds while it waits. A pipeline of several stages runs stage by stage (harness/stages.py).
 
     Its phases (_Trial): the settings and the truth known before the run; the nodes started and the load
     on; the fault; the truth read from Kafka once the load is in; the pipeline settled; the verdict."""
-    if stages.count(pipeline) > 1:
-        if per_node or link or malformed_every or param_change_at or quiesce:
-            raise ValueError("a pipeline of several stages runs with none of per_node, link, malformed_every, "
-                             "param_change_at, quiesce")
-        return _staged_trial(pipeline=pipeline, fault=fault, kafka=kafka, bsize=bsize, codec=codec, total=total,
-                             rate=rate, kill_after=kill_after, predicate=predicate, seed=seed, timeout=timeout,
-                             keep=keep, extra=extra, tls=tls, bad_records=bad_records, progress=progress)
-    if isinstance(fault, dict):
-        raise ValueError("a fault per stage needs a pipeline of several stages (CREATE VIEW ...)")
-    if isinstance(fault, str) and "@" in fault:
-        raise ValueError(f"fault {fault!r}: @STAGE names a stage of a pipeline of several (CREATE VIEW ...)")
-    f = fault if isinstance(fault, Fault) else FAULTS[fault]
-    if why := f.unfit_for((extra or {}).get("operator", "python")):
-        raise ValueError(f"{why} (extra={{'operator': 'spark'}})")
-    trial = _Trial(f, parse_bsize(bsize), codec=codec, total=total, rate=rate, predicate=predicate, seed=seed,
-                   timeout=timeout, extra=extra, kafka=kafka, pipeline=pipeline, say=progress or (lambda _: None))
-    load = dict(malformed_every=malformed_every, bad_records=bad_records, param_change_at=param_change_at)
-    with Topology(trial.settings, trial.workdir, per_node=per_node or {},
-                  tls_dir=trial.workdir / "tls" if tls else None, cuttable=cuttable(f),
-                  supervise=bool(trial.settings.get("exit_when_fenced")), link=link) as topo:
+    spec = TrialSpec(**fields) if spec is None else replace(spec, **fields)
+    if stages.count(spec.pipeline) > 1:
+        spec.check_staged()
+        return _staged_trial(spec, progress)
+    f = spec.single_fault()
+    trial = _Trial(spec, f, say=progress or (lambda _: None))
+    with Topology(trial.settings, trial.workdir, per_node=dict(spec.per_node or {}),
+                  tls_dir=trial.workdir / "tls" if spec.tls else None, cuttable=cuttable(f),
+                  supervise=bool(trial.settings.get("exit_when_fenced")), link=spec.link) as topo:
         trial.result["link"] = topo.net.describe() if topo.net is not None else None
         try:
-            trial.start(topo, **load)
-            trial.reach_the_fault(topo, quiesce=quiesce, kill_after=kill_after)
+            trial.start(topo)
+            trial.reach_the_fault(topo)
             trial.inject(topo)
             trial.read_the_truth(topo)
             trial.settle(topo)
             trial.judge(topo)
         finally:
             trial.result["ok"] = trial.ok
-    if trial.ok and not keep:
+    if trial.ok and not spec.keep:
         shutil.rmtree(trial.workdir, ignore_errors=True)
     return trial.result
 
 
-def _staged_trial(*, pipeline: str, fault: str | Fault | dict[int, Fault], kafka: str, bsize, codec: str,
-                  total: int, rate: float, kill_after: float, predicate: str, seed: int, timeout: float, keep: bool,
-                  extra: dict[str, Any] | None, tls: bool, bad_records: list[bytes | None] | None,
-                  progress: Callable[[str], None] | None) -> dict:
+def _staged_trial(spec: TrialSpec, progress: Callable[[str], None] | None) -> dict:
     """run_trial for a pipeline of several stages (harness/stages.py): per stage a _Trial and a Topology
     whose nodes are given the whole file, its tables' topics under the run's prefix, and their stage, as
     `lazystandby run` and the compose stack give them: each stage's views and engine topics lie where
     Topics.of_pipeline names them, and its metrics carry `pipeline_stage`."""
-    if not kafka:
-        raise ValueError("a pipeline trial runs through Kafka (kafka=...)")
     home = Path(tempfile.mkdtemp(prefix="lazystandby-stages-", dir=run_dir()))
     base, say = f"t{random.getrandbits(40):x}.", progress or (lambda _: None)
     from ..formats.pipeline import file_text
 
-    whole = home / Path(pipeline).name
-    whole.write_text(file_text(config.pipeline_stages(pipeline), base))
+    whole = home / Path(spec.pipeline).name
+    whole.write_text(file_text(config.pipeline_stages(spec.pipeline), base))
+    each = replace(spec, pipeline=str(whole), extra={**(spec.extra or {}), "topic_prefix": base})
 
-    def trial(k: int, spec, f: Fault) -> _Trial:
-        return _Trial(f, parse_bsize(bsize), codec=codec, total=total, rate=rate, predicate=predicate, seed=seed,
-                      timeout=timeout, extra={**(extra or {}), "topic_prefix": base}, kafka=kafka,
-                      pipeline=str(whole), say=lambda m: say(f"stage {k}: {m}"), stage=k)
+    def trial(k: int, _stage, f: Fault) -> _Trial:
+        return _Trial(each, f, say=lambda m: say(f"stage {k}: {m}"), stage=k)
 
     def topology(t: _Trial) -> Topology:
-        return Topology(t.settings, t.workdir, tls_dir=t.workdir / "tls" if tls else None, cuttable=cuttable(t.f),
-                        supervise=bool(t.settings.get("exit_when_fenced")))
+        return Topology(t.settings, t.workdir, tls_dir=t.workdir / "tls" if spec.tls else None,
+                        cuttable=cuttable(t.f), supervise=bool(t.settings.get("exit_when_fenced")))
 
-    return stages.run_stages(config.pipeline_stages(pipeline), fault, trial=trial, topology=topology,
-                             operator=(extra or {}).get("operator", "python"), kill_after=kill_after, timeout=timeout,
-                             bad_records=bad_records, home=home, keep=keep)
+    return stages.run_stages(config.pipeline_stages(spec.pipeline), spec.fault, trial=trial, topology=topology,
+                             operator=spec.operator, timeout=spec.timeout, home=home, keep=spec.keep)
 
 
 class _Trial:
     """One run_trial, phase by phase; each phase reads what the ones before it left here."""
 
-    def __init__(self, f: Fault, bsize: int | None, *, codec: str, total: int, rate: float, predicate: str,
-                 seed: int, timeout: float, extra: dict[str, Any] | None, kafka: str, pipeline: str,
-                 say: Callable[[str], None], stage: int = 0) -> None:
+    def __init__(self, spec: TrialSpec, f: Fault, *, say: Callable[[str], None], stage: int = 0) -> None:
         """`stage`: 0, a pipeline whose topics the trial puts under its prefix and whose load it writes;
         else the stage of that number of a pipeline of several (harness/stages.py), whose tables' topics
         are already the run's own, which its nodes run from the whole file, and whose load only the first
         stage writes (each later one reads the view the stage before it writes)."""
-        self.f, self.bsize, self.total, self.rate, self.seed = f, bsize, total, rate, seed
-        self.fed = stage > 1
-        self.predicate, self.timeout, self.kafka, self.say = predicate, timeout, kafka, say
+        self.asked, self.f, self.say = spec, f, say  # `spec` below is the pipeline's
+        self.bsize, self.fed = parse_bsize(spec.bsize), stage > 1
+        self.total, self.rate, self.seed, self.timeout = spec.total, spec.rate, spec.seed, spec.timeout
+        extra, pipeline, kafka = spec.extra or {}, spec.pipeline, spec.kafka
+        self.kafka = kafka
         self.workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))
-        self.settings = {"bsize": bsize, "codec": codec, "total": total, "rate": rate, "predicate": predicate,
-                         "seed": seed, "heartbeat_interval": 0.1, "heartbeat_misses": 3, **(extra or {})}
+        self.settings = {"bsize": self.bsize, "codec": spec.codec, "total": spec.total, "rate": spec.rate,
+                         "predicate": spec.predicate, "seed": spec.seed, "heartbeat_interval": 0.1,
+                         "heartbeat_misses": 3, **extra}
         self.spec = None
         if pipeline:
             if not kafka:
@@ -809,7 +784,7 @@ class _Trial:
         self.malformed: list = []
         if kafka:
             self.settings.update({"kafka_bootstrap": kafka, "topic_prefix": f"t{random.getrandbits(40):x}."})
-            self.settings.update({k: v for k, v in (extra or {}).items() if k == "topic_prefix"})  # a test's own
+            self.settings.update({k: v for k, v in extra.items() if k == "topic_prefix"})  # a test's own
             if self.spec is not None and not stage:  # the pipeline's own topics, under the trial's prefix
                 copy = self.workdir / Path(pipeline).name
                 copy.write_text(self.spec.text(self.settings["topic_prefix"]))
@@ -819,7 +794,7 @@ class _Trial:
                 self.settings.update(pipeline=pipeline, stage=stage)
         else:
             self._truth_in_process()
-        self.result: dict = {"fault": f.name, "bsize": format_bsize(bsize), "codec": codec,
+        self.result: dict = {"fault": f.name, "bsize": format_bsize(self.bsize), "codec": spec.codec,
                              "workdir": str(self.workdir), "topic_prefix": self.settings.get("topic_prefix", "")}
         self.ok = False
 
@@ -836,9 +811,9 @@ class _Trial:
                                              predicate=self.predicate,
                                              poison=str(settings.get("chaos_poison", "")).encode(), keys=keys)
 
-    def start(self, topo: Topology, *, malformed_every: int, bad_records, param_change_at) -> None:
+    def start(self, topo: Topology) -> None:
         """The nodes started, then the load into Kafka (none: Nu's own generator)."""
-        op, settings = self.settings.get("operator", "python"), self.settings
+        op, settings, asked = self.settings.get("operator", "python"), self.settings, self.asked
         self.say(f"starting Nu, N, N', Nd ({op} operator{': a Spark session takes 20-60 s' if op == 'spark' else ''})"
                  f" in {self.workdir}")
         topo.start_all()
@@ -846,15 +821,16 @@ class _Trial:
         partitions = int(settings.get("partitions", 1))
         if self.spec is not None and not self.fed:
             self.gen = _PipelineLoad(self.kafka, self.spec, settings["topic_prefix"], self.total, self.rate,
-                                     self.seed, partitions, bad_records)
-        elif self.kafka:
+                                     self.seed, partitions, asked.bad_records)
+        elif self.kafka and self.spec is None:  # a later stage's load is the view the stage before writes
             self.gen = _KafkaLoad(self.kafka, settings["topic_prefix"], self.total, self.rate, self.seed,
-                                  malformed_every, param_change_at, partitions, bad_records,
+                                  asked.malformed_every, asked.param_change_at, partitions, asked.bad_records,
                                   keys=int(settings.get("keys", 0)))
         if self.gen is not None:
             self.gen.start()
 
-    def reach_the_fault(self, topo: Topology, *, quiesce: bool, kill_after: float) -> None:
+    def reach_the_fault(self, topo: Topology) -> None:
+        quiesce, kill_after = self.asked.quiesce, self.asked.kill_after
         self.say(f"nodes ready; load on; {self.f.name} in {kill_after:.1f} s")
         if quiesce:
             # Let the source finish and the backup drain: the figures then count the mechanism alone.
@@ -1362,16 +1338,16 @@ def _main(argv: list[str]) -> int:
             broker.stop()
 
 
-def _trial_args(settings: dict[str, Any]) -> dict[str, Any]:
-    """run_trial's arguments from typed node settings."""
-    return {"bsize": settings["bsize"], "codec": str(settings["codec"]), "total": settings["total"],
-            "rate": settings["rate"], "predicate": settings["predicate"], "seed": settings["seed"],
-            "pipeline": settings.get("pipeline", ""),
-            "extra": {k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
-                                                "operator_stall_max", "exit_when_fenced", "handover_on_stop",
-                                                "chaos_poison", "query", "watermark_every", "keys",
-                                                "recovery_target_ms", "standby_state", "snapshot_interval")
-                      if k not in ("chaos_poison", "query", "recovery_target_ms") or settings.get(k)}}
+def _trial_spec(settings: dict[str, Any]) -> TrialSpec:
+    """The trial typed node settings describe (what runs and its load; the fault is the caller's)."""
+    return TrialSpec(bsize=settings["bsize"], codec=str(settings["codec"]), total=settings["total"],
+                     rate=settings["rate"], predicate=settings["predicate"], seed=settings["seed"],
+                     pipeline=settings.get("pipeline", ""),
+                     extra={k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
+                                                     "operator_stall_max", "exit_when_fenced", "handover_on_stop",
+                                                     "chaos_poison", "query", "watermark_every", "keys",
+                                                     "recovery_target_ms", "standby_state", "snapshot_interval")
+                            if k not in ("chaos_poison", "query", "recovery_target_ms") or settings.get(k)})
 
 
 def _standby_target(r: dict) -> dict:
@@ -1406,11 +1382,10 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         bad = list(PIPELINE_BAD_RECORDS)  # what any table's format refuses
     elif args.bad_records == "all":
         bad = list(BAD_RECORDS.values())
-    r = run_trial(fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2, kafka=bootstrap,
+    r = run_trial(_trial_spec(settings), fault=args.fault, kill_after=settings["total"] / settings["rate"] / 2,
+                  kafka=bootstrap, bad_records=bad,
                   malformed_every=997 if bootstrap and args.bad_records == "some" and not settings.get("pipeline")
-                  else 0, bad_records=bad,
-                  timeout=300.0, progress=_stderr_progress(), tls=not args.insecure, link=args.link,
-                  **_trial_args(settings))
+                  else 0, timeout=300.0, progress=_stderr_progress(), tls=not args.insecure, link=args.link)
     nu = r.get("after", {}).get(NU, {})
     summary = {
         "source_tuples": settings["total"], "expected_output": r["expected"], "output_tuples": r["got"],
@@ -1509,8 +1484,8 @@ def _failover_check(args, settings: dict[str, Any], bootstrap: str) -> int:
         kill_after = rng.uniform(0.2 * duration, 0.8 * duration)
         # A pipeline of several stages: each trial's fault hits a stage drawn at random, unless it names one.
         fault = f"{args.fault}@{rng.randint(1, staged)}" if staged > 1 and "@" not in args.fault else args.fault
-        r = run_trial(fault=fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0, tls=not args.insecure,
-                      link=args.link, **{**_trial_args(settings), "seed": settings["seed"] + i})
+        r = run_trial(_trial_spec(settings), fault=fault, kill_after=kill_after, kafka=bootstrap, timeout=120.0,
+                      tls=not args.insecure, link=args.link, seed=settings["seed"] + i)
         lost += r["lost"]
         dup += r["duplicated"]
         if "recovery_ms" in r:

@@ -103,8 +103,8 @@ class StageTrial(Protocol):
     result: dict
     workdir: Path
 
-    def start(self, topo, *, malformed_every: int, bad_records, param_change_at) -> None: ...
-    def reach_the_fault(self, topo, *, quiesce: bool, kill_after: float) -> None: ...
+    def start(self, topo) -> None: ...
+    def reach_the_fault(self, topo) -> None: ...
     def inject(self, topo) -> None: ...
     def read_the_truth(self, topo) -> None: ...
     def settle(self, topo) -> None: ...
@@ -113,8 +113,8 @@ class StageTrial(Protocol):
 
 def run_stages(specs: tuple[Pipeline, ...], fault: str | Fault | Mapping[int, Fault], *,
                trial: Callable[[int, Pipeline, Fault], StageTrial],
-               topology: Callable[[StageTrial], AbstractContextManager], operator: str, kill_after: float,
-               timeout: float, bad_records: list[bytes | None] | None, home: Path, keep: bool) -> dict:
+               topology: Callable[[StageTrial], AbstractContextManager], operator: str, timeout: float,
+               home: Path, keep: bool) -> dict:
     """One trial of a pipeline of several stages under `fault`: `trial(k, spec, fault)` makes stage k's,
     `topology(trial)` its nodes. The result has run_trial's keys (the last stage's output and truth; lost,
     duplicated and wrong summed over the stages; the failover figures of the slowest stage hit) and
@@ -128,12 +128,12 @@ def run_stages(specs: tuple[Pipeline, ...], fault: str | Fault | Mapping[int, Fa
         runs = [(t, stack.enter_context(topology(t))) for t in trials]
         try:
             # The last stage first: the first one's load starts with it, and every reader is then up.
-            for k, (t, topo) in reversed(list(enumerate(runs, 1))):
-                t.start(topo, malformed_every=0, bad_records=bad_records if k == 1 else None, param_change_at=None)
+            for t, topo in reversed(runs):
+                t.start(topo)
             for k, (t, topo) in enumerate(runs, 1):
                 if k in hit:
                     _has_input(topo, timeout)
-                    t.reach_the_fault(topo, quiesce=False, kill_after=kill_after)
+                    t.reach_the_fault(topo)
             for t, topo in runs:  # the stages hit at once; the others' figures from the same moment
                 t.inject(topo)
             for t, topo in runs:  # in order: a stage's truth is what the stage before it delivered

@@ -3,7 +3,7 @@
 import pytest
 
 from lazystandby import config
-from lazystandby.harness.launcher import _args, _trial_args
+from lazystandby.harness.launcher import _args, _trial_spec
 
 
 def test_a_passive_standby_and_its_interval_reach_the_trials_nodes(monkeypatch):
@@ -11,7 +11,7 @@ def test_a_passive_standby_and_its_interval_reach_the_trials_nodes(monkeypatch):
     monkeypatch.setenv("LS_SNAPSHOT_INTERVAL", "2.5")
     _, settings = _args("launch", ["--query", "window", "--standby-state", "snapshot"])
     assert settings["standby_state"] == "snapshot" and settings["snapshot_interval"] == 2.5
-    extra = _trial_args(settings)["extra"]
+    extra = _trial_spec(settings).extra
     assert extra["standby_state"] == "snapshot" and extra["snapshot_interval"] == 2.5
     _, default = _args("failover-check", [])
     assert default["standby_state"] == "warm"

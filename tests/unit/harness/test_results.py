@@ -43,7 +43,7 @@ def fake_trial(**kw) -> dict:
 @pytest.mark.parametrize("argv, command", [(["launch"], "launch"),
                                            (["failover-check", "--kills", "2"], "failover-check")])
 def test_launch_and_failover_check_print_only_declared_keys(monkeypatch, capsys, argv, command):
-    monkeypatch.setattr(launcher, "run_trial", lambda **kw: fake_trial())
+    monkeypatch.setattr(launcher, "run_trial", lambda *spec, **kw: fake_trial())
     assert launcher.main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(summary) <= set(results.SUMMARIES[command].names())

@@ -114,7 +114,7 @@ def test_stages_start_last_first_are_hit_together_and_are_checked_in_order(tmp_p
 
     r = run_stages(read_stages(Q5), "kill-primary@2", trial=trial,
                    topology=lambda t: nullcontext(FakeTopo([{"head": 0}, {"head": 5}])), operator="python",
-                   kill_after=0.0, timeout=5.0, bad_records=None, home=tmp_path / "home", keep=True)
+                   timeout=5.0, home=tmp_path / "home", keep=True)
     assert [made[k].f.name for k in (1, 2)] == ["none", "kill-primary"]
     assert log[:2] == [("start", 2), ("start", 1)]
     assert log[2:5] == [("reach_the_fault", 2), ("inject", 1), ("inject", 2)]
@@ -129,7 +129,7 @@ def test_a_spark_only_fault_on_the_python_operator_is_refused_before_any_stage_s
 
     with pytest.raises(ValueError, match="needs the Spark operator"):
         run_stages(read_stages(Q5), "kill-operator@2", trial=None, topology=None, operator="python",
-                   kill_after=0.0, timeout=1.0, bad_records=None, home=tmp_path, keep=False)
+                   timeout=1.0, home=tmp_path, keep=False)
 
 
 class Restarting:

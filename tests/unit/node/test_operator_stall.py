@@ -275,7 +275,7 @@ def test_hang_operator_is_refused_without_the_spark_operator_and_never_drawn_by_
         launcher._args("launch", ["--fault", "hang-operator"])
     args, settings = launcher._args("launch", ["--fault", "hang-operator", "--operator", "spark",
                                                "--operator-stall-max", "2"])
-    assert settings["operator"] == "spark" and launcher._trial_args(settings)["extra"]["operator_stall_max"] == 2.0
+    assert settings["operator"] == "spark" and launcher._trial_spec(settings).extra["operator_stall_max"] == 2.0
     with pytest.raises(ValueError, match="needs the Spark operator"):
         launcher.run_trial(fault="hang-operator")  # before anything starts
     assert CATALOG["hang-operator"].spark and "hang-operator" in for_runner(Runner.CONTAINERS)

@@ -141,7 +141,7 @@ def test_launch_turns_exit_when_fenced_on_for_its_supervised_nodes_unless_told_n
 
     monkeypatch.delenv("LS_EXIT_WHEN_FENCED", raising=False)
     args, s = launcher._args("launch", [])
-    assert s["exit_when_fenced"] is True and launcher._trial_args(s)["extra"]["exit_when_fenced"] is True
+    assert s["exit_when_fenced"] is True and launcher._trial_spec(s).extra["exit_when_fenced"] is True
     assert launcher._what_ran(args, s, "")["exit_when_fenced"] is True
     assert launcher._args("launch", ["--exit-when-fenced", "false"])[1]["exit_when_fenced"] is False
     monkeypatch.setenv("LS_EXIT_WHEN_FENCED", "0")
