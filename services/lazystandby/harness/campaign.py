@@ -31,6 +31,7 @@ from .faults import Fault, Runner, for_runner
 from .launcher import pipeline_load_defaults, run_dir, run_trial
 from .operator_procs import no_process_left
 from .stages import count, first_stage_args, name_of
+from .trial_spec import TrialSpec
 
 # The node settings a campaign takes for all of its runs (flags or LS_* env vars, as `failover-check`).
 CAMPAIGN_SETTINGS = ("codec", "bsize", "query", "pipeline")
@@ -130,13 +131,19 @@ def _campaign(argv: list[str]) -> int:
         print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
         broker = LocalKafka(run_dir() / "campaign-kafka").start()
         bootstrap = broker.bootstrap
+    # Supervised, as launch and the stack run them: a node that exits to be replaced (70: a dead loop, 75:
+    # fenced) is started again.
+    base = TrialSpec(total=a.total, rate=a.rate, timeout=a.bound, pipeline=cfg.pipeline, kafka=bootstrap,
+                     bsize=cfg.bsize, codec=str(cfg.codec), tls=not a.insecure,
+                     extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5, "exit_when_fenced": True,
+                            **({"query": cfg.query} if cfg.query else {})})
     t0 = time.monotonic()
     runs: list[dict] = []
     try:
         for i in range(a.runs):
             fault = draw_staged(rng, i, catalog, staged) if staged > 1 else draw(rng, i, catalog)
             at = round(rng.uniform(0.3, 0.6 * a.total / a.rate), 2)
-            row = _one_run(i, fault, at, a, cfg, bootstrap, rng)
+            row = _one_run(i, fault, at, base, rng)
             runs.append(row)
             print(f"run {i + 1}/{a.runs}: {row['fault']}{' (double)' if row['double'] else ''} at {at}s: "
                   f"{row['got']}/{row['expected']} lost={row['lost']} dup={row['duplicated']} "
@@ -157,18 +164,11 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-def _one_run(i: int, fault: Fault | dict[int, Fault], at: float, a, cfg, bootstrap: str,
-             rng: random.Random) -> dict:
-    """Run i of the campaign: one trial of `fault` (a fault per stage hit, for a pipeline of several
-    stages) at `at` s, as a row of the campaign's details."""
+def _one_run(i: int, fault: Fault | dict[int, Fault], at: float, base: TrialSpec, rng: random.Random) -> dict:
+    """Run i of the campaign: a trial of `base` under `fault` (a fault per stage hit, for a pipeline of
+    several stages) at `at` s, as a row of the campaign's details."""
     try:
-        r = run_trial(fault=fault, total=a.total, rate=a.rate, kill_after=at, timeout=a.bound,
-                      pipeline=cfg.pipeline,
-                      kafka=bootstrap, seed=rng.randrange(1000), bsize=cfg.bsize, codec=str(cfg.codec),
-                      # Supervised, as launch and the stack run them: a node that exits to be
-                      # replaced (70: a dead loop, 75: fenced) is started again.
-                      extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5, "exit_when_fenced": True,
-                             **({"query": cfg.query} if cfg.query else {})}, tls=not a.insecure)
+        r = run_trial(base, fault=fault, kill_after=at, seed=rng.randrange(1000))
     except Exception as e:  # the harness itself failed: a failed run, and the campaign goes on
         r = {"ok": False, "lost": 0, "duplicated": 0, "expected": 0, "got": 0, "delivered_all": True,
              "failovers": 0, "workdir": "", "error": f"{type(e).__name__}: {e}"[:300]}

@@ -1,5 +1,6 @@
 """The chaos campaign's settings: codec and Bsize for every run, bad ones refused."""
 
+from dataclasses import replace
 
 
 def test_a_chaos_campaign_takes_codec_and_bsize_for_every_run_and_refuses_bad_ones(monkeypatch, tmp_path, capsys):
@@ -9,8 +10,8 @@ def test_a_chaos_campaign_takes_codec_and_bsize_for_every_run_and_refuses_bad_on
 
     trials = []
 
-    def fake_trial(**kw):
-        trials.append(kw)
+    def fake_trial(spec, **kw):
+        trials.append(replace(spec, **kw))
         return {"ok": True, "lost": 0, "duplicated": 0, "expected": 10, "got": 10, "delivered_all": True,
                 "failovers": 1, "workdir": ""}
 
@@ -23,7 +24,7 @@ def test_a_chaos_campaign_takes_codec_and_bsize_for_every_run_and_refuses_bad_on
     assert "bsize" in capsys.readouterr().err
     assert not trials
     assert campaign.main(["--runs", "2", "--seed", "1", "--codec", "zstd-dict", "--bsize", "inf"]) == 0
-    assert [(t["codec"], t["bsize"]) for t in trials] == [("zstd-dict", None)] * 2
+    assert [(t.codec, t.bsize) for t in trials] == [("zstd-dict", None)] * 2
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (summary["codec"], summary["bsize"], summary["runs"]) == ("zstd-dict", "inf", 2)
 
@@ -34,7 +35,7 @@ def test_a_run_that_is_not_ok_names_the_checks_that_failed(monkeypatch, tmp_path
 
     from lazystandby.harness import campaign
 
-    def fake_trial(**kw):
+    def fake_trial(spec, **kw):
         return {"ok": False, "lost": 0, "duplicated": 0, "wrong": 0, "expected": 10, "got": 10,
                 "delivered_all": True, "failovers": 1, "workdir": str(tmp_path), "completed": True,
                 "late_exact": False, "dead_letters_exact": True, "out_of_order": 2}
@@ -59,9 +60,9 @@ def test_a_campaign_over_stages_hits_a_stage_per_fault_and_pairs_across_stages(m
     hot = str(Path(__file__).parents[3] / "examples" / "nexmark-hot-auctions.sql")
     faults, loads = [], []
 
-    def fake_trial(**kw):
+    def fake_trial(spec, **kw):
         faults.append(kw["fault"])
-        loads.append((kw["total"], kw["rate"]))
+        loads.append((spec.total, spec.rate))
         return {"ok": True, "lost": 0, "duplicated": 0, "expected": 10, "got": 10, "delivered_all": True,
                 "failovers": 1, "workdir": ""}
 

@@ -52,7 +52,7 @@ def test_launch_and_failover_check_print_only_declared_keys(monkeypatch, capsys,
 
 def test_the_campaign_prints_only_declared_keys(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("KAFKA_BOOTSTRAP", "127.0.0.1:9")  # handed to run_trial only: no broker starts
-    monkeypatch.setattr(campaign, "run_trial", lambda **kw: fake_trial())
+    monkeypatch.setattr(campaign, "run_trial", lambda *spec, **kw: fake_trial())
     monkeypatch.setattr(campaign, "run_dir", lambda: tmp_path)
     assert campaign.main(["--runs", "3", "--seed", "1"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
