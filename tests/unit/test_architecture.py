@@ -109,7 +109,7 @@ def test_core_imports_only_the_standard_library_and_data_libraries():
 OPERATOR_SIDES = {f"lazystandby.node.{m}" for m in ("operator_base", "primary", "standby", "passive", "takeover",
                                                      "quarantine", "operator_probe", "forecast", "covering",
                                                      "connection_watch", "operator_calls", "operator_status", "inbound",
-                                                     "runs")}
+                                                     "runs", "deliver_link")}
 # The outbound link and its parts: a sender any runtime may compose (Nu's is its source's).
 LINK_PARTS = {"lazystandby.node.outbound", "lazystandby.node.bsize_tuning", "lazystandby.node.backup_link",
               "lazystandby.node.push_link"}

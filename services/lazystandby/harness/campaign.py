@@ -131,12 +131,7 @@ def _campaign(argv: list[str]) -> int:
         print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
         broker = LocalKafka(run_dir() / "campaign-kafka").start()
         bootstrap = broker.bootstrap
-    # Supervised, as launch and the stack run them: a node that exits to be replaced (70: a dead loop, 75:
-    # fenced) is started again.
-    base = TrialSpec(total=a.total, rate=a.rate, timeout=a.bound, pipeline=cfg.pipeline, kafka=bootstrap,
-                     bsize=cfg.bsize, codec=str(cfg.codec), tls=not a.insecure,
-                     extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5, "exit_when_fenced": True,
-                            **({"query": cfg.query} if cfg.query else {})})
+    base = _base_spec(a, cfg, bootstrap)
     t0 = time.monotonic()
     runs: list[dict] = []
     try:
@@ -162,6 +157,15 @@ def _campaign(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def _base_spec(a, cfg, bootstrap: str) -> TrialSpec:
+    """What every run of the campaign runs; each adds its fault, moment and seed. Supervised, as launch and
+    the stack run them: a node that exits to be replaced (70: a dead loop, 75: fenced) is started again."""
+    return TrialSpec(total=a.total, rate=a.rate, timeout=a.bound, pipeline=cfg.pipeline, kafka=bootstrap,
+                     bsize=cfg.bsize, codec=str(cfg.codec), tls=not a.insecure,
+                     extra={"heartbeat_interval": 0.2, "heartbeat_misses": 5, "exit_when_fenced": True,
+                            **({"query": cfg.query} if cfg.query else {})})
 
 
 def _one_run(i: int, fault: Fault | dict[int, Fault], at: float, base: TrialSpec, rng: random.Random) -> dict:

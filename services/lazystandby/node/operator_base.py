@@ -96,7 +96,6 @@ class OperatorBase(NodeBase):
         self.covered: tuple[Checkpoint, m.Params | None] = (Checkpoint(), None)
         self.level1 = Level1Tracker()
         self.level0 = 0
-        self.sent_next = 1
 
     def stop(self, join_timeout: float = 5.0) -> None:
         self.standby_side.beat_now.set()  # the heartbeat loop sees the stop now, not at its next beat
@@ -105,7 +104,7 @@ class OperatorBase(NodeBase):
     def start(self) -> None:
         standby = self.state.role is Role.STANDBY  # before the loops: the output loop may make a primary rejoin
         self.spawn("operator", self._operator_loop, on_crash=self._operator_failed)
-        self.spawn("output", self.primary_side.output_loop)
+        self.spawn("output", self.primary_side.deliver.loop)
         self.spawn("announce", self.primary_side.announce_loop)
         if self.passive:
             self.spawn("snapshot", self.snapshots.send_loop)

@@ -1,11 +1,11 @@
-"""The primary's side of an operator node (N): Push frames from Nu into IQ, Deliver OQ to Nd, Nd's
-Level-0 acks turned into the Level-1 acks that go back to Nu (Algorithm 4), heartbeats answered, and the
-planned handover when the primary is asked to stop, the probe that times a copy of its operator, and the
-stall watch its heartbeats report.
+"""The primary's side of an operator node (N): Push frames from Nu into IQ, OQ delivered to Nd by its part
+the deliver link (node/deliver_link.py), whose Level-0 acks the node turns into the Level-1 acks that go
+back to Nu (Algorithm 4), heartbeats answered, fencing, the planned handover when the primary is asked to
+stop, the probe that times a copy of its operator, and the stall watch its heartbeats report.
 
 A part of the operator node (`node.primary_side`), holding the primary's own state (the handover under
-way, the output link's resync, the standby last heard); it reads and changes the node's (`self.n`: IQ, OQ,
-its role, its links) under the node's lock.
+way, whether it has worked in this life, the standby last heard); it reads and changes the node's
+(`self.n`: IQ, OQ, its role, its links) under the node's lock.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core import messages as m
-from ..core.errors import PeerError, ProbeFailed, Status, WrongRole
+from ..core.errors import PeerError, ProbeFailed, WrongRole
 from ..core.reminder import Reminder
 from ..core.retry import fenced_by
 from ..core.roles import Role
 from ..transport.peer import Peer
-from .common import EXIT_FENCED, IDLE_STANDBY_WAIT_S, LINK_REMIND_S, Backoff
+from .common import EXIT_FENCED, LINK_REMIND_S
+from .deliver_link import DeliverLink
 from .operator_probe import PROBE_EVERY_S, PROBE_POLL_S, PROBES_AT_ONCE
 
 if TYPE_CHECKING:
@@ -31,21 +32,18 @@ class PrimarySide:
     def __init__(self, node: OperatorBase) -> None:
         """`node`: the operator node whose primary this side is, its shared state set."""
         self.n = node
-        # A planned handover (hand_over): no input is taken, and the output loop sends its last frame.
+        # A planned handover (hand_over): no input is taken, and the deliver link sends its last frame.
         self._leaving = False
         self._told_leaving = False  # a heartbeat reply has said LEAVING to the standby
-        self._output_backoff = Backoff()
         self._last_push = self.n.clock()
         self._announce_refused = Reminder(self.n.clock, LINK_REMIND_S)  # logs a refused announcement
-        # A primary asks Nd where it stands before sending anything: a restarted one must not resend what
-        # Nd holds (Precise), and Nd's answer trims OQ.
-        self.resync_output = True
         # Delivered to Nd, taken from Nu or taken over in this life: a primary shown a newer epoch before any
         # of these was started again after a takeover, holds nothing, and rejoins as a standby (RoleState.rejoin).
         self.worked = False
         self.heartbeat_at: float | None = None  # when the standby last asked
         self.standby_at = ""  # where that standby hears of a handover ("": not said)
         self.standby_predicted_s = 0.0  # the standby's predicted recovery, from its heartbeats
+        self.deliver = DeliverLink(node, self)  # OQ -> Nd
 
 
     def handle_push(self, msg: m.Frame) -> m.FrameAck:
@@ -67,67 +65,14 @@ class PrimarySide:
             return m.FrameAck(epoch=self.n.state.epoch, level1=self.n.level1_now(),
                               received_through=self.n.inbound.received_through)
 
-    # --- output: OQ -> Nd (primary) --------------------------------------------------------------------
-    def output_loop(self) -> None:
-        idle = self.n.cfg.idle_frame_s
-        with self.n.lock:
-            deadline = self.n.clock() + idle
-            # An idle primary still sends an empty frame now and then: it renews its lease at Nd, a primary
-            # that was paused and replaced learns at once that it is fenced, and a restarted Nd is found again.
-            while not self.n.stopped and (self.n.state.role is not Role.PRIMARY or
-                                          (not self._leaving and not self.resync_output
-                                           and self.n.oq.last < self.n.sent_next and self.n.clock() < deadline)):
-                if self.n.state.role is not Role.PRIMARY:
-                    # Nothing to send until this node is primary: it says so (standby_wake), and the
-                    # timeout only bounds what a wake missed would cost.
-                    self.n.standby_wake.wait(IDLE_STANDBY_WAIT_S)
-                    deadline = self.n.clock() + idle
-                    continue
-                # Up to the deadline, not a whole interval past a notify that came just before it, which
-                # would space the empty frames up to twice ack_poll_ms apart.
-                self.n.lock.wait(max(0.001, deadline - self.n.clock()))
-            if self.n.stopped or self.n.downstream is None:
-                return
-            leaving = self._leaving
-            if not leaving and (self.resync_output or self.n.oq.last < self.n.sent_next) and self.stalled_s():
-                # An empty frame would renew this primary's lease at Nd, and its operator has stalled: the
-                # standby's takeover must not be declined.
-                self.n.counters["idle_frames_withheld"] += 1
-                return
-            batch = None if self.resync_output else self.n.oq.read(self.n.sent_next, self.n.cfg.frame_max)
-            epoch, peer = self.n.state.epoch, self.n.downstream
-        frame = m.OutputFrame(epoch=epoch, sender=self.n.name, batch=batch, leaving=leaving)
-        try:
-            ack = peer.deliver(frame, self.n.cfg.rpc_timeout)
-        except PeerError as e:
-            self.n.links.note("downstream", peer.address, e)
-            with self.n.lock:
-                self.n.counters[f"deliver_error_{e.status.lower()}"] += 1
-                if fenced_by(e.status):
-                    self.fence(f"Nd refused epoch {epoch}: {e.message}")
-                    return
-                if leaving:
-                    # Tried once: the lease then ends by itself within takeover_lease, before the standby's
-                    # takeover is asked again (a declined one is, at its next heartbeat).
-                    self._left(f"its last frame failed ({e.status})")
-                    return
-                self.resync_output = True
-            if e.status is Status.FAILED_PRECONDITION:
-                self.announce(peer, epoch)  # Nd does not know this epoch (it restarted): tell it
-            self.n.sleep(self._output_backoff.next())
-            return
-        self.n.links.note("downstream", peer.address, None)
-        with self.n.lock:
-            self._output_backoff.reset()
-            self.resync_output = False
-            self.worked = True
-            self.n.counters["output_bytes"] += ack.wire_bytes
-            if batch is not None:
-                self.n.counters["delivered_tuples"] += len(batch)
-            self.n.on_level0(ack.received_through)
-            self.n.sent_next = ack.received_through + 1
-            if leaving:
-                self._left(f"Nd holds its outputs through {ack.received_through}")
+    # --- what the deliver link reads (node/deliver_link.Deliverer) ----------------------------------------
+    @property
+    def leaving(self) -> bool:
+        return self._leaving
+
+    def delivered(self) -> None:
+        """Holding the lock: Nd took a frame of this primary's."""
+        self.worked = True
 
     def announce_loop(self) -> None:
         """A live Nu pushes to its primary at least every ack_poll_ms. A primary that hears nothing for a
@@ -211,7 +156,7 @@ class PrimarySide:
                 return "not primary"
             self._leaving = True
             self.n.counters["handovers"] += 1
-            self.n.lock.notify_all()  # the output loop sends the last frame now
+            self.n.lock.notify_all()  # the deliver link sends the last frame now
             deadline = self.n.clock() + wait
             while not self.n.stopped and self.n.state.role is Role.PRIMARY and self.n.clock() < deadline:
                 self.n.lock.wait(0.01)
@@ -255,7 +200,7 @@ class PrimarySide:
         finally:
             peer.close()
 
-    def _left(self, why: str) -> None:
+    def left(self, why: str) -> None:
         """Holding the lock: the last frame went (or failed): LEAVING from now on, which heartbeats say."""
         self.n.become(Role.LEAVING)
         self.n.log.warning("%s: hands over in epoch %d (%s); its standby takes over", self.n.name,

@@ -172,8 +172,7 @@ class Takeover:
         inputs this node quarantined as a standby are dead letters (OperatorBase.write_quarantined)."""
         self.n.write_quarantined()
         with self.n.lock:
-            self.n.sent_next = plan.delivered_through + 1
-            self.n.primary_side.resync_output = False  # Nd just said where it stands (step 3)
+            self.n.primary_side.deliver.resynced(plan.delivered_through)  # Nd just said where it stands (step 3)
             self.n.become(Role.PRIMARY)
             self.n.calls.primary_since = self.n.clock()
             self.n.primary_side.worked = True  # a promoted standby holds IQ' and OQ': fenced, never rejoined

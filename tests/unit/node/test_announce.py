@@ -16,10 +16,10 @@ def test_a_primary_announces_itself_to_an_nd_that_does_not_know_its_epoch(net, n
         n.state.fence.advance(2)  # this primary took over in epoch 2; Nd restarted and knows epoch 1
         assert push(net, frame(run(1, 4), epoch=2)).received_through == 4
         n._operator_loop()
-        n.primary_side.output_loop()  # refused (unknown epoch): announces itself
+        n.primary_side.deliver.loop()  # refused (unknown epoch): announces itself
         assert n.counters["announced"] == 1 and nd.fence.epoch == 2
-        n.primary_side.output_loop()  # an empty frame learns where Nd stands
-        n.primary_side.output_loop()
+        n.primary_side.deliver.loop()  # an empty frame learns where Nd stands
+        n.primary_side.deliver.loop()
         assert nd.dedup.delivered_through == 4 and nd.counters["takeovers"] == 1
     finally:
         n.stop()

@@ -103,7 +103,7 @@ def test_an_idle_primary_renews_its_lease_three_times_per_lease_and_on_time(net,
                      Selection("price > 100"), net.peer, clock=lambda: now[0])
     net.register("n", n)
     try:
-        n.primary_side.output_loop()  # the first frame: a resync
+        n.primary_side.deliver.loop()  # the first frame: a resync
         waits = []
 
         def wait(timeout=None):  # a notify 20 ms in, then nothing: time passes as far as the wait asked
@@ -112,7 +112,7 @@ def test_an_idle_primary_renews_its_lease_three_times_per_lease_and_on_time(net,
         n.lock.wait = wait
         nd.tick(1.0)
         sent_at = now[0]
-        n.primary_side.output_loop()
+        n.primary_side.deliver.loop()
         assert now[0] - sent_at == pytest.approx(0.025) and waits == pytest.approx([0.025, 0.005])
         assert nd.counters["takeovers"] == 0 and nd.lease.renewed_at == nd.clock()
     finally:

@@ -99,7 +99,7 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     n._submit(batch(1, 5))
     now[0] = 1.9
     assert beat().stalled_ms == 0 and not n.snapshot()["operator_stalled"]
-    n.primary_side.output_loop()  # not stalled yet: the resync frame goes out and renews the lease
+    n.primary_side.deliver.loop()  # not stalled yet: the resync frame goes out and renews the lease
     assert nd.primary_node == "N" and nd.lease.renewed_at == 1.9
     now[0] = 2.5
     assert beat().stalled_ms == 2500
@@ -107,7 +107,7 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     s = n.snapshot()
     assert s["operator_stalled"] and s["operator_oldest_call_s"] == 2.5
     n.lock.wait = lambda timeout=None: now.__setitem__(0, now[0] + timeout)  # ack_poll_ms passes at once
-    n.primary_side.output_loop()  # idle and stalled: no empty frame, so the lease runs out
+    n.primary_side.deliver.loop()  # idle and stalled: no empty frame, so the lease runs out
     assert n.counters["idle_frames_withheld"] == 1 and nd.lease.renewed_at == 1.9
     now[0] = 2.5
     assert n.state.role is Role.PRIMARY  # it does not fence itself: with no standby, waiting is better

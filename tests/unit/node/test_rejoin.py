@@ -58,7 +58,7 @@ def test_a_primary_shown_a_newer_epoch_before_it_did_anything_rejoins_as_a_stand
     take()
     n = restarted_n(net, nodes)
     assert n.state.role is Role.PRIMARY and n.state.epoch == 1
-    n.primary_side.output_loop()  # its first call: the resync with Nd, refused (epoch 2 is in force)
+    n.primary_side.deliver.loop()  # its first call: the resync with Nd, refused (epoch 2 is in force)
     assert n.state.role is Role.STANDBY and n.counters["rejoined"] == 1 and n.counters["fenced"] == 0
     # As a spare does: it registers with Nu, learns the primary and the epoch from it, and is backed up to.
     assert wait_until(n.standby_side.registered.is_set, 5)
@@ -73,11 +73,11 @@ def test_a_primary_shown_a_newer_epoch_before_it_did_anything_rejoins_as_a_stand
 def test_a_primary_that_has_delivered_is_fenced_not_rejoined(moved_on):
     net, nd, nu, nodes, take = moved_on
     n = restarted_n(net, nodes)
-    n.primary_side.output_loop()  # before the takeover: N's resync goes through
-    assert n.state.role is Role.PRIMARY and not n.primary_side.resync_output
+    n.primary_side.deliver.loop()  # before the takeover: N's resync goes through
+    assert n.state.role is Role.PRIMARY and not n.primary_side.deliver.resync
     time.sleep(0.1)  # past N's lease at Nd (75 ms): Nd takes the takeover
     take()
-    n.primary_side.output_loop()  # an idle frame, refused: its state belongs to epoch 1
+    n.primary_side.deliver.loop()  # an idle frame, refused: its state belongs to epoch 1
     assert n.state.role is Role.FENCED and n.counters["fenced"] == 1 and n.counters["rejoined"] == 0
 
 
@@ -90,7 +90,7 @@ def test_a_primary_that_took_a_frame_from_nu_is_fenced_not_rejoined(moved_on):
     n.handle_push(m.Frame(epoch=1, sender="Nu", checkpoint=Checkpoint(0, 0),
                           batch=TupleBatch(first=1, streams=[1], seqs=[1], payloads=[b"x"])))
     take()
-    n.primary_side.output_loop()
+    n.primary_side.deliver.loop()
     assert n.state.role is Role.FENCED and n.counters["rejoined"] == 0
 
 
@@ -116,10 +116,10 @@ def test_a_fenced_primary_exits_to_be_started_again_only_when_told_to(moved_on, 
 
     net, nd, nu, nodes, take = moved_on
     n = restarted_n(net, nodes, exit_when_fenced=exit_when_fenced)
-    n.primary_side.output_loop()
+    n.primary_side.deliver.loop()
     time.sleep(0.1)  # past N's lease at Nd
     take()
-    n.primary_side.output_loop()
+    n.primary_side.deliver.loop()
     assert n.state.role is Role.FENCED
     assert n.halt.is_set() is exit_when_fenced
     assert (n.exit_code, n.fatal.startswith("fenced (Nd refused epoch 1")) == ((EXIT_FENCED, True) if exit_when_fenced
@@ -193,7 +193,7 @@ def test_a_primary_that_rejoins_while_it_starts_watches_its_primary_once(moved_o
     def spawn_and_run_output_first(name, loop, on_crash=None):
         spawned.append(name)
         if name == "output":
-            n.primary_side.output_loop()  # the refusal comes before start() goes on
+            n.primary_side.deliver.loop()  # the refusal comes before start() goes on
             assert n.state.role is Role.STANDBY
         spawn(name, loop, on_crash)
 
