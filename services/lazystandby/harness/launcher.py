@@ -11,6 +11,7 @@ truth table rebuilt from the generator. Processes are always stopped, logs kept 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
 import random
@@ -94,6 +95,11 @@ PORTS_FROM = 20_000  # the low end of the ports free_ports picks from
 # picked and not yet bound.
 PORT_RANGE_ENV = "LS_PORT_RANGE"
 _PORT_DRAWS = random.SystemRandom()  # not the module's generator, which a seeded campaign replays
+# How many of the ports this process handed out last free_ports does not draw again: a port is free when it
+# is drawn and taken only when its node starts, and a pipeline of several stages draws every stage's ports
+# before any stage starts; a port drawn twice makes the second node to bind it exit (EADDRINUSE).
+RECENT_PORTS_KEPT = 2048
+_RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=RECENT_PORTS_KEPT)
 
 
 def free_port() -> int:
@@ -129,24 +135,30 @@ def free_ports(n: int) -> list[int]:
     """`n` distinct free loopback ports, below the kernel's ephemeral range: a port the kernel picked (bind to
     0) is free only until the kernel hands it to someone else, and the Spark JVMs started before the later
     nodes open dozens of ephemeral ports, any of which may be a port handed out earlier for a node yet to
-    start. The sockets stay bound until all are picked, so no port is handed out twice (two gRPC servers
-    on one port would split its connections between them). Falls back to the kernel's choice where the range
+    start. The sockets stay bound until all are picked, so no port is handed out twice in one call (two gRPC
+    servers on one port would split its connections between them), and none of the RECENT_PORTS_KEPT last
+    handed out is drawn again where the range has room. Falls back to the kernel's choice where the range
     leaves no room below it."""
     start, low = port_range()
     socks: list[socket.socket] = []
     try:
         tries = 0
+        roomy = low - start > 2 * RECENT_PORTS_KEPT
         while len(socks) < n:
-            s = socket.socket()
             tries += 1
             port = _PORT_DRAWS.randrange(start, low) if low - start >= 4 * n and tries <= 20 * n else 0
+            if port and roomy and port in _RECENT_PORTS:
+                continue
+            s = socket.socket()
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 s.close()
                 continue
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        ports = [s.getsockname()[1] for s in socks]
+        _RECENT_PORTS.extend(ports)
+        return ports
     finally:
         for s in socks:
             s.close()

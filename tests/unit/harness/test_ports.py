@@ -43,3 +43,27 @@ def test_a_port_range_from_the_environment_narrows_the_draw(monkeypatch):
         monkeypatch.setenv(launcher.PORT_RANGE_ENV, bad)
         with pytest.raises(ValueError, match="LS_PORT_RANGE"):
             launcher.free_ports(1)
+
+
+def test_a_port_handed_out_is_not_drawn_again_before_its_node_may_bind_it(monkeypatch):
+    """A pipeline of several stages draws every stage's ports before any node starts: a port drawn for
+    stage 1 and drawn again for stage 2 (free both times, since nobody has bound it yet) made the second
+    node to bind it exit. A port handed out is not drawn again while it is among the last ones."""
+    from lazystandby.harness import launcher
+
+    monkeypatch.setenv(launcher.PORT_RANGE_ENV, "24000-30000")
+    first, other = launcher.free_ports(2)
+
+    class Repeating:
+        """Draws `first` twice, then `other`: the second draw of `first` must be passed over."""
+
+        def __init__(self):
+            self.draws = [first, first, other]
+
+        def randrange(self, lo, hi):
+            return self.draws.pop(0) if self.draws else 0
+
+    monkeypatch.setattr(launcher, "_RECENT_PORTS", launcher.collections.deque(maxlen=launcher.RECENT_PORTS_KEPT))
+    monkeypatch.setattr(launcher, "_PORT_DRAWS", Repeating())
+    assert launcher.free_ports(1) == [first]
+    assert launcher.free_ports(1) == [other]  # `first` is free still, and passed over all the same
