@@ -772,6 +772,7 @@ class _Trial:
         self.asked, self.f, self.say = spec, f, say  # `spec` below is the pipeline's
         self.bsize, self.fed = parse_bsize(spec.bsize), stage > 1
         self.total, self.rate, self.seed, self.timeout = spec.total, spec.rate, spec.seed, spec.timeout
+        self.predicate = spec.predicate
         extra, pipeline, kafka = spec.extra or {}, spec.pipeline, spec.kafka
         self.kafka = kafka
         self.workdir = Path(tempfile.mkdtemp(prefix="lazystandby-", dir=run_dir()))

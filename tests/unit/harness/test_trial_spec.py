@@ -65,3 +65,13 @@ def test_a_later_stage_writes_no_load_of_its_own(tmp_path, monkeypatch):
     trial.start(nodes)  # type: ignore[arg-type]
     assert nodes.started and trial.gen is None
     assert trial.settings["stage"] == 2 and trial.settings["topic_prefix"] == "t1."
+
+
+def test_a_trial_of_the_built_in_generator_knows_its_truth_before_it_runs(tmp_path, monkeypatch):
+    """No Kafka: the truth of the selection over the generator's ticks is computed when the trial is made,
+    from the spec's load and predicate."""
+    monkeypatch.setenv("LS_RUN_DIR", str(tmp_path))
+    some = _Trial(TrialSpec(total=400, predicate="price > 100"), CATALOG["none"], say=lambda _: None)
+    none = _Trial(TrialSpec(total=400, predicate="price > 1000000"), CATALOG["none"], say=lambda _: None)
+    assert 0 < len(some.expected) < 400 and none.expected == []
+    assert some.settings["total"] == 400 and some.result["bsize"] == "10"
