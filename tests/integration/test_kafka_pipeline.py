@@ -262,13 +262,15 @@ def test_the_kafka_bench_run_is_timed_from_nus_first_admission(kafka):
     from bench.harness import kafka_throughput
 
     t = time.monotonic()
-    r = kafka_throughput(kafka, total=20_000)
+    # CPU is counted in the kernel's 10 ms ticks: 20,000 ticks cost N about one tick, which it may not be
+    # charged within the run; 100,000 cost it several.
+    r = kafka_throughput(kafka, total=100_000)
     wall = time.monotonic() - t
     assert r["takeovers"] == 0 and r["skipped_tuples"] == 0
     # The run lasted at most the whole call (node starts included) and at least the time the rate implies.
-    assert 20_000 / wall < r["tuples_per_s"] < 10_000_000, (r, wall)
+    assert 100_000 / wall < r["tuples_per_s"] < 10_000_000, (r, wall)
     # The run's CPU leaves each node's start-up out: less than its whole. The pipeline did work in it, though
-    # a node may not have in a run this short: a lazy standby's deferred work fell under the clock's tick.
+    # a lazy standby may not have: its deferred work can fall under the clock's tick.
     for node, total in r["cpu_seconds"].items():
         assert 0 <= r["cpu_seconds_run"][node] < total, (node, r)
     assert r["cpu_seconds_run"]["n"] > 0 and sum(r["cpu_seconds_run"].values()) > 0, r
