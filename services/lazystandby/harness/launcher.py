@@ -51,11 +51,12 @@ from .check import (
     nu_read_all,
     window_expected,
 )
-from .faults import Action, Fault, Runner, Step, for_runner, standby_back
+from .faults import Action, Fault, Step, standby_back
 from .links import ShapedNetwork, parse_link
 from .operator_procs import hang, kill_all, no_process_left
 from .partition import LinkRelay
 from .places import N2, NAME, ND, NU, OPERATORS, PLACE_OF_ROLE, ROLE_AT_START, N
+from .stages import FAULTS
 from .trial_spec import TrialSpec
 from .wait import wait_until
 
@@ -310,7 +311,6 @@ ACTIONS: dict[Action, Callable[[Topology, str, Step], dict]] = {
     Action.PARTITION: _partition, Action.CUT: _cut, Action.HEAL: _heal, Action.HANG: _hang,
     Action.KILL_OPERATOR: _kill_operator, Action.LOOP_DIES: _loop_dies,
 }
-FAULTS = for_runner(Runner.PROCESSES)
 FORGED = frozenset({Action.FORGE_DELIVER, Action.FORGE_PUSH, Action.FORGE_BACKUP, Action.FORGE_HANDOVER,
                     Action.BOMB})
 
