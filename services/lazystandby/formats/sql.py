@@ -6,8 +6,10 @@ Two shapes of query, as the engine runs them:
 - a selection: `SELECT <expressions> FROM t [WHERE <predicate>]`, one output per input the predicate
   keeps (`*` passes every column through);
 - a window aggregation: `SELECT window.start, window.end, <keys>, <aggregates> FROM t [WHERE ...]
-  GROUP BY window(<event time>, '<size>'[, '<slide>']), <keys> [HAVING <predicate>]`, with count, sum,
-  min, max and avg, each window final at the watermark record that passes its end.
+  GROUP BY window(<event time>, '<size>'[, '<slide>']), <keys> [HAVING <predicate>] [QUALIFY <top n>]`,
+  with count, sum, min, max and avg, each window final at the watermark record that passes its end;
+  QUALIFY keeps a window's top groups: `rank()` or `dense_rank() OVER (PARTITION BY window.start[, keys]
+  ORDER BY ...) <= n` (Flink's Window Top-N, and Nexmark q5 whole without its self-join).
 
 What the engine cannot run is refused here, at start, by `UnsupportedSql` in one line that names the
 construct and says what is supported (SUPPORTED; docs/sql.md holds the table). The plan's expressions
@@ -34,15 +36,21 @@ from .schema import Schema, SqlType, duration_ms, interval_ms
 
 SUPPORTED = ("supported: SELECT <expressions> FROM <table> [WHERE ...], or SELECT window.start, window.end, "
              "keys, count/sum/min/max/avg FROM <table> [WHERE ...] GROUP BY window(<time>, '<size>'[, '<slide>']), "
-             "keys [HAVING ...] (docs/sql.md)")
+             "keys [HAVING ...] [QUALIFY rank() OVER (PARTITION BY window.start ORDER BY ...) <= n] (docs/sql.md)")
+TOP_FUNCTIONS = {exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 
 
 class Dialect(Spark):
     """Spark SQL, with `window` an ordinary name: Spark reads `GROUP BY window(ts, '10 seconds')` and
-    `window.start` that way, where sqlglot would take WINDOW for a named-window clause."""
+    `window.start` that way, where sqlglot would take WINDOW for a named-window clause. A query is
+    written back as it was read: sqlglot's Spark writer turns QUALIFY into a subquery (open-source Spark
+    has no QUALIFY), and a pipeline's stages carry their query as text that is planned again."""
 
     class Tokenizer(Spark.Tokenizer):
         KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "WINDOW"}
+
+    class Generator(Spark.Generator):
+        TRANSFORMS = {k: v for k, v in Spark.Generator.TRANSFORMS.items() if k is not exp.Select}
 
 
 BIGINT, INT, DOUBLE, VARCHAR, BOOLEAN, TIMESTAMP = (SqlType(k) for k in
@@ -73,11 +81,34 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class Order:
+    """One ORDER BY term of a QUALIFY's ranking: an expression over the window's names, its direction and
+    where its NULLs go (as written, else Spark's default: first ascending, last descending)."""
+
+    expr: exp.Expression
+    desc: bool
+    nulls_first: bool
+
+
+@dataclass(frozen=True)
+class TopN:
+    """QUALIFY `fn() OVER (PARTITION BY <window>[, keys] ORDER BY ...) <= limit`: of each final window's
+    groups (per partition), those ranked at most `limit`. Ties share a rank, so every group tied with the
+    last one kept is kept: what each result holds does not depend on the order rows reached the operator,
+    and a standby's takeover yields the primary's results. `partition` names the keys beside the window."""
+
+    fn: str  # "rank" or "dense_rank"
+    partition: tuple[str, ...]
+    order: tuple[Order, ...]
+    limit: int
+
+
+@dataclass(frozen=True)
 class Plan:
     """What a query computes. `outputs` in result order. A window plan also has `time` (the event-time
     column), `spec`, `keys` (name, expression, type), `aggregates` (referenced as `_agg<i>`) and
-    `having` (over the same names as its outputs); `key_names` are the result columns that name a group
-    (a window result's record key)."""
+    `having` (over the same names as its outputs) and `top` (QUALIFY, applied after HAVING);
+    `key_names` are the result columns that name a group (a window result's record key)."""
 
     text: str
     schema: Schema
@@ -88,6 +119,7 @@ class Plan:
     keys: tuple[Output, ...] = ()
     aggregates: tuple[Aggregate, ...] = ()
     having: exp.Expression | None = None
+    top: TopN | None = None
 
     @property
     def stateful(self) -> bool:
@@ -149,7 +181,7 @@ def plan(text: str, tables: dict[str, Schema]) -> Plan:
     """The plan of query `text` over `tables` (by name); UnsupportedSql says what is not supported."""
     tree = parse_select(text)
     for key, what in (("joins", "JOIN"), ("order", "ORDER BY"), ("limit", "LIMIT"), ("distinct", "DISTINCT"),
-                      ("with_", "WITH"), ("offset", "OFFSET"), ("qualify", "QUALIFY"), ("windows", "WINDOW"),
+                      ("with_", "WITH"), ("offset", "OFFSET"), ("windows", "WINDOW"),
                       ("laterals", "LATERAL VIEW"), ("pivots", "PIVOT"), ("sort", "SORT BY"),
                       ("cluster", "CLUSTER BY"), ("distribute", "DISTRIBUTE BY")):
         if tree.args.get(key):
@@ -173,8 +205,9 @@ def plan(text: str, tables: dict[str, Schema]) -> Plan:
         checker.boolean(where_expr, "WHERE")
     group = tree.args.get("group")
     if group is None:
-        if tree.args.get("having"):
-            raise refuse("HAVING without GROUP BY window(...) is not supported")
+        for clause in ("having", "qualify"):
+            if tree.args.get(clause):
+                raise refuse(f"{clause.upper()} without GROUP BY window(...) is not supported")
         return _selection(text, schema, tree, where_expr, checker)
     return _window(text, schema, tree, group, where_expr, checker)
 
@@ -218,7 +251,60 @@ def _window(text: str, schema: Schema, tree: exp.Select, group, where, checker: 
     if having is not None:
         having_expr = _normalise(having.this).transform(lift, copy=True)
         post.boolean(having_expr, "HAVING")
-    return Plan(text, schema, where, tuple(outputs), time, spec, tuple(keys), tuple(aggs), having_expr)
+    qualify = tree.args.get("qualify")
+    top = _top(qualify.this, outputs, keys, lift, post) if qualify is not None else None
+    return Plan(text, schema, where, tuple(outputs), time, spec, tuple(keys), tuple(aggs), having_expr, top)
+
+
+def _top(cond: exp.Expression, outputs: list[Output], keys: list[Output],
+         lift: Callable[[exp.Expression], exp.Expression], post: _Types) -> TopN:
+    """QUALIFY's condition as a TopN: a rank compared with a whole number (`<= n`, `< n`, `= 1`, or the
+    same reversed), ranking within the window. Its terms may name the query's result columns (`num` for
+    `count(*) AS num`), as they may in DuckDB's and Databricks' QUALIFY."""
+    cond = _normalise(cond)
+    if isinstance(cond, (exp.GTE, exp.GT, exp.EQ)) and isinstance(cond.expression, exp.Window):
+        flipped = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}[type(cond)]
+        cond = flipped(this=cond.expression, expression=cond.this)
+    shape = "QUALIFY takes rank() or dense_rank() OVER (PARTITION BY window.start ORDER BY ...) <= n"
+    if not isinstance(cond, (exp.LTE, exp.LT, exp.EQ)) or not isinstance(cond.this, exp.Window):
+        raise refuse(shape)
+    win, n = cond.this, cond.expression
+    if not (isinstance(n, exp.Literal) and not n.is_string and n.name.isdigit()):
+        raise refuse(f"{shape}: n a whole number, not {n.sql(dialect=Dialect)}")
+    limit = int(n.name) - (1 if isinstance(cond, exp.LT) else 0)
+    if isinstance(cond, exp.EQ) and limit != 1:
+        raise refuse(f"{shape}: rank() = {limit} keeps no top n (<= {limit} does)")
+    if limit < 1:
+        raise refuse(f"{shape}: n at least 1 (this keeps nothing)")
+    fn = TOP_FUNCTIONS.get(type(win.this))
+    if fn is None:
+        raise refuse(f"{shape}: {win.this.sql(dialect=Dialect)} is not rank() or dense_rank() (row_number() picks "
+                     f"among ties by the order rows arrive, which a standby need not share)")
+    aliases = {o.name: o.expr for o in outputs}
+
+    def by_alias(c: exp.Expression) -> exp.Expression:
+        # Before an aggregate's argument is reached, which names the input's column, not a result's.
+        if isinstance(c, exp.Column) and not c.table and c.name not in post.names and c.name in aliases:
+            return aliases[c.name].copy()
+        return lift(c)
+
+    def named(e: exp.Expression) -> exp.Expression:
+        return _normalise(e).transform(by_alias, copy=True)
+
+    parts = [named(p) for p in win.args.get("partition_by") or []]
+    names = [p.name if isinstance(p, exp.Column) else "" for p in parts]
+    windowed = {"window_start", "window_end"}
+    if not windowed & set(names) or not all(x in windowed or x in {k.name for k in keys} for x in names):
+        raise refuse(f"{shape}: PARTITION BY the window (window.start or window.end) and keys of GROUP BY")
+    terms = win.args.get("order")
+    if terms is None or not terms.expressions:
+        raise refuse(f"{shape}: a rank needs ORDER BY")
+    order = []
+    for t in terms.expressions:
+        e = named(t.this)
+        post.type(e)
+        order.append(Order(e, bool(t.args.get("desc")), bool(t.args.get("nulls_first"))))
+    return TopN(fn, tuple(dict.fromkeys(x for x in names if x not in windowed)), tuple(order), limit)
 
 
 def _window_call(schema: Schema, group) -> tuple[exp.Expression, str, WindowSpec]:

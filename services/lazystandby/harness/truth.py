@@ -144,7 +144,18 @@ def _windows_sql(plan: Plan, *, marks: bool = False) -> str:
     where = f" WHERE {' AND '.join(conds)}" if conds else ""
     cols = ", ".join(f"{_d(o.expr)} AS {_q(o.name)}" for o in plan.outputs)
     order = ", ".join([*(["_close"] if marks else []), "_ws", *(_q(k.name) for k in plan.keys)])
-    return f"SELECT {cols} FROM ({inner}){where} ORDER BY {order}"
+    return f"SELECT {cols} FROM ({inner}){where}{_qualify(plan)} ORDER BY {order}"
+
+
+def _qualify(plan: Plan) -> str:
+    """The plan's QUALIFY in DuckDB's words, over the grouped names (`_ws` the window)."""
+    top = plan.top
+    if top is None:
+        return ""
+    parts = ", ".join(["_ws", *(_q(k) for k in top.partition)])
+    terms = ", ".join(f"{_d(o.expr)} {'DESC' if o.desc else 'ASC'} NULLS {'FIRST' if o.nulls_first else 'LAST'}"
+                      for o in top.order)
+    return f" QUALIFY {top.fn}() OVER (PARTITION BY {parts} ORDER BY {terms}) <= {top.limit}"
 
 
 def _q(name: str) -> str:

@@ -28,6 +28,7 @@ from ..formats.query import Aggregate, Query
 from ..formats.sql import Plan
 from .arrow_eval import evaluate
 from .base import Operator, Outputs
+from .top_n import top_mask
 from .window import _WIN, WindowAggregate
 
 _CONTROL_CHARS = r"[\x00-\x1f]"
@@ -204,10 +205,16 @@ class SqlWindow(_Decoding, WindowAggregate):
         return out
 
     def kept(self, done: pa.Table) -> pa.Table:
-        """The rows of final windows (window start, keys, partials) that HAVING keeps."""
-        if self.plan.having is None or not done.num_rows:
+        """The rows of final windows (window start, keys, partials) that HAVING keeps and then QUALIFY
+        ranks among the top. `done` holds every group of each window it holds (windows close whole)."""
+        if self.plan.having is not None and done.num_rows:
+            keep = pc.fill_null(evaluate(self.plan.having, self._finals(done), done.num_rows), False)
+            done = done if pc.all(keep).as_py() else done.filter(keep)
+        top = self.plan.top
+        if top is None or not done.num_rows:
             return done
-        keep = pc.fill_null(evaluate(self.plan.having, self._finals(done), done.num_rows), False)
+        partition = [done[_WIN].combine_chunks(), *(done[k].combine_chunks() for k in top.partition)]
+        keep = top_mask(top, self._finals(done), partition, done.num_rows)
         return done if pc.all(keep).as_py() else done.filter(keep)
 
     def texts(self, done: pa.Table) -> pa.Array:

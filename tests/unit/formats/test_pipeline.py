@@ -82,6 +82,7 @@ def test_a_whole_file_is_written_again_with_its_tables_and_sink_under_a_prefix(p
     first = read_stages(path)
     again = parse_stages(file_text(first, "x."))
     assert [s.plan.text for s in again] == [s.plan.text for s in first]
+    assert [s.plan.top for s in again] == [s.plan.top for s in first]  # QUALIFY as written, not a subquery
     assert [s.settings for s in again] == [s.settings for s in first]
     for a, b in zip(again, first, strict=True):
         assert [t.topic for t in a.tables] == [t.topic if t.table in b.views else "x." + t.topic for t in b.tables]

@@ -27,6 +27,8 @@ def test_a_window_aggregation_plans_its_windows_keys_and_aggregates():
     assert [a.fn for a in p.aggregates] == ["count"] and p.having.sql() == "_agg0 > 2"
 
 
+Q5 = "SELECT auction, count(*) AS num FROM bid GROUP BY window(date_time, '10 seconds', '2 seconds'), auction"
+
 REFUSED = [
     ("SELECT nope FROM bid", "no such column"),
     ("SELECT * FROM bid b JOIN bid c ON b.auction = c.auction", "JOIN"),
@@ -57,6 +59,17 @@ REFUSED = [
     ("SELECT price FROM bid HAVING price > 3", "HAVING without GROUP BY"),
     ("SELECT price FROM bid WHERE price IN (SELECT 1)", "subquer"),
     ("SELECT * FROM bid GROUP BY window(date_time, '1 second')", "SELECT *"),
+    ("SELECT price FROM bid QUALIFY rank() OVER (ORDER BY price) <= 1", "QUALIFY without GROUP BY"),
+    (f"{Q5} QUALIFY row_number() OVER (PARTITION BY window.start ORDER BY num DESC) <= 1", "row_number()"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY auction ORDER BY num DESC) <= 1", "PARTITION BY the window"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY window.start, count(*) ORDER BY num) <= 1", "PARTITION BY the window"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY window.start) <= 1", "needs ORDER BY"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY window.start ORDER BY num DESC) = 2", "keeps no top n"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY window.start ORDER BY num DESC) < 1", "at least 1"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY window.start ORDER BY num DESC) <= 1.5", "whole number"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY window.start ORDER BY num DESC) > 1", "QUALIFY takes"),
+    (f"{Q5} QUALIFY num > 3", "QUALIFY takes"),
+    (f"{Q5} QUALIFY rank() OVER (PARTITION BY window.start ORDER BY price) <= 1", "neither grouped"),
 ]
 
 

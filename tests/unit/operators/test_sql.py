@@ -96,6 +96,16 @@ def test_a_selection_equals_duckdbs_truth(query):
     "SELECT window.start AS ws, window.end AS we, max(price) AS maxprice, min(channel) AS first_channel, "
     "sum(price) AS total, avg(price) AS mean, count(channel) AS named FROM bid WHERE price > 100 "
     "GROUP BY window(date_time, '2 seconds') HAVING count(*) >= 3",
+    # Nexmark q5 whole: per sliding window, the auctions with the most bids (ties all kept).
+    "SELECT auction, window.start AS starttime, count(*) AS num FROM bid "
+    "GROUP BY window(date_time, '2 seconds', '400 milliseconds'), auction "
+    "QUALIFY rank() OVER (PARTITION BY window.start ORDER BY num DESC) <= 1",
+    # The top 2 bidders per auction by their highest price, ranked densely, after HAVING.
+    "SELECT auction, bidder, window.end, max(price) AS hi FROM bid GROUP BY window(date_time, '1 second'), auction, "
+    "bidder HAVING count(*) > 0 QUALIFY dense_rank() OVER (PARTITION BY window.end, auction ORDER BY hi DESC) < 3",
+    # Ascending, NULLs first (Spark's default): the channels of the fewest bids, a NULL among them.
+    "SELECT channel, window.start, count(*) AS n FROM bid GROUP BY window(date_time, '2 seconds'), channel "
+    "QUALIFY 2 >= rank() OVER (PARTITION BY window.start ORDER BY min(channel), count(*))",
 ])
 def test_a_window_aggregation_equals_duckdbs_truth_however_its_calls_are_cut(query):
     p = plan(query, {"bid": BID})
