@@ -180,8 +180,8 @@ bench-links: setup
 bench-window: setup kafka-jars jvm-peers
 	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
 
-# Nexmark's q0, q1, q2 and the first stages of q5 and q7: ours (warm standby; windowed also Passive) beside
-# Flink SQL over the same bid topic (EVENTS=n bids, QUERIES=q0,q5, NX_KILLS=k failovers of ours per query).
+# Nexmark's q0, q1, q2, q5 whole (q5whole) and the first stages of q5 and q7: ours (warm standby; windowed also
+# Passive) beside Flink SQL over the same bid topic (EVENTS=n bids, QUERIES=q0,q5, NX_KILLS=k failovers per query).
 bench-nexmark: setup kafka-jars nexmark
 	$(VPY) -m bench.nexmark $(if $(EVENTS),--events $(EVENTS)) $(if $(QUERIES),--queries $(QUERIES)) \
 	  $(if $(NX_KILLS),--kills $(NX_KILLS)) $(if $(PUBLISH),--publish)

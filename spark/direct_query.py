@@ -45,6 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=0, help="most records per micro-batch (0: no limit)")
     ap.add_argument("--pipeline", default="", help="a pipeline file: its table's topic and its SQL")
     a = ap.parse_args(argv)
+    plan = None
+    if a.pipeline:
+        from lazystandby.formats.pipeline import read_pipeline
+
+        plan = read_pipeline(a.pipeline).plan
+        if plan.top is not None:
+            # Structured Streaming ranks no rows of a streaming aggregation (a rank needs a batch's window).
+            print(f"spark-direct: {a.pipeline}: QUALIFY's rank has no Spark Structured Streaming form",
+                  file=sys.stderr, flush=True)
+            return 2
 
     from lazystandby_spark.query import CHECKPOINT_FILE_MANAGER, driver_settings
     from pyspark.sql import SparkSession
@@ -64,10 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     topics = ",".join(f"{a.prefix}{s}" for s in a.streams.split(","))
-    if a.pipeline:
-        from lazystandby.formats.pipeline import read_pipeline
-
-        plan = read_pipeline(a.pipeline).plan
+    if plan is not None:
         topics = plan.schema.topic
     src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", a.bootstrap)
            .option("subscribe", topics).option("startingOffsets", "earliest")
@@ -75,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.max_rows:
         src = src.option("maxOffsetsPerTrigger", str(a.max_rows))
     src = src.load()
-    if a.pipeline:
+    if plan is not None:
         out = planned(src, plan)
     else:
         # The same parse as the pipeline's Spark operator, generated from the one tick schema.
