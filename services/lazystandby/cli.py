@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -106,6 +107,9 @@ def run_node(argv: list[str]) -> int:
         print(f"lazystandby node: {e}", file=sys.stderr, flush=True)
         return 2
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
+    # SIGQUIT: every thread's stack to stderr (the node's log), and the node runs on, as a JVM's thread dump.
+    # Written from the signal handler in C, so it answers even when no Python thread can run.
+    faulthandler.register(signal.SIGQUIT, all_threads=True)
     tls = TlsFiles.from_config(cfg)
     log = logging.getLogger("lazystandby")
     keep_memory(cfg, log)

@@ -78,6 +78,32 @@ def test_sigterm_to_launch_stops_every_node_of_its_topology(tmp_path):
             p.kill()
 
 
+def test_sigquit_makes_a_node_write_its_threads_stacks_and_run_on(tmp_path):
+    """What the harness asks of a node that does not exit when stopped: its stacks, in its log."""
+    from lazystandby.harness.launcher import free_ports
+
+    port = free_ports(1)[0]
+    log = open(tmp_path / "nd.log", "wb")  # noqa: SIM115 - the child's
+    p = subprocess.Popen([sys.executable, "-m", "lazystandby.cli", "node", "--role", "downstream", "--name", "Nd",
+                          "--listen", f"127.0.0.1:{port}", "--sink", str(tmp_path / "out")], env=ENV,
+                         stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on" not in (tmp_path / "nd.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        p.send_signal(signal.SIGQUIT)
+        time.sleep(1.0)
+        text = (tmp_path / "nd.log").read_text()
+        assert "most recent call first" in text and "in run_node" in text, text[-2000:]
+        assert p.poll() is None
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=15) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        log.close()
+
+
 @pytest.mark.slow
 def test_pip_install_in_a_fresh_venv_gives_a_working_command(tmp_path):
     """`pip install .` builds the package in isolation and installs it, the generated protocol modules and

@@ -183,12 +183,24 @@ def _kill(topo: Topology, key: str, step: Step) -> dict:
     return {}
 
 
+STOP_WAIT_S = 60.0  # a stopped node's exit: its handover is bounded to a few seconds (PrimarySide.hand_over)
+
+
 def _stop(topo: Topology, key: str, step: Step) -> dict:
     """SIGTERM to the node alone, as `docker stop` sends it to a container's first process (its Spark JVM
-    is the node's to stop), and its exit awaited: a primary hands over first (handover_on_stop)."""
+    is the node's to stop), and its exit awaited: a primary hands over first (handover_on_stop). A node
+    still there after STOP_WAIT_S is asked for its threads' stacks (SIGQUIT: cli.run_node), which its log
+    then holds, and the step fails."""
     t0 = time.monotonic()
-    topo.procs[key].send_signal(signal.SIGTERM)
-    code = topo.procs[key].wait(timeout=60)
+    p = topo.procs[key]
+    p.send_signal(signal.SIGTERM)
+    try:
+        code = p.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGQUIT)
+        time.sleep(1.0)  # the dump is written from the signal handler, at once
+        raise RuntimeError(f"{key} had not exited {STOP_WAIT_S:.0f} s after SIGTERM; its threads' stacks are in "
+                           f"{topo.workdir / f'{key}.log'}") from None
     return {"exit_code": code, "stopped_ms": round((time.monotonic() - t0) * 1000, 1)}
 
 

@@ -1,0 +1,37 @@
+import signal
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from lazystandby.harness import launcher
+
+# A node that does not hear SIGTERM, and dumps its stacks on SIGQUIT as cli.run_node makes a node do.
+DEAF = ("import faulthandler, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "faulthandler.register(signal.SIGQUIT, all_threads=True); print('up', flush=True); time.sleep(60)")
+
+
+def test_a_node_that_outlives_its_stop_leaves_its_stacks_in_its_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "STOP_WAIT_S", 0.5)
+    log = open(tmp_path / "n.log", "wb")  # noqa: SIM115 - the child's
+    p = subprocess.Popen([sys.executable, "-c", DEAF], stdout=subprocess.PIPE, stderr=log)
+    try:
+        assert p.stdout.readline() == b"up\n"
+        topo = SimpleNamespace(procs={"n": p}, workdir=tmp_path)
+        with pytest.raises(RuntimeError, match="had not exited 0 s after SIGTERM; its threads' stacks are in"):
+            launcher._stop(topo, "n", None)
+        assert p.poll() is None  # asked for its stacks, not killed: the teardown stops it
+        assert "most recent call first" in (tmp_path / "n.log").read_text()
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        log.close()
+
+
+def test_a_node_that_exits_on_sigterm_gives_its_code_and_time(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"up\n"
+    r = launcher._stop(SimpleNamespace(procs={"n": p}, workdir=tmp_path), "n", None)
+    assert r["exit_code"] == -signal.SIGTERM and r["stopped_ms"] < 5000
