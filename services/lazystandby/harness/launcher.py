@@ -101,6 +101,7 @@ _PORT_DRAWS = random.SystemRandom()  # not the module's generator, which a seede
 # before any stage starts; a port drawn twice makes the second node to bind it exit (EADDRINUSE).
 RECENT_PORTS_KEPT = 2048
 _RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=RECENT_PORTS_KEPT)
+_PORTS_LOCK = threading.Lock()
 
 
 def free_port() -> int:
@@ -140,6 +141,11 @@ def free_ports(n: int) -> list[int]:
     servers on one port would split its connections between them), and none of the RECENT_PORTS_KEPT last
     handed out is drawn again where the range has room. Falls back to the kernel's choice where the range
     leaves no room below it."""
+    with _PORTS_LOCK:  # the stages of a trial may restart nodes at once (harness/stages.at_once)
+        return _draw_ports(n)
+
+
+def _draw_ports(n: int) -> list[int]:
     start, low = port_range()
     socks: list[socket.socket] = []
     try:

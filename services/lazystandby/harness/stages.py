@@ -13,6 +13,7 @@ is exact when every stage's is.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
@@ -134,8 +135,10 @@ def run_stages(specs: tuple[Pipeline, ...], fault: str | Fault | Mapping[int, Fa
                 if k in hit:
                     _has_input(topo, timeout)
                     t.reach_the_fault(topo)
-            for t, topo in runs:  # the stages hit at once; the others' figures from the same moment
-                t.inject(topo)
+            # The stages hit at once, the others' figures from the same moment: a fault's steps may block
+            # (a stop awaits the exit, a pause lasts past the detector's timeout), and in turn a double
+            # fault across stages would be two faults one after the other.
+            at_once([lambda t=t, topo=topo: t.inject(topo) for t, topo in runs])
             for t, topo in runs:  # in order: a stage's truth is what the stage before it delivered
                 t.read_the_truth(topo)
                 t.settle(topo)
@@ -153,6 +156,26 @@ def run_stages(specs: tuple[Pipeline, ...], fault: str | Fault | Mapping[int, Fa
     else:
         result["workdirs"] = [str(t.workdir) for t in trials]
     return result
+
+
+def at_once(calls: list[Callable[[], None]]) -> None:
+    """Each call on a thread of its own, all started together and all awaited; then the first error any
+    raised is raised."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except BaseException as e:  # noqa: BLE001 - raised again once every call has ended
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(c,), name=f"inject-{i}", daemon=True) for i, c in enumerate(calls)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
 
 
 def _has_input(topo, timeout: float) -> None:
