@@ -1,6 +1,7 @@
 """A pipeline of several stages on a real Kafka broker (examples/nexmark-q5.sql: counts per auction in
-sliding windows, then the auctions with the most bids per window, ranked in QUALIFY): each stage its own Nu, N, N' and Nd processes,
-faults hit by stage, and every stage's output checked against DuckDB's truth over what it read."""
+sliding windows, then the auctions with the most bids per window, ranked in QUALIFY): each stage its own
+Nu, N, N' and Nd processes, faults hit by stage, and every stage's output checked against DuckDB's truth
+over what it read."""
 
 import pytest
 
