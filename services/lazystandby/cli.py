@@ -107,9 +107,10 @@ def run_node(argv: list[str]) -> int:
         print(f"lazystandby node: {e}", file=sys.stderr, flush=True)
         return 2
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s {cfg.name} %(levelname)s %(message)s")
-    # SIGQUIT: every thread's stack to stderr (the node's log), and the node runs on, as a JVM's thread dump.
-    # Written from the signal handler in C, so it answers even when no Python thread can run.
-    faulthandler.register(signal.SIGQUIT, all_threads=True)
+    # SIGQUIT: every thread's stack to the process's stderr (the node's log), and the node runs on, as a JVM's
+    # thread dump. Written from the signal handler in C, so it answers even when no Python thread can run.
+    # To file descriptor 2 itself: sys.stderr may be a stream without one (a test's capture).
+    faulthandler.register(signal.SIGQUIT, file=sys.__stderr__, all_threads=True)
     tls = TlsFiles.from_config(cfg)
     log = logging.getLogger("lazystandby")
     keep_memory(cfg, log)
