@@ -15,14 +15,19 @@ from lazystandby.sources.kafka_source import Topics, read_partition
 from lazystandby.sources.pipeline_load import write_load
 
 
-def committed(bootstrap: str, topic: str, settle_s: float = 3.0) -> list:
-    """Every committed record of `topic`, read until none has come for `settle_s`."""
+def committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list:
+    """Every committed record of `topic`: read until the consumer's position reaches the partition's last
+    stable offset (the job has ended and committed, so no transaction is still open)."""
+    from kafka import TopicPartition
+
     reader = CommittedReader(bootstrap, topic)
+    tp = TopicPartition(topic, 0)
     try:
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < settle_s:
-            if reader.more():
-                quiet_since = time.monotonic()
+        end = reader.consumer.end_offsets([tp])[tp]  # read_committed: the last stable offset
+        deadline = time.monotonic() + timeout
+        while reader.consumer.position(tp) < end:
+            assert time.monotonic() < deadline, f"{topic}: read to {reader.consumer.position(tp)} of {end}"
+            reader.more()
         return reader.records
     finally:
         reader.close()
