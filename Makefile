@@ -18,7 +18,7 @@ DEMO_TOTAL ?= 40000
 DEMO_RATE ?= 5000
 
 .PHONY: nexmark quix-venv jvm-peers setup proto native lint test test-unit test-integration demo demo-window demo-local failover-check kafka-jars kafka-up kafka-down \
-	prometheus dashboards-check bench bench-quick bench-links bench-window bench-nexmark bench-spark-cycle up down chaos shape chaos-campaign certs test-system clean
+	prometheus dashboards-check bench bench-quick bench-links bench-window bench-nexmark bench-ab bench-spark-cycle up down chaos shape chaos-campaign certs test-system clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -179,6 +179,11 @@ bench-links: setup
 
 bench-window: setup kafka-jars jvm-peers
 	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
+
+# This tree's headline throughput beside another commit's, taking turns (BASE=rev, ROUNDS=n pairs, TUPLES=n).
+bench-ab: setup
+	$(VPY) -m bench.ab --base $(or $(BASE),$(error BASE=<rev> names the commit to compare with)) \
+	  $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(TUPLES),--tuples $(TUPLES)) $(if $(PUBLISH),--publish)
 
 # Nexmark's q0, q1, q2, q5 whole (q5whole) and the first stages of q5 and q7: ours (warm standby; windowed also
 # Passive) beside Flink SQL over the same bid topic (EVENTS=n bids, QUERIES=q0,q5, NX_KILLS=k failovers per query).

@@ -1,0 +1,42 @@
+"""bench/ab.py: the pairing of two commits' rounds, and a base that cannot be checked out."""
+
+import pytest
+
+from bench import ab
+
+
+def _runs(base_rates, head_rates, base_cpu=1.0, head_cpu=1.0):
+    return ([{"tuples_per_s": r, "cpu_us_per_tuple": base_cpu} for r in base_rates],
+            [{"tuples_per_s": r, "cpu_us_per_tuple": head_cpu} for r in head_rates])
+
+
+def test_rounds_are_paired_in_order_not_sorted():
+    base, head = _runs([100, 200, 400], [110, 180, 400])
+    got = ab.paired(base, head, "tuples_per_s")
+    assert got["rounds"] == [1.1, 0.9, 1.0]
+    assert (got["median"], got["min"], got["max"]) == (1.0, 0.9, 1.1)
+
+
+def test_a_round_without_its_pair_is_refused():
+    base, head = _runs([100, 200], [110])
+    with pytest.raises(ValueError, match="2 of the base, 1 of the head"):
+        ab.paired(base, head, "tuples_per_s")
+    with pytest.raises(ValueError):
+        ab.paired([], [], "tuples_per_s")
+
+
+def test_compare_names_each_configuration():
+    ha = dict(zip(("base", "head"), _runs([1000, 1000], [900, 950], base_cpu=1.0, head_cpu=1.1), strict=True))
+    no_ha = dict(zip(("base", "head"), _runs([2000, 2000], [2000, 2200]), strict=True))
+    got = ab.compare({"ha": ha, "no_ha": no_ha})
+    assert got["ratio_ha"] == 0.925 and got["ratio_ha_min"] == 0.9 and got["ratio_ha_max"] == 0.95
+    assert got["cpu_ratio_ha"] == 1.1
+    assert got["ratio_no_ha"] == 1.05 and got["head_no_ha_tuples_per_s"] == 2100
+    assert got["base_ha_tuples_per_s"] == 1000
+
+
+def test_a_base_that_is_no_commit_is_refused_before_anything_is_checked_out(tmp_path):
+    where = tmp_path / "base"
+    with pytest.raises(ab.ABError, match="no-such-revision"):
+        ab.prepare_base("no-such-revision", where)
+    assert not where.exists()
