@@ -181,7 +181,7 @@ bench-window: setup kafka-jars jvm-peers
 	$(VPY) -m bench.window $(if $(TRIALS),--trials $(TRIALS)) $(if $(PUBLISH),--publish)
 
 # This tree's headline throughput beside another commit's, taking turns (BASE=rev, ROUNDS=n pairs, TUPLES=n).
-bench-ab: setup
+bench-ab: setup kafka-jars
 	$(VPY) -m bench.ab --base $(or $(BASE),$(error BASE=<rev> names the commit to compare with)) \
 	  $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(TUPLES),--tuples $(TUPLES)) $(if $(PUBLISH),--publish)
 

@@ -8,8 +8,10 @@ on 2 cores a rate moves by up to 20 % between identical runs, so two runs at eac
 change's cost from the machine's spread. Here the base commit's tree (a git worktree, removed at the
 end) and this tree run `bench.harness.throughput` in turn, the order swapped each round; each round's
 pair ran within seconds of each other, so their ratio cancels most of what the machine did meanwhile.
-The key figure is the median over rounds of head / base (`ratio_ha`, `ratio_no_ha`; below 1: the head
-is slower), with the rounds' least and greatest beside it, and the same for CPU per tuple.
+The Kafka path's run (300,000 ticks from fresh topics of one broker through the four nodes to the results
+topic, with a standby) takes turns the same way. The key figure is the median over rounds of head / base
+(`ratio_ha`, `ratio_no_ha`, `ratio_kafka`; below 1: the head is slower), with the rounds' least and
+greatest beside it, and the same for CPU per tuple.
 
 No library runs an A/B of two source trees of a Python service; what is written here is the worktree,
 the turns and the ratios. The base must have `bench.harness.throughput` with the keywords this calls
@@ -31,15 +33,21 @@ import time
 from pathlib import Path
 
 from bench.harness import machine_keys, write_details
+from lazystandby.harness.kafka_broker import LocalKafka
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO = Path("proto") / "lazystandby" / "v1" / "lazystandby.proto"
-CONFIGS = (("ha", True), ("no_ha", False))
+CONFIGS = ("ha", "no_ha", "kafka")
+KAFKA_TUPLES = 300_000  # bench-quick's Kafka path
 # What each run prints, after the marker, for this side to read: the run's own keys, nothing recomputed.
 MARK = "AB-RESULT "
-RUN = ("import json; from bench.harness import throughput; "
-       "r = throughput(bsize='10', codec='zstd-stream-dict', standby={standby}, total={total}); "
-       "print({mark!r} + json.dumps({{k: r[k] for k in ('tuples_per_s', 'cpu_cores_per_node')}}))")
+RUN = {"ha": "r = throughput(bsize='10', codec='zstd-stream-dict', standby=True, total={total})",
+       "no_ha": "r = throughput(bsize='10', codec='zstd-stream-dict', standby=False, total={total})",
+       "kafka": "r = kafka_throughput({bootstrap!r}, total={kafka_total})"}
+REPORT = ("import json; from bench.harness import kafka_throughput, throughput; {run}; "
+          "cpu = r.get('cpu_cores_per_node') or {{k: v / r['tuples'] * r['tuples_per_s'] "
+          "for k, v in r['cpu_seconds_run'].items()}}; "
+          "print({mark!r} + json.dumps({{'tuples_per_s': r['tuples_per_s'], 'cpu_cores_per_node': cpu}}))")
 
 
 class ABError(RuntimeError):
@@ -74,15 +82,16 @@ def prepare_base(rev: str, where: Path) -> tuple[str, Path]:
     return sha, where
 
 
-def run_once(tree: Path, *, standby: bool, total: int) -> dict:
-    """One throughput run of `tree`'s code, its nodes started from that tree (the launcher's PYTHONPATH
-    is its own tree's)."""
-    code = RUN.format(standby=standby, total=total, mark=MARK)
+def run_once(tree: Path, config: str, *, total: int, bootstrap: str = "") -> dict:
+    """One run of `config` with `tree`'s code, its nodes started from that tree (the launcher's PYTHONPATH
+    is its own tree's). The Kafka path's CPU is its CPU seconds over the run's seconds, as cores."""
+    run = RUN[config].format(total=total, bootstrap=bootstrap, kafka_total=KAFKA_TUPLES)
+    code = REPORT.format(run=run, mark=MARK)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(tree / p) for p in ("services", "spark", ".")))
     done = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True)
     found = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
     if done.returncode or not found:
-        raise ABError(f"the throughput run of {tree} (standby={standby}) ended with {done.returncode} and no "
+        raise ABError(f"the {config} run of {tree} ended with {done.returncode} and no "
                       f"result:\n{done.stderr[-3000:]}")
     r = json.loads(found[-1][len(MARK):])
     r["cpu_us_per_tuple"] = round(sum(r["cpu_cores_per_node"].values()) * 1e6 / r["tuples_per_s"], 4)
@@ -112,13 +121,13 @@ def compare(runs: dict[str, dict[str, list[dict]]]) -> dict:
     return out
 
 
-def turns(trees: dict[str, Path], rounds: int, total: int) -> dict[str, dict[str, list[dict]]]:
+def turns(trees: dict[str, Path], rounds: int, total: int, bootstrap: str) -> dict[str, dict[str, list[dict]]]:
     """Every configuration, both sides, `rounds` times; the side that runs first alternates."""
-    runs: dict[str, dict[str, list[dict]]] = {c: {"base": [], "head": []} for c, _ in CONFIGS}
+    runs: dict[str, dict[str, list[dict]]] = {c: {"base": [], "head": []} for c in CONFIGS}
     for rnd in range(rounds):
-        for config, standby in CONFIGS:
+        for config in CONFIGS:
             for side in ("base", "head") if rnd % 2 == 0 else ("head", "base"):
-                r = run_once(trees[side], standby=standby, total=total)
+                r = run_once(trees[side], config, total=total, bootstrap=bootstrap)
                 runs[config][side].append(r)
                 print(f"round {rnd + 1}/{rounds} {config} {side}: {r['tuples_per_s']:,} tuples/s",
                       file=sys.stderr, flush=True)
@@ -138,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     head = head_label()
     with tempfile.TemporaryDirectory(prefix="lazystandby-ab-") as tmp:
         where = Path(tmp) / "base"
+        broker = LocalKafka(Path(tmp) / "kafka")
         try:
             base, tree = prepare_base(a.base, where)
-            runs = turns({"base": tree, "head": ROOT}, a.rounds, a.tuples)
+            broker.start()
+            runs = turns({"base": tree, "head": ROOT}, a.rounds, a.tuples, broker.bootstrap)
         finally:
+            broker.stop()
             if where.exists():
                 git("worktree", "remove", "--force", str(where))
     summary = {"name": "ab", "base": base, "head": head, "rounds": a.rounds, "tuples": a.tuples,

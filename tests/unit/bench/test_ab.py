@@ -40,3 +40,10 @@ def test_a_base_that_is_no_commit_is_refused_before_anything_is_checked_out(tmp_
     with pytest.raises(ab.ABError, match="no-such-revision"):
         ab.prepare_base("no-such-revision", where)
     assert not where.exists()
+
+
+def test_every_configuration_reports_through_one_line():
+    for config in ab.CONFIGS:
+        code = ab.REPORT.format(run=ab.RUN[config].format(total=10, bootstrap="127.0.0.1:9", kafka_total=10),
+                                mark=ab.MARK)
+        compile(code, config, "exec")  # a template that lost a brace fails here, not minutes into a run
