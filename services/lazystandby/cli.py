@@ -176,6 +176,7 @@ COMMANDS = {
     "launch": "the pipeline on loopback processes, one fault injected mid-run; JSON summary last",
     "failover-check": "K trials of a fault (SIGKILL of N by default) at random moments; JSON summary last",
     "chaos-campaign": "faults drawn at random from the catalog, singles and pairs, against a Kafka load",
+    "explain": "what a pipeline file runs, stage by stage (tables, windows, views, topics), without running it",
     "stack-check": "the truth-table check of a running compose stack, from inside its network",
     "dashboards-check": "every dashboard panel query against a real Prometheus after a failover",
 }
@@ -194,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if cmd == "node":
         return run_node(rest)
+    if cmd == "explain":
+        from .explain import main as explain_main
+
+        return explain_main(rest)
     if cmd == "stack-check":
         from .harness.stack_check import main as stack_main
 

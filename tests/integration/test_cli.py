@@ -49,6 +49,20 @@ def test_a_bad_value_is_one_line_naming_the_setting(argv, env, names, bound):
     assert took < bound, took
 
 
+def test_explain_describes_every_example_and_refuses_a_bad_file_in_one_line(tmp_path):
+    for f in sorted((ROOT / "examples").glob("*.sql")):
+        p = subprocess.run([sys.executable, "-m", "lazystandby.cli", "explain", str(f)], env=ENV, capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        d = json.loads(p.stdout.strip().splitlines()[-1])
+        assert d["stages"] and all(s["writes"]["columns"] for s in d["stages"]), f
+    bad = tmp_path / "bad.sql"
+    bad.write_text("CREATE VIEW v AS SELECT 1;\n")
+    p = subprocess.run([sys.executable, "-m", "lazystandby.cli", "explain", str(bad)], env=ENV, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
