@@ -43,6 +43,7 @@ from lazystandby.harness.campaign import cpu_model
 from lazystandby.harness.check import nu_read_all
 from lazystandby.harness.launcher import SPARK_DETECTOR, StatusPoller, Topology, run_trial, scratch
 from lazystandby.harness.operator_procs import CLOCK_TICKS, ProcRow, children_of, no_process_left, proc_table, subtree
+from lazystandby.harness.places import N2, ND, NU, N
 from lazystandby.harness.wait import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ def tradeoff(bsizes: list[str], codecs: list[str], trials: int, *, total: int, r
                           kill_after=kill_after, seed=7 + t, tls=True)
             if not r["ok"]:
                 raise RuntimeError(f"trial failed the truth-table check: {r['workdir']} {r.get('diff')}")
-            rec, nu = r["recovery"], r["before"]["nu"]
+            rec, nu = r["recovery"], r["before"][NU]
             c = nu["counters"]
             rows.append({
                 "bsize": bsize, "codec": codec, "trial": t,
@@ -200,12 +201,12 @@ class Serving:
 
     def __init__(self, topo: Topology, status: Callable[[str], dict] | None = None) -> None:
         # status: a node's status by key; a kept channel (Topology.poller) where it polls all along
-        self.topo, self.key, self.takeovers = topo, "n", 0
+        self.topo, self.key, self.takeovers = topo, N, 0
         self._status = status or topo.status
 
     def status(self) -> dict:
         s = self._status(self.key)
-        other = "n2" if self.key == "n" else "n"
+        other = N2 if self.key == N else N
         if s["role"] == "primary" or other not in self.topo.procs:
             return s
         o = self._status(other)
@@ -237,7 +238,7 @@ def slowest_second(samples: list[int]) -> dict:
 
 def usage_at_start(nodes: Topology | StatusPoller) -> tuple[float, int]:
     """Nu's CPU seconds and minor page faults at its start(), as it reports them (once it has started)."""
-    s = nodes.status("nu")
+    s = nodes.status(NU)
     if s.get("cpu_seconds_at_start") is None:
         raise RuntimeError("Nu has not reported its CPU at start: it has not started")
     return s["cpu_seconds_at_start"], s["minor_faults_at_start"]
@@ -254,7 +255,7 @@ def nu_time(nodes: Topology | StatusPoller, event: str, timeout: float = 30.0) -
     seen: dict[str, float | None] = {}
 
     def reported() -> bool:
-        seen["at"] = nodes.status("nu").get(event)
+        seen["at"] = nodes.status(NU).get(event)
         return bool(seen["at"])
 
     if not wait_until(reported, timeout, step=0.005):
@@ -311,8 +312,8 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         # Each node's CPU over the run's clock, which starts at Nu's start(): Nu's as it reported it there,
         # the others' read now (3-35 ms after it in three start-ups, with N yet to process a tuple). Read
         # before Nu starts instead, they would hold N''s registration (0.04-0.05 s of CPU in three start-ups).
-        usage0 = _proc_usage({k: p.pid for k, p in topo.procs.items() if k != "nu"})
-        usage0["nu"] = usage_at_start(poller)
+        usage0 = _proc_usage({k: p.pid for k, p in topo.procs.items() if k != NU})
+        usage0[NU] = usage_at_start(poller)
         share = MachineShare(lambda: [p.pid for p in topo.procs.values()])
         marks, frames = [(t0, 0)], FrameMarks()
         next_sample = t0 + 1.0
@@ -335,7 +336,7 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         # A run too short for two frame points (a test's) keeps the polled rates.
         samples = per_second_rates(frames.marks) or from_start
         first_output = s.get("first_processed_at")  # the loop's last reply: the first frame is long done
-        wait_until(lambda: topo.status("nd")["delivered_through"] >= serving.status()["processed"][1], 30)
+        wait_until(lambda: topo.status(ND)["delivered_through"] >= serving.status()["processed"][1], 30)
         elapsed = time.monotonic() - t0
         pids = {k: p.pid for k, p in topo.procs.items()}
         table = proc_table()  # one pass over /proc for the nodes' CPU, faults and peak memory
@@ -344,14 +345,14 @@ def throughput(*, bsize: str, codec: str, standby: bool, total: int, operator: s
         cpu = {k: round((u[0] - usage0[k][0]) / elapsed, 3) for k, u in usage.items()}
         faults = {k: round((u[1] - usage0[k][1]) / elapsed) for k, u in usage.items()}
         rss = _peak_rss_mb(pids, children)
-        nu = topo.status("nu")
+        nu = topo.status(NU)
         behind = nu["head"] - nu["backup_confirmed_through"] if standby else 0
         if standby:
             # What the standby had not acknowledged when Nd held everything (at most backup_lag_max) still
             # goes to it: coverage counts what it gets, not where the last call happened to be.
-            wait_until(lambda: topo.status("nu")["backup_confirmed_through"] >= nu["head"], 30)
-            nu = topo.status("nu")
-        n2 = topo.status("n2")["counters"] if standby else {}
+            wait_until(lambda: topo.status(NU)["backup_confirmed_through"] >= nu["head"], 30)
+            nu = topo.status(NU)
+        n2 = topo.status(N2)["counters"] if standby else {}
     return {"bsize": bsize, "codec": codec, "standby": standby, "operator": operator, "tuples": total,
             "tuples_per_s": round(total / elapsed), **slowest_second(samples), "per_second": samples,
             # The same measure as polled from Nu's start, the fill time and frame steps included (FrameMarks).
@@ -410,12 +411,12 @@ def kafka_throughput(bootstrap: str, *, total: int = 300_000, standby: bool = Tr
         if (extra or {}).get("query"):
             # A window query's positions are not its ticks (Nu adds watermark records and leaves late ticks
             # out): done once Nu has read every record and the primary has processed all it admitted.
-            wait_until(lambda: nu_read_all(topo.status("nu")) and serving.processed() >= topo.status("nu")["head"],
+            wait_until(lambda: nu_read_all(topo.status(NU)) and serving.processed() >= topo.status(NU)["head"],
                        600)
         else:
             wait_until(lambda: serving.processed() >= total, 600)
         n = serving.status()
-        wait_until(lambda: topo.status("nd")["delivered_through"] >= n["processed"][1], 60)
+        wait_until(lambda: topo.status(ND)["delivered_through"] >= n["processed"][1], 60)
         elapsed = time.monotonic() - t0
         usage = _proc_usage(pids)
         cpu = {k: round(u[0], 2) for k, u in usage.items()}

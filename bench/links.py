@@ -35,6 +35,7 @@ from lazystandby.core.batching import format_bsize, parse_bsize
 from lazystandby.harness import links, results
 from lazystandby.harness.launcher import run_trial
 from lazystandby.harness.operator_procs import no_process_left
+from lazystandby.harness.places import NU, N
 
 from .harness import machine_keys, write_details
 
@@ -86,7 +87,7 @@ def cell(link: str, bsize: str, trials: int, seed: int) -> dict:
                      "notice_to_suspicion_ms": rec.get("notice_to_suspicion_ms"),
                      "resent_by_nu": rec.get("resent_by_nu"),
                      "predicted_ms": r.get("predicted_recovery_ms"), "predicted": r.get("predicted_recovery"),
-                     "overhead": (r.get("after", {}).get("nu") or {}).get("overhead"), "link": r.get("link"),
+                     "overhead": (r.get("after", {}).get(NU) or {}).get("overhead"), "link": r.get("link"),
                      "workdir": r["workdir"]})
     done = [x for x in rows if x["failover_ms"] is not None]
 
@@ -119,9 +120,9 @@ def state_cell(state: str, trials: int, seed: int) -> dict:
                       extra={"query": QUERY, "exit_when_fenced": True, "keys": STATES_KEYS,
                              "standby_state": standby_state, "snapshot_interval": SNAPSHOT_INTERVAL})
         b = r.get("before", {})
-        primary = (b.get("n") or {}).get("counters", {})
+        primary = (b.get(N) or {}).get("counters", {})
         snapshots = primary.get("snapshot_bytes", 0)
-        wire = (b.get("nu") or {}).get("counters", {}).get("backup_bytes", 0) + snapshots
+        wire = (b.get(NU) or {}).get("counters", {}).get("backup_bytes", 0) + snapshots
         rows.append({"ok": r["ok"], "failover_ms": r.get("recovery_ms"),
                      "standby_cpu_ratio": r.get("standby_cpu_ratio"),
                      "backup_bytes_per_s": round(wire / kill_after),

@@ -41,6 +41,7 @@ from lazystandby.formats.pipeline import read_pipeline
 from lazystandby.harness import results
 from lazystandby.harness.check import nu_read_all
 from lazystandby.harness.launcher import Topology, _pct, run_trial, scratch
+from lazystandby.harness.places import ND, NU
 from lazystandby.harness.wait import wait_until
 from lazystandby.sources.kafka_source import Topics, ensure_topics
 from lazystandby.sources.pipeline_load import write_load
@@ -78,9 +79,9 @@ def ours(bootstrap: str, pipeline: Path, events: int, *, extra: dict[str, Any] |
         pids = {k: p.pid for k, p in topo.procs.items()}
         usage0 = _proc_usage(pids)
         serving = Serving(topo, poller.status)
-        wait_until(lambda: nu_read_all(topo.status("nu")) and serving.processed() >= topo.status("nu")["head"], 900)
+        wait_until(lambda: nu_read_all(topo.status(NU)) and serving.processed() >= topo.status(NU)["head"], 900)
         outputs = serving.status()["processed"][1]
-        wait_until(lambda: topo.status("nd")["delivered_through"] >= outputs, 120)
+        wait_until(lambda: topo.status(ND)["delivered_through"] >= outputs, 120)
         elapsed = time.monotonic() - t0
         usage = _proc_usage(pids)
         cpu = sum(u[0] - usage0[k][0] for k, u in usage.items())

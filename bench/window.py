@@ -42,6 +42,7 @@ from lazystandby.harness import results
 from lazystandby.harness.kafka_broker import LocalKafka
 from lazystandby.harness.launcher import run_dir, run_trial
 from lazystandby.harness.operator_procs import no_process_left
+from lazystandby.harness.places import N2
 
 from . import jvm_peers
 from .harness import kafka_throughput, machine_keys, write_details
@@ -69,8 +70,8 @@ def failover_by_keys(keys: int, trials: int) -> dict:
             raise RuntimeError(f"window failover with {keys:,} keys was not exact: logs in {r['workdir']}")
         rec = r["recovery"]
         out.append({"failover_ms": round(r["recovery_ms"], 1),
-                    "live_keys": r["before"]["n2"].get("state_keys", 0),
-                    "state_lag_tuples": r["before"]["n2"].get("state_lag_tuples", 0),
+                    "live_keys": r["before"][N2].get("state_keys", 0),
+                    "state_lag_tuples": r["before"][N2].get("state_lag_tuples", 0),
                     "results": r["expected"],
                     # The phases, to tell what grows with the state (launcher.failover_check's names).
                     **{k: round(rec.get(k, 0.0), 1) for k in ("detection_ms", "reconnection_ms",
