@@ -2,8 +2,12 @@
 
 The columnar path is Arrow's JSON reader over the whole poll, told the declared types; it is taken when
 it reads every record and the columns it gives pass the checks `coerce` makes that the reader does not
-(ranges, NOT NULL, a DECIMAL's integer digits, finite doubles, a TIMESTAMP given as ms). Anything else
-(ISO-8601 timestamps among them, which the reader would read in its own way) goes record by record.
+(ranges, NOT NULL, a DECIMAL's integer digits, finite doubles). A TIMESTAMP column is read as ms since
+1970, or, when the poll's hold text, as text in the one ISO-8601 shape the results writer gives
+(`YYYY-MM-DDTHH:MM:SS.mmm`, `Z` or no zone: UTC, as `coerce` reads it): Arrow's parse is taken only
+where writing each value back in that shape gives its text again, so a value the two parsers could read
+apart (another shape, a zone offset, a blank) never passes. A view's window bounds take this path.
+Anything else goes record by record.
 
 The reader parses its input as a sequence of JSON values, newlines or not, so nothing but the records
 themselves says where one ends. The columnar path takes a poll only when every record's first byte is
@@ -41,14 +45,10 @@ class JsonFormat(RecordFormat):
 
     def __init__(self, schema) -> None:
         super().__init__(schema)
-        # The reader is told every type but TIMESTAMP's (ms since 1970 is a number to it); those are read
-        # as what they hold and accepted only as whole numbers.
-        self._ts = [c.name for c in schema.columns if c.type.kind == "TIMESTAMP"]
-        fields = [pa.field(c.name, c.type.arrow if c.type.kind != "TIMESTAMP" else pa.int64())
-                  for c in schema.columns]
-        self._parse = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore",
-                                      newlines_in_values=False)
-        self._partial: dict[tuple, tuple] = {}  # the reader told only some columns, by their names
+        # The reader is told every type but TIMESTAMP's: those are read as ms since 1970 (a number to it)
+        # or as text (`_timestamps`), whichever the last poll held, tried first.
+        self._ts_text = False
+        self._options: dict[tuple, pj.ParseOptions] = {}  # by (the columns read, TIMESTAMP as text)
 
     # --- the record path ---------------------------------------------------------------------------
     def record_values(self, payload: bytes) -> Sequence[object]:
@@ -75,20 +75,22 @@ class JsonFormat(RecordFormat):
         names = list(names)
         if not len(payloads) or len(names) == len(self.schema.columns):
             return self.decode(payloads)
-        key = tuple(names)
-        if key not in self._partial:
-            cols = [c for c in self.schema.columns if c.name in set(names)]
-            fields = [pa.field(c.name, c.type.arrow if c.type.kind != "TIMESTAMP" else pa.int64()) for c in cols]
-            self._partial[key] = (cols, pj.ParseOptions(explicit_schema=pa.schema(fields),
-                                                        unexpected_field_behavior="ignore", newlines_in_values=False))
-        cols, options = self._partial[key]
-        table = self._read(payloads, options, cols)
+        table = self._read(payloads, [c for c in self.schema.columns if c.name in set(names)])
         return Decoded(table) if table is not None else self.decode(payloads)
 
     def decode_columnar(self, payloads: pa.Array) -> pa.Table | None:
-        return self._read(payloads, self._parse, self.schema.columns)
+        return self._read(payloads, list(self.schema.columns))
 
-    def _read(self, payloads: pa.Array, options, columns) -> pa.Table | None:
+    def _parse_options(self, columns: list, ts_text: bool) -> pj.ParseOptions:
+        key = (tuple(c.name for c in columns), ts_text)
+        if key not in self._options:
+            ts = pa.string() if ts_text else pa.int64()
+            fields = [pa.field(c.name, c.type.arrow if c.type.kind != "TIMESTAMP" else ts) for c in columns]
+            self._options[key] = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore",
+                                                 newlines_in_values=False)
+        return self._options[key]
+
+    def _read(self, payloads: pa.Array, columns: list) -> pa.Table | None:
         try:
             payloads.cast(pa.string())  # raises on a record that is not UTF-8
         except pa.ArrowInvalid:
@@ -96,15 +98,28 @@ class JsonFormat(RecordFormat):
         if payloads.null_count or not (pc.all(pc.starts_with(payloads, "{")).as_py()
                                        and pc.all(pc.ends_with(payloads, "}")).as_py()):
             return None  # a record that may not be exactly its own objects (the module's docstring)
-        try:
-            table = pj.read_json(pa.BufferReader(_lines(payloads)), read_options=_READ, parse_options=options)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None
-        if table.num_rows != len(payloads):
+        lines = _lines(payloads)
+        tries = (self._ts_text, not self._ts_text) if any(c.type.kind == "TIMESTAMP" for c in columns) else (False,)
+        for ts_text in tries:
+            options = self._parse_options(columns, ts_text)
+            try:
+                table = pj.read_json(pa.BufferReader(lines), read_options=_READ, parse_options=options)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+            self._ts_text = ts_text
+            return self._vouched(table, columns, len(payloads))
+        return None
+
+    def _vouched(self, table: pa.Table, columns: list, n: int) -> pa.Table | None:
+        if table.num_rows != n:
             return None  # a record that held more than one object
         cols = []
         for c in columns:
             col = table.column(c.name)
+            if c.type.kind == "TIMESTAMP":
+                col = _timestamps(col) if pa.types.is_string(col.type) else col
+                if col is None:
+                    return None
             if not self._vouch(c, col):
                 return None
             if c.type.kind == "TIMESTAMP":
@@ -150,6 +165,22 @@ def _lines(payloads: pa.Array) -> pa.Buffer:
     bounds = np.frombuffer(offsets, dtype=np.int64 if width == 8 else np.int32)
     start, end = int(bounds[ended.offset]), int(bounds[ended.offset + len(ended)])
     return data.slice(start, end - start)
+
+
+def _timestamps(text: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """A TIMESTAMP column read as text, as ms since 1970 (int64), when every value is in the results
+    writer's shape (`YYYY-MM-DDTHH:MM:SS.mmm`, then `Z` or nothing): Arrow's parse, written back in that
+    shape, must give the text again. None otherwise: the record path reads it."""
+    bare = pc.replace_substring_regex(text, "Z$", "")
+    try:
+        ts = bare.cast(pa.timestamp("ms"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    again = pc.replace_substring(ts.cast(pa.string()), " ", "T")
+    same = pc.equal(again, bare)
+    if same.null_count != text.null_count or pc.all(same).as_py() is False:
+        return None
+    return ts.cast(pa.int64())
 
 
 def _json_value(v: object) -> object:

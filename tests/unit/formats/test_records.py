@@ -179,3 +179,52 @@ def test_decoding_generated_records_admits_the_valid_and_refuses_the_rest(schema
             assert all(v is None for v in row.values())
         else:
             assert all(c.nullable or row[c.name] is not None for c in schema.columns)
+
+
+# --- ISO-8601 TIMESTAMPs in the results writer's shape, read column-wise -------------------------------
+TS_DDL = "CREATE TABLE v (k BIGINT, t TIMESTAMP(3)) WITH ('format' = 'json')"
+TRICKY_TS = ["2026-02-30T00:00:00.000Z", "2026-01-01T24:00:00.000Z", "2026-01-01T23:59:60.000Z",
+             "2026-01-01T00:00:00.000+01:00", " 2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z ",
+             "2026-01-01 00:00:00.000Z", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00.1234Z", "2026-1-01T00:00:00.000Z",
+             "2026-01-01T00:00:00.000z", "2026-01-01T00:00:00.000ZZ", "10000-01-01T00:00:00.000Z", "", "Z"]
+
+
+def _writer_text(ms: int, zone: str) -> str:
+    """A TIMESTAMP as the results writer gives it (operators/sql.json_texts)."""
+    from lazystandby.operators.sql import json_texts
+
+    return json.loads(json_texts(["t"], [pa.array([ms], pa.timestamp("ms"))])[0].as_py())["t"].removesuffix("Z") + zone
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-62_135_596_800_000, 253_402_300_799_999), st.sampled_from(["Z", ""])),
+                min_size=1, max_size=20))
+def test_timestamps_in_the_writers_shape_take_the_columnar_path_with_the_record_paths_values(values):
+    f = record_format(parse_table(TS_DDL))
+    payloads = pa.array([json.dumps({"k": i, "t": _writer_text(ms, z)}).encode() for i, (ms, z) in enumerate(values)],
+                        pa.binary())
+    fast = f.decode_columnar(payloads)
+    assert fast is not None
+    assert fast.column("t").cast(pa.int64()).to_pylist() == [ms for ms, _ in values]
+    assert fast.to_pylist() == f.decode_records(payloads).table.to_pylist()
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(TRICKY_TS), st.integers(-(1 << 50), 1 << 50),
+                          st.integers(0, 253_402_300_799_999).map(lambda ms: _writer_text(ms, "Z"))),
+                min_size=1, max_size=8))
+def test_a_timestamp_out_of_the_writers_shape_is_read_as_the_record_path_reads_it(values):
+    f = record_format(parse_table(TS_DDL))
+    payloads = pa.array([json.dumps({"k": 1, "t": v}).encode() for v in values], pa.binary())
+    d, slow = f.decode(payloads), f.decode_records(payloads)
+    assert d.bad.keys() == slow.bad.keys()
+    assert d.table.to_pylist() == slow.table.to_pylist()
+
+
+def test_the_path_a_poll_took_is_tried_first_and_the_other_still_read():
+    f = record_format(parse_table(TS_DDL))
+    text = pa.array([b'{"k":1,"t":"2026-01-01T00:00:00.000Z"}'], pa.binary())
+    ms = pa.array([b'{"k":1,"t":1767225600000}'], pa.binary())
+    for payloads in (text, text, ms, ms, text):
+        got = f.decode_columnar(payloads)
+        assert got is not None and got.column("t").cast(pa.int64()).to_pylist() == [1_767_225_600_000]
