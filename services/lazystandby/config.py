@@ -218,8 +218,9 @@ class NodeConfig:
         "format), SQL query, sink and SET settings (below any flag or env var); replaces query, predicate and "
         "streams")
     stage: int = setting(
-        0, "which stage of a pipeline file of several (one per CREATE VIEW, then the last query) this node runs, "
-        "from 1; 0 = the file's only one. Each stage has its own nodes and topics (under topic_prefix)", low=0)
+        0, "which stage of a pipeline file of several (one per CREATE VIEW and per other query, in the file's "
+        "order) this node runs, from 1; 0 = the file's only one. Each stage has its own nodes and topics "
+        "(under topic_prefix)", low=0)
     watermark_every: int = setting(
         1024, "a window query's watermark period in link positions: Nu places a watermark record at every "
         "multiple, and windows close only there; more positions cost fewer merges of the open state and hold a "

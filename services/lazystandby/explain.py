@@ -83,8 +83,11 @@ def describe_stage(s: Pipeline, topic_prefix: str) -> dict:
 def describe(path: str, topic_prefix: str = NodeConfig.topic_prefix) -> dict:
     """The whole file: its stages in order and the settings it sets (raises what read_stages raises)."""
     stages = read_stages(path)
-    return {"file": path, "stages": [describe_stage(s, topic_prefix) for s in stages],
-            "settings": dict(stages[0].settings), "topic_prefix": topic_prefix}
+    described = [describe_stage(s, topic_prefix) for s in stages]
+    for d in described:  # a view feeds one later stage or more (a DAG): which ones
+        w = d["writes"]
+        w["read_by"] = [e["stage"] for e in described if w["view"] and e["reads"]["table"] == w["name"]] or None
+    return {"file": path, "stages": described, "settings": dict(stages[0].settings), "topic_prefix": topic_prefix}
 
 
 def _ms(v: int) -> str:
@@ -123,6 +126,9 @@ def render(d: dict) -> str:
         lines.append(f"  writes    {into} to topic {w['topic']} (json): {', '.join(w['columns'])}")
         if w["record_key"]:
             lines.append(f"            record key: {', '.join(w['record_key'])}")
+        if w["read_by"]:
+            lines.append(f"            read by stage{'s' if len(w['read_by']) > 1 else ''} "
+                         f"{', '.join(map(str, w['read_by']))}")
         e = st["engine_topics"]
         lines.append("  engine    " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in e.items() if v))
     return "\n".join(lines)

@@ -1,5 +1,6 @@
 """A pipeline of several stages on a real Kafka broker (examples/nexmark-q5.sql: counts per auction in
-sliding windows, then the auctions with the most bids per window, ranked in QUALIFY): each stage its own
+sliding windows, then the auctions with the most bids per window, ranked in QUALIFY; and the same view
+read by two stages, examples/nexmark-q5-fanout.sql): each stage its own
 Nu, N, N' and Nd processes, faults hit by stage, and every stage's output checked against DuckDB's truth
 over what it read."""
 
@@ -10,10 +11,10 @@ from lazystandby.harness.launcher import run_trial
 Q5 = "examples/nexmark-q5.sql"
 
 
-def staged(kafka, fault, **kw):
-    r = run_trial(kafka=kafka, pipeline=Q5, fault=fault, timeout=120.0, **kw)
+def staged(kafka, fault, pipeline=Q5, count=2, **kw):
+    r = run_trial(kafka=kafka, pipeline=pipeline, fault=fault, timeout=120.0, **kw)
     stages = r["stages"]
-    assert [s["stage"] for s in stages] == [1, 2], r
+    assert [s["stage"] for s in stages] == list(range(1, count + 1)), r
     for s in stages:
         assert s["expected_output"] > 0 and s["output_tuples"] == s["expected_output"], r
         assert s["lost"] == 0 and s["duplicated"] == 0 and s["wrong"] == 0 and s["ok"], r
@@ -35,6 +36,18 @@ def test_nexmark_q5_in_two_stages_survives_killed_primaries_exactly(kafka, fault
     # their metrics carry pipeline_stage), as `lazystandby run` and the compose stack run them.
     slowest = max(hit, key=lambda k: r["stages"][k - 1]["failover_ms"])
     assert {s["pipeline_stage"] for s in r["after"].values()} == {slowest}, r["after"]
+
+
+def test_a_view_read_by_two_stages_survives_both_readers_killed_at_once(kafka):
+    """examples/nexmark-q5-fanout.sql: stage 1's counts feed stage 2 (q5's hot items) and stage 3 (a
+    summary per window), each into its own sink; both readers' primaries are killed together, and each
+    reader is checked against the truth over the whole view."""
+    r = staged(kafka, "kill-primary@2+3", pipeline="examples/nexmark-q5-fanout.sql", count=3, total=240_000,
+               rate=20_000.0, kill_after=1.0)
+    one, hot, summary = r["stages"]
+    assert hot["failovers"] >= 1 and summary["failovers"] >= 1, r
+    # Both read the same view: the summary counts one result per window, q5 one per window's top auction.
+    assert 0 < summary["expected_output"] <= hot["expected_output"] < one["expected_output"], r
 
 
 def each_stages_nodes_in_prometheus(lines: list[bytes], work) -> dict[str, tuple[int, int, int]]:

@@ -29,7 +29,8 @@ def test_q5_is_two_stages_joined_by_its_view():
     assert top == {"fn": "rank", "partition": ["window"], "limit": 1, "order": ["max(num) DESC NULLS LAST"]}
     assert two["writes"] == {"name": "q5", "view": False, "topic": "nexmark-q5",
                              "columns": ["auction BIGINT", "hop_end TIMESTAMP(3)", "num BIGINT"],
-                             "record_key": ["auction", "hop_end"]}
+                             "record_key": ["auction", "hop_end"], "read_by": None}
+    assert one["writes"]["read_by"] == [2]
     assert two["engine_topics"]["control"] == "p.stage2.control"
 
 
@@ -80,3 +81,12 @@ def test_a_file_the_nodes_would_refuse_is_refused_in_one_line(tmp_path, capsys, 
     assert explain.main([str(f)]) == 2
     got = capsys.readouterr()
     assert got.out == "" and error in got.err and got.err.count("\n") == 1
+
+
+def test_a_view_read_by_two_stages_says_so():
+    d = explain.describe(str(EXAMPLES / "nexmark-q5-fanout.sql"))
+    one, hot, stats = d["stages"]
+    assert one["writes"]["read_by"] == [2, 3]
+    assert hot["reads"]["topic"] == stats["reads"]["topic"] == one["writes"]["topic"]
+    assert hot["writes"]["topic"] != stats["writes"]["topic"]
+    assert "read by stages 2, 3" in explain.render(d)

@@ -15,8 +15,9 @@ table of its own for the stage that reads it: its columns are the query's result
 `<topic_prefix><view>`: a deployment's own, as its other internal topics), and its event time is the results' window end
 (window start if only that is selected), which stage results come out in order of, so its watermark
 delay is 0; a selection's view keeps its source's event-time column and delay when it selects that
-column as it is. Each view feeds exactly one later stage, and the file ends with the one query that is
-not a view.
+column as it is. A view feeds one later stage or more (each reads the whole view, on its own nodes and
+consumer group: a DAG rooted at the first stage, which alone reads the file's tables); a query that is
+not a view writes a sink, each its own when there are several (a Flink statement set's INSERTs).
 
 Statements are cut where sqlglot's tokenizer finds a `;` (so a `;` in a string literal stays in it);
 each is read by its own reader: CREATE TABLE by formats/schema.py, the query by formats/sql.py, SET as
@@ -129,16 +130,18 @@ def read_stages(path: str | Path) -> tuple[Pipeline, ...]:
 
 
 def file_text(stages: tuple[Pipeline, ...], topic_prefix: str = "") -> str:
-    """A pipeline of several stages (read_stages) as one file again, every topic its tables and its sink
+    """A pipeline of several stages (read_stages) as one file again, every topic its tables and its sinks
     name under `topic_prefix` (a test's own topics; its views' topics lie under the deployment's prefix
     already). Of one stage, Pipeline.text."""
     if len(stages) == 1:
         return stages[0].text(topic_prefix)
-    last = stages[-1]
-    # The first stage reads the file's own tables only; the last one names the sink.
-    head = dataclasses.replace(stages[0], sink_name=last.sink_name, sink_topic=last.sink_topic)
-    views = [f"CREATE VIEW {s.sink_name} AS {s.plan.text}" for s in stages[:-1]]
-    return ";\n".join([*head.declarations(topic_prefix), *views, last.statement]) + ";\n"
+    # The first stage reads the file's own tables only; each query that is not a view names its sink.
+    head = dataclasses.replace(stages[0], sink_name="", sink_topic="")
+    sinks = [f"CREATE TABLE {s.sink_name} WITH ('topic' = '{topic_prefix}{s.sink_topic}')"
+             for s in stages if s.sink_name and s.sink_name not in s.views]
+    queries = [f"CREATE VIEW {s.sink_name} AS {s.plan.text}" if s.sink_name in s.views else s.statement
+               for s in stages]
+    return ";\n".join([*head.declarations(topic_prefix), *sinks, *queries]) + ";\n"
 
 
 def query_text(stages: tuple[Pipeline, ...]) -> str:
@@ -152,7 +155,7 @@ def choose(stages: tuple[Pipeline, ...], stage: int, path: str) -> Pipeline:
         return stages[0]
     if not 1 <= stage <= len(stages):
         raise PipelineError(f"{path}: runs {len(stages)} stage{'s' if len(stages) > 1 else ''} (one per CREATE VIEW "
-                            f"and the last query); a node runs one: stage = 1..{len(stages)}, not {stage}")
+                            f"and each other query); a node runs one: stage = 1..{len(stages)}, not {stage}")
     return stages[stage - 1]
 
 
@@ -196,16 +199,25 @@ def parse_stages(text: str, path: str = "<text>") -> tuple[Pipeline, ...]:
     names = [t.table for t in tables] + [name for name, _, view in queries if view]
     if len(set(names)) != len(names):
         raise PipelineError(f"{path}: a table or view is declared twice ({', '.join(names)})")
-    finals = [q for q in queries if not q[2]]
-    if len(finals) != 1:
-        raise PipelineError(f"{path}: holds {len(finals)} queries besides its views; a pipeline ends with one "
-                            f"(INSERT INTO ... SELECT)")
-    if queries[-1][2]:
-        raise PipelineError(f"{path}: view {queries[-1][0]} comes after the last query: a view feeds a later one")
-    target = finals[0][0]
-    if target and target not in sinks:
-        raise PipelineError(f"{path}: INSERT INTO {target}: no such sink (CREATE TABLE {target} WITH ('topic' = ...))")
+    _check_sinks(path, [q[0] for q in queries if not q[2]], sinks)
     return _staged(path, tuple(tables), queries, sinks, tuple(settings))
+
+
+def _check_sinks(path: str, targets: list[str], sinks: dict[str, str]) -> None:
+    """The queries besides the views: at least one; several only each into a sink of its own (one
+    results topic holding two queries' results could not be told apart, nor checked)."""
+    if not targets:
+        raise PipelineError(f"{path}: holds no query besides its views; a pipeline ends with one "
+                            f"(INSERT INTO ... SELECT)")
+    for target in targets:
+        if target and target not in sinks:
+            raise PipelineError(f"{path}: INSERT INTO {target}: no such sink (CREATE TABLE {target} WITH "
+                                f"('topic' = ...))")
+    if len(targets) > 1:
+        topics = [sinks.get(t, "") for t in targets]
+        if not all(targets) or len(set(targets)) != len(targets) or len(set(topics)) != len(topics):
+            raise PipelineError(f"{path}: holds {len(targets)} queries besides its views; with several, each "
+                                f"writes a sink of its own (INSERT INTO <sink>, each sink's topic its own)")
 
 
 def _staged(path: str, tables: tuple[Schema, ...], queries: list[tuple[str, str, bool]], sinks: dict[str, str],
@@ -223,9 +235,13 @@ def _staged(path: str, tables: tuple[Schema, ...], queries: list[tuple[str, str,
         planned.append((name, p, view))
     readers = Counter(p.schema.table for _, p, _ in planned)
     for name in views:
-        if readers[name] != 1:
-            raise PipelineError(f"{path}: view {name} is read by {readers[name]} queries; a view feeds exactly one "
-                                f"later stage")
+        if not readers[name]:
+            raise PipelineError(f"{path}: view {name} is read by no later query; a view feeds one later stage or "
+                                f"more")
+    for k, (name, p, _) in enumerate(planned[1:], 2):
+        if p.schema.table not in views:
+            raise PipelineError(f"{path}: stage {k} ({name or 'the results'}) reads table {p.schema.table}; only "
+                                f"the first stage reads the file's tables, each later one a view before it")
     n, out = len(planned), []
     for k, (name, p, view) in enumerate(planned, 1):
         read = (views[p.schema.table],) if p.schema.table in views else ()

@@ -27,7 +27,7 @@ def test_settings_sink_and_query_are_read():
 
 @pytest.mark.parametrize("text, error, says", [
     ("SELECT 1", PipelineError, "declares no table"),
-    (TABLE, PipelineError, "holds 0 queries"),
+    (TABLE, PipelineError, "holds no query besides its views"),
     (TABLE + "SELECT a FROM t; SELECT a FROM t", PipelineError, "holds 2 queries"),
     (TABLE + "INSERT INTO out SELECT a FROM t", PipelineError, "no such sink"),
     (TABLE + TABLE + "SELECT a FROM t", PipelineError, "declared twice"),
@@ -108,14 +108,13 @@ def test_a_node_runs_one_stage_of_several():
 
 
 @pytest.mark.parametrize("text, says", [
-    (TABLE + COUNTS + "SELECT a FROM t", "view counts is read by 0 queries"),
-    (TABLE + COUNTS + "SELECT a FROM counts; SELECT a FROM counts", "holds 2 queries besides its views"),
+    (TABLE + COUNTS + "SELECT a FROM t", "view counts is read by no later query"),
+    (TABLE + COUNTS + "SELECT a FROM counts; SELECT a FROM counts", "with several, each writes a sink of its own"),
     (TABLE + COUNTS + "CREATE VIEW again AS SELECT a FROM counts; SELECT a FROM counts;"
      "SELECT a FROM again", "holds 2 queries"),
     (TABLE + COUNTS.replace("counts AS", "t AS") + "SELECT a FROM t", "declared twice"),
-    (TABLE + "SELECT a FROM t;" + COUNTS, "comes after the last query"),
+    (TABLE + "SELECT a FROM t;" + COUNTS, "view counts is read by no later query"),
     (TABLE + "CREATE VIEW v AS DELETE FROM t; SELECT a FROM t", "expected CREATE VIEW <name> AS SELECT"),
-    (TABLE + "SELECT a FROM v; CREATE VIEW v AS SELECT a FROM t", "comes after the last query"),
 ])
 def test_a_pipeline_of_views_that_cannot_run_is_refused(text, says):
     with pytest.raises(PipelineError, match=says):
@@ -125,3 +124,43 @@ def test_a_pipeline_of_views_that_cannot_run_is_refused(text, says):
 def test_a_view_that_reads_a_later_view_is_refused():
     with pytest.raises(UnsupportedSql, match="FROM w: no such table"):
         parse_stages(TABLE + "CREATE VIEW v AS SELECT a FROM w; CREATE VIEW w AS SELECT a FROM t; SELECT a FROM v")
+    with pytest.raises(UnsupportedSql, match="FROM v: no such table"):
+        parse_stages(TABLE + "SELECT a FROM v; CREATE VIEW v AS SELECT a FROM t")
+
+
+FANOUT = TABLE + "CREATE TABLE hot WITH ('topic' = 'h'); CREATE TABLE busy WITH ('topic' = 'b');" + COUNTS + \
+    "INSERT INTO hot SELECT window.start AS at, max(n) AS top FROM counts GROUP BY window(window_end, '2 seconds');" \
+    "INSERT INTO busy SELECT a, window_end FROM counts WHERE n > 3;"
+
+
+def test_a_view_may_feed_several_later_stages_each_into_its_own_sink():
+    one, hot, busy = parse_stages(FANOUT)
+    assert [s.stage for s in (one, hot, busy)] == [1, 2, 3] and {s.stages for s in (one, hot, busy)} == {3}
+    assert hot.sources == busy.sources and hot.sources[0].table == "counts"
+    assert (hot.sink_name, hot.sink_topic, busy.sink_name, busy.sink_topic) == ("hot", "h", "busy", "b")
+    assert hot.views == busy.views == ("counts",)
+
+
+def test_a_fanned_out_file_is_written_back_whole():
+    again = parse_stages(file_text(parse_stages(FANOUT), "x."))
+    assert [(s.sink_name, s.sink_topic, s.plan.text) for s in again] == \
+        [(s.sink_name, "x." + s.sink_topic if s.stage > 1 else s.sink_topic, s.plan.text)
+         for s in parse_stages(FANOUT)]
+    assert again[0].sources[0].topic == "x.t"
+
+
+@pytest.mark.parametrize("text, says", [
+    (TABLE + "CREATE TABLE hot WITH ('topic' = 'h');" + COUNTS +
+     "INSERT INTO hot SELECT a FROM counts; SELECT a FROM counts", "each writes a sink of its own"),
+    (TABLE + "CREATE TABLE hot WITH ('topic' = 'h');" + COUNTS +
+     "INSERT INTO hot SELECT a FROM counts; INSERT INTO hot SELECT a FROM counts", "each writes a sink of its own"),
+    (TABLE + "CREATE TABLE hot WITH ('topic' = 'h'); CREATE TABLE busy WITH ('topic' = 'h');" + COUNTS +
+     "INSERT INTO hot SELECT a FROM counts; INSERT INTO busy SELECT a FROM counts", "each sink's topic its own"),
+    (TABLE + "CREATE TABLE hot WITH ('topic' = 'h'); CREATE TABLE busy WITH ('topic' = 'b');" + COUNTS +
+     "INSERT INTO hot SELECT a FROM counts; INSERT INTO busy SELECT a FROM t", r"stage 3 \(busy\) reads table t"),
+    (TABLE + "CREATE TABLE hot WITH ('topic' = 'h');" + COUNTS +
+     "INSERT INTO hot SELECT a FROM counts; INSERT INTO nowhere SELECT a FROM counts", "INSERT INTO nowhere: no such"),
+])
+def test_several_queries_that_could_not_be_told_apart_are_refused(text, says):
+    with pytest.raises(PipelineError, match=says):
+        parse_stages(text)
