@@ -1,6 +1,6 @@
 """`lazystandby explain FILE`: what a pipeline file runs, stage by stage, without running it.
 
-For each stage: the table it reads (a source's topic, or the view the stage before it writes), its columns
+For each stage: the table it reads (a source's topic, or the view an earlier stage writes), its columns
 and event time; what it computes (a selection, or windows with their keys, aggregates, HAVING and
 QUALIFY); what it writes (the view's columns and event time, or the sink) and a window result's record
 key; and the topics its nodes use, under the deployment's prefix. What Flink's EXPLAIN and Kafka Streams'

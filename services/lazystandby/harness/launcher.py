@@ -786,7 +786,7 @@ class _Trial:
         """`stage`: 0, a pipeline whose topics the trial puts under its prefix and whose load it writes;
         else the stage of that number of a pipeline of several (harness/stages.py), whose tables' topics
         are already the run's own, which its nodes run from the whole file, and whose load only the first
-        stage writes (each later one reads the view the stage before it writes)."""
+        stage writes (each later one reads a view an earlier stage writes)."""
         self.asked, self.f, self.say = spec, f, say  # `spec` below is the pipeline's
         self.bsize, self.fed = parse_bsize(spec.bsize), stage > 1
         self.total, self.rate, self.seed, self.timeout = spec.total, spec.rate, spec.seed, spec.timeout
@@ -853,7 +853,7 @@ class _Trial:
         if self.spec is not None and not self.fed:
             self.gen = _PipelineLoad(self.kafka, self.spec, settings["topic_prefix"], self.total, self.rate,
                                      self.seed, partitions, asked.bad_records)
-        elif self.kafka and self.spec is None:  # a later stage's load is the view the stage before writes
+        elif self.kafka and self.spec is None:  # a later stage's load is the view an earlier stage writes
             self.gen = _KafkaLoad(self.kafka, settings["topic_prefix"], self.total, self.rate, self.seed,
                                   asked.malformed_every, asked.param_change_at, partitions, asked.bad_records,
                                   keys=int(settings.get("keys", 0)))
@@ -1476,7 +1476,7 @@ def _run_until_stopped(args, settings: dict[str, Any], bootstrap: str) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with contextlib.ExitStack() as stack:
         topos = []
-        for spec in specs:  # a stage each: its own Nu, N, N' and Nd, reading the view the one before writes
+        for spec in specs:  # a stage each: its own Nu, N, N' and Nd, reading the view an earlier one writes
             here = workdir / f"stage{spec.stage}" if len(specs) > 1 else workdir
             here.mkdir(exist_ok=True)
             topo = stack.enter_context(Topology({**node, "stage": spec.stage if len(specs) > 1 else 0}, here,

@@ -1,13 +1,13 @@
 """A pipeline of several stages (formats/pipeline.py: CREATE VIEW ...), run and checked under a fault.
 
 Each stage runs as a pipeline of its own, Nu, N, N' and Nd (a trial on a topology of its own, both made
-by the launcher and driven here phase by phase): its Nd writes the view's topic, which the next stage's
-Nu reads as its source, as Kafka Streams chains its sub-topologies through topics. A stage therefore
-fails over, backs up and trims on its own, and stages may fail at once. Faults are named by stage:
-`kill-primary@2`, `kill-primary@1+2` (both stages' primaries at once); a name without `@` hits stage 1;
-a campaign gives a fault per stage. Each stage is checked against the truth of what it read (DuckDB over
-its source topics, harness/pipeline_check.py), the first stage's being the load: the pipeline's output
-is exact when every stage's is.
+by the launcher and driven here phase by phase): its Nd writes the view's topic, which the Nu of each
+stage that reads the view reads as its source, as Kafka Streams chains its sub-topologies through
+topics. A stage therefore fails over, backs up and trims on its own, and stages may fail at once.
+Faults are named by stage: `kill-primary@2`, `kill-primary@1+2` (both stages' primaries at once); a
+name without `@` hits stage 1; a campaign gives a fault per stage. Each stage is checked against the
+truth of what it read (DuckDB over its source topics, harness/pipeline_check.py), the first stage's
+being the load: the pipeline's output is exact when every stage's is.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def run_stages(specs: tuple[Pipeline, ...], fault: str | Fault | Mapping[int, Fa
             # (a stop awaits the exit, a pause lasts past the detector's timeout), and in turn a double
             # fault across stages would be two faults one after the other.
             at_once([lambda t=t, topo=topo: t.inject(topo) for t, topo in runs])
-            for t, topo in runs:  # in order: a stage's truth is what the stage before it delivered
+            for t, topo in runs:  # in order: a stage's truth is what the stage writing its view delivered
                 t.read_the_truth(topo)
                 t.settle(topo)
             for t, topo in runs:
@@ -180,9 +180,9 @@ def at_once(calls: list[Callable[[], None]]) -> None:
 
 def _has_input(topo, timeout: float) -> None:
     """Wait until the stage's Nu has admitted a record: a later stage's input starts only when the stage
-    before it delivers its first result (a window's, once the watermark passes the window's end)."""
+    writing its view delivers its first result (a window's, once the watermark passes the window's end)."""
     if not wait_until(lambda: topo.status(NU)["head"] > 0, timeout, step=0.05):
-        raise RuntimeError(f"the stage's Nu admitted nothing in {timeout:.0f} s: the stage before it delivered "
+        raise RuntimeError(f"the stage's Nu admitted nothing in {timeout:.0f} s: the stage writing its view delivered "
                            f"no result")
     time.sleep(0.2)  # the fault hits a stage at work, not one that has just seen its first record
 

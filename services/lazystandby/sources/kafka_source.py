@@ -55,7 +55,7 @@ class Topics:
     @classmethod
     def of_pipeline(cls, prefix: str, spec) -> Topics:
         """The topics of a pipeline (formats/pipeline.Pipeline): its tables' and sink's, a view's under
-        `prefix` (the stage before writes it, the one after reads it), the engine's own under `prefix` (a
+        `prefix` (the stage that writes it, and each that reads it), the engine's own under `prefix` (a
         stage's of several under its own part of it)."""
         def own(table: str, topic: str) -> str:
             return prefix + topic if table in spec.views else topic
