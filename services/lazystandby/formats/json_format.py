@@ -3,7 +3,7 @@
 The columnar path is Arrow's JSON reader over the whole poll, told the declared types; it is taken when
 it reads every record and the columns it gives pass the checks `coerce` makes that the reader does not
 (ranges, NOT NULL, a DECIMAL's integer digits, finite doubles). A TIMESTAMP column is read as ms since
-1970, or, when the poll's hold text, as text in the one ISO-8601 shape the results writer gives
+1970, or, when a poll holds its values as text, as text in the one ISO-8601 shape the results writer gives
 (`YYYY-MM-DDTHH:MM:SS.mmm`, `Z` or no zone: UTC, as `coerce` reads it): Arrow's parse is taken only
 where writing each value back in that shape gives its text again, so a value the two parsers could read
 apart (another shape, a zone offset, a blank) never passes. A view's window bounds take this path.
