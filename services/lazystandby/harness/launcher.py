@@ -1030,12 +1030,19 @@ def pipeline_load_defaults(stages: tuple, operator: str = "python") -> dict[str,
     since each stage's windows close only as the event time reaches it through the stages before. A
     large load runs at 40,000 records a second on the Python operator, 20,000 on Spark's (what its
     micro-batches keep up with on two cores beside the other nodes: a takeover then finds no backlog of
-    seconds), divided by the stages (each runs four nodes of its own on the same cores)."""
+    seconds), divided by the stages (each runs four nodes of its own on the same cores). Of a view read by
+    several stages, the longest path of windows from the first stage counts, not their sum."""
     from ..sources.pipeline_load import is_nexmark
 
     per_ms = 10.0 if any(is_nexmark(t) for t in stages[0].sources) else 0.4
-    windows = [p.plan.spec for p in stages if p.plan.stateful]
-    total = max(40_000, int(3 * sum(w.size_ms + w.lateness_ms for w in windows) * per_ms))
+    span: dict[str, int] = {}  # a view's event-time span to close its windows and those before it
+    longest = 0
+    for p in stages:
+        w = p.plan.spec
+        ms = span.get(p.sources[0].table, 0) + (w.size_ms + w.lateness_ms if w is not None else 0)
+        span[p.sink_name] = ms
+        longest = max(longest, ms)
+    total = max(40_000, int(3 * longest * per_ms))
     rate = 40_000.0 if total > 100_000 and operator == "python" else 20_000.0
     return {"total": total, "rate": rate / len(stages)}
 

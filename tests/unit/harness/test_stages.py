@@ -240,3 +240,17 @@ def test_stages_hit_at_once_are_hit_together_even_when_a_fault_blocks():
     with pytest.raises(RuntimeError, match="stage 2's node"):
         at_once([fault(1, 0.4), fault(2, 0.0, fails=True)])
     assert time.monotonic() - t0 >= 0.4  # raised once the other stage's fault had ended
+
+
+@pytest.mark.parametrize("example, total", [
+    ("nexmark-q5.sql", 480_000),  # 3 x (10 s + 4 s, then 2 s) of event time at 10 bids a ms
+    ("nexmark-hot-auctions.sql", 480_000),  # a selection first: no window of its own
+    ("nexmark-q5-fanout.sql", 480_000),  # two 2 s readers of one view: the longest path, not their sum
+])
+def test_a_pipelines_load_spans_its_longest_path_of_windows(example, total):
+    from lazystandby.config import pipeline_stages
+    from lazystandby.harness.launcher import pipeline_load_defaults
+
+    stages = pipeline_stages(str(Path(__file__).resolve().parents[3] / "examples" / example))
+    load = pipeline_load_defaults(stages, "python")
+    assert load == {"total": total, "rate": 40_000.0 / len(stages)}
