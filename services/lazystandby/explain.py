@@ -49,10 +49,11 @@ def _table(t: Schema) -> dict:
 
 
 def _computes(p: Plan) -> dict:
+    where = _sql(p.where) if p.where is not None else None
     if p.spec is None:
-        return {"kind": "selection", "where": _sql(p.where) if p.where is not None else None}
+        return {"kind": "selection", "where": where}
     top = p.top
-    return {"kind": "window", "where": _sql(p.where) if p.where is not None else None, "time": p.time,
+    return {"kind": "window", "where": where, "time": p.time,
             "size_ms": p.spec.size_ms, "slide_ms": p.spec.slide_ms, "lateness_ms": p.spec.lateness_ms,
             "keys": [_sql(k.expr) for k in p.keys],
             "aggregates": [_aggregate(a) for a in p.aggregates],

@@ -4,8 +4,8 @@ Stage 1 runs on the stack's own node services (nu, n, n-standby, the spares, nd)
 copies of them named `sK-nu`, `sK-n`, `sK-n-standby`, ...: a primary and its standby per stage, with its
 own Nu (reading its view, which an earlier stage writes) and Nd (writing its own view, or its sink).
 Compose has no loop over a list, so the copies are written into an override file beside
-docker-compose.yml, generated
-from the stack's own definitions as `docker compose config --no-interpolate` reads them: a stage-K node is
+docker-compose.yml, generated from the stack's own definitions as `docker compose config
+--no-interpolate` reads them: a stage-K node is
 what the stage-1 node is, with its stage (LS_STAGE), its addresses, its certificate and its Spark driver's
 host its own. Its `${...}` settings stay unresolved, so `.env` and the environment set every stage alike.
 The certs job makes every copy's certificate, and Prometheus scrapes every stage's nodes (the scrape file
