@@ -16,7 +16,7 @@ def scrape(node) -> dict[str, float]:
 
 def test_metrics_follow_a_failover():
     with InProcessTopology("memory", total=20_000, rate=20_000.0, bsize="10") as t:
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 2000)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 2000)
         # Nd's acks have covered some of the backup before the kill: a heartbeat after the data began told
         # the standby how far the primary got (a busy machine may delay it past 2,000 results).
         assert t.wait(lambda: t.nodes["n2"].snapshot()["cover_latency_s"] is not None, 10)
@@ -50,7 +50,7 @@ def test_metrics_follow_a_failover():
 
 def test_histograms_count_batches_and_each_takeover():
     with InProcessTopology("memory", total=8_000, rate=8_000.0, bsize="10") as t:
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 500)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 500)
         t.kill("n")
         assert t.wait(lambda: bool(t.nodes["n2"].takeover.recovery.get("data_recovery_ms") is not None), 20)
         m = scrape(t.nodes["n2"])
@@ -100,7 +100,7 @@ def test_nu_exports_its_wait_for_the_standby_to_register():
 
 def test_a_stage_of_a_pipeline_labels_every_series_of_its_nodes_and_a_node_of_one_stage_none():
     with InProcessTopology("memory", total=200, rate=0.0, bsize="10") as t:
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 10)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 10)
         alone = generate_latest(registry_for(t.nodes["n"])).decode()
         t.nodes["n"].cfg.stage = 2  # as a node of stage 2 of a pipeline file of several is configured
         staged = generate_latest(registry_for(t.nodes["n"])).decode()

@@ -29,7 +29,7 @@ def expected(total, predicate="price > 100"):
 def body_no_failure(transport):
     with InProcessTopology(transport, total=5000, rate=0.0, bsize="10") as t:
         exp = expected(5000)
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp))
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp))
         assert t.wait(lambda: t.nodes["nu"].outbound.oqu.trimmed_through == 5000), "Level-1 acks must trim all of OQu"
         assert compare(exp, output(t)).ok
         # The standby is caught up; positions that Level-1 acks trimmed before they were batched it skips
@@ -44,9 +44,9 @@ def body_kill_primary(transport, bsize, codec="zstd-stream-dict"):
     total = 20_000
     with InProcessTopology(transport, total=total, rate=20_000.0, bsize=bsize, codec=codec) as t:
         exp = expected(total)
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 2000)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 2000)
         t.kill("n")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))
         assert res.ok, res
         assert t.nodes["n2"].state.role == "primary" and t.nodes["n2"].state.epoch == 2
@@ -115,12 +115,12 @@ def test_an_oq_smaller_than_one_operator_call_does_not_livelock_through_a_pause_
     t.nodes["n"].oq.capacity = 300  # N's OQ only: Nu still sends frames of up to 4,096 tuples
     with t:
         exp = expected(total, "price > 0")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 500)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 500)
         t.net.down("nd")  # Nd paused: nothing acked, OQ fills
         time.sleep(0.3)
         assert t.nodes["n"].oq.room() == 0 or t.nodes["n"].counters["oq_full_waits"] > 0
         t.net.up("nd")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 30)
         assert compare(exp, output(t)).ok
 
 
@@ -160,9 +160,9 @@ def test_a_pipelined_operator_answering_out_of_order_keeps_the_output_exact(kill
                            operator=Pipelined) as t:
         exp = expected(total)
         if kill:
-            assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 2000)
+            assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 2000)
             t.kill("n")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))
         assert res.ok, res
         live = t.nodes["n2" if kill else "n"]
@@ -177,7 +177,7 @@ def test_a_pipelined_operator_s_bound_holds_for_a_first_call_from_one_big_frame(
     total = 60_000
     with InProcessTopology("memory", total=total, rate=0.0, bsize="10", operator=Pipelined) as t:
         exp = expected(total)
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 60)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 60)
         assert compare(exp, output(t)).ok
         assert 0 < t.nodes["n"].operator.most_in_flight <= Pipelined.in_flight_max
 
@@ -227,11 +227,11 @@ def test_a_standby_is_lazy_until_it_takes_over_and_then_answers_at_once():
                            standby_defer=0, operator=Lazy) as t:
         exp = expected(total)
         n, n2 = t.nodes["n"], t.nodes["n2"]
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 4000)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 4000)
         assert n.operator.lazy_calls == [] and n2.operator.lazy_calls == [True]
         assert t.wait(lambda: n2.calls.in_flight_tuples > 0), "the standby holds answers back"
         t.kill("n")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))
         assert res.ok, res
         assert n2.operator.lazy_calls == [True, False]
@@ -287,7 +287,7 @@ def test_a_standby_that_falls_behind_skips_what_nd_holds_and_takes_over_exactly(
         t.kill("n")
         exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100",
                                switch=(n.operator.switches[0][0], new) if switch else None)
-        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: nd.inbound.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))
         assert res.ok, res
         assert nd.counters["duplicates_dropped"] == 0
@@ -313,7 +313,7 @@ def test_a_deferring_standby_skips_nearly_everything_yet_takes_over_exactly_with
         t.kill("n")
         exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100",
                                switch=(n.operator.switches[0][0], new))
-        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: nd.inbound.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))
         assert res.ok, res
         assert nd.counters["duplicates_dropped"] == 0
@@ -341,10 +341,10 @@ def test_a_gathering_operator_gets_the_held_inputs_and_nus_resend_in_one_call_at
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", operator=Gathering) as t:
         n2, nd = t.nodes["n2"], t.nodes["nd"]
         n2.operator.node = n2
-        assert t.wait(lambda: nd.dedup.delivered_through > 4000)
+        assert t.wait(lambda: nd.inbound.delivered_through > 4000)
         t.kill("n")
         exp = expected(total)
-        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: nd.inbound.delivered_through >= len(exp), 30)
         res = compare(exp, output(t))
         assert res.ok, res
         calls = n2.operator.calls
@@ -378,7 +378,7 @@ def test_a_backup_run_that_fails_to_compress_is_cut_again_in_a_new_session_and_a
         assert t.wait(lambda: nu.counters["backup_encode_errors"] == 1 and nu.counters["backup_tuples"] > 3000, 30)
         t.kill("n")
         exp = expected(total)
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 30)
         assert compare(exp, output(t)).ok
         assert t.nodes["n2"].state.role == "primary" and t.nodes["nd"].counters["duplicates_dropped"] == 0
         assert nu.counters.get("loop_crashes", 0) == 0

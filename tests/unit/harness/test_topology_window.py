@@ -36,7 +36,7 @@ def test_no_failure_every_result_once_and_nu_trims_only_what_no_open_window_need
     exp, late = expected(q, 6000)
     assert len(exp) > 50  # the streams keep pace: no tick is late (the placer's tests make late ones)
     with topo as t:
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp))
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp))
         r = check(q, t, exp)
         assert r["ok"], r
         nu = t.nodes["nu"]
@@ -62,9 +62,9 @@ def test_kill_primary_the_results_are_exact(bsize):
     q, topo = topology(total, 20_000.0, bsize=bsize)
     exp, _ = expected(q, total)
     with topo as t:
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 30)
         t.kill("n")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 30)
         r = check(q, t, exp)
         assert r["ok"], r
         n2 = t.nodes["n2"]
@@ -82,9 +82,9 @@ def test_a_standby_started_empty_rebuilds_its_state_from_nus_trim_point_and_take
     q, topo = topology(total, 12_000.0, bsize="10")
     exp, _ = expected(q, total)
     with topo as t:
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 30)
         t.kill("n2")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 60)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 60)
         old = t.nodes["n2"]
         fresh = OperatorNode(NodeConfig(**{**vars(old.cfg), "extra": {}}), WindowAggregate(q), t.net.peer)
         t.nodes["n2"] = fresh
@@ -93,9 +93,9 @@ def test_a_standby_started_empty_rebuilds_its_state_from_nus_trim_point_and_take
         fresh.start()
         # Its first run starts at Nu's trim point, before the checkpoint: rebuilt, not jumped past.
         assert t.wait(lambda: fresh.counters["rebuilds"] == 1 and fresh.processed.input_pos > 0, 20)
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through > 100)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through > 100)
         t.kill("n")
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(exp), 30)
         r = check(q, t, exp)
         assert r["ok"], r
         assert fresh.state.role == "primary"

@@ -20,7 +20,7 @@ def test_a_primary_announces_itself_to_an_nd_that_does_not_know_its_epoch(net, n
         assert n.counters["announced"] == 1 and nd.fence.epoch == 2
         n.primary_side.deliver.loop()  # an empty frame learns where Nd stands
         n.primary_side.deliver.loop()
-        assert nd.dedup.delivered_through == 4 and nd.counters["takeovers"] == 1
+        assert nd.inbound.delivered_through == 4 and nd.counters["takeovers"] == 1
     finally:
         n.stop()
 

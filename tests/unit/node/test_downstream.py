@@ -60,7 +60,7 @@ def test_a_restarted_nd_keeps_the_epoch_of_its_last_output(tmp_path):
     nd.stop()
     again = DownstreamNode(NodeConfig(role="downstream", listen="nd"), FileSink(path, StreamRegistry(["I1", "I2"])))
     net.register("nd", again)
-    assert again.fence.epoch == 2 and again.dedup.delivered_through == 3
+    assert again.fence.epoch == 2 and again.inbound.delivered_through == 3
     with pytest.raises(PeerError) as e:  # the demoted primary, resumed, is still refused
         net.call_pb("nd", "Deliver", out_frame(4, 1, epoch=1))
     assert e.value.status == "ABORTED"
@@ -108,4 +108,4 @@ def test_nd_answers_status_while_its_sink_holds_a_delivery(net):
     finally:
         release.set()
         t.join(5)
-    assert d.handle_status(None).snapshot["consistent"] is True and d.dedup.delivered_through == 5
+    assert d.handle_status(None).snapshot["consistent"] is True and d.inbound.delivered_through == 5

@@ -27,7 +27,7 @@ def test_a_primary_asked_to_stop_hands_over_at_once_and_the_output_is_exact():
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_DETECTOR) as t:
         n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
         exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
-        assert t.wait(lambda: nd.dedup.delivered_through > 1000)
+        assert t.wait(lambda: nd.inbound.delivered_through > 1000)
         t0 = time.monotonic()
         assert n.hand_over() == "told"
         assert n.state.role is Role.LEAVING and not n.serving()
@@ -39,13 +39,13 @@ def test_a_primary_asked_to_stop_hands_over_at_once_and_the_output_is_exact():
         t.kill("n")  # the process exits once its standby has heard it
         assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.takeover.recovery.get("live_at") is not None, 5)
         live_s = time.monotonic() - t0
-        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: nd.inbound.delivered_through >= len(exp), 30)
         res = compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows])
         assert res.ok, res
         assert live_s < 1.0, f"N' was live {live_s:.2f} s after the handover: it waited for its detector"
         assert n2.takeover.recovery["cause"] == "handover" and n2.counters["takeovers_declined"] == 0
         assert nd.counters["lease_released"] == 1 and nd.counters["duplicates_dropped"] == 0
-        assert nd.takeovers.last is not None and nd.takeovers.last.facts["handed_over"] is True
+        assert nd.inbound.takeovers.last is not None and nd.inbound.takeovers.last.facts["handed_over"] is True
         assert n.counters["handovers"] == 1
         scraped = scrape(n)
         assert scraped['lazystandby_handovers_total{node="N"}'] == 1
@@ -57,7 +57,7 @@ def test_the_primary_tells_its_standby_to_heartbeat_now_so_the_takeover_waits_fo
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_BEATS) as t:
         n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
         exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
-        assert t.wait(lambda: nd.dedup.delivered_through > 1000 and n.counters["heartbeats_answered"] > 0)
+        assert t.wait(lambda: nd.inbound.delivered_through > 1000 and n.counters["heartbeats_answered"] > 0)
         beats = n.counters["heartbeats_answered"]
         assert t.wait(lambda: n.counters["heartbeats_answered"] > beats, 5)  # just beat: the next is 3 s away
         t0 = time.monotonic()
@@ -69,7 +69,7 @@ def test_the_primary_tells_its_standby_to_heartbeat_now_so_the_takeover_waits_fo
         assert told_s < 1.0 and live_s < 1.0, f"told after {told_s:.2f} s, live after {live_s:.2f} s"
         assert n.counters["handover_notices_heard"] == 1 and n2.counters["handover_notices"] == 1
         assert n2.takeover.recovery["cause"] == "handover" and nd.counters["lease_released"] == 1
-        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: nd.inbound.delivered_through >= len(exp), 30)
         assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
 
 
@@ -104,7 +104,7 @@ def test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat(caplog):
             raise WrongRole("N': not now")
 
         n2.handle_handover = deaf  # the notice is refused (as by a standby too old to know the RPC)
-        assert t.wait(lambda: nd.dedup.delivered_through > 500)
+        assert t.wait(lambda: nd.inbound.delivered_through > 500)
         assert n.hand_over() == "told"
         assert n.counters["handover_notices_failed"] == 1 and not n2.counters["handover_notices"]
         said = [r.getMessage() for r in caplog.records if "handover notice" in r.getMessage()]
@@ -112,7 +112,7 @@ def test_a_notice_that_fails_still_hands_over_at_the_next_heartbeat(caplog):
         t.kill("n")
         assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.takeover.recovery.get("live_at") is not None, 5)
         assert n2.takeover.recovery["cause"] == "handover"  # on its own heartbeat's LEAVING
-        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: nd.inbound.delivered_through >= len(exp), 30)
         assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
 
 
@@ -120,12 +120,12 @@ def test_a_primary_with_no_standby_asking_only_ends_its_lease_and_a_standby_cann
     with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **SLOW_DETECTOR) as t:
         n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
         assert n2.hand_over() == "not primary" and n2.state.role is Role.STANDBY
-        assert t.wait(lambda: nd.dedup.delivered_through > 0)
+        assert t.wait(lambda: nd.inbound.delivered_through > 0)
         t.kill("n2")
         t0 = time.monotonic()
         assert n.hand_over(timeout=5.0) == "no standby"  # nobody asked for the detector's timeout (2 s)
         assert 1.5 <= time.monotonic() - t0 < 3.0  # from N''s last heartbeat, at most an interval before
-        assert n.state.role is Role.LEAVING and nd.lease.released
+        assert n.state.role is Role.LEAVING and nd.inbound.lease.released
         assert n.hand_over() == "not primary"  # once
 
 
@@ -134,13 +134,13 @@ def test_a_primary_whose_standby_is_long_gone_stops_at_once():
     detector = {"heartbeat_interval": 0.1, "heartbeat_misses": 5, "takeover_lease": 0.075}  # timeout 0.5 s
     with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **detector) as t:
         n, nd = t.nodes["n"], t.nodes["nd"]
-        assert t.wait(lambda: nd.dedup.delivered_through > 0 and n.counters["heartbeats_answered"] > 0)
+        assert t.wait(lambda: nd.inbound.delivered_through > 0 and n.counters["heartbeats_answered"] > 0)
         t.kill("n2")
         time.sleep(0.7)  # N''s last heartbeat is older than the detector's timeout
         t0 = time.monotonic()
         assert n.hand_over(timeout=5.0) == "no standby"
         assert time.monotonic() - t0 < 0.3, "waited for a standby gone for longer than the timeout"
-        assert n.state.role is Role.LEAVING and nd.lease.released
+        assert n.state.role is Role.LEAVING and nd.inbound.lease.released
 
 
 def test_a_takeover_declined_before_the_lease_ended_is_asked_again_at_the_next_leaving_heartbeat():
@@ -151,16 +151,16 @@ def test_a_takeover_declined_before_the_lease_ended_is_asked_again_at_the_next_l
     with InProcessTopology("memory", total=total, rate=10_000.0, bsize="10", **SLOW_DETECTOR) as t:
         n, n2, nd = t.nodes["n"], t.nodes["n2"], t.nodes["nd"]
         exp = expected_outputs(["I1", "I2"], seed=7, total=total, predicate="price > 100")
-        assert t.wait(lambda: nd.dedup.delivered_through > 500)
+        assert t.wait(lambda: nd.inbound.delivered_through > 500)
         t.net.down("nd")  # N's last frame cannot reach Nd
         t0 = time.monotonic()
         assert n.hand_over() == "told"
-        assert not nd.lease.released
+        assert not nd.inbound.lease.released
         t.net.up("nd")
         t.kill("n")
         assert t.wait(lambda: n2.state.role is Role.PRIMARY and n2.takeover.recovery.get("live_at") is not None, 5)
         assert time.monotonic() - t0 < 1.5
-        assert t.wait(lambda: nd.dedup.delivered_through >= len(exp), 30)
+        assert t.wait(lambda: nd.inbound.delivered_through >= len(exp), 30)
         assert compare(exp, [(o, NAMES[s], q) for o, s, q, _ in t.sink.rows]).ok
         assert n2.takeover.recovery["cause"] == "handover"  # asked again on N's word, not on its detector's
 
@@ -172,7 +172,7 @@ def test_the_stop_signal_hands_over_once_and_a_second_one_stops_at_once():
 
     with InProcessTopology("memory", total=2_000, rate=0.0, bsize="10", **SLOW_DETECTOR) as t:
         n, nd = t.nodes["n"], t.nodes["nd"]
-        assert t.wait(lambda: nd.dedup.delivered_through > 0)
+        assert t.wait(lambda: nd.inbound.delivered_through > 0)
         t.kill("n2")  # nobody to hand over to: the handover would wait out the detector's timeout (2 s)
         handler = _on_stop(n, logging.getLogger("test"))
         handler()

@@ -25,7 +25,7 @@ def test_nd_declines_a_takeover_while_its_primary_still_delivers_and_takes_it_on
     with pytest.raises(PeerError) as e:
         net.call_pb("nd", "Takeover", pb.TakeoverRequest(node="N'", epoch=2))
     assert e.value.status == "FAILED_PRECONDITION" and "N delivered 50 ms ago" in e.value.message
-    assert nd.fence.epoch == 1 and nd.primary_node == "N" and nd.counters["takeovers"] == 0
+    assert nd.fence.epoch == 1 and nd.inbound.primary_node == "N" and nd.counters["takeovers"] == 0
     assert net.call_pb("nd", "Deliver", out_frame(3, 1, epoch=1)).received_through == 3  # N goes on
     # A delivery Nd refused (another sender) renews nothing.
     nd.tick(0.07)
@@ -89,7 +89,7 @@ def test_a_takeover_queued_behind_a_slow_delivery_finds_the_lease_renewed_by_it(
     # Silent past the lease after that reply, the primary is deposed, and Nd says for how long it was.
     now[0] += 0.1
     assert net.call_pb("nd1", "Takeover", pb.TakeoverRequest(node="N'", epoch=2)).delivered_through == 2
-    assert d.takeovers.last.facts["primary_silent_ms"] == pytest.approx(100.0)
+    assert d.inbound.takeovers.last.facts["primary_silent_ms"] == pytest.approx(100.0)
 
 
 def test_an_idle_primary_renews_its_lease_three_times_per_lease_and_on_time(net, nd):
@@ -114,7 +114,7 @@ def test_an_idle_primary_renews_its_lease_three_times_per_lease_and_on_time(net,
         sent_at = now[0]
         n.primary_side.deliver.loop()
         assert now[0] - sent_at == pytest.approx(0.025) and waits == pytest.approx([0.025, 0.005])
-        assert nd.counters["takeovers"] == 0 and nd.lease.renewed_at == nd.clock()
+        assert nd.counters["takeovers"] == 0 and nd.inbound.lease.renewed_at == nd.clock()
     finally:
         n.stop()
 
@@ -138,11 +138,11 @@ def test_a_declined_standby_withdraws_its_epoch_and_keeps_taking_the_backup(net,
     assert s.state.role == "standby" and s.state.epoch == 1
     assert s.counters["takeovers_declined"] == 1 and s.counters["takeovers"] == 0
     assert unsealed == []  # declined at Nd's first answer: nothing held was decoded for it
-    assert nd.fence.epoch == 1 and nd.primary_node == "N"
+    assert nd.fence.epoch == 1 and nd.inbound.primary_node == "N"
     s.check_epoch(1, "Nu", "backup")  # Nu's backup in the epoch in force is taken again
     nd.tick(0.1)  # N went silent: the next suspicion reaches Nd and takes over there
     nd.handle_takeover(m.TakeoverRequest(node="N'", epoch=2, address="s"))
-    assert nd.fence.epoch == 2 and nd.primary_node == "N'"
+    assert nd.fence.epoch == 2 and nd.inbound.primary_node == "N'"
     s.stop()
 
 

@@ -100,7 +100,7 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     now[0] = 1.9
     assert beat().stalled_ms == 0 and not n.snapshot()["operator_stalled"]
     n.primary_side.deliver.loop()  # not stalled yet: the resync frame goes out and renews the lease
-    assert nd.primary_node == "N" and nd.lease.renewed_at == 1.9
+    assert nd.inbound.primary_node == "N" and nd.inbound.lease.renewed_at == 1.9
     now[0] = 2.5
     assert beat().stalled_ms == 2500
     assert n.counters["operator_stalls"] == 1
@@ -108,7 +108,7 @@ def test_a_primary_whose_operator_stopped_says_so_and_stops_renewing_its_lease(s
     assert s["operator_stalled"] and s["operator_oldest_call_s"] == 2.5
     n.lock.wait = lambda timeout=None: now.__setitem__(0, now[0] + timeout)  # ack_poll_ms passes at once
     n.primary_side.deliver.loop()  # idle and stalled: no empty frame, so the lease runs out
-    assert n.counters["idle_frames_withheld"] == 1 and nd.lease.renewed_at == 1.9
+    assert n.counters["idle_frames_withheld"] == 1 and nd.inbound.lease.renewed_at == 1.9
     now[0] = 2.5
     assert n.state.role is Role.PRIMARY  # it does not fence itself: with no standby, waiting is better
     now[0] = 3.0

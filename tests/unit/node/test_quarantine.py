@@ -88,7 +88,7 @@ def test_a_poison_input_in_flight_when_the_primary_is_killed_is_quarantined_at_t
     with InProcessTopology("grpc", operator=Poisoned, total=total, rate=20_000.0) as t:
         assert t.wait(lambda: t.nodes["n"].counters["quarantined_tuples"] > 0)
         t.kill("n")  # with poison inputs in flight: the load is on, each call holds some
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= len(want), 60)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= len(want), 60)
         got = [(o, names[s], q) for o, s, q, _ in t.sink.rows]
         n, n2 = t.nodes["n"].snapshot(), t.nodes["n2"].snapshot()
     check = compare(want, got)  # every input's output but the poisoned ones', once each, in order
@@ -140,7 +140,7 @@ def test_a_standby_that_takes_over_with_nothing_more_to_process_writes_its_quara
         assert n2.counters["quarantined_tuples"] == len(poisoned) and not n2.quarantine.dead_letters.items
         t.kill("n")
         release.set()
-        assert t.wait(lambda: t.nodes["nd"].dedup.delivered_through >= 1)
+        assert t.wait(lambda: t.nodes["nd"].inbound.delivered_through >= 1)
         assert len(n2.quarantine.dead_letters.items) == len(poisoned)  # already: written before anything was replayed
         assert n2.counters["takeovers"] == 1
     names = {1: "I1", 2: "I2"}

@@ -67,7 +67,7 @@ def test_a_primary_shown_a_newer_epoch_before_it_did_anything_rejoins_as_a_stand
     assert n.standby_side.detector is not None
     assert wait_until(lambda: n.counters["heartbeats"] + n.counters["heartbeat_misses"] > 0, 5)
     assert n.counters["heartbeat_misses"] == 0  # it watches N', the primary Nu named
-    assert nd.dedup.delivered_through == 0 and nd.fence.epoch == 2  # and it sent Nd nothing
+    assert nd.inbound.delivered_through == 0 and nd.fence.epoch == 2  # and it sent Nd nothing
 
 
 def test_a_primary_that_has_delivered_is_fenced_not_rejoined(moved_on):
