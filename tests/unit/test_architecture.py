@@ -115,6 +115,8 @@ LINK_PARTS = {"lazystandby.node.outbound", "lazystandby.node.bsize_tuning", "laz
               "lazystandby.node.push_link"}
 # The parts only Nu is composed of.
 UPSTREAM_PARTS = {"lazystandby.node.intake"}
+# The parts only Nd is composed of.
+DOWNSTREAM_PARTS = {"lazystandby.node.delivery_inbound"}
 
 
 def test_node_runtimes_see_no_wire_format_and_no_sibling_runtime():
@@ -122,6 +124,8 @@ def test_node_runtimes_see_no_wire_format_and_no_sibling_runtime():
         shared = {"lazystandby.node", "lazystandby.node.common"} | LINK_PARTS
         if n in OPERATOR_SIDES | {"lazystandby.node.operator_node"}:
             return shared | OPERATOR_SIDES
+        if n in DOWNSTREAM_PARTS | {"lazystandby.node.downstream"}:
+            return shared | DOWNSTREAM_PARTS
         return shared | UPSTREAM_PARTS if n in UPSTREAM_PARTS | {"lazystandby.node.upstream"} else shared
 
     bad = {n: sorted(d for d in deps if d.startswith("lazystandby.v1") or "_pb2" in d
