@@ -102,3 +102,37 @@ def test_nu_source_stops_at_records_deleted_before_it_read_them(kafka, topics):
             _poll_all(src, 1)
     finally:
         src.close()
+
+
+def test_read_partition_says_so_when_records_are_deleted_while_it_reads(kafka, topics, monkeypatch):
+    """The records go between the look at the partition's start and the first fetch: a SourceGap, not a
+    read that starts after them."""
+    import confluent_kafka
+
+    topic = topics.source("I1")
+    _produce(kafka, topic, 10)
+
+    class DeletedOnAssign(confluent_kafka.Consumer):
+        def assign(self, partitions):
+            _delete_before(kafka, topic, 5)
+            super().assign(partitions)
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", DeletedOnAssign)
+    with pytest.raises(SourceGap, match="deleted while being read"):
+        read_partition(kafka, topic, timeout=20)
+
+
+def test_read_partition_gives_keys_values_and_headers_as_written(kafka, topics):
+    topic = topics.source("I1")
+    p = KafkaProducer(bootstrap_servers=kafka, acks="all")
+    for i in range(3):
+        p.send(topic, f"v{i}".encode(), key=f"k{i}".encode(), headers=[("oseq", str(i).encode())], partition=0)
+    p.send(topic, b"no key", partition=0)
+    p.flush()
+    p.close()
+    got = read_partition(kafka, topic)
+    assert [(r.offset, r.key, r.value) for r in got] == [(0, b"k0", b"v0"), (1, b"k1", b"v1"), (2, b"k2", b"v2"),
+                                                         (3, None, b"no key")]
+    assert [dict(r.headers) for r in got] == [{"oseq": b"0"}, {"oseq": b"1"}, {"oseq": b"2"}, {}]
+    assert read_partition(kafka, topic, start=4) == []
+    assert [r.offset for r in read_partition(kafka, topic, tail=2)] == [2, 3]

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
 
 from ..core.acks import Checkpoint
@@ -213,35 +212,61 @@ def runs_of(batch: TupleBatch, names: dict[int, str]) -> list[list]:
     return runs
 
 
-def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0, *, tail: int = 0,
-                   partition: int = 0) -> list:
-    """Every record of partition 0 of `topic` from offset `start` (or, with `tail`, the last `tail`
-    records) to the end it has now. Raises SourceGap if the broker no longer holds `start`.
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """A record as `read_partition` returns it: its offset, key, value, headers ((name, bytes) pairs) and
+    timestamp (ms since the epoch, the producer's or the broker's as the topic says)."""
 
-    An empty poll is not the end (a busy broker can take seconds to answer): only the end offset is.
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list
+    timestamp: int
+
+
+def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 60.0, *, tail: int = 0,
+                   partition: int = 0) -> list[TopicRecord]:
+    """Every record of partition `partition` of `topic` from offset `start` (or, with `tail`, the last
+    `tail` records) to the end it has now. Raises SourceGap if the broker no longer holds `start`.
+
+    Through librdkafka (confluent-kafka), which parses record batches in C: the checks read every source
+    record and every result of a run with it. An empty poll is not the end (a busy broker can take
+    seconds to answer): only the end offset is.
     """
     import time
 
-    tp = TopicPartition(topic, partition)
-    # No reset policy: a position the broker dropped must be an error here, never a silent jump.
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="none",
-                      max_partition_fetch_bytes=8 << 20)
+    from confluent_kafka import Consumer, KafkaError
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    # No reset policy: a position the broker dropped must be an error here, never a silent jump. No
+    # commits, so the group names nothing the broker keeps.
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lazystandby-read-partition",
+                  "enable.auto.commit": False, "auto.offset.reset": "error",
+                  "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 8 << 20,
+                  # A reader of a whole partition: prefetch as much as a fetch brings, and no waiting for more.
+                  "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 10})
+    out: list[TopicRecord] = []
     try:
-        end = c.end_offsets([tp])[tp]
+        begin, end = c.get_watermark_offsets(CTopicPartition(topic, partition), timeout=timeout)
         if tail:
-            start = max(c.beginning_offsets([tp])[tp], end - tail)
-        out: list = []
+            start = max(begin, end - tail)
         if end <= start:
             return out
-        check_retained(c, tp, start)
-        c.assign([tp])
-        c.seek(tp, start)
+        if start < begin:
+            raise SourceGap(f"{topic}: records at offsets {start}..{begin - 1} (seq {start + 1}..{begin}) were "
+                            f"deleted by the broker (retention or truncation) and cannot be read")
+        c.assign([CTopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
-            try:
-                out.extend(c.poll(timeout_ms=500).get(tp, []))
-            except OffsetOutOfRangeError as e:
-                raise SourceGap(f"{topic}: offset {start} was deleted while being read ({e})") from e
+            for msg in c.consume(num_messages=100_000, timeout=0.5):
+                err = msg.error()
+                if err is None:
+                    out.append(TopicRecord(msg.offset(), msg.key(), msg.value(), msg.headers() or [],
+                                           msg.timestamp()[1]))
+                elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    raise SourceGap(f"{topic}: offset {start} was deleted while being read ({err.str()})")
+                elif err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("reading %s: %s", topic, err.str())
     finally:
         c.close()
     if not out or out[-1].offset < end - 1:
