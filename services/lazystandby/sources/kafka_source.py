@@ -265,7 +265,7 @@ def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 
                                            msg.timestamp()[1]))
                 elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                     raise SourceGap(f"{topic}: offset {start} was deleted while being read ({err.str()})")
-                elif err.code() != KafkaError._PARTITION_EOF:
+                else:  # a transient one (librdkafka retries it), said
                     log.warning("reading %s: %s", topic, err.str())
     finally:
         c.close()
