@@ -177,8 +177,12 @@ def check_retained(consumer: KafkaConsumer, tp: TopicPartition, offset: int) -> 
     """Raise SourceGap when `offset` of `tp` is no longer held by the broker."""
     begin = consumer.beginning_offsets([tp])[tp]
     if offset < begin:
-        raise SourceGap(f"{tp.topic}: records at offsets {offset}..{begin - 1} (seq {offset + 1}..{begin}) were "
-                        f"deleted by the broker (retention or truncation) and cannot be read")
+        raise _deleted(tp.topic, offset, begin)
+
+
+def _deleted(topic: str, offset: int, begin: int) -> SourceGap:
+    return SourceGap(f"{topic}: records at offsets {offset}..{begin - 1} (seq {offset + 1}..{begin}) were "
+                     f"deleted by the broker (retention or truncation) and cannot be read")
 
 
 def all_topics(topics: Topics, streams: list[str]) -> list[str]:
@@ -253,8 +257,7 @@ def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 
         if end <= start:
             return out
         if start < begin:
-            raise SourceGap(f"{topic}: records at offsets {start}..{begin - 1} (seq {start + 1}..{begin}) were "
-                            f"deleted by the broker (retention or truncation) and cannot be read")
+            raise _deleted(topic, start, begin)
         c.assign([CTopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and (not out or out[-1].offset < end - 1):
