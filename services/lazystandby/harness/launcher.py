@@ -189,35 +189,40 @@ def _kill(topo: Topology, key: str, step: Step) -> dict:
     return {}
 
 
+LOOP_DIES_WAIT_S = 30.0  # a node whose loop died exits at once (cli.run_node: no handover, 0.5 s joins)
 STOP_WAIT_S = 60.0  # a stopped node's exit: its handover is bounded to a few seconds (PrimarySide.hand_over)
 
 
 def _stop(topo: Topology, key: str, step: Step) -> dict:
     """SIGTERM to the node alone, as `docker stop` sends it to a container's first process (its Spark JVM
-    is the node's to stop), and its exit awaited: a primary hands over first (handover_on_stop). A node
-    still there after STOP_WAIT_S is asked for its threads' stacks (SIGQUIT: cli.run_node), which its log
-    then holds, and the step fails."""
+    is the node's to stop), and its exit awaited: a primary hands over first (handover_on_stop)."""
     t0 = time.monotonic()
-    p = topo.procs[key]
-    p.send_signal(signal.SIGTERM)
-    try:
-        code = p.wait(timeout=STOP_WAIT_S)
-    except subprocess.TimeoutExpired:
-        p.send_signal(signal.SIGQUIT)
-        time.sleep(1.0)  # the dump is written from the signal handler, at once
-        raise RuntimeError(f"{key} had not exited {STOP_WAIT_S:.0f} s after SIGTERM; its threads' stacks are in "
-                           f"{topo.workdir / f'{key}.log'}") from None
+    topo.procs[key].send_signal(signal.SIGTERM)
+    code = _exit_of(topo, key, STOP_WAIT_S, "SIGTERM")
     return {"exit_code": code, "stopped_ms": round((time.monotonic() - t0) * 1000, 1)}
 
 
 def _loop_dies(topo: Topology, key: str, step: Step) -> dict:
     """SIGUSR1 to the node alone: its main loop raises (cli.run_node); its exit is awaited and timed. The
     supervisor starts it again (EXIT_FAILED is one of the exits it restarts)."""
-    p = topo.procs[key]
     t0 = time.monotonic()
-    p.send_signal(signal.SIGUSR1)
-    code = p.wait(timeout=30)
+    topo.procs[key].send_signal(signal.SIGUSR1)
+    code = _exit_of(topo, key, LOOP_DIES_WAIT_S, "SIGUSR1")
     return {"exit_code": code, "exited_ms": round((time.monotonic() - t0) * 1000, 1)}
+
+
+def _exit_of(topo: Topology, key: str, wait_s: float, sent: str) -> int:
+    """The exit code of node `key`, which `sent` (a signal) asked to end. A node still there after
+    `wait_s` is asked for its threads' stacks (SIGQUIT: cli.run_node), which its log then holds, and the
+    step fails."""
+    p = topo.procs[key]
+    try:
+        return p.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGQUIT)
+        time.sleep(1.0)  # the dump is written from the signal handler, at once
+        raise RuntimeError(f"{key} had not exited {wait_s:.0f} s after {sent}; its threads' stacks are in "
+                           f"{topo.workdir / f'{key}.log'}") from None
 
 
 def _pause(topo: Topology, key: str, step: Step) -> dict:

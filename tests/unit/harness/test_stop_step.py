@@ -7,8 +7,10 @@ import pytest
 
 from lazystandby.harness import launcher
 
-# A node that does not hear SIGTERM, and dumps its stacks on SIGQUIT as cli.run_node makes a node do.
+# A node that ends neither on SIGTERM nor on SIGUSR1, and dumps its stacks on SIGQUIT as cli.run_node makes
+# a node do.
 DEAF = ("import faulthandler, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "signal.signal(signal.SIGUSR1, signal.SIG_IGN); "
         "faulthandler.register(signal.SIGQUIT, all_threads=True); print('up', flush=True); time.sleep(60)")
 
 
@@ -35,3 +37,28 @@ def test_a_node_that_exits_on_sigterm_gives_its_code_and_time(tmp_path):
     assert p.stdout.readline() == b"up\n"
     r = launcher._stop(SimpleNamespace(procs={"n": p}, workdir=tmp_path), "n", None)
     assert r["exit_code"] == -signal.SIGTERM and r["stopped_ms"] < 5000
+
+
+def test_a_node_that_outlives_its_loops_death_leaves_its_stacks_in_its_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "LOOP_DIES_WAIT_S", 0.5)
+    log = open(tmp_path / "nu.log", "wb")  # noqa: SIM115 - the child's
+    p = subprocess.Popen([sys.executable, "-c", DEAF], stdout=subprocess.PIPE, stderr=log)
+    try:
+        assert p.stdout.readline() == b"up\n"
+        topo = SimpleNamespace(procs={"nu": p}, workdir=tmp_path)
+        with pytest.raises(RuntimeError, match="had not exited 0 s after SIGUSR1; its threads' stacks are in"):
+            launcher._loop_dies(topo, "nu", None)
+        assert p.poll() is None
+        assert "most recent call first" in (tmp_path / "nu.log").read_text()
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        log.close()
+
+
+def test_a_node_whose_loop_dies_gives_its_code_and_time(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"up\n"
+    r = launcher._loop_dies(SimpleNamespace(procs={"nu": p}, workdir=tmp_path), "nu", None)
+    assert r["exit_code"] == -signal.SIGUSR1 and r["exited_ms"] < 5000
