@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -237,8 +238,6 @@ def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 
     record and every result of a run with it. An empty poll is not the end (a busy broker can take
     seconds to answer): only the end offset is.
     """
-    import time
-
     from confluent_kafka import Consumer, KafkaError
     from confluent_kafka import TopicPartition as CTopicPartition
 
@@ -251,7 +250,7 @@ def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 
                   "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 10})
     out: list[TopicRecord] = []
     try:
-        begin, end = c.get_watermark_offsets(CTopicPartition(topic, partition), timeout=timeout)
+        begin, end = watermarks(c, CTopicPartition(topic, partition), time.monotonic() + timeout)
         if tail:
             start = max(begin, end - tail)
         if end <= start:
@@ -277,6 +276,31 @@ def read_partition(bootstrap: str, topic: str, start: int = 0, timeout: float = 
     return out
 
 
+# What a partition's offsets query meets while the partition has no leader yet (a topic just made, a
+# broker that restarts, metadata not yet spread): it clears within seconds, so the query is asked again.
+_LEADERLESS = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART",
+                         "_UNKNOWN_PARTITION", "_TRANSPORT"})
+
+
+def watermarks(consumer, tp, deadline: float, pause: float = 0.2) -> tuple[int, int]:
+    """(first, end) offsets of partition `tp`, through a confluent-kafka `consumer`. A leaderless
+    partition's error is asked again until `deadline` (time.monotonic()); any other error, or the last
+    leaderless one at the deadline, is raised as librdkafka gave it."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    leaderless = {getattr(KafkaError, name) for name in _LEADERLESS if hasattr(KafkaError, name)}
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(left, 0.1))
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if getattr(err, "code", lambda: None)() not in leaderless or time.monotonic() + pause >= deadline:
+                raise
+            log.info("offsets of %s[%d]: %s; asking again", tp.topic, tp.partition, err.str())
+            time.sleep(pause)
+
+
 def read_linklog(bootstrap: str, topics: Topics, start: int = 0) -> list[tuple[int, dict]]:
     """(log offset, entry) for every link-log entry from `start` to the current end."""
     return [(r.offset, json.loads(r.value)) for r in read_partition(bootstrap, topics.linklog, start)]
@@ -284,8 +308,6 @@ def read_linklog(bootstrap: str, topics: Topics, start: int = 0) -> list[tuple[i
 
 def fetch_range(consumer: KafkaConsumer, topic: str, first_seq: int, count: int, partition: int = 0) -> list[bytes]:
     """Payloads of records with seq first_seq .. first_seq+count-1 (offset = seq - 1) of one partition."""
-    import time
-
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     check_retained(consumer, tp, first_seq - 1)
