@@ -99,6 +99,20 @@ def keep_memory(cfg: config.NodeConfig, log: logging.Logger) -> bool:
     return False
 
 
+# Seconds between the main thread's looks at a node's `halt`: the most a signal's handler may wait to run.
+HALT_LOOK_S = 0.1
+
+
+def wait_for(halt: threading.Event, look_s: float = HALT_LOOK_S) -> None:
+    """Return once `halt` is set, running this process's Python signal handlers within `look_s` of their
+    signal. The kernel hands a signal sent to the process to any of its threads that does not block it
+    (gRPC's and the node's own do not); CPython then only marks it, and runs its handler in the main
+    thread at its next bytecode. A main thread asleep in an untimed wait is woken by a signal delivered to
+    itself alone: SIGTERM or SIGUSR1 taken by another thread would go unanswered for good."""
+    while not halt.wait(look_s):
+        pass
+
+
 def run_node(argv: list[str]) -> int:
     try:
         cfg = config.load(argv)
@@ -141,7 +155,7 @@ def run_node(argv: list[str]) -> int:
     signal.signal(signal.SIGUSR1, lambda *_: node.die_in_loop())
     node.start()  # after the server listens: a standby registers with Nu, which then calls back
     log.info("%s (%s) listening on %s%s", cfg.name, cfg.role, cfg.listen, " (mutual TLS)" if tls else "")
-    node.halt.wait()
+    wait_for(node.halt)
     if node.fatal:
         log.error("%s: exits with code %d so that it is replaced: %s", cfg.name, node.exit_code, node.fatal)
     server.stop(grace=0 if node.fatal else 0.5)  # the port closes: peers see a dead node at once
