@@ -123,6 +123,12 @@ class NodeConfig:
         262_144, "most tuples Nu admits ahead of a responsive standby's acks (backpressure), so that the source "
         "never outruns the backup and trims batches never sent; larger: fewer stalls of the source behind a slow "
         "backup call, more to resend at a takeover (docs/benchmarks.md, Tuning); 0 = no bound", low=0)
+    standby_replay_max_ms: float = setting(
+        0.0, "ms of operator work a takeover may find waiting at the standby: what it holds unprocessed and what "
+        "Nu would resend it, at the operator's measured cost per call and per tuple (the standby's view, with each "
+        "backup answer); Nu admits no more while above it. A standby slower than its primary then sets the "
+        "pipeline's pace: throughput traded for a bounded takeover. Above standby_defer's worth of input, or the "
+        "source waits for the defer; 0 = no bound", low=0)
     backup_stall_max: float = setting(
         0.5, "seconds a backup call may go unanswered before Nu stops holding the source for the standby: it is "
         "then out of sync, as a follower that stops fetching leaves Kafka's ISR, and catches up by a checkpoint "

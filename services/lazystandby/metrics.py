@@ -213,11 +213,12 @@ class NodeCollector(Collector):
         yield _counter("lazystandby_source_gaps", "Source records deleted before Nu read them (admission stops)",
                        name, c.get("source_gaps", 0))
         waits = CounterMetricFamily("lazystandby_source_waits", "Times Nu's source waited (up to 50 ms each): OQu "
-                                    "full, the standby backup_lag_max behind, the primary primary_lag_max behind, "
-                                    "or a fresh Nu's standby not registered yet (standby_wait)",
-                                    labels=[*lbl, "reason"])
+                                    "full, the standby backup_lag_max behind, its backlog past "
+                                    "standby_replay_max_ms, the primary primary_lag_max behind, or a fresh Nu's "
+                                    "standby not registered yet (standby_wait)", labels=[*lbl, "reason"])
         for reason, key in (("oqu_full", "source_blocked"), ("backup", "source_waited_for_backup"),
-                            ("primary", "source_waited_for_primary"), ("standby", "source_waited_for_standby")):
+                            ("replay", "source_waited_for_replay"), ("primary", "source_waited_for_primary"),
+                            ("standby", "source_waited_for_standby")):
             waits.add_metric([name, reason], c.get(key, 0))
         yield waits
     def _histograms(self, s: dict) -> Iterator:

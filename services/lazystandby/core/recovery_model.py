@@ -63,6 +63,30 @@ def calls_seconds(total: float, per_call_max: float, per_call_s: float, per_unit
     return math.ceil(total / max(1.0, per_call_max)) * per_call_s + total * per_unit_s
 
 
+def units_within(seconds: float, per_call_max: float, per_call_s: float, per_unit_s: float) -> int | None:
+    """The most units `calls_seconds` finishes within `seconds` (its inverse): full calls first, then what a
+    last call's fixed cost leaves room for. None when units cost (next to) nothing: no bound."""
+    take = max(1, int(per_call_max))
+    full = per_call_s + take * per_unit_s
+    if full <= 0:
+        return None
+    if seconds <= 0:
+        return 0
+    if seconds / full * take >= 1 << 50:
+        return None  # beyond any backlog, and beyond what a float's sum can tell one unit apart in
+    calls = int(seconds // full)
+    left = seconds - calls * full
+    extra = 0 if left < per_call_s or per_unit_s <= 0 else min(take - 1, int((left - per_call_s) / per_unit_s))
+    n = calls * take + extra
+    # Floating point may put n one off either way at a boundary: settled against calls_seconds itself.
+    for _ in range(3):
+        if n > 0 and calls_seconds(n, take, per_call_s, per_unit_s) > seconds:
+            n -= 1
+        elif calls_seconds(n + 1, take, per_call_s, per_unit_s) <= seconds:
+            n += 1
+    return n
+
+
 def _cells(calls) -> list[tuple[float, float, int]]:
     """(mean size, median seconds, count) of the calls of each power-of-two size."""
     groups: dict[int, list[tuple[float, float]]] = {}

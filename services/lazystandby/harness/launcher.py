@@ -1237,7 +1237,8 @@ NODE_SETTINGS = ("bsize", "codec", "operator", "predicate", "query", "pipeline",
                  "total",
                  "rate",
                  "heartbeat_interval", "heartbeat_misses", "operator_stall_max", "exit_when_fenced",
-                 "handover_on_stop", "chaos_poison", "recovery_target_ms", "standby_state", "snapshot_interval")
+                 "handover_on_stop", "chaos_poison", "recovery_target_ms", "standby_replay_max_ms", "standby_state",
+                 "snapshot_interval")
 
 
 class NodeStartError(RuntimeError):
@@ -1389,8 +1390,10 @@ def _trial_spec(settings: dict[str, Any]) -> TrialSpec:
                      extra={k: settings[k] for k in ("operator", "heartbeat_interval", "heartbeat_misses",
                                                      "operator_stall_max", "exit_when_fenced", "handover_on_stop",
                                                      "chaos_poison", "query", "watermark_every", "keys",
-                                                     "recovery_target_ms", "standby_state", "snapshot_interval")
-                            if k not in ("chaos_poison", "query", "recovery_target_ms") or settings.get(k)})
+                                                     "recovery_target_ms", "standby_replay_max_ms", "standby_state",
+                                                     "snapshot_interval")
+                            if k not in ("chaos_poison", "query", "recovery_target_ms", "standby_replay_max_ms")
+                            or settings.get(k)})
 
 
 def _standby_target(r: dict) -> dict:
@@ -1445,6 +1448,9 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "recovery_target_ms": settings.get("recovery_target_ms") or None,
         "bsize_chosen": ((r.get("before", {}).get(NU) or {}).get("recovery_target") or {}).get("bsize"),
         "target_met": ((r.get("before", {}).get(NU) or {}).get("recovery_target") or {}).get("met"),
+        # With standby_replay_max_ms: how often Nu's source waited for the standby's backlog.
+        "standby_replay_max_ms": settings.get("standby_replay_max_ms") or None,
+        "source_waited_for_replay": (nu.get("counters") or {}).get("source_waited_for_replay", 0),
         # ... and what the standby chose for it: its standby_defer (warm) or its primary's snapshot_interval.
         "standby_defer_chosen": _standby_target(r).get("standby_defer"),
         "snapshot_interval_chosen": _standby_target(r).get("snapshot_interval"),

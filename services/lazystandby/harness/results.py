@@ -85,6 +85,9 @@ SUMMARIES: dict[str, Summary] = {
         ("recovery_target_ms", "`--recovery-target-ms`: the recovery-time objective Nu chose Bsize for (null: none)"),
         ("bsize_chosen", "the Bsize Nu had chosen for it when the fault came (null without a target)"),
         ("target_met", "whether that Bsize's predicted recovery met the target (false: none did; Bsize 1)"),
+        ("standby_replay_max_ms", "`--standby-replay-max-ms`: the operator work a takeover may find waiting at the "
+                                  "standby, which Nu held its source for (null: no bound)"),
+        ("source_waited_for_replay", "times Nu's source waited for the standby's backlog to fall under that bound"),
         ("standby_defer_chosen", "with a target, the standby_defer a warm standby chose for it (null otherwise)"),
         ("snapshot_interval_chosen", "with a target, the snapshot_interval a Passive Standby chose for it (null "
                                      "otherwise)"),

@@ -26,6 +26,7 @@ from ..core.acks import Checkpoint
 from ..core.batching import BackupBatcher, RunEncoder, format_bsize
 from ..core.errors import PeerError
 from ..core.queues import KeyedQueue
+from ..core.recovery_model import units_within
 from ..core.retry import after_backup_error
 from ..transport.peer import Peer, Pending
 from .bsize_tuning import BsizeTuning
@@ -100,6 +101,9 @@ class BackupLink:
         # The checkpoint the standby's next run starts just after, when it must skip ahead (`skip_trimmed`).
         self._jump: Checkpoint | None = None
         self._status_seen: tuple | None = None  # (standby, when, answered): the last Status call to the one in place
+        # The source waits for the standby's backlog (`replay_room`): a frame asks for a fresh view every
+        # ack_poll_ms, since a held source cuts no runs whose answers would bring one.
+        self.replay_full = False
 
     # --- what the node tells it -------------------------------------------------------------------------
     def restored(self, trimmed: int) -> None:
@@ -159,8 +163,10 @@ class BackupLink:
     def bounded(self) -> bool:
         """Whether the backup holds the pipeline back (backup_lag_max): only while a standby answers. One
         that fails is retried later and holds up nothing (its backlog is trimmed by Level-1 acks meanwhile)."""
-        return bool(self.cfg.backup_lag_max and self.out.standby is not None and self.bsize is not None
-                    and self.out.clock() >= self.retry_at and self.in_sync())
+        return bool(self.cfg.backup_lag_max and self.bsize is not None and self._answering())
+
+    def _answering(self) -> bool:
+        return self.out.standby is not None and self.out.clock() >= self.retry_at and self.in_sync()
 
     def in_sync(self) -> bool:
         """Holding the lock: False from the moment a backup call has gone unanswered for backup_stall_max
@@ -186,6 +192,24 @@ class BackupLink:
         if not self.bounded():
             return 1 << 62
         return max(0, self.cfg.backup_lag_max - (self.out.oqu.last - self.batcher.confirmed_through))
+
+    def replay_room(self) -> int:
+        """Holding the lock: how many more tuples the source may admit before a takeover would find more than
+        standby_replay_max_ms of operator work waiting: the standby's backlog at its last answer and what it
+        has not confirmed since, at its view's cost (core.recovery_model.units_within). At least one
+        operator call's worth, so that a bound below one call's cost slows the source and never stops it.
+        Unbounded without the setting, before the standby's first view, and while it does not answer."""
+        view = self.out.tuning.standby_view
+        self.replay_full = False
+        if not self.cfg.standby_replay_max_ms or view is None or self.bsize is None or not self._answering():
+            return 1 << 62
+        most = units_within(self.cfg.standby_replay_max_ms / 1000, view.take, view.call_s, view.tuple_s)
+        if most is None:
+            return 1 << 62
+        waiting = view.backlog + self.out.oqu.last - self.batcher.confirmed_through
+        room = max(0, max(most, view.take, 1) - waiting)
+        self.replay_full = room == 0
+        return room
 
     # --- the loops ---------------------------------------------------------------------------------------
     def loop(self) -> None:
@@ -264,8 +288,9 @@ class BackupLink:
             # With nothing to batch, still tell the standby when the trim point passed what it holds:
             # it skips ahead and never needs those positions (this is all an Upstream Backup standby gets).
             advance = ckpt.input_pos > self._standby_checkpoint and now >= self.next_checkpoint_at
+            look = self.replay_full and now >= self.next_checkpoint_at
             hint = self._hint(now)
-            if not resync and run is None and not advance and hint is None:
+            if not resync and run is None and not advance and not look and hint is None:
                 if idle:
                     self.out.lock.wait(self.cfg.linger_ms / 1000)
                 return None

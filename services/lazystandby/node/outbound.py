@@ -141,11 +141,12 @@ class OutboundLink:
 
     def room(self) -> tuple[int, str]:
         """Holding the lock: how many more tuples may enter OQu now, and when none, the counter that says
-        which of OQu, the backup or the primary holds them back."""
-        oqu_room, backup_room = self.oqu.room(), self.backup.room()
-        room = min(oqu_room, backup_room, self.push.room())
+        which of OQu, the backup, the standby's backlog or the primary holds them back."""
+        oqu_room, backup_room, replay_room = self.oqu.room(), self.backup.room(), self.backup.replay_room()
+        room = min(oqu_room, backup_room, replay_room, self.push.room())
         why = ("" if room else "source_blocked" if oqu_room == 0 else
-               "source_waited_for_backup" if backup_room == 0 else "source_waited_for_primary")
+               "source_waited_for_backup" if backup_room == 0 else
+               "source_waited_for_replay" if replay_room == 0 else "source_waited_for_primary")
         return room, why
 
     def append(self, batch: TupleBatch) -> None:

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lazystandby.core.recovery_model import CallCost, RecoveryTerms, crash_detection_s
+from lazystandby.core.recovery_model import (
+    CallCost,
+    RecoveryTerms,
+    calls_seconds,
+    crash_detection_s,
+    units_within,
+)
 
 
 def test_the_call_cost_separates_the_round_trip_from_the_rate():
@@ -138,3 +146,24 @@ def test_probes_of_one_size_count_at_their_median_so_one_held_up_does_not_set_th
         cost.add(4_096, s, keep=True)
     call, per_tuple = cost.fit()
     assert per_tuple == pytest.approx((0.0305 - 0.002) / (4_096 - 39.5), rel=0.02)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seconds=st.floats(0, 30), take=st.integers(1, 50_000), per_call=st.floats(0, 0.5),
+       per_unit=st.floats(0, 1e-3))
+def test_units_within_is_the_inverse_of_calls_seconds(seconds, take, per_call, per_unit):
+    n = units_within(seconds, take, per_call, per_unit)
+    if n is None:  # free units, or so cheap that no backlog reaches the bound
+        assert per_call + take * per_unit <= 0 or seconds / (per_call + take * per_unit) * take >= 1 << 50
+        return
+    assert calls_seconds(n, take, per_call, per_unit) <= seconds
+    assert calls_seconds(n + 1, take, per_call, per_unit) > seconds
+
+
+def test_units_within_counts_full_calls_then_what_a_last_call_leaves():
+    # 1 s at 100 ms a call and 1 ms a unit in calls of 100: each full call 200 ms, five of them
+    assert units_within(1.0, 100, 0.1, 0.001) == 500
+    # 1.1755 s: five full calls, then 175.5 ms for a sixth: 100 ms fixed, 75 units
+    assert units_within(1.1755, 100, 0.1, 0.001) == 575
+    assert units_within(0.05, 100, 0.1, 0.001) == 0  # not even one call's fixed cost
+    assert units_within(1.0, 100, 0.0, 0.0) is None
