@@ -196,8 +196,9 @@ class BackupLink:
     def replay_room(self) -> int:
         """Holding the lock: how many more tuples the source may admit before a takeover would find more than
         standby_replay_max_ms of operator work waiting: the standby's backlog at its last answer and what it
-        has not confirmed since, at its view's cost (core.recovery_model.units_within). At least one
-        operator call's worth, so that a bound below one call's cost slows the source and never stops it.
+        has not confirmed since, at its view's cost (core.recovery_model.units_within). At least a batch
+        (Bsize) may wait, so that a bound below its cost slows the source and never stops it: fewer tuples
+        than a batch are never cut, and would never be confirmed.
         Unbounded without the setting, before the standby's first view, and while it does not answer."""
         view = self.out.tuning.standby_view
         self.replay_full = False
@@ -207,7 +208,7 @@ class BackupLink:
         if most is None:
             return 1 << 62
         waiting = view.backlog + self.out.oqu.last - self.batcher.confirmed_through
-        room = max(0, max(most, view.take, 1) - waiting)
+        room = max(0, max(most, self.bsize) - waiting)
         self.replay_full = room == 0
         return room
 

@@ -86,10 +86,10 @@ def test_a_standby_that_does_not_answer_holds_nothing(nu):
 def test_a_bound_below_one_call_s_cost_slows_the_source_and_never_stops_it(nu):
     nu.outbound.tuning.standby_view = StandbyView(**{**VIEW.__dict__, "call_s": 1.0})  # no call fits in 100 ms
     admit(nu, 3)
-    assert nu.outbound.oqu.last == 100  # one call's worth (take) waiting, no more
-    nu.outbound.backup.batcher.confirm(100)
+    assert nu.outbound.oqu.last == 10  # a batch (Bsize 10) waiting, no more
+    nu.outbound.backup.batcher.confirm(10)
     admit(nu, 3)
-    assert nu.outbound.oqu.last == 200
+    assert nu.outbound.oqu.last == 20
 
 
 def test_a_held_source_keeps_asking_the_standby_for_its_view(nu):
