@@ -77,6 +77,7 @@ def test_nu_exports_why_its_source_waited():
     assert m['lazystandby_source_waits_total{node="Nu",reason="backup"}'] == 0
     assert m['lazystandby_source_waits_total{node="Nu",reason="oqu_full"}'] == 0
     assert m['lazystandby_source_waits_total{node="Nu",reason="standby"}'] == 0
+    assert m['lazystandby_source_waits_total{node="Nu",reason="replay"}'] == 0
 
 
 def test_nu_exports_its_wait_for_the_standby_to_register():
