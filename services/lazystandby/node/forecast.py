@@ -111,8 +111,15 @@ class RecoveryForecast:
 
     def cost(self, b: Backlog) -> tuple[float, float] | None:
         """The operator's cost per call and per tuple: the primary's when it says it, else this node's own;
-        None when neither is known."""
-        return self.primary_cost if any(self.primary_cost) else b.own_cost
+        None when neither is known. A paced standby's own calls wait for nothing and carry its backlog, the
+        size a replay's calls have, where a primary that keeps up makes small ones whose fit says little of
+        a tuple's cost: each term is then the larger of the two."""
+        own, primary = b.own_cost, self.primary_cost
+        if not any(primary):
+            return own
+        if b.paced and own is not None:
+            return max(primary[0], own[0]), max(primary[1], own[1])
+        return primary
 
     def tune(self, now: float, b: Backlog) -> None:
         """With recovery_target_ms, every TUNE_EVERY_S, the cheapest standby_defer (a warm standby) or

@@ -413,15 +413,17 @@ class StandbySide:
     def backlog(self) -> Backlog:
         """Holding the lock: where a takeover by this node would start now."""
         snaps = self.n.snapshots
+        paced = self.n.stateful and self.n.operator.paces_standby
         return Backlog(held=self.n.inbound.received_through, done=self.n.done_through(),
                        primary_received=self.primary_received,
                        take=self.n.calls.take,
-                       # Its own only where the primary's is unknown (RecoveryForecast.cost).
-                       own_cost=None if any(self.forecast.primary_cost) else self.n.calls.cost.fit(),
+                       # Its own where the primary's is unknown, or where its calls do not wait by design
+                       # (a paced standby: RecoveryForecast.cost).
+                       own_cost=self.n.calls.cost.fit() if paced or not any(self.forecast.primary_cost) else None,
                        # A Passive Standby loads its snapshot first: about what the primary took to encode it.
                        restore_s=snaps.encode_s if self.n.passive and snaps.held is not None else 0.0,
                        notice_hold_s=self.detector.notice_hold if self.connection.notices and self.detector else None,
-                       paced=self.n.stateful and self.n.operator.paces_standby)
+                       paced=paced)
 
     def primary_reached(self, received: int, now: float) -> None:
         """Holding the lock: a heartbeat says the primary has received through `received`; a covering

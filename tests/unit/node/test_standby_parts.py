@@ -79,6 +79,18 @@ def test_the_forecast_predicts_from_the_values_it_is_handed():
     assert f.refresh(0.0, backlog(), watching=False) is None and f.view is None  # no standby watching now
 
 
+def test_a_paced_standby_prices_its_replay_at_the_dearer_of_its_own_calls_and_its_primarys():
+    """A Spark standby's own calls carry its backlog; its primary's small ones say little of a tuple's cost."""
+    f = RecoveryForecast(NodeConfig(role="standby"), passive=False)
+    f.heard(0.002, 0.25, 2e-6)
+    own = (0.1, 6e-5)
+    assert f.cost(backlog(own_cost=own)) == (0.25, 2e-6)  # a standby that defers: the primary's
+    assert f.cost(backlog(own_cost=own, paced=True)) == (0.25, 6e-5)
+    assert f.cost(backlog(own_cost=None, paced=True)) == (0.25, 2e-6)  # its own calls not timed yet
+    f.primary_cost = (0.0, 0.0)
+    assert f.cost(backlog(own_cost=own)) == own  # the primary's unknown
+
+
 def test_a_lost_connections_notice_is_held_for_the_lease_and_a_tenth_of_an_interval_at_most_an_interval():
     from lazystandby.node.connection_watch import notice_hold_s
 
