@@ -87,6 +87,18 @@ def units_within(seconds: float, per_call_max: float, per_call_s: float, per_uni
     return n
 
 
+def replay_room(bound_s: float, view: StandbyView, unconfirmed: int, bsize: int) -> int | None:
+    """How many more tuples may reach a standby before a takeover would find more than `bound_s` of
+    operator work waiting: its backlog (`view`) and the `unconfirmed` tuples it would be resent, at the
+    view's cost (`units_within`). At least a batch (`bsize`) may wait, so that a bound below a batch's
+    cost slows a source and never stops it: fewer tuples than a batch are never cut, and would never be
+    confirmed. None: no bound (tuples that cost nothing)."""
+    most = units_within(bound_s, view.take, view.call_s, view.tuple_s)
+    if most is None:
+        return None
+    return max(0, max(most, bsize) - view.backlog - unconfirmed)
+
+
 def _cells(calls) -> list[tuple[float, float, int]]:
     """(mean size, median seconds, count) of the calls of each power-of-two size."""
     groups: dict[int, list[tuple[float, float]]] = {}

@@ -1448,8 +1448,7 @@ def _launch(args, settings: dict[str, Any], bootstrap: str) -> int:
         "recovery_target_ms": settings.get("recovery_target_ms") or None,
         "bsize_chosen": ((r.get("before", {}).get(NU) or {}).get("recovery_target") or {}).get("bsize"),
         "target_met": ((r.get("before", {}).get(NU) or {}).get("recovery_target") or {}).get("met"),
-        # With standby_replay_max_ms: how often Nu's source waited for the standby's backlog.
-        "standby_replay_max_ms": settings.get("standby_replay_max_ms") or None,
+        "standby_replay_max_ms": settings.get("standby_replay_max_ms") or None,  # and Nu's waits for it:
         "source_waited_for_replay": (nu.get("counters") or {}).get("source_waited_for_replay", 0),
         # ... and what the standby chose for it: its standby_defer (warm) or its primary's snapshot_interval.
         "standby_defer_chosen": _standby_target(r).get("standby_defer"),

@@ -26,7 +26,7 @@ from ..core.acks import Checkpoint
 from ..core.batching import BackupBatcher, RunEncoder, format_bsize
 from ..core.errors import PeerError
 from ..core.queues import KeyedQueue
-from ..core.recovery_model import units_within
+from ..core.recovery_model import replay_room
 from ..core.retry import after_backup_error
 from ..transport.peer import Peer, Pending
 from .bsize_tuning import BsizeTuning
@@ -101,8 +101,7 @@ class BackupLink:
         # The checkpoint the standby's next run starts just after, when it must skip ahead (`skip_trimmed`).
         self._jump: Checkpoint | None = None
         self._status_seen: tuple | None = None  # (standby, when, answered): the last Status call to the one in place
-        # The source waits for the standby's backlog (`replay_room`): a frame asks for a fresh view every
-        # ack_poll_ms, since a held source cuts no runs whose answers would bring one.
+        # The source waits for the standby's backlog (`replay_room`): a frame asks for its view every ack_poll_ms.
         self.replay_full = False
 
     # --- what the node tells it -------------------------------------------------------------------------
@@ -195,22 +194,16 @@ class BackupLink:
 
     def replay_room(self) -> int:
         """Holding the lock: how many more tuples the source may admit before a takeover would find more than
-        standby_replay_max_ms of operator work waiting: the standby's backlog at its last answer and what it
-        has not confirmed since, at its view's cost (core.recovery_model.units_within). At least a batch
-        (Bsize) may wait, so that a bound below its cost slows the source and never stops it: fewer tuples
-        than a batch are never cut, and would never be confirmed.
-        Unbounded without the setting, before the standby's first view, and while it does not answer."""
+        standby_replay_max_ms of operator work waiting (core.recovery_model.replay_room). Unbounded without
+        the setting, before the standby's first view, and while it does not answer."""
         view = self.out.tuning.standby_view
         self.replay_full = False
         if not self.cfg.standby_replay_max_ms or view is None or self.bsize is None or not self._answering():
             return 1 << 62
-        most = units_within(self.cfg.standby_replay_max_ms / 1000, view.take, view.call_s, view.tuple_s)
-        if most is None:
-            return 1 << 62
-        waiting = view.backlog + self.out.oqu.last - self.batcher.confirmed_through
-        room = max(0, max(most, self.bsize) - waiting)
+        room = replay_room(self.cfg.standby_replay_max_ms / 1000, view,
+                           self.out.oqu.last - self.batcher.confirmed_through, self.bsize)
         self.replay_full = room == 0
-        return room
+        return 1 << 62 if room is None else room
 
     # --- the loops ---------------------------------------------------------------------------------------
     def loop(self) -> None:

@@ -167,3 +167,13 @@ def test_units_within_counts_full_calls_then_what_a_last_call_leaves():
     assert units_within(1.1755, 100, 0.1, 0.001) == 575
     assert units_within(0.05, 100, 0.1, 0.001) == 0  # not even one call's fixed cost
     assert units_within(1.0, 100, 0.0, 0.0) is None
+
+
+def test_replay_room_counts_the_backlog_and_the_unconfirmed_and_lets_a_batch_wait():
+    from lazystandby.core.recovery_model import StandbyView, replay_room
+
+    view = StandbyView(fixed_s=0.1, call_s=0.01, tuple_s=0.0001, take=100, backlog=100)  # 500 in 100 ms
+    assert replay_room(0.1, view, 150, 10) == 250
+    assert replay_room(0.1, view, 900, 10) == 0
+    assert replay_room(0.001, StandbyView(0.1, 0.01, 0.0001, 100, 0), 0, 10) == 10  # below a call: a batch
+    assert replay_room(0.1, StandbyView(0.1, 0.0, 0.0, 100, 5), 0, 10) is None  # free tuples: no bound
