@@ -77,14 +77,22 @@ def units_within(seconds: float, per_call_max: float, per_call_s: float, per_uni
     calls = int(seconds // full)
     left = seconds - calls * full
     extra = 0 if left < per_call_s or per_unit_s <= 0 else min(take - 1, int((left - per_call_s) / per_unit_s))
-    n = calls * take + extra
-    # Floating point may put n one off either way at a boundary: settled against calls_seconds itself.
-    for _ in range(3):
-        if n > 0 and calls_seconds(n, take, per_call_s, per_unit_s) > seconds:
-            n -= 1
-        elif calls_seconds(n + 1, take, per_call_s, per_unit_s) <= seconds:
-            n += 1
-    return n
+    guess = calls * take + extra
+    # Floating point may put the guess off at a boundary, by up to a call's worth where units cost nothing:
+    # the answer is settled against calls_seconds itself, which never falls as units grow, by bisection
+    # between a count that fits (lo) and one that does not (hi).
+    lo, hi = max(0, guess - 2 * take - 2), guess + 2 * take + 2
+    while lo > 0 and calls_seconds(lo, take, per_call_s, per_unit_s) > seconds:
+        lo //= 2
+    while calls_seconds(hi, take, per_call_s, per_unit_s) <= seconds:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if calls_seconds(mid, take, per_call_s, per_unit_s) <= seconds:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def replay_room(bound_s: float, view: StandbyView, unconfirmed: int, bsize: int) -> int | None:

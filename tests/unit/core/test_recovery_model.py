@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lazystandby.core.recovery_model import (
@@ -151,6 +151,7 @@ def test_probes_of_one_size_count_at_their_median_so_one_held_up_does_not_set_th
 @settings(max_examples=300, deadline=None)
 @given(seconds=st.floats(0, 30), take=st.integers(1, 50_000), per_call=st.floats(0, 0.5),
        per_unit=st.floats(0, 1e-3))
+@example(seconds=1.0, take=4, per_call=0.005, per_unit=0.0)  # 200 calls fit exactly, where 1.0 // 0.005 is 199
 def test_units_within_is_the_inverse_of_calls_seconds(seconds, take, per_call, per_unit):
     n = units_within(seconds, take, per_call, per_unit)
     if n is None:  # free units, or so cheap that no backlog reaches the bound
