@@ -294,8 +294,8 @@ def watermarks(consumer, tp, deadline: float, pause: float = 0.2) -> tuple[int, 
         try:
             return consumer.get_watermark_offsets(tp, timeout=max(left, 0.1))
         except KafkaException as e:
-            err = e.args[0] if e.args else None
-            if getattr(err, "code", lambda: None)() not in leaderless or time.monotonic() + pause >= deadline:
+            err = e.args[0]  # confluent-kafka raises its KafkaException with the KafkaError as its argument
+            if err.code() not in leaderless or time.monotonic() + pause >= deadline:
                 raise
             log.info("offsets of %s[%d]: %s; asking again", tp.topic, tp.partition, err.str())
             time.sleep(pause)

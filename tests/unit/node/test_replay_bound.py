@@ -2,6 +2,8 @@
 standby than the bound, by the standby's view (its backlog and its operator's cost) and what it has not
 confirmed; a held source keeps asking the standby for a fresh view."""
 
+from dataclasses import replace
+
 import pytest
 
 from lazystandby.config import NodeConfig
@@ -62,7 +64,7 @@ def test_without_the_standby_s_view_nothing_is_held(nu):
 
 
 def test_the_source_waits_while_the_standby_s_backlog_and_what_it_lacks_pass_the_bound(nu):
-    nu.outbound.tuning.standby_view = StandbyView(**{**VIEW.__dict__, "backlog": 100})
+    nu.outbound.tuning.standby_view = replace(VIEW, backlog=100)
     admit(nu, 8)
     # 100 waiting at the standby, 400 unconfirmed: 500, the bound
     assert nu.outbound.oqu.last == 400 and nu.counters["source_waited_for_replay"] >= 1
@@ -75,7 +77,7 @@ def test_the_source_waits_while_the_standby_s_backlog_and_what_it_lacks_pass_the
 
 
 def test_a_standby_that_does_not_answer_holds_nothing(nu):
-    nu.outbound.tuning.standby_view = StandbyView(**{**VIEW.__dict__, "backlog": 10_000})
+    nu.outbound.tuning.standby_view = replace(VIEW, backlog=10_000)
     admit(nu, 2)
     assert nu.outbound.oqu.last == 0
     nu.outbound.backup.retry_at = nu.clock() + 60  # its last call failed: retried later
@@ -84,7 +86,7 @@ def test_a_standby_that_does_not_answer_holds_nothing(nu):
 
 
 def test_a_bound_below_one_call_s_cost_slows_the_source_and_never_stops_it(nu):
-    nu.outbound.tuning.standby_view = StandbyView(**{**VIEW.__dict__, "call_s": 1.0})  # no call fits in 100 ms
+    nu.outbound.tuning.standby_view = replace(VIEW, call_s=1.0)  # no call fits in 100 ms
     admit(nu, 3)
     assert nu.outbound.oqu.last == 10  # a batch (Bsize 10) waiting, no more
     nu.outbound.backup.batcher.confirm(10)
@@ -93,14 +95,14 @@ def test_a_bound_below_one_call_s_cost_slows_the_source_and_never_stops_it(nu):
 
 
 def test_a_held_source_keeps_asking_the_standby_for_its_view(nu):
-    nu.outbound.tuning.standby_view = StandbyView(**{**VIEW.__dict__, "backlog": 480})
+    nu.outbound.tuning.standby_view = replace(VIEW, backlog=480)
     admit(nu, 3)
     backup = nu.outbound.backup
     for _ in range(4):  # the runs go out and are confirmed
         backup.loop()
     assert nu.outbound.oqu.last == 20 and backup.batcher.confirmed_through == 20 and backup.replay_full
     peer = nu.standby_peer
-    peer.view = StandbyView(**{**VIEW.__dict__, "backlog": 0})  # the standby has worked its backlog off
+    peer.view = replace(VIEW, backlog=0)  # the standby has worked its backlog off
     sent = len(peer.frames)
     backup.next_checkpoint_at = 0.0
     backup.loop()
