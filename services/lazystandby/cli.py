@@ -13,6 +13,7 @@ from functools import partial
 from . import config
 from .allocator import keep_freed_memory
 from .core.seq import StreamRegistry
+from .halting import wait_for
 from .node.downstream import DownstreamNode
 from .node.operator_node import OperatorNode
 from .node.upstream import UpstreamNode
@@ -97,20 +98,6 @@ def keep_memory(cfg: config.NodeConfig, log: logging.Logger) -> bool:
     log.info("%s: the C library did not take malloc_keep_mb=%d (no mallopt, or it refused): its own "
              "thresholds apply", cfg.name, cfg.malloc_keep_mb)
     return False
-
-
-# Seconds between the main thread's looks at a node's `halt`: the most a signal's handler may wait to run.
-HALT_LOOK_S = 0.1
-
-
-def wait_for(halt: threading.Event, look_s: float = HALT_LOOK_S) -> None:
-    """Return once `halt` is set, running this process's Python signal handlers within `look_s` of their
-    signal. The kernel hands a signal sent to the process to any of its threads that does not block it
-    (gRPC's and the node's own do not); CPython then only marks it, and runs its handler in the main
-    thread at its next bytecode. A main thread asleep in an untimed wait is woken by a signal delivered to
-    itself alone: SIGTERM or SIGUSR1 taken by another thread would go unanswered for good."""
-    while not halt.wait(look_s):
-        pass
 
 
 def run_node(argv: list[str]) -> int:

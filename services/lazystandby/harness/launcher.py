@@ -33,6 +33,7 @@ from .. import config
 from ..config import NodeConfig
 from ..core.batching import format_bsize, parse_bsize
 from ..core.errors import PeerError, SettingError
+from ..halting import wait_for
 from ..node.common import EXIT_FAILED, EXIT_FENCED
 from ..sinks.base import read_output_file
 from ..sinks.kafka_sink import read_results
@@ -70,6 +71,8 @@ PYTHONPATH = [ROOT / "services", ROOT / "spark", ROOT] if SOURCE_TREE else []
 # cores, and five misses rather than three avoid failovers that only CPU starvation caused (correct anyway,
 # thanks to epochs, but noisy).
 SPARK_DETECTOR = {"heartbeat_interval": 0.1, "heartbeat_misses": 5}
+# Seconds between `lazystandby run`'s progress lines (admitted, delivered, dead letters per stage).
+RUN_REPORT_S = 10.0
 
 
 def run_dir() -> Path:
@@ -1508,14 +1511,17 @@ def _run_until_stopped(args, settings: dict[str, Any], bootstrap: str) -> int:
             print(f"run: stage {spec.stage} metrics: " + ", ".join(
                 f"{NAME[k]} 127.0.0.1:{port}" for k, port in topo.metrics_ports.items()), file=sys.stderr, flush=True)
         print("run: Ctrl-C stops", file=sys.stderr, flush=True)
-        while not stop.wait(10.0):
-            for spec, topo in zip(specs, topos, strict=True):
-                nu, nd = topo.status(NU), topo.status(ND)
-                admitted = nu.get("counters", {}).get("admitted_tuples", nu.get("head", 0))
-                print(f"run: stage {spec.stage}: admitted {admitted}, delivered {nd.get('delivered_through', 0)}, "
-                      f"dead letters {nu.get('counters', {}).get('dead_letters', 0)}", file=sys.stderr, flush=True)
+        wait_for(stop, every_s=RUN_REPORT_S, tick=lambda: _report_stages(specs, topos))
     print("run: stopped; every node was stopped", file=sys.stderr)
     return 0
+
+
+def _report_stages(specs, topos: list[Topology]) -> None:
+    for spec, topo in zip(specs, topos, strict=True):
+        nu, nd = topo.status(NU), topo.status(ND)
+        admitted = nu.get("counters", {}).get("admitted_tuples", nu.get("head", 0))
+        print(f"run: stage {spec.stage}: admitted {admitted}, delivered {nd.get('delivered_through', 0)}, "
+              f"dead letters {nu.get('counters', {}).get('dead_letters', 0)}", file=sys.stderr, flush=True)
 
 
 def _stderr_progress() -> Callable[[str], None]:
