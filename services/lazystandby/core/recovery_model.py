@@ -21,6 +21,7 @@ plain arithmetic on injected numbers, tested without a clock.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import deque
@@ -63,6 +64,9 @@ def calls_seconds(total: float, per_call_max: float, per_call_s: float, per_unit
     return math.ceil(total / max(1.0, per_call_max)) * per_call_s + total * per_unit_s
 
 
+# Nu asks on every turn of its source loop while standby_replay_max_ms is set, and the arguments change only
+# with a standby's new view (a backup answer): the answer of the last few is kept.
+@functools.lru_cache(maxsize=32)
 def units_within(seconds: float, per_call_max: float, per_call_s: float, per_unit_s: float) -> int | None:
     """The most units `calls_seconds` finishes within `seconds` (its inverse): full calls first, then what a
     last call's fixed cost leaves room for. None when units cost (next to) nothing: no bound."""

@@ -178,3 +178,15 @@ def test_replay_room_counts_the_backlog_and_the_unconfirmed_and_lets_a_batch_wai
     assert replay_room(0.1, view, 900, 10) == 0
     assert replay_room(0.001, StandbyView(0.1, 0.01, 0.0001, 100, 0), 0, 10) == 10  # below a call: a batch
     assert replay_room(0.1, StandbyView(0.1, 0.0, 0.0, 100, 5), 0, 10) is None  # free tuples: no bound
+
+
+def test_replay_room_prices_a_view_once():
+    from lazystandby.core.recovery_model import StandbyView, replay_room
+
+    view = StandbyView(fixed_s=0.1, call_s=0.0123, tuple_s=0.000456, take=789, backlog=0)
+    first = replay_room(0.7, view, 10, 10)
+    before = units_within.cache_info()
+    for unconfirmed in range(10, 1000, 10):  # the source's turns between two answers: one price, kept
+        assert replay_room(0.7, view, unconfirmed, 10) == max(0, first + 10 - unconfirmed)
+    after = units_within.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits + 99
