@@ -110,7 +110,11 @@ SUMMARIES: dict[str, Summary] = {
         *_WHAT_RAN,
         ("stages", "a pipeline of several stages (null otherwise): per stage, `stage`, `fault` (`none` where it did "
                    "not hit), `expected_output`, `output_tuples`, `lost`, `duplicated`, `wrong`, `failovers`, "
-                   "`failover_ms`, `ok`; the summary's outputs are then the last stage's, its `lost`, `duplicated`, "
+                   "`failover_ms`, `ok`, and what weighs on a failover: `admitted_at_fault` (Nu's head when the "
+                   "fault hit), `standby_in_sync_at_fault` (whether Nu then counted the standby in sync), "
+                   "`standby_out_of_sync` (the times Nu counted it out of sync), `primary_longest_silence_ms` (the "
+                   "longest Nd went without hearing the primary); the summary's outputs are then the last stage's, "
+                   "its `lost`, `duplicated`, "
                    "`wrong` and `failovers` summed over the stages, its failover figures the slowest stage's"),
         ("ok", "the output is exact and the run completed (restarted nodes rejoined in sync)"),
     )),

@@ -208,4 +208,15 @@ def _stage_summary(k: int, r: dict, hit: bool) -> dict:
             # A stage the fault did not hit may fail over all the same (its detector's timeout passed while a
             # takeover elsewhere held the cores): counted, with no time from a fault it did not have.
             "failover_ms": round(r["recovery_ms"], 1) if hit and "recovery_ms" in r else None,
-            "ok": bool(r.get("ok"))}
+            "ok": bool(r.get("ok")), **_at_fault(r)}
+
+
+def _at_fault(r: dict) -> dict:
+    """What weighs a stage's failover: the tuples its Nu had admitted when the fault hit (a paced standby
+    holds them back), whether Nu then counted the standby in sync (out of sync, nothing holds the source
+    for it), the times Nu counted it out of sync in the whole trial, and the longest its primary went
+    unheard by Nd (past the detector's timeout, a live primary is taken over)."""
+    nu_before, nu_after = (r.get("before") or {}).get(NU) or {}, (r.get("after") or {}).get(NU) or {}
+    return {"admitted_at_fault": nu_before.get("head"), "standby_in_sync_at_fault": nu_before.get("standby_in_sync"),
+            "standby_out_of_sync": (nu_after.get("counters") or {}).get("standby_out_of_sync"),
+            "primary_longest_silence_ms": r.get("primary_longest_silence_ms")}

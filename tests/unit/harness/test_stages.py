@@ -6,6 +6,7 @@ import pytest
 
 from lazystandby import config
 from lazystandby.harness.launcher import _args
+from lazystandby.harness.places import NU
 from lazystandby.harness.stages import combine, staged
 
 Q5 = str(Path(__file__).parents[3] / "examples" / "nexmark-q5.sql")
@@ -65,6 +66,17 @@ def test_a_pipelines_result_is_its_last_stages_output_with_every_stages_faults()
     assert [s["failover_ms"] for s in spurious["stages"]] == [None, 150.0]
     bad = combine([_stage(100, 99, lost=1, ok=False), _stage(9, 9)], (1,))
     assert bad["lost"] == 1 and not bad["ok"] and "recovery_ms" not in bad
+
+
+def test_each_stage_says_what_weighed_on_its_failover():
+    one = {**_stage(100, 100, recovery_ms=900.0, failovers=1), "primary_longest_silence_ms": 420.5,
+           "before": {NU: {"head": 61_000, "standby_in_sync": False}},
+           "after": {NU: {"counters": {"standby_out_of_sync": 3}}}}
+    first, second = combine([one, _stage(9, 9)], (1,))["stages"]
+    assert (first["admitted_at_fault"], first["standby_in_sync_at_fault"], first["standby_out_of_sync"],
+            first["primary_longest_silence_ms"]) == (61_000, False, 3, 420.5)
+    assert (second["admitted_at_fault"], second["standby_in_sync_at_fault"], second["standby_out_of_sync"]) == (
+        None, None, None)  # a stage whose status was not read says nothing rather than 0
 
 
 class FakeTrial:
