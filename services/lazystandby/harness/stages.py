@@ -216,7 +216,8 @@ def _at_fault(r: dict) -> dict:
     holds them back), whether Nu then counted the standby in sync (out of sync, nothing holds the source
     for it), the times Nu counted it out of sync in the whole trial, and the longest its primary went
     unheard by Nd (past the detector's timeout, a live primary is taken over)."""
-    nu_before, nu_after = (r.get("before") or {}).get(NU) or {}, (r.get("after") or {}).get(NU) or {}
+    nu_before, nu_after = (r.get("before") or {}).get(NU) or {}, (r.get("after") or {}).get(NU)
+    # A node's counters leave out those never counted: a status read without it says 0, no status says None.
+    out_of_sync = None if nu_after is None else (nu_after.get("counters") or {}).get("standby_out_of_sync", 0)
     return {"admitted_at_fault": nu_before.get("head"), "standby_in_sync_at_fault": nu_before.get("standby_in_sync"),
-            "standby_out_of_sync": (nu_after.get("counters") or {}).get("standby_out_of_sync"),
-            "primary_longest_silence_ms": r.get("primary_longest_silence_ms")}
+            "standby_out_of_sync": out_of_sync, "primary_longest_silence_ms": r.get("primary_longest_silence_ms")}

@@ -77,6 +77,8 @@ def test_each_stage_says_what_weighed_on_its_failover():
             first["primary_longest_silence_ms"]) == (61_000, False, 3, 420.5)
     assert (second["admitted_at_fault"], second["standby_in_sync_at_fault"], second["standby_out_of_sync"]) == (
         None, None, None)  # a stage whose status was not read says nothing rather than 0
+    never = {**_stage(9, 9), "after": {NU: {"counters": {"admitted_tuples": 9}}}}
+    assert combine([never], (1,))["stages"][0]["standby_out_of_sync"] == 0  # read, never counted: 0
 
 
 class FakeTrial:
