@@ -9,22 +9,22 @@ again every quarter interval meanwhile) are a failure without waiting out `allow
 
 A primary the standby has not heard from yet (since it started, or came back to standby) gets `grace`
 seconds before late answers count: on two busy cores a primary that has just started (its first frames,
-its operator warming up) once left the first heartbeats unanswered for 308 ms, and the standby took over
-from a live primary. A refusing port is still suspected after one interval: that is a dead process, not a
-slow one.
+its operator warming up) can leave its first heartbeats unanswered for longer than the timeout, and
+without the grace the standby would take over from a live primary. A refusing port is still suspected
+after one interval: that is a dead process, not a slow one.
 
 Time in which the standby itself stood still (paused with SIGSTOP or `docker pause`, or starved of CPU)
 does not count against the primary: a heartbeat whose call took longer than `stall_after` (twice the
-timeout, and at least a second: on these two busy cores a live node was seen to stand still for 300 ms), or
+timeout, and at least a second: a live node on two busy cores stands still for a few hundred ms), or
 that went out that long after the one before, says more about this node than about the primary. The
 detector then watches again from that moment (`stalls` counts them), as it does when asked for a verdict
-that long after the last heartbeat came back (paused right after an answer). Before this, a standby paused
-for 6 s under a healthy primary found, on resuming, its in-flight heartbeat past its deadline and 5.7 s
-since the last answer, and took over.
+that long after the last heartbeat came back (paused right after an answer). Otherwise a standby paused
+for seconds under a healthy primary would find, on resuming, its in-flight heartbeat past its deadline
+and seconds since the last answer, and take over.
 
 A transport that sees connections can say when the one to the primary dropped (`lost`): a killed process's
-kernel closes its sockets, and the notice came about 4 ms after a SIGKILL on loopback, where the next
-heartbeat would have found the port refused anywhere up to an interval later. From the notice the standby
+kernel closes its sockets, and the notice comes within milliseconds of a SIGKILL on loopback, where the
+next heartbeat would find the port refused anywhere up to an interval later. From the notice the standby
 asks every quarter interval, and a refusal suspects the primary `notice_hold` after the notice (or the
 first refusal, if earlier): no sooner, because the dead primary's lease at Nd (core.recovery.PrimaryLease)
 runs until at most about that long after its last frame, which it sent before either, and a takeover

@@ -45,17 +45,18 @@ def _call(address: str, rpc: str, msg, ca: str = "", timeout: float = 5.0) -> An
 
 
 def deliver(address: str, epoch: int, ca: str = "") -> Answer:
-    """A Deliver claiming `epoch`, with no tuples (it once made Nd adopt the epoch and fence the primary)."""
+    """A Deliver claiming `epoch`, with no tuples (an Nd that trusted any sender would adopt the epoch and
+    fence the primary)."""
     return _call(address, "Deliver", pb.OutputFrame(epoch=epoch, sender="mallory"), ca)
 
 
 def push(address: str, epoch: int, ca: str = "") -> Answer:
-    """A Push claiming `epoch` (it once made the primary fence itself)."""
+    """A Push claiming `epoch` (a primary that trusted it would fence itself)."""
     return _call(address, "Push", pb.Frame(epoch=epoch, sender="mallory"), ca)
 
 
 def backup_jump(address: str, epoch: int, ca: str = "") -> Answer:
-    """A Backup with no batches and a checkpoint at input 10^9 (it once made the standby jump there)."""
+    """A Backup with no batches and a checkpoint at input 10^9 (a standby that trusted it would jump there)."""
     ckpt = pb.Level1Ack(epoch=epoch, input_pos=10**9, output_count=0)
     return _call(address, "Backup", pb.BackupFrame(epoch=epoch, sender="mallory", checkpoint=ckpt), ca)
 
