@@ -208,6 +208,29 @@ def _newest_checkpoint(root: Path) -> Path | None:
     return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
+def kill_at_checkpoint(procs: list[subprocess.Popen], start: Callable[..., subprocess.Popen],
+                       reader: CommittedReader, checkpoints: Path, *, kill_after: float, timeout: float,
+                       failed: str) -> tuple[float, Path]:
+    """A Flink job's kill and restart: once the job `procs[0]` has a committed result and a complete
+    checkpoint, it runs `kill_after` s more, is killed with SIGKILL, and `start("restarted", checkpoint)`
+    starts it again from its newest complete checkpoint (appended to `procs`). Returns the kill's wall
+    time (s) and that checkpoint; RuntimeError(`failed`) when the first job exits, or has no result or no
+    checkpoint within `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not (reader.more() or reader.records) or _newest_checkpoint(checkpoints) is None:
+        if time.monotonic() > deadline or procs[0].poll() is not None:
+            raise RuntimeError(failed)
+    time.sleep(kill_after)
+    t_kill = time.time()
+    procs[0].kill()
+    procs[0].wait(timeout=30)
+    newest = _newest_checkpoint(checkpoints)
+    if newest is None:  # checkpoints are only ever added: one was complete before the kill
+        raise RuntimeError(failed)
+    procs.append(start("restarted", str(newest)))
+    return t_kill, newest
+
+
 def flink_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float = 3.0,
                    timeout: float = 180.0) -> dict:
     """Flink under load at `rate`, killed with SIGKILL `kill_after` s after its first committed result (and
@@ -232,16 +255,9 @@ def flink_failover(bootstrap: str, *, rate: float = 5_000.0, kill_after: float =
 
     try:
         gen.start()
-        deadline = time.monotonic() + timeout
-        while not (reader.more() or reader.records) or _newest_checkpoint(checkpoints) is None:
-            if time.monotonic() > deadline or procs[0].poll() is not None:
-                raise RuntimeError(f"Flink produced no committed result, or no checkpoint; logs in {work}")
-        time.sleep(kill_after)
-        t_kill = time.time()
-        procs[0].kill()
-        procs[0].wait(timeout=30)
-        newest = _newest_checkpoint(checkpoints)
-        procs.append(start("restarted", str(newest)))
+        t_kill, newest = kill_at_checkpoint(
+            procs, start, reader, checkpoints, kill_after=kill_after, timeout=timeout,
+            failed=f"Flink produced no committed result, or no checkpoint; logs in {work}")
         deadline = time.monotonic() + timeout
         live = _live_again(reader, {topics.source("I1"), topics.source("I2")}, t_kill, deadline,
                            lambda: procs[1].poll() is None,

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Serving, _proc_usage, machine_keys, nu_time, write_details
-from bench.jvm_peers import CommittedReader, _newest_checkpoint, _start
+from bench.jvm_peers import CommittedReader, _start, kill_at_checkpoint
 from lazystandby.formats.pipeline import read_pipeline
 from lazystandby.harness import results
 from lazystandby.harness.check import nu_read_all
@@ -165,24 +165,16 @@ def flink_failover(cp: str, bootstrap: str, query: str, *, kill_after: float = 4
     reader = CommittedReader(bootstrap, out)
     try:
         gen.start()
-        deadline = time.monotonic() + timeout
-        while not (reader.more() or reader.records) or _newest_checkpoint(checkpoints) is None:
-            if time.monotonic() > deadline or procs[0].poll() is not None:
-                raise RuntimeError(f"Flink SQL {query}: no committed result or checkpoint; logs in {work}")
-        time.sleep(kill_after)
-        t_kill = time.time()
-        procs[0].kill()
-        procs[0].wait(timeout=30)
-        reader.more()
-        seen = len(reader.records)
-        procs.append(start("restarted", str(_newest_checkpoint(checkpoints))))
+        t_kill, _ = kill_at_checkpoint(procs, start, reader, checkpoints, kill_after=kill_after, timeout=timeout,
+                                       failed=f"Flink SQL {query}: no committed result or checkpoint; logs in {work}")
         deadline = time.monotonic() + timeout
         while True:
             fresh = [r for r in reader.more() if r.timestamp > t_kill * 1000]
             if fresh:
                 return round(min(r.timestamp for r in fresh) - t_kill * 1000, 1)
             if time.monotonic() > deadline or procs[1].poll() is not None:
-                raise RuntimeError(f"Flink SQL {query}: no result after the restart ({seen} before); logs in {work}")
+                before = sum(r.timestamp <= t_kill * 1000 for r in reader.records)
+                raise RuntimeError(f"Flink SQL {query}: no result after the restart ({before} before); logs in {work}")
     finally:
         stop.set()
         for p in procs:
