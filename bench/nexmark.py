@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Serving, _proc_usage, machine_keys, nu_time, write_details
-from bench.jvm_peers import CommittedReader, _start, kill_at_checkpoint
+from bench.jvm_peers import CommittedReader, _end_run, _start, kill_at_checkpoint
 from lazystandby.formats.pipeline import read_pipeline
 from lazystandby.harness import results
 from lazystandby.harness.check import nu_read_all
@@ -144,7 +144,8 @@ def flink(cp: str, bootstrap: str, big: str, small: str, events: int, query: str
 
 def flink_failover(cp: str, bootstrap: str, query: str, *, kill_after: float = 4.0, timeout: float = 300.0) -> float:
     """Kill to the first committed result of the restarted job (ms): the job under a load at FAILOVER_RATE,
-    killed once it has committed results and completed a checkpoint, started again from the newest."""
+    killed once it has committed results and completed a checkpoint, started again from the newest. Its
+    directory is removed, or kept with the jobs' logs when the run fails."""
     prefix = f"ff{random.getrandbits(32):x}."
     spec = read_pipeline(ROOT / "examples" / QUERIES[query])
     topics = Topics(prefix, (("bid", f"{prefix}bid"),))
@@ -163,6 +164,7 @@ def flink_failover(cp: str, bootstrap: str, query: str, *, kill_after: float = 4
 
     procs = [start("first")]
     reader = CommittedReader(bootstrap, out)
+    ok = False
     try:
         gen.start()
         t_kill, _ = kill_at_checkpoint(procs, start, reader, checkpoints, kill_after=kill_after, timeout=timeout,
@@ -171,18 +173,13 @@ def flink_failover(cp: str, bootstrap: str, query: str, *, kill_after: float = 4
         while True:
             fresh = [r for r in reader.more() if r.timestamp > t_kill * 1000]
             if fresh:
+                ok = True
                 return round(min(r.timestamp for r in fresh) - t_kill * 1000, 1)
             if time.monotonic() > deadline or procs[1].poll() is not None:
                 before = sum(r.timestamp <= t_kill * 1000 for r in reader.records)
                 raise RuntimeError(f"Flink SQL {query}: no result after the restart ({before} before); logs in {work}")
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=30)
-        reader.close()
-        gen.join(timeout=60)
+        _end_run(stop, gen, procs, reader, work, ok)
 
 
 # --- the run ------------------------------------------------------------------------------------------
