@@ -85,8 +85,8 @@ def run_dir() -> Path:
 @contextlib.contextmanager
 def scratch(prefix: str, *, under: Path | None = None, keep: bool = False) -> Iterator[Path]:
     """A fresh work directory for one run: removed when the run ends without an exception (unless `keep`),
-    left in place, with its logs, when it fails. A throughput run at full speed leaves 130 MB of Nd output;
-    kept on success, a few hundred bench runs filled this machine's disk."""
+    left in place, with its logs, when it fails. A throughput run at full speed leaves a hundred MB or more of
+    Nd output, so a bench's hundreds of runs, kept, would fill a disk."""
     d = Path(tempfile.mkdtemp(prefix=prefix, dir=under))
     yield d
     if not keep:
