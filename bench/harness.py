@@ -249,7 +249,7 @@ def nu_time(nodes: Topology | StatusPoller, event: str, timeout: float = 30.0) -
     wall clock, same host), on this process's monotonic clock, once Nu reports it. Seen from here instead,
     by polling, either moved by up to a poll (50 ms): a twentieth of a run's first second, a tenth of a
     Kafka run of 300,000 records. Nu's server answers status before start(), so the first answer is no
-    start either: it came 20 ms before start() in one run and 14 ms after the first admission in another.
+    start either: it can come before start() or after the first admission.
     Polled every 5 ms: give it the run's kept channel (Topology.poller), not the Topology's fresh one per
     call."""
     seen: dict[str, float | None] = {}

@@ -202,8 +202,8 @@ class GrpcPeer(PeerBase):
 
     def warm(self) -> None:
         """The connection (TCP, TLS handshake, HTTP/2 settings) made in the background: a first call on a
-        cold channel took 4-12 ms on loopback with TLS against about 1 ms on a warm one, and a standby's
-        first call to Nd is its takeover's. Until it is ready gRPC keeps trying, within its backoff."""
+        cold channel pays the handshakes (several times a warm call's time on loopback with TLS), and a
+        standby's first call to Nd is its takeover's. Until it is ready gRPC keeps trying, within its backoff."""
         if self._warming is None or self._warming.done():
             self._warming = grpc.channel_ready_future(self._channel)
 
