@@ -338,9 +338,9 @@ FREEZE_TRIES = 5
 
 
 def pause(c) -> None:
-    """docker pause, tried again when the cgroup freezer gave up (runc's "unable to freeze": a task of the
-    container did not stop in time, seen on two loaded cores while a JVM was busy); any other error, or
-    the last try's, is raised."""
+    """docker pause, tried again when the cgroup freezer gives up (runc's "unable to freeze": a task of the
+    container does not stop in time, as a busy JVM's can on two loaded cores); any other error, or the
+    last try's, is raised."""
     for attempt in range(FREEZE_TRIES):
         try:
             c.pause()
