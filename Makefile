@@ -183,7 +183,8 @@ bench-window: setup kafka-jars jvm-peers
 # This tree's headline throughput beside another commit's, taking turns (BASE=rev, ROUNDS=n pairs, TUPLES=n).
 bench-ab: setup kafka-jars
 	$(VPY) -m bench.ab --base $(or $(BASE),$(error BASE=<rev> names the commit to compare with)) \
-	  $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(TUPLES),--tuples $(TUPLES)) $(if $(PUBLISH),--publish)
+	  $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(TUPLES),--tuples $(TUPLES)) $(if $(KAFKA_TUPLES),--kafka-tuples $(KAFKA_TUPLES)) \
+	  $(if $(PUBLISH),--publish)
 
 # Nexmark's q0, q1, q2, q5 whole (q5whole) and the first stages of q5 and q7: ours (warm standby; windowed also
 # Passive) beside Flink SQL over the same bid topic (EVENTS=n bids, QUERIES=q0,q5, NX_KILLS=k failovers per query).

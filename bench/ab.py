@@ -1,17 +1,19 @@
 """Two commits' headline throughput on one machine, taking turns: whether a change moved bench-quick's
 selection figures.
 
-    make bench-ab BASE=<rev> [ROUNDS=8] [TUPLES=6000000]
+    make bench-ab BASE=<rev> [ROUNDS=8] [TUPLES=6000000] [KAFKA_TUPLES=300000]
 
 bench-quick runs its headline pair (Bsize 10, zstd-stream-dict, with and without a standby) twice, and
 on 2 cores a rate moves by up to 20 % between identical runs, so two runs at each commit cannot tell a
 change's cost from the machine's spread. Here the base commit's tree (a git worktree, removed at the
 end) and this tree run `bench.harness.throughput` in turn, the order swapped each round; each round's
 pair ran within seconds of each other, so their ratio cancels most of what the machine did meanwhile.
-The Kafka path's run (300,000 ticks from fresh topics of one broker through the four nodes to the results
-topic, with a standby) takes turns the same way. The key figure is the median over rounds of head / base
-(`ratio_ha`, `ratio_no_ha`, `ratio_kafka`; below 1: the head is slower), with the rounds' least and
-greatest beside it, and the same for CPU per tuple.
+The Kafka path's run (300,000 ticks by default, from fresh topics of one broker through the four nodes
+to the results topic, with a standby) takes turns the same way. That run lasts about a second on 2
+cores and each node's CPU is read to 10 ms, so a fixed cost per run weighs on its CPU per tuple: more
+ticks (`--kafka-tuples`) tell a cost per tuple from one per run. The key figure is the median over
+rounds of head / base (`ratio_ha`, `ratio_no_ha`, `ratio_kafka`; below 1: the head is slower), with
+the rounds' least and greatest beside it, and the same for CPU per tuple.
 
 No library runs an A/B of two source trees of a Python service; what is written here is the worktree,
 the turns and the ratios. The base must have `bench.harness.throughput` with the keywords this calls
@@ -82,10 +84,11 @@ def prepare_base(rev: str, where: Path) -> tuple[str, Path]:
     return sha, where
 
 
-def run_once(tree: Path, config: str, *, total: int, bootstrap: str = "") -> dict:
+def run_once(tree: Path, config: str, *, total: int, bootstrap: str = "", kafka_total: int = KAFKA_TUPLES) -> dict:
     """One run of `config` with `tree`'s code, its nodes started from that tree (the launcher's PYTHONPATH
-    is its own tree's). The Kafka path's CPU is its CPU seconds over the run's seconds, as cores."""
-    run = RUN[config].format(total=total, bootstrap=bootstrap, kafka_total=KAFKA_TUPLES)
+    is its own tree's): `total` tuples in memory, `kafka_total` on the Kafka path. The Kafka path's CPU is
+    its CPU seconds over the run's seconds, as cores."""
+    run = RUN[config].format(total=total, bootstrap=bootstrap, kafka_total=kafka_total)
     code = REPORT.format(run=run, mark=MARK)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(tree / p) for p in ("services", "spark", ".")))
     done = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True)
@@ -121,13 +124,14 @@ def compare(runs: dict[str, dict[str, list[dict]]]) -> dict:
     return out
 
 
-def turns(trees: dict[str, Path], rounds: int, total: int, bootstrap: str) -> dict[str, dict[str, list[dict]]]:
+def turns(trees: dict[str, Path], rounds: int, total: int, bootstrap: str,
+          kafka_total: int = KAFKA_TUPLES) -> dict[str, dict[str, list[dict]]]:
     """Every configuration, both sides, `rounds` times; the side that runs first alternates."""
     runs: dict[str, dict[str, list[dict]]] = {c: {"base": [], "head": []} for c in CONFIGS}
     for rnd in range(rounds):
         for config in CONFIGS:
             for side in ("base", "head") if rnd % 2 == 0 else ("head", "base"):
-                r = run_once(trees[side], config, total=total, bootstrap=bootstrap)
+                r = run_once(trees[side], config, total=total, bootstrap=bootstrap, kafka_total=kafka_total)
                 runs[config][side].append(r)
                 print(f"round {rnd + 1}/{rounds} {config} {side}: {r['tuples_per_s']:,} tuples/s",
                       file=sys.stderr, flush=True)
@@ -139,10 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", required=True, help="the commit to compare this tree with (any git revision)")
     ap.add_argument("--rounds", type=int, default=8, help="pairs per configuration (each about 10 s a side)")
     ap.add_argument("--tuples", type=int, default=6_000_000, help="per run; bench-quick's is 6,000,000")
+    ap.add_argument("--kafka-tuples", type=int, default=KAFKA_TUPLES,
+                    help="per Kafka path run; more make its CPU per tuple less a matter of each run's fixed costs")
     ap.add_argument("--publish", action="store_true")
     a = ap.parse_args(argv)
-    if a.rounds < 1 or a.tuples < 1:
-        ap.error("--rounds and --tuples must be at least 1")
+    if a.rounds < 1 or a.tuples < 1 or a.kafka_tuples < 1:
+        ap.error("--rounds, --tuples and --kafka-tuples must be at least 1")
     t0 = time.monotonic()
     head = head_label()
     with tempfile.TemporaryDirectory(prefix="lazystandby-ab-") as tmp:
@@ -151,12 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             base, tree = prepare_base(a.base, where)
             broker.start()
-            runs = turns({"base": tree, "head": ROOT}, a.rounds, a.tuples, broker.bootstrap)
+            runs = turns({"base": tree, "head": ROOT}, a.rounds, a.tuples, broker.bootstrap, a.kafka_tuples)
         finally:
             broker.stop()
             if where.exists():
                 git("worktree", "remove", "--force", str(where))
     summary = {"name": "ab", "base": base, "head": head, "rounds": a.rounds, "tuples": a.tuples,
+               "kafka_tuples": a.kafka_tuples,
                **compare(runs), **machine_keys(t0)}
     path = write_details(f"ab-{base}-{head}.json", a.publish, {**summary, "runs": runs})
     summary["results"] = str(path.relative_to(ROOT))

@@ -47,3 +47,28 @@ def test_every_configuration_reports_through_one_line():
         code = ab.REPORT.format(run=ab.RUN[config].format(total=10, bootstrap="127.0.0.1:9", kafka_total=10),
                                 mark=ab.MARK)
         compile(code, config, "exec")  # a template that lost a brace fails here, not minutes into a run
+
+
+def test_the_kafka_paths_ticks_reach_its_run_and_no_other(monkeypatch, tmp_path):
+    ran = []
+
+    class Done:
+        returncode = 0
+        stdout = ab.MARK + '{"tuples_per_s": 1000, "cpu_cores_per_node": {"N": 0.5}}\n'
+        stderr = ""
+
+    monkeypatch.setattr(ab.subprocess, "run", lambda cmd, **kw: ran.append(cmd[-1]) or Done())
+    r = ab.run_once(tmp_path, "kafka", total=6_000_000, bootstrap="127.0.0.1:9", kafka_total=2_500_000)
+    ab.run_once(tmp_path, "ha", total=6_000_000, kafka_total=2_500_000)
+    assert "total=2500000" in ran[0] and "6000000" not in ran[0]
+    assert "total=6000000" in ran[1] and "2500000" not in ran[1]
+    assert r["cpu_us_per_tuple"] == 500.0
+
+
+@pytest.mark.parametrize("flag", ["--rounds", "--tuples", "--kafka-tuples"])
+def test_a_count_below_one_is_refused_before_anything_runs(monkeypatch, flag, capsys):
+    monkeypatch.setattr(ab, "prepare_base", lambda *a: pytest.fail("checked out"))
+    with pytest.raises(SystemExit) as e:
+        ab.main(["--base", "HEAD", flag, "0"])
+    assert e.value.code == 2
+    assert "--kafka-tuples must be at least 1" in capsys.readouterr().err
