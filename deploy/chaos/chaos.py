@@ -56,6 +56,9 @@ FAULTS = for_runner(Runner.CONTAINERS)
 SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "downstream": "nd"}
 
 NETWORK = "pipeline"  # docker-compose.yml's network; compose names it <project>_pipeline
+# How long a node's start may take: the stack's own start (`compose up --wait`) is allowed as long, and a
+# node of the Spark operator spends most of it starting its Spark session and query.
+START_TIMEOUT_S = 300
 OPERATOR_SERVICES = ("n", "n-standby", "n-standby-2", "n-standby-3")
 RATE = "4000"
 
@@ -389,7 +392,26 @@ def apply(step: Step, client: docker.DockerClient, t_first: float, k: int = 1) -
             c.kill()
         time.sleep(1)
         c.start()
+        return {"healthy_after_s": healthy_again(c)}
     return {}
+
+
+def healthy_again(c, timeout: float = START_TIMEOUT_S, every: float = 0.5) -> float:
+    """Seconds from now until container `c`, just started, passes its health check (its node serves on its
+    port). A restarted node's start is the stack's start for one node, and gets its bound: a Spark node
+    on two loaded cores takes longer than a step's wait for Nu allows, and that wait then starts only
+    once the node serves. TimeoutError past `timeout`; a container without a health check is not
+    waited for."""
+    t0 = time.monotonic()
+    while True:
+        c.reload()
+        health = (c.attrs.get("State") or {}).get("Health")
+        if health is None or health.get("Status") == "healthy":
+            return round(time.monotonic() - t0, 1)
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError(f"timed out waiting for {c.name} to pass its health check again "
+                               f"({health.get('Status')} after {timeout:g} s)")
+        time.sleep(every)
 
 
 def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0, k: int = 1) -> tuple[float, list[dict]]:
@@ -469,7 +491,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
     name = name or fault.name
     say(f"{name}: starting the stack (operator {os.environ.get('LS_OPERATOR', 'the compose default')})")
     total, rate = load(fault)
-    compose("up", "-d", "--wait", "--wait-timeout", "300", *services(), total=total, rate=rate)
+    compose("up", "-d", "--wait", "--wait-timeout", str(START_TIMEOUT_S), *services(), total=total, rate=rate)
     link = shape(client, os.environ["LS_LINK"]) if os.environ.get("LS_LINK") else None
     if link:
         say(f"{name}: links of {', '.join(link['services'])} shaped to {link['preset']}")

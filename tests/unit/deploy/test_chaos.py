@@ -19,6 +19,8 @@ from lazystandby.harness.faults import CATALOG, Action, Fault, Step  # noqa: E40
 class FakeContainer:
     def __init__(self, log: list, service: str, status: str = "running", running: set | None = None) -> None:
         self.log, self.service, self.status, self.running = log, service, status, running
+        self.name = f"lazystandby-{service}-1"
+        self.attrs = {"State": {"Health": {"Status": "healthy"}}}
 
     def _do(self, what: str) -> None:
         self.log.append((time.monotonic(), what, self.service))
@@ -101,6 +103,42 @@ def test_a_killed_primary_is_started_again_and_the_next_kill_waits_for_nu_to_hav
     assert "n" in running and "n-standby" not in running
     with pytest.raises(StopIteration):
         next(polls)
+
+
+class StartingContainer(FakeContainer):
+    """Answers its health check only from the `healthy_from`-th read after a start on."""
+
+    def __init__(self, healthy_from: int) -> None:
+        super().__init__([], "n")
+        self.reads, self.healthy_from = 0, healthy_from
+
+    def start(self):
+        super().start()
+        self.reads = 0
+
+    def reload(self):
+        self.reads += 1
+        ok = self.reads >= self.healthy_from
+        self.attrs = {"State": {"Status": "running", "Health": {"Status": "healthy" if ok else "starting"}}}
+
+
+def test_a_restarted_node_is_waited_for_until_it_passes_its_health_check(monkeypatch):
+    c = StartingContainer(healthy_from=4)
+    monkeypatch.setattr(chaos, "container", lambda client, service: c)
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    out = chaos.apply(Step("primary", Action.RESTART), None, 0.0)
+    assert [w for _, w, _ in c.log] == ["kill", "start"]
+    assert c.reads == 4 and out["healthy_after_s"] >= 0
+
+
+def test_a_restarted_node_that_never_serves_fails_the_step_naming_it(monkeypatch):
+    c = StartingContainer(healthy_from=10**9)
+    with pytest.raises(TimeoutError, match="lazystandby-n-1 to pass its health check again .starting after 0.05 s"):
+        chaos.healthy_again(c, timeout=0.05, every=0.01)
+    # A container without a health check is not waited for.
+    bare = FakeContainer([], "generator")
+    bare.attrs = {"State": {"Status": "running"}}
+    assert chaos.healthy_again(bare, timeout=0.0) == 0.0
 
 
 def test_a_takeover_that_never_comes_fails_the_run_instead_of_hanging(fake, monkeypatch):
