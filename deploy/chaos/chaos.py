@@ -557,8 +557,8 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and all(took_at[k][1] is not None for k in at)
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
-                     **{k: e[k] for k in ("stage", "started", "stopped", "killed", "exit_code", "stopped_ms")
-                        if k in e}}
+                     **{k: e[k] for k in ("stage", "started", "stopped", "killed", "exit_code", "stopped_ms",
+                                          "healthy_after_s") if k in e}}
                     for e in events]
     if rounds:
         out["rounds"] = rounds
