@@ -31,6 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import docker
 
@@ -48,12 +49,14 @@ PROJECT = "lazystandby"
 LOGS = ROOT / "run" / "chaos-logs"
 
 
-# Who takes over from whom, and the spare started after each takeover (kill-primary-repeatedly).
-CHAIN = [("n", "n-standby", "n-standby-2"), ("n-standby", "n-standby-2", "n-standby-3"),
-         ("n-standby-2", "n-standby-3", None)]
+# The spare standbys a stage's service pair is followed by, in the order they are started (START, and
+# kill-primary-repeatedly after each takeover).
+SPARES = ("n-standby-2", "n-standby-3")
 
 FAULTS = for_runner(Runner.CONTAINERS)
+# The service the stack starts in each role; a fault's roles are the nodes in them when it begins (`cast_at`).
 SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "downstream": "nd"}
+PORT = 50051  # every node's, in its own container: its address is <service>:PORT
 
 NETWORK = "pipeline"  # docker-compose.yml's network; compose names it <project>_pipeline
 # How long a node's start may take: the stack's own start (`compose up --wait`) is allowed as long, and a
@@ -183,22 +186,49 @@ def took_over(service: str) -> dict:
 
 
 def seeded(spare: str, k: int = 1) -> dict:
-    if node_status(service("nu", k)).get("standby") != f"{spare}:50051":
+    if node_status(service("nu", k)).get("standby") != f"{spare}:{PORT}":
         return {}
     s = node_status(spare)
     return s if s.get("role") == "standby" and s.get("received_through", 0) > 0 else {}
 
 
-def chain(k: int) -> list[tuple[str, str, str | None]]:
-    """CHAIN at stage `k`."""
-    return [(service(a, k), service(b, k), service(c, k) if c else None) for a, b, c in CHAIN]
+class Cast(NamedTuple):
+    """Who is in each role of a stage as a fault begins (role -> service), and the epoch then in force."""
+    services: dict[str, str]
+    epoch: int = 1
 
 
-def kill_repeatedly(client: docker.DockerClient, t_first: float, k: int = 1) -> list[dict]:
-    """Kill the primary, let the standby take over, start a spare standby, wait until Nu backs up to it;
-    again, down the chain. Returns per round: the epoch reached and kill -> new primary live."""
-    rounds = []
-    for victim, successor, spare in chain(k):
+def static_cast(k: int = 1) -> Cast:
+    """Stage `k`'s roles as the stack starts them."""
+    return Cast({role: service(s, k) for role, s in SERVICE_OF_ROLE.items()})
+
+
+def settled(k: int) -> dict:
+    """Stage `k`'s Nu status once it pushes to a primary and backs up to a standby in sync; {} before."""
+    nu = node_status(service("nu", k))
+    return nu if nu.get("primary") and standby_back(nu) else {}
+
+
+def cast_at(k: int, timeout: float = START_TIMEOUT_S) -> Cast:
+    """Stage `k`'s cast as its Nu has it, once it has a primary and a standby in sync.
+
+    A fault's role names the node in that role when the fault begins, not the service the stack started in
+    it: a primary starved of CPU before the fault may have failed over, and its node, started again by
+    compose, rejoin as the standby. The wait lets such a node finish rejoining (a start's bound: a Spark
+    node spends most of it starting its session), so every fault begins from a primary and a standby."""
+    nu = wait_for(f"stage {k}'s Nu to push to a primary and back up to a standby", lambda: settled(k), timeout, 1.0)
+    host = {role: nu[role].rsplit(":", 1)[0] for role in ("primary", "standby")}
+    return Cast({**static_cast(k).services, **host}, int(nu.get("epoch", 1)))
+
+
+def kill_repeatedly(client: docker.DockerClient, t_first: float, k: int = 1, cast: Cast | None = None) -> list[dict]:
+    """Kill the primary, let the standby take over, start the next spare standby, wait until Nu backs up
+    to it; again, until the spares are spent (one round more than there are spares). Returns per round:
+    the epoch reached and kill -> new primary live."""
+    cast = cast or static_cast(k)
+    victim, successor = cast.services["primary"], cast.services["standby"]
+    rounds: list[dict] = []
+    for spare in (*(service(s, k) for s in SPARES), None):
         t0 = time.time() if rounds else t_first
         container(client, victim).kill()
         s = wait_for(f"{successor} to take over from {victim}", lambda succ=successor: took_over(succ))
@@ -208,6 +238,7 @@ def kill_repeatedly(client: docker.DockerClient, t_first: float, k: int = 1) -> 
             compose("up", "-d", "--wait", "--wait-timeout", "120", "--no-deps", spare)
             # Seeded: Nu backs up to it and it holds tuples past the trim point (it started empty).
             wait_for(f"Nu to back up to {spare}", lambda sp=spare: seeded(sp, k))
+            victim, successor = successor, spare
     return rounds
 
 
@@ -233,9 +264,7 @@ def say(msg: str) -> None:
 def start_spare(client: docker.DockerClient, k: int = 1) -> str:
     """A new, empty standby in a place whose node was killed: the first spare not running yet. It registers
     with Nu and learns the primary from it, as the process runner's START does."""
-    for _, _, spare in chain(k):
-        if spare is None:
-            break
+    for spare in (service(s, k) for s in SPARES):
         try:
             running = container(client, spare).status == "running"
         except RuntimeError:
@@ -324,17 +353,17 @@ def shape(client: docker.DockerClient, spec: str) -> dict:
             "delay_applied": all(delay), "services": shaped}
 
 
-def cut(step: Step, client: docker.DockerClient, c, heal: bool = False, k: int = 1) -> None:
+def cut(step: Step, client: docker.DockerClient, c, cast: Cast, heal: bool = False) -> None:
     """Cut (or heal) the links of `step`: every link of the target ("*": off the network and back under
     its service name, as a real host goes away), or the one link to `step.peer` (a firewall rule)."""
     if step.peer == "*":
         net = client.networks.get(f"{PROJECT}_{NETWORK}")
         if heal:
-            net.connect(c, aliases=[service(SERVICE_OF_ROLE[step.target], k)])
+            net.connect(c, aliases=[cast.services[step.target]])
         else:
             net.disconnect(c)
     else:
-        _firewall(c, container(client, service(SERVICE_OF_ROLE[step.peer], k)), cut=not heal)
+        _firewall(c, container(client, cast.services[step.peer]), cut=not heal)
 
 
 FREEZE_TRIES = 5
@@ -354,13 +383,15 @@ def pause(c) -> None:
             time.sleep(0.2)
 
 
-def apply(step: Step, client: docker.DockerClient, t_first: float, k: int = 1) -> dict:
-    """One step of a fault on its container at stage `k`; what it did, for the fault's report."""
+def apply(step: Step, client: docker.DockerClient, t_first: float, k: int = 1, cast: Cast | None = None) -> dict:
+    """One step of a fault on its container at stage `k`, whose roles are `cast`'s (the stack's own when
+    None); what it did, for the fault's report."""
+    cast = cast or static_cast(k)
     if step.action is Action.KILL_REPEATEDLY:
-        return {"rounds": kill_repeatedly(client, t_first, k)}
+        return {"rounds": kill_repeatedly(client, t_first, k, cast)}
     if step.action is Action.START:
         return {"started": start_spare(client, k)}
-    c = container(client, service(SERVICE_OF_ROLE[step.target], k))
+    c = container(client, cast.services[step.target])
     if step.action is Action.KILL:
         c.kill()
     elif step.action is Action.STOP:
@@ -373,11 +404,11 @@ def apply(step: Step, client: docker.DockerClient, t_first: float, k: int = 1) -
         time.sleep(lasting(step))
         c.unpause()
     elif step.action is Action.PARTITION:
-        cut(step, client, c, k=k)
+        cut(step, client, c, cast)
         time.sleep(lasting(step))
-        cut(step, client, c, heal=True, k=k)
+        cut(step, client, c, cast, heal=True)
     elif step.action in (Action.CUT, Action.HEAL):
-        cut(step, client, c, heal=step.action is Action.HEAL, k=k)
+        cut(step, client, c, cast, heal=step.action is Action.HEAL)
     elif step.action is Action.HANG:
         # The node's own processes (its Spark driver JVM and workers), by their host PIDs: root on the host.
         c.reload()
@@ -414,9 +445,11 @@ def healthy_again(c, timeout: float = START_TIMEOUT_S, every: float = 0.5) -> fl
         time.sleep(every)
 
 
-def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0, k: int = 1) -> tuple[float, list[dict]]:
-    """`fault`'s steps in order at stage `k`, with their timings (as the process runner's `inject`): the
-    time of the first step and one event per step."""
+def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0, k: int = 1,
+           cast: Cast | None = None) -> tuple[float, list[dict]]:
+    """`fault`'s steps in order at stage `k`, its roles `cast`'s (the stack's own when None), with their
+    timings (as the process runner's `inject`): the time of the first step and one event per step."""
+    cast = cast or static_cast(k)
     t_first, events = 0.0, []
     nu = service("nu", k)
     for step in fault.steps:
@@ -428,20 +461,23 @@ def inject(fault: Fault, client: docker.DockerClient, timeout: float = 90.0, k: 
             time.sleep(step.delay)
         at = time.time()
         t_first = t_first or at
-        out = apply(step, client, t_first, k)
+        out = apply(step, client, t_first, k, cast)
         events.append({"at": at, "target": step.target, "action": str(step.action), **({"stage": k} if k > 1 else {}),
                        **out})
-        say(f"{fault.name}: {step.action} {service(SERVICE_OF_ROLE[step.target], k)} done")
+        say(f"{fault.name}: {step.action} {cast.services[step.target]} done")
     return t_first, events
 
 
-def inject_at(fault: Fault, client: docker.DockerClient, at: tuple[int, ...]) -> tuple[float, list[dict]]:
+def inject_at(fault: Fault, client: docker.DockerClient, at: tuple[int, ...],
+              casts: dict[int, Cast] | None = None) -> tuple[float, list[dict]]:
     """`fault` at each stage of `at` at once (a thread per stage: a pause or a partition lasts, and the
-    stages' must overlap): the first step's time and every stage's events in the order they happened."""
+    stages' must overlap), each stage's roles its cast in `casts` (the stack's own where none): the first
+    step's time and every stage's events in the order they happened."""
+    casts = casts or {}
     if at == (1,):
-        return inject(fault, client)
+        return inject(fault, client, cast=casts.get(1))
     with ThreadPoolExecutor(len(at)) as pool:
-        done = list(pool.map(lambda k: inject(fault, client, k=k), at))
+        done = list(pool.map(lambda k: inject(fault, client, k=k, cast=casts.get(k)), at))
     return min(t for t, _ in done), sorted((e for _, ev in done for e in ev), key=lambda e: e["at"])
 
 
@@ -503,7 +539,10 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
             wait_for(f"stage {k}'s Nu to admit a record", lambda k=k: node_status(service("nu", k)).get("head", 0) > 0,
                      timeout=120.0)
             say(f"{name}: stage {k} at work")
-    t0, events = inject_at(fault, client, at)
+    casts = {k: cast_at(k) for k in at}
+    say(f"{name}: " + "; ".join(f"{'stage ' + str(k) + ': ' if k > 1 else ''}primary {c.services['primary']}, "
+                                f"standby {c.services['standby']}, epoch {c.epoch}" for k, c in casts.items()))
+    t0, events = inject_at(fault, client, at, casts)
     rounds: list[dict] = [r for e in events if "rounds" in e for r in e["rounds"]]
     say(f"{name}: every step done; waiting for the load to finish")
     gen = container(client, "generator")
@@ -556,15 +595,21 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
                           "recovery_ms": took_at[k][1] if k in took_at else None} for k, r in checks.items()]
     if fault.takes_over:  # a pause shorter than the detector's timeout would pass without the fault asked for
         out["ok"] = out["ok"] and all(took_at[k][1] is not None for k in at)
+    out["cast"] = [{"stage": k, "primary": c.services["primary"], "standby": c.services["standby"], "epoch": c.epoch}
+                   for k, c in casts.items()]
     out["steps"] = [{"target": e["target"], "action": e["action"], "at_s": round(e["at"] - t0, 2),
                      **{k: e[k] for k in ("stage", "started", "stopped", "killed", "exit_code", "stopped_ms",
                                           "healthy_after_s") if k in e}}
                     for e in events]
     if rounds:
         out["rounds"] = rounds
-        out["ok"] = out["ok"] and all([r["epoch"] for r in e["rounds"]] == [2, 3, 4] for e in events if "rounds" in e)
+        # Each round's takeover moves the epoch on by one from the one in force when the fault began.
+        out["ok"] = out["ok"] and all(
+            [r["epoch"] for r in e["rounds"]] == [casts[e.get("stage", 1)].epoch + i for i in range(1, len(SPARES) + 2)]
+            for e in events if "rounds" in e)
     # An operator node that ended on its own (exit 70: its operator failed; 75: fenced) is started again by
-    # compose (restart: on-failure) and must come back as the standby Nu backs up to: not down, not fenced.
+    # compose (restart: on-failure) and must come back as the standby Nu backs up to, or as the primary Nu
+    # pushes to when the fault made it take over since: not down, not fenced.
     restarted = [svc for svc in operator_services() if restarts(client, svc)]
     if restarted:
         out["restarted"] = {}
@@ -572,7 +617,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
             seen = rejoined(svc, deadline)
             # Counted once it has rejoined: a node started again meanwhile shows as one more restart.
             out["restarted"][svc] = {"restarts": restarts(client, svc), **seen}
-        out["ok"] = out["ok"] and all(r["role"] == "standby" and r["backed_up"] for r in out["restarted"].values())
+        out["ok"] = out["ok"] and all(r["rejoined"] for r in out["restarted"].values())
     return out
 
 
@@ -588,8 +633,9 @@ def restarts(client: docker.DockerClient, svc: str) -> int:
 
 
 def rejoined(svc: str, deadline: float) -> dict:
-    """Wait (until `deadline`) for a restarted operator node to be a standby Nu backs up to, in sync, in the
-    epoch in force (Nu's); its role, epoch and whether Nu backs up to it, as they are then.
+    """Wait (until `deadline`) for a restarted operator node to be a standby Nu backs up to, in sync, or the
+    primary Nu pushes to (it took over since), in the epoch in force (Nu's); its role, its epoch, whether
+    Nu backs up to it and whether it `rejoined` so, as they are then.
 
     Each read is a `compose exec` of 1-3 s. Nu is read first, so the node, read second, has registered if
     Nu names it; and the two must agree on the epoch. Read the other way round, with no such check, a node
@@ -600,8 +646,11 @@ def rejoined(svc: str, deadline: float) -> dict:
         nu = node_status(service("nu", compose_stages.stage_of(svc)))
         s = node_status(svc)
         seen = {"role": s.get("role"), "epoch": s.get("epoch"),
-                "backed_up": standby_back(nu) and nu["standby"] == f"{svc}:50051"}
-        return seen, seen["role"] == "standby" and seen["backed_up"] and seen["epoch"] == nu.get("epoch")
+                "backed_up": standby_back(nu) and nu["standby"] == f"{svc}:{PORT}"}
+        pushed_to = nu.get("primary") == f"{svc}:{PORT}"
+        seen["rejoined"] = seen["epoch"] == nu.get("epoch") and (
+            (seen["role"] == "standby" and seen["backed_up"]) or (seen["role"] == "primary" and pushed_to))
+        return seen, seen["rejoined"]
 
     seen, done = back()
     while not done and time.monotonic() < deadline:

@@ -181,7 +181,10 @@ SUMMARIES: dict[str, Summary] = {
         ("link", "with LS_LINK: the link the node containers' egress was shaped to (preset, rate_bps, delay_ms, "
                  "delay_applied, services); null: unshaped"),
         ("rounds", "`kill-primary-repeatedly`: the epoch and recovery of each round"),
-        ("restarted", "operator nodes compose started again: restarts, role, epoch, backed_up"),
+        ("restarted", "operator nodes compose started again: restarts, role, epoch, backed_up, rejoined (the "
+                      "standby Nu backs up to, or the primary it pushes to, in its epoch)"),
+        ("cast", "per stage the fault hit: the primary and standby services and the epoch when it began (its "
+                 "roles name these nodes)"),
         ("stages", "a pipeline of several stages (LS_PIPELINE): per stage, `stage`, its check's `expected`, `got`, "
                    "`lost`, `duplicated`, `wrong`, and `recovery_ms` where the fault hit it (null elsewhere); "
                    "`lost`, `duplicated` and `wrong` above are summed over the stages, `expected` and `got` are "

@@ -272,12 +272,26 @@ def test_a_restarted_operator_container_is_waited_for_until_it_is_the_standby_nu
 
     monkeypatch.setattr(chaos, "node_status", status)
     monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
-    assert chaos.rejoined("n", time.monotonic() + 60) == {"role": "standby", "epoch": 2, "backed_up": True}
+    assert chaos.rejoined("n", time.monotonic() + 60) == {"role": "standby", "epoch": 2, "backed_up": True,
+                                                          "rejoined": True}
     assert reads == ["nu", "n"] * 4  # Nu first: the node, read after it, has registered if Nu names it
     # One that never comes back is reported as it was at the deadline (and the run is not ok).
     monkeypatch.setattr(chaos, "node_status", lambda service: {"role": "fenced", "epoch": 1} if service == "n"
                         else {"standby": ""})
-    assert chaos.rejoined("n", time.monotonic() - 1) == {"role": "fenced", "epoch": 1, "backed_up": False}
+    assert chaos.rejoined("n", time.monotonic() - 1) == {"role": "fenced", "epoch": 1, "backed_up": False,
+                                                         "rejoined": False}
+
+
+def test_a_restarted_node_that_took_over_since_has_rejoined_as_the_primary_nu_pushes_to(monkeypatch):
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    nu = {"primary": "n:50051", "standby": "n-standby-2:50051", "standby_in_sync": True, "epoch": 3}
+    node = {"role": "primary", "epoch": 3}
+    monkeypatch.setattr(chaos, "node_status", lambda service: nu if service == "nu" else node)
+    assert chaos.rejoined("n", time.monotonic() + 60)["rejoined"]
+    # A primary Nu does not push to (demoted, or of an epoch gone by) has not rejoined.
+    nu["primary"] = "n-standby:50051"
+    seen = chaos.rejoined("n", time.monotonic() - 1)
+    assert seen["role"] == "primary" and not seen["rejoined"]
 
 
 def test_a_failing_compose_command_says_what_compose_said(monkeypatch):
@@ -530,3 +544,40 @@ def test_a_pipeline_of_several_stages_gets_the_load_its_windows_need(monkeypatch
     assert want["total"] > CATALOG["kill-primary"].load  # 40,000 bids close no 10 s window
     monkeypatch.setenv("LS_PIPELINE", "examples/sensors.sql")  # one stage: the fault's load
     assert chaos.load(CATALOG["kill-primary"]) == (CATALOG["kill-primary"].load, float(chaos.RATE))
+
+
+def test_a_faults_roles_are_the_nodes_in_them_when_it_begins(fake, monkeypatch):
+    """A primary that failed over before the fault (its node restarted and rejoined as the standby): the
+    fault's kill of "primary" hits the node Nu pushes to, its kill of "standby" the one it backs up to."""
+    log, _ = fake
+    nu = iter([{"primary": "n-standby:50051", "standby": "", "epoch": 2},  # N still restarting
+               {"primary": "n-standby:50051", "standby": "n:50051", "standby_in_sync": False, "epoch": 2},
+               {"primary": "n-standby:50051", "standby": "n:50051", "standby_in_sync": True, "epoch": 2}])
+    monkeypatch.setattr(chaos, "node_status", lambda service: next(nu))
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    cast = chaos.cast_at(1)
+    assert cast == chaos.Cast({"upstream": "nu", "primary": "n-standby", "standby": "n", "downstream": "nd"}, 2)
+    chaos.inject(Fault("t", "", (Step("standby", Action.PAUSE, duration=0.01), Step("primary", Action.KILL))),
+                 client=None, cast=cast)
+    assert [(w, s) for _, w, s in log] == [("pause", "n"), ("unpause", "n"), ("kill", "n-standby")]
+
+
+def test_a_stage_that_never_has_a_standby_fails_the_fault_before_any_step(fake, monkeypatch):
+    log, _ = fake
+    monkeypatch.setattr(chaos, "node_status", lambda service: {"primary": "s2-n:50051", "standby": ""})
+    with pytest.raises(TimeoutError, match="stage 2's Nu to push to a primary and back up to a standby"):
+        chaos.cast_at(2, timeout=0.05)
+    assert log == []
+
+
+def test_kill_primary_repeatedly_follows_the_takeovers_from_the_cast_down_the_spares(fake, monkeypatch):
+    log, _ = fake
+    live = {"role": "primary", "epoch": 0, "recovery": {"live_at": time.time()}}
+    epochs = iter([3, 4, 5])
+    monkeypatch.setattr(chaos, "took_over", lambda service: {**live, "epoch": next(epochs)})
+    monkeypatch.setattr(chaos, "seeded", lambda spare, k=1: {"role": "standby"})
+    cast = chaos.Cast({"upstream": "nu", "primary": "n-standby", "standby": "n", "downstream": "nd"}, 2)
+    rounds = chaos.kill_repeatedly(None, time.time(), cast=cast)
+    assert [(r["killed"], r["primary"], r["epoch"]) for r in rounds] == [
+        ("n-standby", "n", 3), ("n", "n-standby-2", 4), ("n-standby-2", "n-standby-3", 5)]
+    assert [(w, s) for _, w, s in log if w == "kill"] == [("kill", "n-standby"), ("kill", "n"), ("kill", "n-standby-2")]
