@@ -581,3 +581,13 @@ def test_kill_primary_repeatedly_follows_the_takeovers_from_the_cast_down_the_sp
     assert [(r["killed"], r["primary"], r["epoch"]) for r in rounds] == [
         ("n-standby", "n", 3), ("n", "n-standby-2", 4), ("n-standby-2", "n-standby-3", 5)]
     assert [(w, s) for _, w, s in log if w == "kill"] == [("kill", "n-standby"), ("kill", "n"), ("kill", "n-standby-2")]
+
+
+def test_a_nodes_health_check_counts_no_failure_for_as_long_as_a_start_may_take():
+    """`compose up --wait` fails at the first unhealthy node: a Spark node still starting must not be one."""
+    import re
+
+    line = next(x for x in (ROOT / "deploy" / "docker" / "node.Dockerfile").read_text().splitlines()
+                if x.startswith("HEALTHCHECK"))
+    start = re.search(r"--start-period=(\d+)s", line)
+    assert start and int(start.group(1)) >= chaos.START_TIMEOUT_S
