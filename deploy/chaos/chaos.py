@@ -515,6 +515,20 @@ def check_stages(name: str, deadline: float) -> dict[int, dict]:
     return checks
 
 
+def load_done(gen, deadline: float, timeout: float, every: float = 2.0) -> None:
+    """Wait until the generator `gen` has written its load and exited; TimeoutError at `deadline` (`timeout`
+    after the last step), naming the bound: a load that outlasts it (LS_GEN_TOTAL over LS_GEN_RATE) leaves
+    the stages' checks nothing complete to compare."""
+    while True:
+        gen.reload()
+        if gen.status == "exited":
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the generator was still writing its load {timeout:g} s after the fault's last "
+                               f"step: a shorter load (LS_GEN_TOTAL, LS_GEN_RATE) fits the runner's bound")
+        time.sleep(every)
+
+
 def _summed(checks: dict[int, dict], key: str):
     values = [r.get(key) for r in checks.values()]
     return None if any(v is None for v in values) else sum(values)
@@ -545,13 +559,8 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
     t0, events = inject_at(fault, client, at, casts)
     rounds: list[dict] = [r for e in events if "rounds" in e for r in e["rounds"]]
     say(f"{name}: every step done; waiting for the load to finish")
-    gen = container(client, "generator")
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        gen.reload()
-        if gen.status == "exited":
-            break
-        time.sleep(2)
+    load_done(container(client, "generator"), deadline, timeout)
     checks = check_stages(name, deadline)
     took_at = {k: took_over_last(checks[k].get("nodes", {}), t0) for k in at}
     hit = max(at, key=lambda k: -1.0 if took_at[k][1] is None else took_at[k][1])

@@ -591,3 +591,15 @@ def test_a_nodes_health_check_counts_no_failure_for_as_long_as_a_start_may_take(
                 if x.startswith("HEALTHCHECK"))
     start = re.search(r"--start-period=(\d+)s", line)
     assert start and int(start.group(1)) >= chaos.START_TIMEOUT_S
+
+
+def test_a_load_that_outlasts_the_runners_bound_fails_the_fault_saying_so(monkeypatch):
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    gen = FakeContainer([], "generator")
+    with pytest.raises(TimeoutError, match="still writing its load 300 s after the fault's last step"):
+        chaos.load_done(gen, time.monotonic() + 0.05, 300)
+    gen.status = "exited"
+    reads = []
+    gen.reload = lambda: reads.append(1)
+    chaos.load_done(gen, time.monotonic() - 1, 300)  # a load over is not waited for, however late
+    assert reads == [1]
