@@ -203,10 +203,22 @@ def static_cast(k: int = 1) -> Cast:
     return Cast({role: service(s, k) for role, s in SERVICE_OF_ROLE.items()})
 
 
+def host(address: str) -> str:
+    return address.rsplit(":", 1)[0]
+
+
 def settled(k: int) -> dict:
-    """Stage `k`'s Nu status once it pushes to a primary and backs up to a standby in sync; {} before."""
+    """Stage `k`'s Nu status once it pushes to a primary and backs up to a standby in sync, and the two
+    nodes say so themselves, in Nu's epoch, the primary's operator answering; {} before. Nu hears of a
+    takeover only once the new primary announces it: a standby promoting, or a primary its standby is
+    about to depose, reads as settled to Nu alone."""
     nu = node_status(service("nu", k))
-    return nu if nu.get("primary") and standby_back(nu) else {}
+    if not (nu.get("primary") and standby_back(nu)):
+        return {}
+    p, sb = node_status(host(nu["primary"])), node_status(host(nu["standby"]))
+    ok = (p.get("role") == "primary" and not p.get("operator_stalled") and sb.get("role") == "standby"
+          and p.get("epoch") == sb.get("epoch") == nu.get("epoch"))
+    return nu if ok else {}
 
 
 def cast_at(k: int, timeout: float = START_TIMEOUT_S) -> Cast:
@@ -217,8 +229,8 @@ def cast_at(k: int, timeout: float = START_TIMEOUT_S) -> Cast:
     compose, rejoin as the standby. The wait lets such a node finish rejoining (a start's bound: a Spark
     node spends most of it starting its session), so every fault begins from a primary and a standby."""
     nu = wait_for(f"stage {k}'s Nu to push to a primary and back up to a standby", lambda: settled(k), timeout, 1.0)
-    host = {role: nu[role].rsplit(":", 1)[0] for role in ("primary", "standby")}
-    return Cast({**static_cast(k).services, **host}, int(nu.get("epoch", 1)))
+    return Cast({**static_cast(k).services, "primary": host(nu["primary"]), "standby": host(nu["standby"])},
+                int(nu.get("epoch", 1)))
 
 
 def kill_repeatedly(client: docker.DockerClient, t_first: float, k: int = 1, cast: Cast | None = None) -> list[dict]:
@@ -554,6 +566,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
                      timeout=120.0)
             say(f"{name}: stage {k} at work")
     casts = {k: cast_at(k) for k in at}
+    restarts_before = {svc: restarts(client, svc) for svc in operator_services()}
     say(f"{name}: " + "; ".join(f"{'stage ' + str(k) + ': ' if k > 1 else ''}primary {c.services['primary']}, "
                                 f"standby {c.services['standby']}, epoch {c.epoch}" for k, c in casts.items()))
     t0, events = inject_at(fault, client, at, casts)
@@ -616,18 +629,31 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
         out["ok"] = out["ok"] and all(
             [r["epoch"] for r in e["rounds"]] == [casts[e.get("stage", 1)].epoch + i for i in range(1, len(SPARES) + 2)]
             for e in events if "rounds" in e)
-    # An operator node that ended on its own (exit 70: its operator failed; 75: fenced) is started again by
-    # compose (restart: on-failure) and must come back as the standby Nu backs up to, or as the primary Nu
-    # pushes to when the fault made it take over since: not down, not fenced.
-    restarted = [svc for svc in operator_services() if restarts(client, svc)]
-    if restarted:
-        out["restarted"] = {}
-        for svc in restarted:
-            seen = rejoined(svc, deadline)
-            # Counted once it has rejoined: a node started again meanwhile shows as one more restart.
-            out["restarted"][svc] = {"restarts": restarts(client, svc), **seen}
-        out["ok"] = out["ok"] and all(r["rejoined"] for r in out["restarted"].values())
+    out.update(restarted_check(client, casts, restarts_before, deadline))
+    out["ok"] = out["ok"] and all(r["rejoined"] for r in out.get("restarted", {}).values())
     return out
+
+
+def restarted_check(client: docker.DockerClient, casts: dict[int, Cast], before: dict[str, int],
+                    deadline: float) -> dict:
+    """`restarted`: each operator node that ended on its own (exit 70: its operator failed; 75: fenced) and
+    that compose started again (restart: on-failure), with whether it `rejoined`: as the standby Nu backs
+    up to, or as the primary Nu pushes to when it took over since; not down, not fenced. One restarted
+    before the fault and in its cast rejoined then (`settled` read it in its role), and is not waited for
+    again: the fault may have killed it since, and a killed container stays down. {} when none was."""
+    cast = {s for c in casts.values() for role, s in c.services.items() if role in ("primary", "standby")}
+    out: dict[str, dict] = {}
+    for svc in operator_services():
+        n = restarts(client, svc)
+        if not n:
+            continue
+        if n == before.get(svc) and svc in cast:
+            out[svc] = {"restarts": n, "rejoined": True, "before_fault": True}
+            continue
+        seen = rejoined(svc, deadline)
+        # Counted once it has rejoined: a node started again meanwhile shows as one more restart.
+        out[svc] = {"restarts": restarts(client, svc), **seen}
+    return {"restarted": out} if out else {}
 
 
 def restarts(client: docker.DockerClient, svc: str) -> int:

@@ -182,7 +182,8 @@ SUMMARIES: dict[str, Summary] = {
                  "delay_applied, services); null: unshaped"),
         ("rounds", "`kill-primary-repeatedly`: the epoch and recovery of each round"),
         ("restarted", "operator nodes compose started again: restarts, role, epoch, backed_up, rejoined (the "
-                      "standby Nu backs up to, or the primary it pushes to, in its epoch)"),
+                      "standby Nu backs up to, or the primary it pushes to, in its epoch); before_fault: restarted "
+                      "before the fault and in its cast, so rejoined then"),
         ("cast", "per stage the fault hit: the primary and standby services and the epoch when it began (its "
                  "roles name these nodes)"),
         ("stages", "a pipeline of several stages (LS_PIPELINE): per stage, `stage`, its check's `expected`, `got`, "

@@ -550,16 +550,49 @@ def test_a_faults_roles_are_the_nodes_in_them_when_it_begins(fake, monkeypatch):
     """A primary that failed over before the fault (its node restarted and rejoined as the standby): the
     fault's kill of "primary" hits the node Nu pushes to, its kill of "standby" the one it backs up to."""
     log, _ = fake
-    nu = iter([{"primary": "n-standby:50051", "standby": "", "epoch": 2},  # N still restarting
-               {"primary": "n-standby:50051", "standby": "n:50051", "standby_in_sync": False, "epoch": 2},
-               {"primary": "n-standby:50051", "standby": "n:50051", "standby_in_sync": True, "epoch": 2}])
-    monkeypatch.setattr(chaos, "node_status", lambda service: next(nu))
+    settled_nu = {"primary": "n-standby:50051", "standby": "n:50051", "standby_in_sync": True, "epoch": 2}
+    reads = iter([
+        ({"primary": "n-standby:50051", "standby": "", "epoch": 2}, {}),  # N still restarting
+        ({**settled_nu, "standby_in_sync": False}, {}),
+        # Nu has both, but N is promoting (N' stalled): Nu hears of it only once N announces its epoch
+        (settled_nu, {"n-standby": {"role": "primary", "epoch": 2, "operator_stalled": True},
+                      "n": {"role": "promoting", "epoch": 2}}),
+        (settled_nu, {"n-standby": {"role": "primary", "epoch": 2}, "n": {"role": "standby", "epoch": 1}}),
+        (settled_nu, {"n-standby": {"role": "primary", "epoch": 2}, "n": {"role": "standby", "epoch": 2}})])
+    now: dict = {}
+
+    def status(service):
+        if service == "nu":
+            nu, nodes = next(reads)
+            now.clear()
+            now.update(nodes, nu=nu)
+        return now[service]
+
+    monkeypatch.setattr(chaos, "node_status", status)
     monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
     cast = chaos.cast_at(1)
     assert cast == chaos.Cast({"upstream": "nu", "primary": "n-standby", "standby": "n", "downstream": "nd"}, 2)
+    with pytest.raises(StopIteration):
+        next(reads)  # it took the fifth read, the first where the nodes agree with Nu
     chaos.inject(Fault("t", "", (Step("standby", Action.PAUSE, duration=0.01), Step("primary", Action.KILL))),
                  client=None, cast=cast)
     assert [(w, s) for _, w, s in log] == [("pause", "n"), ("unpause", "n"), ("kill", "n-standby")]
+
+
+def test_a_node_restarted_before_the_fault_and_in_its_cast_is_not_waited_for_again(monkeypatch):
+    counts = {"n": 1, "n-standby": 2, "s2-n": 1}
+    monkeypatch.setattr(chaos, "operator_services", lambda: ["n", "n-standby", "n-standby-2", "s2-n"])
+    monkeypatch.setattr(chaos, "restarts", lambda client, svc: counts.get(svc, 0))
+    waited = []
+    monkeypatch.setattr(chaos, "rejoined", lambda svc, deadline: waited.append(svc) or {
+        "role": "standby", "epoch": 3, "backed_up": True, "rejoined": svc != "s2-n"})
+    cast = chaos.Cast({"primary": "n", "standby": "n-standby", "upstream": "nu", "downstream": "nd"}, 2)
+    out = chaos.restarted_check(None, {1: cast}, {"n": 1, "n-standby": 1, "s2-n": 1}, time.monotonic())
+    # N: restarted before the fault, in its cast; N': once more during it; s2-n: not in the fault's cast
+    assert out["restarted"]["n"] == {"restarts": 1, "rejoined": True, "before_fault": True}
+    assert waited == ["n-standby", "s2-n"] and not out["restarted"]["s2-n"]["rejoined"]
+    counts.clear()
+    assert chaos.restarted_check(None, {1: cast}, {}, time.monotonic()) == {}
 
 
 def test_a_stage_that_never_has_a_standby_fails_the_fault_before_any_step(fake, monkeypatch):
