@@ -529,15 +529,15 @@ def check_stages(name: str, deadline: float) -> dict[int, dict]:
 
 def load_done(gen, deadline: float, timeout: float, every: float = 2.0) -> None:
     """Wait until the generator `gen` has written its load and exited; TimeoutError at `deadline` (`timeout`
-    after the last step), naming the bound: a load that outlasts it (LS_GEN_TOTAL over LS_GEN_RATE) leaves
-    the stages' checks nothing complete to compare."""
+    after the last step or the load's planned end, whichever is later), naming the bound: a generator
+    that cannot write its load at its rate leaves the stages' checks nothing complete to compare."""
     while True:
         gen.reload()
         if gen.status == "exited":
             return
         if time.monotonic() >= deadline:
             raise TimeoutError(f"the generator was still writing its load {timeout:g} s after the fault's last "
-                               f"step: a shorter load (LS_GEN_TOTAL, LS_GEN_RATE) fits the runner's bound")
+                               f"step and the load's planned end (LS_GEN_TOTAL over LS_GEN_RATE)")
         time.sleep(every)
 
 
@@ -558,7 +558,9 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
     if link:
         say(f"{name}: links of {', '.join(link['services'])} shaped to {link['preset']}")
     compose("up", "-d", "generator", total=total, rate=rate)
-    say(f"{name}: stack healthy; load of {int(os.environ.get('LS_GEN_TOTAL', total)):,} records on")
+    total, rate = int(os.environ.get("LS_GEN_TOTAL", total)), float(os.environ.get("LS_GEN_RATE", rate))
+    load_end = time.monotonic() + total / rate  # when the generator has written its load, at its rate
+    say(f"{name}: stack healthy; load of {total:,} records on")
     time.sleep(4)  # load on
     for k in at:
         if k > 1:  # a later stage's input starts when the stage before it delivers (a window's, when one closes)
@@ -572,7 +574,9 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
     t0, events = inject_at(fault, client, at, casts)
     rounds: list[dict] = [r for e in events if "rounds" in e for r in e["rounds"]]
     say(f"{name}: every step done; waiting for the load to finish")
-    deadline = time.monotonic() + timeout
+    # `timeout` past the last step, or past the load's own end when that comes later (a fault that waited
+    # for its cast to settle may come early in a long load).
+    deadline = max(time.monotonic(), load_end) + timeout
     load_done(container(client, "generator"), deadline, timeout)
     checks = check_stages(name, deadline)
     took_at = {k: took_over_last(checks[k].get("nodes", {}), t0) for k in at}
