@@ -36,6 +36,7 @@ from pathlib import Path
 
 from bench.harness import machine_keys, write_details
 from lazystandby.harness.kafka_broker import LocalKafka
+from lazystandby.harness.operator_procs import no_process_left
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO = Path("proto") / "lazystandby" / "v1" / "lazystandby.proto"
@@ -172,4 +173,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGTERM or Ctrl-C: the broker is stopped and the base's worktree removed on the way out.
+    with no_process_left():
+        sys.exit(main())

@@ -72,3 +72,29 @@ def test_a_count_below_one_is_refused_before_anything_runs(monkeypatch, flag, ca
         ab.main(["--base", "HEAD", flag, "0"])
     assert e.value.code == 2
     assert "--kafka-tuples must be at least 1" in capsys.readouterr().err
+
+
+def test_a_stopped_run_removes_the_bases_worktree_on_its_way_out(tmp_path):
+    """SIGTERM while the base is being built: the run ends and leaves no worktree of the repository."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = ab.ROOT
+    listed = lambda: subprocess.run(["git", "-C", str(root), "worktree", "list"], capture_output=True,  # noqa: E731
+                                    text=True, check=True).stdout
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / d) for d in ("services", "spark", "."))}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.ab", "--base", "HEAD", "--rounds", "1"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "lazystandby-ab-" not in listed():
+            assert proc.poll() is None and time.monotonic() < deadline, "no worktree appeared"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+    finally:
+        proc.kill()
+    assert "lazystandby-ab-" not in listed()
