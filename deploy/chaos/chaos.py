@@ -54,7 +54,7 @@ LOGS = ROOT / "run" / "chaos-logs"
 SPARES = ("n-standby-2", "n-standby-3")
 
 FAULTS = for_runner(Runner.CONTAINERS)
-# The service the stack starts in each role; a fault's roles are the nodes in them when it begins (`cast_at`).
+# The service the stack starts in each role; a fault's roles are the nodes in them when it begins (`casts_at`).
 SERVICE_OF_ROLE = {"upstream": "nu", "primary": "n", "standby": "n-standby", "downstream": "nd"}
 PORT = 50051  # every node's, in its own container: its address is <service>:PORT
 
@@ -221,16 +221,26 @@ def settled(k: int) -> dict:
     return nu if ok else {}
 
 
-def cast_at(k: int, timeout: float = START_TIMEOUT_S) -> Cast:
-    """Stage `k`'s cast as its Nu has it, once it has a primary and a standby in sync.
+def casts_at(at: tuple[int, ...], timeout: float = START_TIMEOUT_S) -> dict[int, Cast]:
+    """The cast of each stage of `at` as its Nu has it, once every one of them has a primary and a standby
+    in sync, read in one pass (a stage read settled while another is waited for may fail over meanwhile).
 
     A fault's role names the node in that role when the fault begins, not the service the stack started in
     it: a primary starved of CPU before the fault may have failed over, and its node, started again by
     compose, rejoin as the standby. The wait lets such a node finish rejoining (a start's bound: a Spark
     node spends most of it starting its session), so every fault begins from a primary and a standby."""
-    nu = wait_for(f"stage {k}'s Nu to push to a primary and back up to a standby", lambda: settled(k), timeout, 1.0)
-    return Cast({**static_cast(k).services, "primary": host(nu["primary"]), "standby": host(nu["standby"])},
-                int(nu.get("epoch", 1)))
+    def every_stage() -> dict[int, Cast]:
+        casts = {}
+        for k in at:
+            nu = settled(k)
+            if not nu:
+                return {}
+            casts[k] = Cast({**static_cast(k).services, "primary": host(nu["primary"]),
+                             "standby": host(nu["standby"])}, int(nu.get("epoch", 1)))
+        return casts
+
+    where = "Nu" if at == (1,) else " and ".join(f"stage {k}'s Nu" for k in at)
+    return wait_for(f"{where} to push to a primary and back up to a standby", every_stage, timeout, 1.0)
 
 
 def kill_repeatedly(client: docker.DockerClient, t_first: float, k: int = 1, cast: Cast | None = None) -> list[dict]:
@@ -494,10 +504,11 @@ def inject_at(fault: Fault, client: docker.DockerClient, at: tuple[int, ...],
 
 
 def took_over_last(nodes: dict, t0: float) -> tuple[str | None, float | None]:
-    """The node that took over last (by epoch; stack-check's name) and the time from the first step to its
-    going live, or (None, None) when nobody took over."""
+    """The node that took over last since the first step (by epoch; stack-check's name) and the time from
+    the first step to its going live, or (None, None) when nobody did. A primary that went live before the
+    fault began took over from a failure of its own, not the fault's."""
     live = [(s.get("epoch", 0), s["recovery"]["live_at"], name) for name, s in nodes.items()
-            if isinstance(s, dict) and live_primary(s)]
+            if isinstance(s, dict) and live_primary(s) and s["recovery"]["live_at"] >= t0]
     if not live:
         return None, None
     _, at, name = max(live)
@@ -567,7 +578,7 @@ def run(fault: Fault, client: docker.DockerClient, timeout: float = 300.0, at: t
             wait_for(f"stage {k}'s Nu to admit a record", lambda k=k: node_status(service("nu", k)).get("head", 0) > 0,
                      timeout=120.0)
             say(f"{name}: stage {k} at work")
-    casts = {k: cast_at(k) for k in at}
+    casts = casts_at(at)
     restarts_before = {svc: restarts(client, svc) for svc in operator_services()}
     say(f"{name}: " + "; ".join(f"{'stage ' + str(k) + ': ' if k > 1 else ''}primary {c.services['primary']}, "
                                 f"standby {c.services['standby']}, epoch {c.epoch}" for k, c in casts.items()))

@@ -153,6 +153,9 @@ def test_the_new_primary_is_the_one_of_the_highest_epoch():
              "Nu": {"role": "upstream"}, "N3": {"error": "unreachable"}}
     assert chaos.took_over_last(nodes, 10.0) == ("N2", 2500.0)
     assert chaos.took_over_last({"Nu": {"role": "upstream"}}, 10.0) == (None, None)
+    # A primary live before the first step took over from a failure of its own, not the fault's.
+    assert chaos.took_over_last(nodes, 12.0) == ("N2", 500.0)
+    assert chaos.took_over_last(nodes, 13.0) == (None, None)
 
 
 class NetContainer(FakeContainer):
@@ -570,7 +573,7 @@ def test_a_faults_roles_are_the_nodes_in_them_when_it_begins(fake, monkeypatch):
 
     monkeypatch.setattr(chaos, "node_status", status)
     monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
-    cast = chaos.cast_at(1)
+    cast = chaos.casts_at((1,))[1]
     assert cast == chaos.Cast({"upstream": "nu", "primary": "n-standby", "standby": "n", "downstream": "nd"}, 2)
     with pytest.raises(StopIteration):
         next(reads)  # it took the fifth read, the first where the nodes agree with Nu
@@ -599,7 +602,7 @@ def test_a_stage_that_never_has_a_standby_fails_the_fault_before_any_step(fake, 
     log, _ = fake
     monkeypatch.setattr(chaos, "node_status", lambda service: {"primary": "s2-n:50051", "standby": ""})
     with pytest.raises(TimeoutError, match="stage 2's Nu to push to a primary and back up to a standby"):
-        chaos.cast_at(2, timeout=0.05)
+        chaos.casts_at((2,), timeout=0.05)
     assert log == []
 
 
@@ -636,3 +639,27 @@ def test_a_load_that_outlasts_the_runners_bound_fails_the_fault_saying_so(monkey
     gen.reload = lambda: reads.append(1)
     chaos.load_done(gen, time.monotonic() - 1, 300)  # a load over is not waited for, however late
     assert reads == [1]
+
+
+def test_every_stage_of_a_fault_is_cast_in_the_same_pass(monkeypatch):
+    """Stage 1 settled while stage 2 is waited for may fail over meanwhile: its cast is the one read in
+    the pass that found stage 2 settled too, not the first."""
+    monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
+    first = {"primary": "n:50051", "standby": "n-standby:50051", "epoch": 1}
+    later = {"primary": "n-standby:50051", "standby": "n:50051", "epoch": 2}
+    two = {"primary": "s2-n:50051", "standby": "s2-n-standby:50051", "epoch": 1}
+    passes = iter([{1: first, 2: {}}, {1: {}, 2: two}, {1: later, 2: two}])
+    now: dict = {}
+
+    def settled(k):
+        if k == 1:
+            now.update(next(passes))
+        return now[k]
+
+    monkeypatch.setattr(chaos, "settled", settled)
+    casts = chaos.casts_at((1, 2))
+    assert (casts[1].services["primary"], casts[1].services["standby"], casts[1].epoch) == ("n-standby", "n", 2)
+    assert (casts[2].services["primary"], casts[2].epoch) == ("s2-n", 1)
+    with pytest.raises(TimeoutError, match="stage 1's Nu and stage 2's Nu to push"):
+        monkeypatch.setattr(chaos, "settled", lambda k: {} if k == 2 else first)
+        chaos.casts_at((1, 2), timeout=0.05)
