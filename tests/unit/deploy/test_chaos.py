@@ -569,9 +569,9 @@ def test_a_faults_roles_are_the_nodes_in_them_when_it_begins(fake, monkeypatch):
             nu, nodes = next(reads)
             now.clear()
             now.update(nodes, nu=nu)
-        return now[service]
+        return now.get(service, {})
 
-    monkeypatch.setattr(chaos, "node_status", status)
+    monkeypatch.setattr(chaos, "statuses", lambda *names: {n: status(n) for n in names})
     monkeypatch.setattr(chaos.time, "sleep", lambda s: None)
     cast = chaos.casts_at((1,))[1]
     assert cast == chaos.Cast({"upstream": "nu", "primary": "n-standby", "standby": "n", "downstream": "nd"}, 2)
@@ -600,7 +600,7 @@ def test_a_node_restarted_before_the_fault_and_in_its_cast_is_not_waited_for_aga
 
 def test_a_stage_that_never_has_a_standby_fails_the_fault_before_any_step(fake, monkeypatch):
     log, _ = fake
-    monkeypatch.setattr(chaos, "node_status", lambda service: {"primary": "s2-n:50051", "standby": ""})
+    monkeypatch.setattr(chaos, "statuses", lambda *names: {n: {"primary": "s2-n:50051", "standby": ""} for n in names})
     with pytest.raises(TimeoutError, match="stage 2's Nu to push to a primary and back up to a standby"):
         chaos.casts_at((2,), timeout=0.05)
     assert log == []
