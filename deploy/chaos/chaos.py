@@ -145,7 +145,7 @@ NODE_NAMES = {"N": "n", "N'": "n-standby", "N2": "n-standby-2", "N3": "n-standby
 def stack_check(k: int = 1) -> dict:
     """Stage `k`'s truth-table check (the stack's only one for 1 without a pipeline of several) and its
     nodes' status, named N, N', N2, N3, Nd and Nu."""
-    nodes = ",".join(f"{name}={service(s, k)}:50051" for name, s in NODE_NAMES.items())
+    nodes = ",".join(f"{name}={service(s, k)}:{PORT}" for name, s in NODE_NAMES.items())
     stage = ["-e", f"LS_STAGE={k}"] if stages() > 1 else []
     out = compose("run", "--rm", "--no-deps", *stage, "--entrypoint", "python", "generator", "-m", "lazystandby.cli",
                   "stack-check", "--prefix", topic_prefix(), "--status", nodes, check=False)
