@@ -194,6 +194,7 @@ def _kill(topo: Topology, key: str, step: Step) -> dict:
 
 LOOP_DIES_WAIT_S = 30.0  # a node whose loop died exits at once (cli.run_node: no handover, 0.5 s joins)
 STOP_WAIT_S = 60.0  # a stopped node's exit: its handover is bounded to a few seconds (PrimarySide.hand_over)
+EXIT_WAIT_S = 30.0  # a fenced node's exit after it stops serving: its operator's stop (a Spark session's)
 
 
 def _stop(topo: Topology, key: str, step: Step) -> dict:
@@ -1192,15 +1193,23 @@ def _settled(topo: Topology) -> bool:
     return not topo.supervisor_restarts or len(alive) < 2 or standby_back(topo.status(NU))
 
 
-def _status_or_none(topo: Topology, key: str) -> dict:
+def _status_or_none(topo: Topology, key: str, exit_wait_s: float = EXIT_WAIT_S) -> dict:
     """A node's status, or {} while its supervisor starts it again (a node a stage's load fenced, while
-    the fault hits another stage; harness/stages.py)."""
-    try:
-        return topo.status(key)
-    except PeerError:
-        if topo.supervise and (topo.waiting_restart(key) or key in topo.supervisor_restarts):
-            return {}
-        raise
+    the fault hits another stage; harness/stages.py). A supervised node that is alive and does not answer
+    may be on its way out: a fenced node stops serving before its process ends (a Spark session's stop
+    takes seconds), and the supervisor sees only the end. It is asked again until it answers or has
+    ended, within `exit_wait_s`; a node still silent then, or one no supervisor starts again, raises
+    PeerError."""
+    deadline = time.monotonic() + exit_wait_s
+    while True:
+        try:
+            return topo.status(key)
+        except PeerError:
+            if topo.supervise and (topo.waiting_restart(key) or key in topo.supervisor_restarts):
+                return {}
+            if not topo.supervise or not topo.alive(key) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.1)
 
 
 def _brief(s: dict) -> dict:

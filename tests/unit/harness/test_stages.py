@@ -147,18 +147,24 @@ def test_a_spark_only_fault_on_the_python_operator_is_refused_before_any_stage_s
 
 
 class Restarting:
-    """A topology whose node in `n` does not answer: its supervisor started it again, or never did."""
+    """A topology whose node in `n` does not answer: its supervisor started it again, or never did; with
+    `ends_after`, its process is alive and silent for that many calls, then ends for a restart."""
 
-    def __init__(self, supervise, restarted):
+    def __init__(self, supervise, restarted, ends_after=None):
         self.supervise, self.supervisor_restarts = supervise, ["n"] if restarted else []
+        self.ends_after, self.calls = ends_after, 0
 
     def status(self, key):
         from lazystandby.core.errors import PeerError
 
+        self.calls += 1
         raise PeerError("UNAVAILABLE", "connection refused", refused=True)
 
+    def alive(self, key):
+        return self.ends_after is not None and self.calls < self.ends_after
+
     def waiting_restart(self, key):
-        return False
+        return self.ends_after is not None and self.calls >= self.ends_after
 
 
 def test_a_node_its_supervisor_starts_again_has_no_status_before_a_fault_and_any_other_silence_is_an_error():
@@ -170,6 +176,19 @@ def test_a_node_its_supervisor_starts_again_has_no_status_before_a_fault_and_any
         _status_or_none(Restarting(True, False), "n")
     with pytest.raises(PeerError):
         _status_or_none(Restarting(False, True), "n")
+
+
+def test_a_supervised_node_on_its_way_out_is_asked_again_until_it_ends_and_a_silent_live_one_is_an_error():
+    """A fenced node stops serving before its process ends: it is no error while it ends within the bound;
+    a live node silent past the bound still is."""
+    from lazystandby.core.errors import PeerError
+    from lazystandby.harness.launcher import _status_or_none
+
+    exiting = Restarting(True, False, ends_after=3)
+    assert _status_or_none(exiting, "n", exit_wait_s=5.0) == {}
+    assert exiting.calls == 3
+    with pytest.raises(PeerError):
+        _status_or_none(Restarting(True, False, ends_after=10**6), "n", exit_wait_s=0.3)
 
 
 def test_faults_per_stage_are_named_and_checked_against_the_stages():
